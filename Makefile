@@ -1,0 +1,42 @@
+# The two commands of the README: `make run` and `make test`. Both build what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Console chat on the embedded defaults unless a platform is configured.
+run: $(STAMP)
+	@if [ -n "$$SLACK_BOT_TOKEN$$MICROSOFT_APP_ID" ] || [ "$$TEAMS_ALLOW_UNAUTHENTICATED" = "true" ]; then \
+		exec $(BIN)/python -m bot; \
+	else \
+		exec $(BIN)/python -m bot console; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy agents bot
+
+test: $(STAMP)
+	scripts/ensure-redis
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy agents bot
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	scripts/ensure-redis
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,154 @@
+"""The persisted state of a run: everything needed to continue it in a fresh process.
+
+A snapshot is JSON with a version field, read and written through one
+``TypeAdapter``; never pickle. It is saved *before* an approval or suspension is
+announced, so whoever sees the announcement can act on it from anywhere.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .messages import Message, ToolCallPart, ToolResultPart
+from .usage import Usage
+
+SNAPSHOT_VERSION = 1
+
+PendingKind = Literal["approval", "suspension"]
+RunStatus = Literal["running", "paused", "finished", "failed", "interrupted"]
+FinishReason = Literal[
+    "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted"
+]
+DecisionAction = Literal["approve", "decline", "resume", "expire"]
+AuditEvent = Literal["requested", "approved", "declined", "resumed", "expired", "interrupted"]
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware (UTC)."""
+    return datetime.now(UTC)
+
+
+class Decision(BaseModel):
+    """Who resolved a pending call, how and when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: DecisionAction
+    decided_by: str | None = None
+    decided_at: datetime = Field(default_factory=utcnow)
+    reason: str | None = None
+
+
+class PendingCall(BaseModel):
+    """A tool call waiting for a person: an approval or a suspension.
+
+    In a supervisor's snapshot, a call surfaced from a sub-agent keeps the inner
+    tool's id, name and args, plus ``via_call_id`` (the supervisor's own delegation
+    call) and ``child_run_id`` (the sub-agent's run, which holds the call itself).
+    ``state`` is ``executing`` from the moment a decision is claimed until its
+    outcome is recorded: a crash in between leaves that visible.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    kind: PendingKind
+    agent_path: list[str]
+    suspend_payload: Any = None
+    resume_schema: dict[str, Any] | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+    via_call_id: str | None = None
+    child_run_id: str | None = None
+    state: Literal["pending", "executing"] = "pending"
+    decision: Decision | None = None
+    requester: str | None = None
+    idempotent: bool = False
+    card: dict[str, Any] | None = None
+
+
+class RunOptions(BaseModel):
+    """The per-call options a run keeps across pauses."""
+
+    require_tool_approval: bool | Literal["predicate"] = False
+    max_steps: int = 10
+    auto_resume_suspended_tools: bool = False
+
+
+class RunSnapshot(BaseModel):
+    """One agent run as persisted. Sub-agent runs have a parent."""
+
+    version: Literal[1] = SNAPSHOT_VERSION
+    run_id: str
+    agent_id: str
+    agent_path: list[str]
+    root_run_id: str
+    parent_run_id: str | None = None
+    parent_call_id: str | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
+    status: RunStatus = "running"
+    options: RunOptions = Field(default_factory=RunOptions)
+    history_len: int = 0
+    messages: list[Message] = Field(default_factory=list)
+    batch: list[ToolCallPart] = Field(default_factory=list)
+    results: dict[str, ToolResultPart] = Field(default_factory=dict)
+    pending: list[PendingCall] = Field(default_factory=list)
+    steps: int = 0
+    text: str = ""
+    tool_calls: list[ToolCallPart] = Field(default_factory=list)
+    tool_results: list[ToolResultPart] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    revision: int = 0
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this run was started by a caller rather than by a supervisor."""
+        return self.parent_run_id is None
+
+    def find_pending(self, tool_call_id: str) -> PendingCall | None:
+        """The pending call with this id, if any."""
+        return next((p for p in self.pending if p.tool_call_id == tool_call_id), None)
+
+    def next_expiry(self) -> datetime | None:
+        """The earliest expiry among calls still waiting for a person."""
+        waiting = [p.expires_at for p in self.pending if p.state == "pending"]
+        return min(waiting) if waiting else None
+
+
+class AuditEntry(BaseModel):
+    """One line of the append-only audit log."""
+
+    at: datetime = Field(default_factory=utcnow)
+    event: AuditEvent
+    run_id: str
+    thread_id: str | None = None
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    kind: PendingKind | None = None
+    requester: str | None = None
+    actor: str | None = None
+    reason: str | None = None
+
+
+SNAPSHOT_ADAPTER: TypeAdapter[RunSnapshot] = TypeAdapter(RunSnapshot)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+AUDIT_ADAPTER: TypeAdapter[AuditEntry] = TypeAdapter(AuditEntry)
+
+
+def dump_snapshot(snapshot: RunSnapshot) -> str:
+    """Serialize a snapshot to JSON."""
+    return SNAPSHOT_ADAPTER.dump_json(snapshot).decode()
+
+
+def load_snapshot(data: str | bytes) -> RunSnapshot:
+    """Parse a snapshot from JSON (raises on an unknown version)."""
+    return SNAPSHOT_ADAPTER.validate_json(data)

@@ -1,0 +1,113 @@
+"""The store protocol: one contract for the memory, SQLite and Redis stores.
+
+Everything a paused run needs to survive restarts and replicas lives here. The
+run loop keeps the logic; stores keep data and offer three atomic primitives:
+``save_run`` (compare-and-set on the snapshot's revision), ``lock`` (a named
+mutual-exclusion lease shared by every process on the store) and ``seen_before``
+(set-if-absent with a TTL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from ..messages import Message
+from ..snapshot import AuditEntry, RunSnapshot
+
+
+class StoreConflict(Exception):
+    """A snapshot was saved by someone else since it was loaded."""
+
+    def __init__(self, run_id: str, expected: int, actual: int | None) -> None:
+        super().__init__(
+            f"run {run_id}: expected revision {expected}, store has {actual}"
+        )
+        self.run_id = run_id
+
+
+class LockTimeout(Exception):
+    """A named lock could not be acquired in time."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable state shared by every process of one bot deployment."""
+
+    url: str
+
+    async def load_run(self, run_id: str) -> RunSnapshot | None:
+        """The snapshot of a run, or ``None``."""
+        ...
+
+    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+        """Store a snapshot if the stored revision still equals ``snapshot.revision``.
+
+        Returns the saved copy with ``revision + 1``; raises ``StoreConflict``
+        otherwise, changing nothing. Keeps two indexes current from the
+        snapshot: root runs that wait for a person per thread
+        (``paused_runs``) and by earliest expiry (``runs_expiring``).
+        """
+        ...
+
+    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+        """Hold a named lock across every process of the store.
+
+        ``ttl`` bounds how long a crashed holder keeps it. Raises ``LockTimeout``
+        when it cannot be had within ``ttl``.
+        """
+        ...
+
+    async def paused_runs(self, thread_id: str) -> list[str]:
+        """Ids of root runs on this thread that wait for a person, oldest first."""
+        ...
+
+    async def runs_expiring(self, before: datetime) -> list[str]:
+        """Ids of root runs with a waiting call that expires before ``before``."""
+        ...
+
+    async def runs_executing(self) -> list[str]:
+        """Ids of root runs with a decided call whose outcome was never recorded."""
+        ...
+
+    async def load_history(self, thread_id: str) -> list[Message]:
+        """The thread's remembered conversation, oldest first."""
+        ...
+
+    async def append_history(
+        self, thread_id: str, messages: Sequence[Message], *, window: int
+    ) -> None:
+        """Append messages, keeping at most ``window`` (older ones are dropped)."""
+        ...
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        """Record ``key`` for ``ttl`` seconds; ``True`` if it was already there."""
+        ...
+
+    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
+        """Keep an opaque JSON reference per thread (for proactive messages)."""
+        ...
+
+    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
+        """The stored reference of a thread, or ``None``."""
+        ...
+
+    async def append_audit(self, entry: AuditEntry) -> None:
+        """Append to the audit log."""
+        ...
+
+    async def list_audit(
+        self, *, run_id: str | None = None, thread_id: str | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries of a run or a thread, oldest first."""
+        ...
+
+    async def ping(self) -> bool:
+        """Whether the store answers."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...

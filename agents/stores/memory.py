@@ -1,0 +1,124 @@
+"""An in-process store for tests and experiments (``memory://``). Nothing survives."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from ..messages import Message
+from ..snapshot import AuditEntry, RunSnapshot, utcnow
+from .base import LockTimeout, StoreConflict
+
+
+class MemoryStore:
+    """The store protocol over dictionaries, for one process."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._runs: dict[str, RunSnapshot] = {}
+        self._history: dict[str, list[Message]] = {}
+        self._seen: dict[str, float] = {}
+        self._references: dict[str, dict[str, Any]] = {}
+        self._audit: list[AuditEntry] = []
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def load_run(self, run_id: str) -> RunSnapshot | None:
+        snapshot = self._runs.get(run_id)
+        return snapshot.model_copy(deep=True) if snapshot else None
+
+    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+        current = self._runs.get(snapshot.run_id)
+        actual = current.revision if current else 0
+        if actual != snapshot.revision:
+            raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
+        saved = snapshot.model_copy(
+            deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
+        )
+        self._runs[saved.run_id] = saved
+        return saved.model_copy(deep=True)
+
+    @asynccontextmanager
+    async def lock(self, name: str, *, ttl: float = 30.0) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout=ttl)
+        except TimeoutError as exc:
+            raise LockTimeout(name) from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _root_runs(self) -> list[RunSnapshot]:
+        return sorted(
+            (r for r in self._runs.values() if r.is_root), key=lambda r: r.created_at
+        )
+
+    async def paused_runs(self, thread_id: str) -> list[str]:
+        return [
+            r.run_id
+            for r in self._root_runs()
+            if r.thread_id == thread_id and r.status == "paused"
+        ]
+
+    async def runs_expiring(self, before: datetime) -> list[str]:
+        out = []
+        for run in self._root_runs():
+            expiry = run.next_expiry() if run.status == "paused" else None
+            if expiry is not None and expiry < before:
+                out.append(run.run_id)
+        return out
+
+    async def runs_executing(self) -> list[str]:
+        return [
+            r.run_id
+            for r in self._root_runs()
+            if any(p.state == "executing" for p in r.pending)
+        ]
+
+    async def load_history(self, thread_id: str) -> list[Message]:
+        return list(self._history.get(thread_id, []))
+
+    async def append_history(
+        self, thread_id: str, messages: Sequence[Message], *, window: int
+    ) -> None:
+        kept = [*self._history.get(thread_id, []), *messages]
+        self._history[thread_id] = kept[-window:] if window > 0 else []
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        now = time.monotonic()
+        expiry = self._seen.get(key)
+        if expiry is not None and expiry > now:
+            return True
+        self._seen[key] = now + ttl
+        return False
+
+    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
+        self._references[thread_id] = dict(reference)
+
+    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
+        reference = self._references.get(thread_id)
+        return dict(reference) if reference is not None else None
+
+    async def append_audit(self, entry: AuditEntry) -> None:
+        self._audit.append(entry)
+
+    async def list_audit(
+        self, *, run_id: str | None = None, thread_id: str | None = None
+    ) -> list[AuditEntry]:
+        return [
+            e
+            for e in self._audit
+            if (run_id is None or e.run_id == run_id)
+            and (thread_id is None or e.thread_id == thread_id)
+        ]
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
