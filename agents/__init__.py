@@ -1,0 +1,81 @@
+"""Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
+
+from .agent import Agent, AgentOptions, ExpiredCall
+from .chunks import (
+    AgentResult,
+    Chunk,
+    ErrorChunk,
+    FinishChunk,
+    PendingInfo,
+    TextDeltaChunk,
+    ToolCallApprovalChunk,
+    ToolCallChunk,
+    ToolCallSuspendedChunk,
+    ToolErrorChunk,
+    ToolResultChunk,
+)
+from .errors import (
+    AgentError,
+    AlreadyDecidedError,
+    ApprovalExpiredError,
+    ResumeDataInvalidError,
+    RunNotFoundError,
+    RunNotPausedError,
+    SuspendPayloadInvalidError,
+    ToolCallNotPendingError,
+)
+from .messages import Message, TextPart, ToolCallPart, ToolResultPart
+from .models.base import Model, ModelError
+from .models.function import FunctionModel, ModelResponse, ToolCall
+from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
+from .stores import MemoryStore, Store, StoreConflict, open_store
+from .stream import AgentStream
+from .tools import Tool, ToolContext, tool
+from .usage import Usage
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentOptions",
+    "AgentResult",
+    "AgentStream",
+    "AlreadyDecidedError",
+    "ApprovalExpiredError",
+    "AuditEntry",
+    "Chunk",
+    "Decision",
+    "ErrorChunk",
+    "ExpiredCall",
+    "FinishChunk",
+    "FunctionModel",
+    "MemoryStore",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelResponse",
+    "PendingCall",
+    "PendingInfo",
+    "ResumeDataInvalidError",
+    "RunNotFoundError",
+    "RunNotPausedError",
+    "RunSnapshot",
+    "Store",
+    "StoreConflict",
+    "SuspendPayloadInvalidError",
+    "TextDeltaChunk",
+    "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolCallApprovalChunk",
+    "ToolCallChunk",
+    "ToolCallNotPendingError",
+    "ToolCallPart",
+    "ToolCallSuspendedChunk",
+    "ToolContext",
+    "ToolErrorChunk",
+    "ToolResultChunk",
+    "ToolResultPart",
+    "Usage",
+    "open_store",
+    "tool",
+]

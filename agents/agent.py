@@ -1,0 +1,344 @@
+"""Agents: a model, instructions, tools and sub-agents, with human approval built in."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from ._engine import DELEGATION_PREFIX, CallPredicate, DelegationInput, Engine, new_run_id
+from .chunks import AgentResult, PendingInfo
+from .errors import ResumeDataInvalidError
+from .messages import Message, TextPart
+from .models.base import Model, ModelError, StructuredRequest, ToolSpec
+from .snapshot import Decision, RunOptions, RunSnapshot, utcnow
+from .stores.base import Store
+from .stores.memory import MemoryStore
+from .stream import AgentStream
+from .tools import Tool
+
+Input = str | Message | Sequence[str | Message]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOptions:
+    """Defaults for every call of an agent; most can be overridden per call.
+
+    ``history_window`` bounds the messages a thread remembers; ``approval_ttl``
+    is how long a waiting call stays decidable unless its tool says otherwise.
+    """
+
+    require_tool_approval: bool = False
+    auto_resume_suspended_tools: bool = False
+    max_steps: int = 10
+    history_window: int = 50
+    approval_ttl: timedelta = timedelta(hours=24)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpiredCall:
+    """A waiting call the expiry sweep resolved; consume ``stream`` to finish its run."""
+
+    pending: PendingInfo
+    stream: AgentStream
+
+
+@dataclass(kw_only=True, eq=False)
+class Agent:
+    """An agent: a model with instructions, tools and optionally sub-agents.
+
+    Sub-agents (``agents={"data": data_agent}``) are offered to the model as tools
+    named ``agent-<key>``; their approvals and suspensions surface in this
+    agent's stream and are decided here with this agent's run id.
+    """
+
+    id: str
+    model: Model
+    name: str = ""
+    description: str = ""
+    instructions: str = ""
+    tools: Sequence[Tool] | Mapping[str, Tool] = ()
+    agents: Mapping[str, Agent] = field(default_factory=dict)
+    store: Store | None = None
+    default_options: AgentOptions = field(default_factory=AgentOptions)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, Mapping):
+            self._tools = {key: replace(t, name=key) for key, t in self.tools.items()}
+        else:
+            self._tools = {t.name: t for t in self.tools}
+        for key, sub in self.agents.items():
+            name = f"{DELEGATION_PREFIX}{key}"
+            self._tools[name] = Tool(
+                name=name,
+                description=sub.description or f"Delegate a task to the {key} agent.",
+                fn=_never_called,
+                input_model=DelegationInput,
+            )
+        self.name = self.name or self.id
+        self._engine: Engine | None = None
+
+    # -- introspection --------------------------------------------------------
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool (or delegation tool) the model knows by ``name``."""
+        return self._tools.get(name)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as offered to the model."""
+        return [t.spec() for t in self._tools.values()]
+
+    @property
+    def engine(self) -> Engine:
+        """The run loop over this agent's store (a memory store if none was given)."""
+        if self._engine is None:
+            if self.store is None:
+                self.store = MemoryStore()
+            self._engine = Engine(self, self.store)
+        return self._engine
+
+    # -- starting runs --------------------------------------------------------
+
+    async def stream(
+        self,
+        messages: Input,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        require_tool_approval: bool | CallPredicate | None = None,
+        auto_resume_suspended_tools: bool | None = None,
+        max_steps: int | None = None,
+    ) -> AgentStream:
+        """Start a run (or, with auto-resume, continue a suspended one) as a stream.
+
+        With ``auto_resume_suspended_tools`` and a ``thread_id`` whose newest
+        waiting call is a suspension, the message resumes that tool instead of
+        starting a turn (raising ``ResumeDataInvalidError`` if it does not fit
+        the tool's ``resume_schema``). Approvals are never resolved by text.
+        """
+        opts = self.default_options
+        auto = (
+            opts.auto_resume_suspended_tools
+            if auto_resume_suspended_tools is None
+            else auto_resume_suspended_tools
+        )
+        new_messages = _as_messages(messages)
+        if auto and thread_id:
+            resumed = await self._auto_resume(thread_id, new_messages, resource_id)
+            if resumed is not None:
+                return resumed
+        rule = (
+            opts.require_tool_approval if require_tool_approval is None else require_tool_approval
+        )
+        history = (
+            _clean_history(await self.engine.store.load_history(thread_id)) if thread_id else []
+        )
+        run_id = new_run_id()
+        snap = RunSnapshot(
+            run_id=run_id,
+            agent_id=self.id,
+            agent_path=[self.id],
+            root_run_id=run_id,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            options=RunOptions(
+                require_tool_approval="predicate" if callable(rule) else bool(rule),
+                max_steps=max_steps or opts.max_steps,
+                auto_resume_suspended_tools=auto,
+            ),
+            history_len=len(history),
+            messages=[*history, *new_messages],
+        )
+        if callable(rule):
+            self.engine.register_predicate(run_id, rule)
+        return self._stream(run_id, self.engine.start(snap))
+
+    async def generate(self, messages: Input, **options: Any) -> AgentResult:
+        """Like ``stream`` but returns the result; ``finish_reason == "suspended"`` on a pause."""
+        return await (await self.stream(messages, **options)).result()
+
+    # -- decisions ------------------------------------------------------------
+
+    async def approve_tool_call(
+        self, *, run_id: str, tool_call_id: str | None = None, decided_by: str | None = None
+    ) -> AgentStream:
+        """Approve a waiting call (the most recent when no id is given) and continue."""
+        decision = Decision(action="approve", decided_by=decided_by)
+        return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
+
+    async def decline_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        reason: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
+        """Decline a waiting call: the tool never runs and the model is told why."""
+        decision = Decision(action="decline", decided_by=decided_by, reason=reason)
+        return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
+
+    async def resume_stream(
+        self,
+        resume_data: Any,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        decided_by: str | None = None,
+    ) -> AgentStream:
+        """Resume a suspended tool with data matching its ``resume_schema``."""
+        decision = Decision(action="resume", decided_by=decided_by)
+        chunks = await self.engine.decide(run_id, tool_call_id, decision, resume_data)
+        return self._stream(run_id, chunks)
+
+    async def approve_tool_call_generate(self, **kwargs: Any) -> AgentResult:
+        """``approve_tool_call`` and wait for the result."""
+        return await (await self.approve_tool_call(**kwargs)).result()
+
+    async def decline_tool_call_generate(self, **kwargs: Any) -> AgentResult:
+        """``decline_tool_call`` and wait for the result."""
+        return await (await self.decline_tool_call(**kwargs)).result()
+
+    async def resume_generate(self, resume_data: Any, **kwargs: Any) -> AgentResult:
+        """``resume_stream`` and wait for the result."""
+        return await (await self.resume_stream(resume_data, **kwargs)).result()
+
+    # -- waiting calls --------------------------------------------------------
+
+    async def list_suspended_runs(self, *, thread_id: str) -> list[PendingInfo]:
+        """Every call waiting for a person on this thread, oldest first."""
+        store = self.engine.store
+        out: list[PendingInfo] = []
+        for run_id in await store.paused_runs(thread_id):
+            snap = await store.load_run(run_id)
+            if snap is not None:
+                out.extend(PendingInfo.of(run_id, p) for p in snap.pending if p.state == "pending")
+        return sorted(out, key=lambda p: p.created_at)
+
+    async def get_run(self, run_id: str) -> RunSnapshot:
+        """A run's snapshot (raises ``RunNotFoundError``)."""
+        return await self.engine.load(run_id)
+
+    async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
+        """Resolve every waiting call past its expiry, each exactly once across processes.
+
+        The model of each affected run is told the request expired; consume each
+        returned stream (in order) to let the run finish.
+        """
+        now = now or utcnow()
+        expired: list[ExpiredCall] = []
+        for run_id in await self.engine.store.runs_expiring(now):
+            snap = await self.engine.store.load_run(run_id)
+            for call in snap.pending if snap else []:
+                if call.state != "pending" or call.expires_at > now:
+                    continue
+                try:
+                    chunks = await self.engine.decide(
+                        run_id, call.tool_call_id, Decision(action="expire")
+                    )
+                except Exception:  # decided or expired by someone else meanwhile
+                    continue
+                expired.append(
+                    ExpiredCall(
+                        pending=PendingInfo.of(run_id, call), stream=self._stream(run_id, chunks)
+                    )
+                )
+        return expired
+
+    # -- internals ------------------------------------------------------------
+
+    def _stream(self, run_id: str, chunks: Any) -> AgentStream:
+        async def result() -> AgentResult:
+            return _result(await self.engine.load(run_id), run_id)
+
+        return AgentStream(run_id, chunks, result, (self.id,))
+
+    async def _auto_resume(
+        self, thread_id: str, messages: list[Message], resource_id: str | None
+    ) -> AgentStream | None:
+        now = utcnow()
+        waiting = [
+            p
+            for p in await self.list_suspended_runs(thread_id=thread_id)
+            if p.kind == "suspension" and p.expires_at > now
+        ]
+        if not waiting:
+            return None
+        target = waiting[-1]
+        text = "\n".join(m.text for m in messages if m.role == "user").strip()
+        data = await self._extract_resume_data(target, text)
+        return await self.resume_stream(
+            data, run_id=target.run_id, tool_call_id=target.tool_call_id, decided_by=resource_id
+        )
+
+    async def _extract_resume_data(self, call: PendingInfo, text: str) -> Any:
+        schema = call.resume_schema
+        if schema is None:
+            return text
+        properties: dict[str, Any] = schema.get("properties", {})
+        if len(properties) == 1:
+            ((name, prop),) = properties.items()
+            if prop.get("type") == "string":
+                return {name: text}
+        model = self.engine.agent_at(call.agent_path).model
+        question = json.dumps(call.suspend_payload, ensure_ascii=False)
+        try:
+            return await model.structured(
+                StructuredRequest(
+                    system=(
+                        "A tool paused to ask the user for input. Extract the data the tool "
+                        "needs from the user's reply. Leave out what the reply does not say."
+                    ),
+                    messages=[
+                        Message.user(f"The tool asked: {question}\nThe user replied: {text}")
+                    ],
+                    schema=schema,
+                    name="resume_data",
+                )
+            )
+        except ModelError as exc:
+            raise ResumeDataInvalidError(
+                call.run_id, call.tool_call_id, [exc.user_message]
+            ) from exc
+
+
+async def _never_called(**_: Any) -> None:
+    raise AssertionError("delegation tools are run by the engine")
+
+
+def _as_messages(messages: Input) -> list[Message]:
+    if isinstance(messages, str | Message):
+        messages = [messages]
+    return [Message.user(m) if isinstance(m, str) else m for m in messages]
+
+
+def _clean_history(history: list[Message]) -> list[Message]:
+    """Drop a cut-off start: remembered history must begin with a user's own words."""
+    for i, message in enumerate(history):
+        if message.role == "user" and all(isinstance(p, TextPart) for p in message.parts):
+            return history[i:]
+    return []
+
+
+def _result(snap: RunSnapshot, run_id: str) -> AgentResult:
+    pending = tuple(
+        sorted(
+            (PendingInfo.of(run_id, p) for p in snap.pending if p.state == "pending"),
+            key=lambda p: p.created_at,
+        )
+    )
+    paused = snap.status == "paused"
+    return AgentResult(
+        run_id=run_id,
+        text=snap.text,
+        finish_reason="suspended" if paused else snap.finish_reason or "stop",
+        suspend_payload=pending[-1] if paused and pending else None,
+        pending=pending if paused else (),
+        tool_calls=tuple(snap.tool_calls),
+        tool_results=tuple(snap.tool_results),
+        steps=snap.steps,
+        usage=snap.usage,
+        error=snap.error,
+    )

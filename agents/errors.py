@@ -1,0 +1,99 @@
+"""Typed errors of the agent runtime. Each names the run and the tool call, and
+raising one never changes stored state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .snapshot import Decision
+
+
+class AgentError(Exception):
+    """Base class of the runtime's errors."""
+
+
+class RunNotFoundError(AgentError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} not found")
+        self.run_id = run_id
+
+
+class RunNotPausedError(AgentError):
+    """The run exists but waits for nobody (finished, failed or still running)."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id!r} is {status}, not waiting for a decision")
+        self.run_id = run_id
+        self.status = status
+
+
+class ToolCallNotPendingError(AgentError):
+    """The run does not wait on this tool call (or waits on it for another reason)."""
+
+    def __init__(self, run_id: str, tool_call_id: str, detail: str = "is not pending") -> None:
+        super().__init__(f"run {run_id!r}: tool call {tool_call_id!r} {detail}")
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+
+
+class AlreadyDecidedError(ToolCallNotPendingError):
+    """Someone else decided this call first; ``decision`` says who and how."""
+
+    def __init__(self, run_id: str, tool_call_id: str, decision: Decision) -> None:
+        who = decision.decided_by or "someone"
+        super().__init__(run_id, tool_call_id, f"was already {_past(decision.action)} by {who}")
+        self.decision = decision
+
+
+class ApprovalExpiredError(ToolCallNotPendingError):
+    """The pending call expired before this decision arrived."""
+
+    def __init__(self, run_id: str, tool_call_id: str) -> None:
+        super().__init__(run_id, tool_call_id, "has expired")
+
+
+class ResumeDataInvalidError(AgentError):
+    """Resume data failed the tool's ``resume_schema``; the run stays suspended."""
+
+    def __init__(self, run_id: str, tool_call_id: str, errors: Sequence[str]) -> None:
+        super().__init__(
+            f"run {run_id!r}: invalid resume data for tool call {tool_call_id!r}: "
+            + "; ".join(errors)
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.errors = list(errors)
+
+
+class SuspendPayloadInvalidError(AgentError):
+    """A tool called ``suspend()`` with a payload its ``suspend_schema`` rejects."""
+
+    def __init__(self, run_id: str, tool_call_id: str, errors: Sequence[str]) -> None:
+        super().__init__(
+            f"run {run_id!r}: tool call {tool_call_id!r} suspended with an invalid payload: "
+            + "; ".join(errors)
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.errors = list(errors)
+
+
+def _past(action: str) -> str:
+    return {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
+        action, "expired"
+    )
+
+
+def validation_messages(exc: Exception) -> list[str]:
+    """Short ``field: message`` lines from a pydantic ``ValidationError``."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return [str(exc)]
+    out = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "input"
+        out.append(f"{where}: {err['msg']}")
+    return out

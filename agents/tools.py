@@ -1,0 +1,232 @@
+"""Tools: functions the model may call, with schemas, approval rules and suspension."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NoReturn, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from .errors import SuspendPayloadInvalidError, validation_messages
+from .models.base import ToolSpec
+
+ApprovalPredicate = Callable[..., bool | Awaitable[bool]]
+"""``(args)`` or ``(args, ctx)`` -> bool, sync or async; ``args`` is the validated input."""
+
+
+class ToolSuspended(BaseException):
+    """Raised by ``ToolContext.suspend``; ends the tool call and pauses the run.
+
+    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, payload: Any) -> None:
+        super().__init__("tool suspended")
+        self.payload = payload
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """What a tool knows about the call it serves.
+
+    ``tool_call_id`` is stable across pauses, resumes and processes: use it as
+    an idempotency key for side effects. ``resume_data`` is the validated data a
+    person supplied after ``suspend()`` (``None`` on the first attempt).
+    """
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    agent_path: tuple[str, ...] = ()
+    approved: bool = False
+    resume_data: Any = None
+    _suspend_schema: type[BaseModel] | None = field(default=None, repr=False)
+
+    def suspend(self, payload: Any) -> NoReturn:
+        """End this call and pause the run until someone resumes it.
+
+        The payload is validated against the tool's ``suspend_schema``; an invalid
+        payload raises ``SuspendPayloadInvalidError`` instead.
+        """
+        if self._suspend_schema is not None:
+            try:
+                payload = self._suspend_schema.model_validate(payload).model_dump(mode="json")
+            except ValidationError as exc:
+                raise SuspendPayloadInvalidError(
+                    self.run_id, self.tool_call_id, validation_messages(exc)
+                ) from exc
+        raise ToolSuspended(payload)
+
+
+@dataclass(kw_only=True)
+class Tool:
+    """A callable the model can use. Build one with ``@tool`` or ``Tool.from_function``."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    input_model: type[BaseModel]
+    output_model: type[BaseModel] | None = None
+    suspend_schema: type[BaseModel] | None = None
+    resume_schema: type[BaseModel] | None = None
+    require_approval: bool | ApprovalPredicate = False
+    expires_in: timedelta | None = None
+    idempotent: bool = False
+    context_param: str | None = None
+    unpack_args: bool = True
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_model: type[BaseModel] | None = None,
+        output_model: type[BaseModel] | None = None,
+        suspend_schema: type[BaseModel] | None = None,
+        resume_schema: type[BaseModel] | None = None,
+        require_approval: bool | ApprovalPredicate = False,
+        expires_in: timedelta | None = None,
+        idempotent: bool = False,
+    ) -> Tool:
+        """Build a tool from a function (sync or async).
+
+        The input schema comes from the signature unless ``input_model`` is given,
+        in which case the function receives one validated model instance. A
+        parameter annotated ``ToolContext`` receives the call's context.
+        """
+        hints = get_type_hints(fn)
+        params = inspect.signature(fn).parameters
+        context_param = next((p for p in params if hints.get(p) is ToolContext), None)
+        unpack = input_model is None
+        if input_model is None:
+            input_model = _model_from_signature(fn, hints, context_param)
+        return cls(
+            name=name or fn.__name__,
+            description=description or inspect.getdoc(fn) or "",
+            fn=fn,
+            input_model=input_model,
+            output_model=output_model,
+            suspend_schema=suspend_schema,
+            resume_schema=resume_schema,
+            require_approval=require_approval,
+            expires_in=expires_in,
+            idempotent=idempotent,
+            context_param=context_param,
+            unpack_args=unpack,
+        )
+
+    def spec(self) -> ToolSpec:
+        """How the tool is offered to the model."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_model.model_json_schema(),
+        )
+
+    def validate_args(self, args: dict[str, Any]) -> BaseModel:
+        """Validate the model's arguments (raises ``ValidationError``)."""
+        return self.input_model.model_validate(args)
+
+    async def needs_approval(self, args: BaseModel, ctx: ToolContext) -> bool:
+        """Whether this call must wait for a person. A failing predicate fails closed."""
+        rule = self.require_approval
+        if isinstance(rule, bool):
+            return rule
+        try:
+            takes_ctx = len(inspect.signature(rule).parameters) >= 2
+            verdict = rule(args, ctx) if takes_ctx else rule(args)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            return bool(verdict)
+        except Exception:
+            return True
+
+    def validate_resume(self, data: Any) -> Any:
+        """Validate resume data against ``resume_schema`` (raises ``ValidationError``)."""
+        if self.resume_schema is None:
+            return data
+        return self.resume_schema.model_validate(data)
+
+    async def invoke(self, args: BaseModel, ctx: ToolContext) -> Any:
+        """Run the function; returns its (validated) output, raises what it raises."""
+        ctx._suspend_schema = self.suspend_schema
+        kwargs: dict[str, Any] = dict(vars(args)) if self.unpack_args else {}
+        positional: list[Any] = [] if self.unpack_args else [args]
+        if self.context_param:
+            kwargs[self.context_param] = ctx
+        result = self.fn(*positional, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        if self.output_model is not None:
+            result = self.output_model.model_validate(result)
+        return result
+
+
+def render_result(value: Any) -> str:
+    """Tool output as text for the model: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def jsonable(value: Any) -> Any:
+    """Tool output as plain JSON data (for chunks and results)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _model_from_signature(
+    fn: Callable[..., Any], hints: dict[str, Any], context_param: str | None
+) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if name == context_param:
+            continue
+        annotation = hints.get(name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (annotation, default)
+    model: type[BaseModel] = create_model(
+        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_model: type[BaseModel] | None = None,
+    output_model: type[BaseModel] | None = None,
+    suspend_schema: type[BaseModel] | None = None,
+    resume_schema: type[BaseModel] | None = None,
+    require_approval: bool | ApprovalPredicate = False,
+    expires_in: timedelta | None = None,
+    idempotent: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    **options: Any,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Decorator form of ``Tool.from_function``: ``@tool`` or ``@tool(require_approval=True)``."""
+    if fn is not None:
+        return Tool.from_function(fn)
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool.from_function(f, **options)
+
+    return wrap

@@ -1,0 +1,52 @@
+"""Scripted models and small tools shared by the runtime tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents import FunctionModel, Message, ModelResponse, ToolCall
+from agents.models.base import ModelRequest
+from agents.models.function import StructuredHandler
+
+
+def last_results(messages: list[Message]) -> list[Any]:
+    """The tool results the model is answering now (empty on a fresh user turn)."""
+    last = messages[-1]
+    return last.tool_results if last.role == "user" else []
+
+
+def call_then_answer(
+    *calls: ToolCall,
+    before: str = "",
+    answer: Callable[[list[Message]], str] | None = None,
+    structured_handler: StructuredHandler | None = None,
+) -> FunctionModel:
+    """A model that asks for ``calls`` on a user's text, then answers from the results."""
+
+    def handler(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        results = last_results(messages)
+        if not results:
+            return ModelResponse(text=before, tool_calls=calls)
+        if answer is not None:
+            return ModelResponse(text=answer(messages))
+        summary = "; ".join(
+            f"{r.tool_name} {'error' if r.is_error else 'ok'}: {r.content}" for r in results
+        )
+        return ModelResponse(text=f"Done. {summary}")
+
+    return FunctionModel(handler, structured_handler=structured_handler)
+
+
+class Counter:
+    """Counts calls of a tool body, so tests can assert what ran and how often."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, **kwargs: Any) -> None:
+        self.calls.append(kwargs)
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)

@@ -1,0 +1,148 @@
+"""Runtime suspension: tools that call suspend() and are resumed with data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from agents import (
+    Agent,
+    MemoryStore,
+    ResumeDataInvalidError,
+    ToolCall,
+    ToolCallApprovalChunk,
+    ToolCallNotPendingError,
+    ToolCallSuspendedChunk,
+    ToolContext,
+    ToolErrorChunk,
+    tool,
+)
+from agents.snapshot import load_snapshot
+
+from .helpers import call_then_answer
+
+
+class AskCity(BaseModel):
+    message: str
+
+
+class City(BaseModel):
+    city: str
+
+
+@tool(suspend_schema=AskCity, resume_schema=City)
+def weather(ctx: ToolContext, city: str = "") -> dict[str, str]:
+    """Fetch the weather for a city."""
+    resume = ctx.resume_data
+    if not city and resume is None:
+        ctx.suspend({"message": "What city do you want to know the weather for?"})
+    chosen = resume.city if resume is not None else city
+    return {"weather": f"{chosen}: sunny, 21°C"}
+
+
+def weather_agent(store: MemoryStore | None = None) -> Agent:
+    return Agent(
+        id="weather-agent",
+        model=call_then_answer(ToolCall("weather", {}, id="w-1")),
+        tools=[weather],
+        store=store or MemoryStore(),
+    )
+
+
+async def test_a_suspending_tool_pauses_with_its_payload() -> None:
+    agent = weather_agent()
+    stream = await agent.stream("What's the weather like?")
+    suspended = [c async for c in stream if isinstance(c, ToolCallSuspendedChunk)]
+    assert len(suspended) == 1
+    payload = suspended[0].payload
+    assert payload.suspend_payload == {"message": "What city do you want to know the weather for?"}
+    assert payload.resume_schema is not None
+    assert "city" in payload.resume_schema["properties"]
+    assert (await stream.result()).finish_reason == "suspended"
+
+
+@pytest.mark.parametrize("with_call_id", [True, False])
+async def test_resume_stream_runs_the_tool_again_with_resume_data(with_call_id: bool) -> None:
+    agent = weather_agent()
+    output = await agent.generate("What's the weather like?")
+    call_id = "w-1" if with_call_id else None
+    resumed = await agent.resume_stream(
+        {"city": "San Francisco"}, run_id=output.run_id, tool_call_id=call_id
+    )
+    text = "".join([t async for t in resumed.text_stream])
+    assert "San Francisco: sunny" in text
+
+
+async def test_invalid_resume_data_keeps_the_run_suspended_then_valid_data_works() -> None:
+    agent = weather_agent()
+    output = await agent.generate("What's the weather like?")
+    with pytest.raises(ResumeDataInvalidError) as info:
+        await agent.resume_stream({"town": "Paris"}, run_id=output.run_id)
+    assert info.value.run_id == output.run_id
+    assert info.value.tool_call_id == "w-1"
+    assert any(e.startswith("city:") for e in info.value.errors)
+    assert (await agent.get_run(output.run_id)).pending[0].state == "pending"
+
+    final = await agent.resume_generate({"city": "Paris"}, run_id=output.run_id)
+    assert "Paris: sunny" in final.text
+
+
+async def test_approve_is_refused_for_a_suspension_and_resume_for_an_approval() -> None:
+    agent = weather_agent()
+    output = await agent.generate("What's the weather like?")
+    with pytest.raises(ToolCallNotPendingError, match="resume data"):
+        await agent.approve_tool_call(run_id=output.run_id)
+
+
+async def test_an_approved_tool_may_still_suspend() -> None:
+    @tool(require_approval=True, resume_schema=City)
+    def careful(ctx: ToolContext) -> str:
+        """Needs approval and then a city."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "which city?"})
+        return f"ok {ctx.resume_data.city} approved={ctx.approved}"
+
+    agent = Agent(id="a", model=call_then_answer(ToolCall("careful", {})), tools=[careful])
+    stream = await agent.stream("go")
+    assert any([isinstance(c, ToolCallApprovalChunk) async for c in stream])
+    approved = await agent.approve_tool_call(run_id=stream.run_id)
+    assert any([isinstance(c, ToolCallSuspendedChunk) async for c in approved])
+    final = await agent.resume_generate({"city": "Oslo"}, run_id=stream.run_id)
+    assert "ok Oslo approved=True" in final.text
+
+
+async def test_an_invalid_suspend_payload_is_a_tool_error_naming_the_call() -> None:
+    @tool(suspend_schema=AskCity)
+    def sloppy(ctx: ToolContext) -> str:
+        """Suspends with the wrong payload."""
+        ctx.suspend({"msg": "oops"})
+
+    agent = Agent(id="a", model=call_then_answer(ToolCall("sloppy", {}, id="s-1")), tools=[sloppy])
+    stream = await agent.stream("go")
+    errors = [c async for c in stream if isinstance(c, ToolErrorChunk)]
+    assert "suspended with an invalid payload" in errors[0].error
+    assert "s-1" in errors[0].error
+    assert (await stream.result()).finish_reason == "stop"
+
+
+async def test_the_snapshot_is_versioned_json_saved_before_the_chunk() -> None:
+    store = MemoryStore()
+    agent = weather_agent(store)
+    stream = await agent.stream("What's the weather like?")
+    async for chunk in stream:
+        if isinstance(chunk, ToolCallSuspendedChunk):
+            snap = await store.load_run(stream.run_id)
+            assert snap is not None
+            assert snap.status == "paused"
+            data = json.loads(snap.model_dump_json())
+            assert data["version"] == 1
+            assert load_snapshot(snap.model_dump_json()).pending[0].tool_call_id == "w-1"
+
+
+async def test_cold_resume_of_a_suspension() -> None:
+    store = MemoryStore()
+    output = await weather_agent(store).generate("What's the weather like?")
+    final = await weather_agent(store).resume_generate({"city": "Rome"}, run_id=output.run_id)
+    assert "Rome: sunny" in final.text

@@ -1,0 +1,60 @@
+"""Bad arguments and failing tools never crash a run."""
+
+from __future__ import annotations
+
+from agents import Agent, ToolCall, ToolErrorChunk, tool
+
+from .helpers import call_then_answer
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+async def explode() -> str:
+    """Always fails."""
+    raise ValueError("disk on fire")
+
+
+async def test_invalid_arguments_become_an_error_result_naming_the_fields() -> None:
+    agent = Agent(
+        id="calc", model=call_then_answer(ToolCall("add", {"a": "x"}, id="c1")), tools=[add]
+    )
+    stream = await agent.stream("add")
+    errors = [c async for c in stream if isinstance(c, ToolErrorChunk)]
+    assert "a:" in errors[0].error
+    assert "b:" in errors[0].error
+    result = await stream.result()
+    assert result.finish_reason == "stop"
+    assert result.tool_results[0].is_error
+
+
+async def test_a_raising_tool_gives_a_tool_error_and_the_run_continues() -> None:
+    agent = Agent(id="x", model=call_then_answer(ToolCall("explode", {})), tools=[explode])
+    stream = await agent.stream("go")
+    errors = [c async for c in stream if isinstance(c, ToolErrorChunk)]
+    assert errors[0].error == "Tool explode failed: disk on fire"
+    result = await stream.result()
+    assert result.finish_reason == "stop"
+    assert "disk on fire" in result.text
+
+
+async def test_an_unknown_tool_is_an_error_result() -> None:
+    agent = Agent(id="x", model=call_then_answer(ToolCall("nope", {})), tools=[add])
+    result = await agent.generate("go")
+    assert result.tool_results[0].content == "Unknown tool 'nope'."
+
+
+async def test_max_steps_stops_a_looping_model() -> None:
+    agent = Agent(
+        id="loop",
+        model=call_then_answer(ToolCall("add", {"a": 1, "b": 2}), answer=lambda m: ""),
+        tools=[add],
+    )
+
+    result = await agent.generate("go", max_steps=1)
+    assert result.finish_reason == "max_steps"
+    assert result.steps == 1
