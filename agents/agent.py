@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._engine import DELEGATION_PREFIX, CallPredicate, DelegationInput, Engine, new_run_id
+from ._engine import (
+    DELEGATION_PREFIX,
+    CallPredicate,
+    DelegationInput,
+    Engine,
+    lock_name,
+    new_run_id,
+)
 from .chunks import AgentResult, PendingInfo
 from .errors import ResumeDataInvalidError
 from .messages import Message, TextPart
@@ -220,6 +227,17 @@ class Agent:
     async def get_run(self, run_id: str) -> RunSnapshot:
         """A run's snapshot (raises ``RunNotFoundError``)."""
         return await self.engine.load(run_id)
+
+    async def attach_card(self, *, run_id: str, tool_call_id: str, card: dict[str, Any]) -> None:
+        """Remember where the chat layer showed a waiting call (kept in the snapshot)."""
+        engine = self.engine
+        async with engine.store.lock(lock_name(run_id)):
+            snap = await engine.load(run_id)
+            call = snap.find_pending(tool_call_id)
+            if call is None:
+                return
+            call.card = dict(card)
+            await engine.store.save_run(snap)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every waiting call past its expiry, each exactly once across processes.

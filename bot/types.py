@@ -1,0 +1,137 @@
+"""Chat-neutral types: where a message came from, what people did, what the bot shows.
+
+Adapters translate platform payloads into ``IncomingMessage`` and ``Click``, and
+render the views (``ApprovalCard``, ``Prompt``, ``Reply``, ``Notice``) as Block Kit,
+Adaptive Cards or terminal text. The core never sees a platform payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+MessageRef = dict[str, Any]
+"""Where a posted message lives, opaque JSON chosen by the adapter (e.g. channel + ts)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThreadKey:
+    """One conversation thread: Slack ``thread_ts or ts``; a Teams ``;messageid=`` root
+    or a whole chat; a console session."""
+
+    platform: str
+    workspace: str
+    channel: str
+    root: str
+
+    @property
+    def id(self) -> str:
+        """The agent's ``thread_id`` for this thread."""
+        return f"{self.platform}:{self.workspace}:{self.channel}:{self.root}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class IncomingMessage:
+    """A person wrote to the bot. ``dedupe_keys`` identify redeliveries of it."""
+
+    thread: ThreadKey
+    user_id: str
+    text: str
+    dedupe_keys: tuple[str, ...] = ()
+    user_name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Click:
+    """A person pressed Approve or Decline on a card."""
+
+    thread: ThreadKey
+    user_id: str
+    run_id: str
+    tool_call_id: str
+    action: Literal["approve", "decline"]
+    reason: str | None = None
+    message_ref: MessageRef | None = None
+    user_name: str | None = None
+
+
+CardStatus = Literal["pending", "approved", "declined", "expired"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalCard:
+    """What will run, who asks, and (once decided) who decided."""
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    agent_path: tuple[str, ...]
+    requester: str | None
+    expires_at: datetime
+    status: CardStatus = "pending"
+    decided_by: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prompt:
+    """A tool's question; the next reply in the thread answers it.
+
+    ``error`` is set when the previous reply did not fit (the re-ask).
+    """
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    agent_path: tuple[str, ...]
+    question: str
+    fields: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """The agent's answer (or part of it)."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice:
+    """Something the bot says about itself: a pointer to a card, an error, an expiry."""
+
+    text: str
+
+
+View = ApprovalCard | Prompt | Reply | Notice
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClickResult:
+    """The answer to a click: the updated card, or a message for the clicker only."""
+
+    accepted: bool
+    card: ApprovalCard | None = None
+    message: str | None = None
+
+
+class Messenger(Protocol):
+    """How the core talks to one platform; each adapter provides one."""
+
+    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+        """Post a view in the thread; return where it lives."""
+        ...
+
+    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+        """Replace a posted view for everyone."""
+        ...
+
+    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+        """Say something to one person only (ephemeral / private)."""
+        ...
+
+    async def set_status(self, thread: ThreadKey, status: str | None) -> None:
+        """Show (or clear, with ``None``) a "thinking..." status; may do nothing."""
+        ...
