@@ -1,0 +1,470 @@
+"""Claude through the Anthropic Messages API, as a ``Model``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import anthropic
+import httpx2
+from anthropic import AsyncAnthropic, omit
+from anthropic.types import (
+    AssistantMessageParam,
+    InputJSONDelta,
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStreamEvent,
+    TextBlock,
+    TextBlockParam,
+    ToolChoiceToolParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlock,
+    ToolUseBlockParam,
+    UserMessageParam,
+)
+from anthropic.types import TextDelta as AnthropicTextDelta
+
+from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..usage import Usage
+from . import _guard
+from .base import (
+    ModelError,
+    ModelEvent,
+    ModelFinish,
+    ModelRequest,
+    StopReason,
+    StructuredRequest,
+    TextDelta,
+    ToolCallEvent,
+    ToolSpec,
+)
+
+# Not "claude-sonnet-4-5": anthropic 2.14 lists it in DEPRECATED_MODELS and warns on every call.
+DEFAULT_MODEL: Final = "claude-sonnet-5-5"
+
+Problem = Literal[
+    "overloaded",
+    "rate_limited",
+    "auth",
+    "no_credentials",
+    "permission",
+    "billing",
+    "not_found",
+    "invalid_request",
+    "timeout",
+    "connection",
+    "server",
+    "malformed",
+    "no_structured_answer",
+]
+"""The kinds of failure people in a chat are told about."""
+
+USER_MESSAGES: Final[dict[Problem, str]] = {
+    "overloaded": "Claude is overloaded right now; please try again in a minute.",
+    "rate_limited": "The bot hit its Anthropic rate limit; please try again in a minute.",
+    "auth": "The bot's Anthropic credentials were rejected.",
+    "no_credentials": "The bot has no Anthropic credentials configured.",
+    "permission": "The bot's Anthropic account may not use this model.",
+    "billing": "The bot's Anthropic account has a billing problem.",
+    "not_found": "The bot's configured Claude model does not exist.",
+    "invalid_request": "Claude could not accept this conversation (it may be too long).",
+    "timeout": "Claude took too long to answer; please try again.",
+    "connection": "The bot could not reach Claude; please try again later.",
+    "server": "Claude had an internal error; please try again.",
+    "malformed": "Claude's answer arrived garbled; please try again.",
+    "no_structured_answer": "Claude did not answer in the expected form; please try again.",
+}
+"""What people in a chat see for each kind of failure (``ModelError.user_message``)."""
+
+_PROBLEM_BY_ERROR_TYPE: Final[dict[str, Problem]] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limited",
+    "authentication_error": "auth",
+    "permission_error": "permission",
+    "billing_error": "billing",
+    "not_found_error": "not_found",
+    "invalid_request_error": "invalid_request",
+    "timeout_error": "timeout",
+    "api_error": "server",
+}
+
+_PROBLEM_BY_STATUS: Final[dict[int, Problem]] = {
+    400: "invalid_request",
+    401: "auth",
+    402: "billing",
+    403: "permission",
+    404: "not_found",
+    408: "timeout",
+    413: "invalid_request",
+    429: "rate_limited",
+    504: "timeout",
+    529: "overloaded",
+}
+
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+    # The context window filled up before max_tokens: for the run loop, the same outcome.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+# The SDK's own errors, httpx2 errors raised while reading a stream body (the SDK wraps
+# only the connect/send phase), and the decode errors it lets through on garbled bodies.
+_CLIENT_ERRORS: Final = (
+    anthropic.AnthropicError,
+    httpx2.HTTPError,
+    json.JSONDecodeError,
+    UnicodeDecodeError,
+)
+
+
+class AnthropicModel:
+    """Claude via ``anthropic.AsyncAnthropic``; the SDK retries overloads and rate limits.
+
+    Args:
+        model_name: The Claude model to call.
+        api_key: The API key; when None the SDK looks in ``ANTHROPIC_API_KEY`` and
+            its other credential sources.
+        base_url: The API host root; when None, ``ANTHROPIC_BASE_URL`` or the public API.
+        max_retries: Retries of 408/409/429/5xx/529 answers and connection errors.
+        timeout: Seconds allowed for each phase of a request (connect, each read).
+        max_tokens: The answer length limit sent with every request.
+        client: A ready client; ``api_key``, ``base_url``, ``max_retries`` and
+            ``timeout`` are then ignored, and ``aclose`` leaves it open.
+
+    Raises:
+        ModelError: No api_key was given and the SDK's own credential sources
+            (an explicitly chosen profile or config directory) are broken.
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 4,
+        timeout: float = 60.0,
+        max_tokens: int = 4096,
+        client: AsyncAnthropic | None = None,
+    ) -> None:
+        self._model_name = model_name
+        self._max_tokens = max_tokens
+        self._owns_client = client is None
+        try:
+            self._client = client or AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            )
+        except anthropic.CredentialsError as err:
+            raise _model_error(err) from err
+
+    @classmethod
+    def from_env(cls, model_name: str | None = None) -> AnthropicModel:
+        """Build from ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``BOT_MODEL``."""
+        return cls(
+            model_name or os.environ.get("BOT_MODEL") or DEFAULT_MODEL,
+            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        )
+
+    @property
+    def name(self) -> str:
+        """``anthropic:<model name>``, for logs and metrics."""
+        return f"anthropic:{self._model_name}"
+
+    @property
+    def model_name(self) -> str:
+        """The Claude model this adapter calls."""
+        return self._model_name
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this adapter created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """Stream one answer: text deltas, complete tool calls, then one ``ModelFinish``.
+
+        Raises:
+            ModelError: The request failed after the SDK's retries, or the stream broke.
+            RuntimeError: Model requests are switched off (``_guard``) for this host.
+        """
+        self._check_ready()
+        assembler = _StreamAssembler()
+        try:
+            events = await self._client.messages.create(
+                model=self._model_name,
+                max_tokens=self._max_tokens,
+                messages=to_anthropic_messages(request.messages),
+                system=request.system or omit,
+                tools=[_tool_param(tool) for tool in request.tools] or omit,
+                stream=True,
+            )
+            async with events:
+                async for event in events:
+                    for model_event in assembler.feed(event):
+                        yield model_event
+        except _CLIENT_ERRORS as err:
+            raise _model_error(err) from err
+        yield assembler.finish()
+
+    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+        """Force a call of one tool whose input schema is ``request.schema``; return its input.
+
+        Raises:
+            ModelError: The request failed, or the answer holds no call of that tool.
+            RuntimeError: Model requests are switched off (``_guard``) for this host.
+        """
+        self._check_ready()
+        tool = _tool_param(
+            ToolSpec(
+                name=request.name, description=request.description, input_schema=request.schema
+            )
+        )
+        try:
+            answer = await self._client.messages.create(
+                model=self._model_name,
+                max_tokens=self._max_tokens,
+                messages=to_anthropic_messages(request.messages),
+                system=request.system or omit,
+                tools=[tool],
+                tool_choice=ToolChoiceToolParam(type="tool", name=request.name),
+            )
+        except _CLIENT_ERRORS as err:
+            raise _model_error(err) from err
+        inputs = [
+            block.input
+            for block in answer.content
+            if isinstance(block, ToolUseBlock) and block.name == request.name
+        ]
+        if inputs and isinstance(inputs[0], dict):
+            return dict(inputs[0])
+        raise ModelError(
+            f"Anthropic answered without calling {request.name!r} "
+            f"(stop_reason={answer.stop_reason}, request-id {answer.id})",
+            user_message=USER_MESSAGES["no_structured_answer"],
+        )
+
+    def _check_ready(self) -> None:
+        _guard.check_allowed(str(self._client.base_url))
+        # Without credentials the SDK raises a bare TypeError while building headers.
+        if self._client.credentials is None and not any(
+            key.lower() in ("authorization", "x-api-key") and isinstance(value, str)
+            for key, value in self._client.default_headers.items()
+        ):
+            raise ModelError(
+                "no Anthropic credentials: set ANTHROPIC_API_KEY or pass api_key",
+                user_message=USER_MESSAGES["no_credentials"],
+            )
+
+
+_Block = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> list[MessageParam]:
+    """Translate the conversation to Messages API turns.
+
+    Consecutive turns of one role are merged (the API wants them alternating), empty
+    text is dropped (the API rejects it), and in a user turn the tool results come
+    first (the API wants them right after the assistant's ``tool_use`` blocks).
+    """
+    turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
+    for message in messages:
+        blocks = [_block(part) for part in message.parts if not _is_empty_text(part)]
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == message.role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((message.role, blocks))
+    params: list[MessageParam] = []
+    for role, blocks in turns:
+        if role == "user":
+            blocks.sort(key=lambda block: block["type"] != "tool_result")
+            params.append(UserMessageParam(role="user", content=blocks))
+        else:
+            params.append(AssistantMessageParam(role="assistant", content=blocks))
+    return params
+
+
+def _is_empty_text(part: TextPart | ToolCallPart | ToolResultPart) -> bool:
+    return isinstance(part, TextPart) and not part.text
+
+
+def _block(part: TextPart | ToolCallPart | ToolResultPart) -> _Block:
+    match part:
+        case TextPart():
+            return TextBlockParam(type="text", text=part.text)
+        case ToolCallPart():
+            return ToolUseBlockParam(
+                type="tool_use", id=part.tool_call_id, name=part.tool_name, input=dict(part.args)
+            )
+        case ToolResultPart():
+            # The API rejects an error result without content.
+            content = part.content or ("The tool call failed." if part.is_error else "")
+            return ToolResultBlockParam(
+                type="tool_result",
+                tool_use_id=part.tool_call_id,
+                content=content,
+                is_error=part.is_error,
+            )
+
+
+def _tool_param(tool: ToolSpec) -> ToolParam:
+    return ToolParam(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+
+
+@dataclass(kw_only=True)
+class _PendingToolCall:
+    id: str
+    name: str
+    start_input: dict[str, object]
+    json_pieces: list[str] = field(default_factory=list)
+
+    def complete(self) -> ToolCallPart:
+        raw = "".join(self.json_pieces)
+        if not raw.strip():
+            return ToolCallPart(tool_call_id=self.id, tool_name=self.name, args=self.start_input)
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise _malformed(
+                f"tool {self.name!r} input is not JSON ({err}): {raw[:200]!r}"
+            ) from err
+        if not isinstance(args, dict):
+            raise _malformed(f"tool {self.name!r} input is not an object: {raw[:200]!r}")
+        return ToolCallPart(tool_call_id=self.id, tool_name=self.name, args=args)
+
+
+class _StreamAssembler:
+    """Turns the SDK's raw stream events into model events, checking the sequence."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, _PendingToolCall] = {}
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._stop_reason: str | None = None
+        self._stopped = False
+
+    def feed(self, event: RawMessageStreamEvent) -> list[ModelEvent]:
+        """The model events that ``event`` completes (often none)."""
+        # The SDK builds events without validation: check the fields we rely on.
+        match event:
+            case RawMessageStartEvent(type="message_start"):
+                self._input_tokens = _tokens(getattr(event.message, "usage", None), "input_tokens")
+            case RawContentBlockStartEvent(type="content_block_start"):
+                return self._start_block(event.index, event.content_block)
+            case RawContentBlockDeltaEvent(type="content_block_delta"):
+                return self._delta(event.index, event.delta)
+            case RawContentBlockStopEvent(type="content_block_stop"):
+                pending = self._pending.pop(event.index, None)
+                if pending is not None:
+                    return [ToolCallEvent(call=pending.complete())]
+            case RawMessageDeltaEvent(type="message_delta"):
+                self._stop_reason = getattr(event.delta, "stop_reason", None)
+                self._output_tokens = _tokens(event.usage, "output_tokens")
+                # message_delta's counts are cumulative and may revise message_start's.
+                self._input_tokens = _tokens(event.usage, "input_tokens") or self._input_tokens
+            case _ if event.type == "message_stop":
+                self._stopped = True
+            case _:
+                pass  # ping-like or newer events carry nothing we translate
+        return []
+
+    def finish(self) -> ModelFinish:
+        """The final event; raises ``ModelError`` if the stream ended early."""
+        if not self._stopped:
+            raise _malformed("stream ended before message_stop")
+        if self._pending:
+            raise _malformed(f"tool_use blocks never stopped: {sorted(self._pending)}")
+        if self._stop_reason is None:
+            raise _malformed("stream finished without a stop_reason")
+        stop_reason = _STOP_REASONS.get(self._stop_reason)
+        if stop_reason is None:
+            raise ModelError(f"unsupported Anthropic stop_reason {self._stop_reason!r}")
+        usage = Usage(
+            input_tokens=self._input_tokens, output_tokens=self._output_tokens, requests=1
+        )
+        return ModelFinish(stop_reason=stop_reason, usage=usage)
+
+    def _start_block(self, index: object, block: object) -> list[ModelEvent]:
+        if not isinstance(index, int):
+            raise _malformed(f"content_block_start without an index: {block!r}")
+        if isinstance(block, ToolUseBlock) and block.type == "tool_use":
+            if not (isinstance(block.id, str) and isinstance(block.name, str)):
+                raise _malformed(f"tool_use block without id or name: {block!r}")
+            start_input = block.input if isinstance(block.input, dict) else {}
+            self._pending[index] = _PendingToolCall(
+                id=block.id, name=block.name, start_input=start_input
+            )
+        elif isinstance(block, TextBlock) and block.type == "text" and block.text:
+            return [TextDelta(text=block.text)]
+        return []
+
+    def _delta(self, index: object, delta: object) -> list[ModelEvent]:
+        if isinstance(delta, AnthropicTextDelta) and delta.type == "text_delta":
+            if not isinstance(delta.text, str):
+                raise _malformed(f"text_delta without text: {delta!r}")
+            return [TextDelta(text=delta.text)] if delta.text else []
+        if isinstance(delta, InputJSONDelta) and delta.type == "input_json_delta":
+            pending = self._pending.get(index) if isinstance(index, int) else None
+            if pending is None or not isinstance(delta.partial_json, str):
+                raise _malformed(f"input_json_delta outside a tool_use block (index {index!r})")
+            pending.json_pieces.append(delta.partial_json)
+        return []  # thinking, signature and citation deltas are not part of the answer
+
+
+def _tokens(usage: object, name: str) -> int:
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) else 0
+
+
+def _malformed(detail: str) -> ModelError:
+    return ModelError(
+        f"malformed Anthropic answer: {detail}", user_message=USER_MESSAGES["malformed"]
+    )
+
+
+def _model_error(err: Exception) -> ModelError:
+    """Translate a client-side failure into a ``ModelError`` with a chat-safe message."""
+    if isinstance(err, anthropic.APIStatusError):
+        problem = _PROBLEM_BY_ERROR_TYPE.get(err.type or "") or _PROBLEM_BY_STATUS.get(
+            err.status_code, "server" if err.status_code >= 500 else "invalid_request"
+        )
+        # An error event inside a 200 stream arrives with the stream's status.
+        where = "in the stream" if err.status_code < 400 else f"HTTP {err.status_code}"
+        return ModelError(
+            f"Anthropic API error {where}, {err.type or 'unknown type'}: "
+            f"{err.api_message or err.message} (request-id {err.request_id})",
+            user_message=USER_MESSAGES[problem],
+        )
+    if isinstance(err, anthropic.APITimeoutError | httpx2.TimeoutException):
+        return ModelError(
+            f"Anthropic request timed out: {err!r}", user_message=USER_MESSAGES["timeout"]
+        )
+    if isinstance(err, anthropic.APIConnectionError | httpx2.HTTPError):
+        cause = err.__cause__ or err
+        return ModelError(
+            f"could not reach the Anthropic API: {cause!r}",
+            user_message=USER_MESSAGES["connection"],
+        )
+    if isinstance(err, anthropic.CredentialsError):
+        return ModelError(
+            f"Anthropic credentials unavailable: {err}",
+            user_message=USER_MESSAGES["no_credentials"],
+        )
+    if isinstance(err, json.JSONDecodeError | UnicodeDecodeError):
+        return _malformed(f"undecodable answer: {err}")
+    return ModelError(f"Anthropic request failed: {err!r}")
