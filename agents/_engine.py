@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 
 DECLINED_TEXT = "Tool call was not approved by the user"
 EXPIRED_TEXT = "The approval request expired before anyone decided; the tool did not run."
+INTERRUPTED_TEXT = (
+    "The bot stopped while {tool} was running, so it may or may not have finished. "
+    "It was not run again because it is not marked idempotent; please check and ask again."
+)
 DELEGATION_PREFIX = "agent-"
 
 CallPredicate = Callable[[str, dict[str, Any]], Any]
@@ -463,25 +467,17 @@ class Engine:
                     run_id, tool_call_id or "", "belongs to a sub-agent; use the top run id"
                 )
             entry = self._select(top, tool_call_id, decision)
-            chain = [top]
-            link = top.find_pending(entry.tool_call_id)
-            while link is not None and link.child_run_id:
-                chain.append(await self.load(link.child_run_id))
-                link = chain[-1].find_pending(entry.tool_call_id)
+            chain = await self._chain(top, entry.tool_call_id)
             value = resume_data
             if decision.action == "resume":
-                tool = self.agent_at(chain[-1].agent_path).tool(entry.tool_name)
-                try:
-                    value = tool.validate_resume(resume_data) if tool else resume_data
-                except ValidationError as exc:
-                    raise ResumeDataInvalidError(
-                        run_id, entry.tool_call_id, validation_messages(exc)
-                    ) from exc
+                value = self._validate_resume(chain[-1], entry, resume_data)
+                decision = decision.model_copy(update={"data": resume_data})
             known = {(p.tool_call_id, p.created_at) for p in top.pending}
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
                 assert call is not None
                 call.state, call.decision = "executing", decision
+            top.decisions[entry.tool_call_id] = decision
             for snap in reversed(chain):
                 await self._save(snap)
         event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
@@ -490,21 +486,81 @@ class Engine:
         await self._audit(top, entry, event, decision)
         return chain, entry, value, known
 
+    async def _chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
+        """The runs from the top down to the one that owns a waiting call."""
+        chain = [top]
+        link = top.find_pending(tool_call_id)
+        while link is not None and link.child_run_id:
+            chain.append(await self.load(link.child_run_id))
+            link = chain[-1].find_pending(tool_call_id)
+        return chain
+
+    def _validate_resume(self, owner: RunSnapshot, entry: PendingCall, data: Any) -> Any:
+        tool = self.agent_at(owner.agent_path).tool(entry.tool_name)
+        try:
+            return tool.validate_resume(data) if tool else data
+        except ValidationError as exc:
+            raise ResumeDataInvalidError(
+                owner.root_run_id, entry.tool_call_id, validation_messages(exc)
+            ) from exc
+
+    async def recover(
+        self, run_id: str, tool_call_id: str, stale_before: datetime
+    ) -> AsyncIterator[Chunk] | None:
+        """Settle a call a crash left executing: retry an idempotent tool, else interrupt.
+
+        Returns the retry's chunks, or ``None`` when the run was marked
+        interrupted (or someone else already dealt with the call).
+        """
+        async with self.store.lock(lock_name(run_id)):
+            top = await self.load(run_id)
+            entry = top.find_pending(tool_call_id)
+            if (
+                entry is None
+                or entry.state != "executing"
+                or entry.decision is None
+                or entry.decision.decided_at > stale_before
+            ):
+                return None
+            chain = await self._chain(top, tool_call_id)
+            known = {(p.tool_call_id, p.created_at) for p in top.pending}
+            if entry.idempotent:
+                decision = entry.decision.model_copy(update={"decided_at": utcnow()})
+                value = decision.data
+                if decision.action == "resume":
+                    value = self._validate_resume(chain[-1], entry, decision.data)
+                for snap in chain:
+                    call = snap.find_pending(tool_call_id)
+                    assert call is not None
+                    call.decision = decision
+            else:
+                for snap in chain:
+                    snap.status, snap.finish_reason = "interrupted", "interrupted"
+                    snap.error = INTERRUPTED_TEXT.format(tool=entry.tool_name)
+                    snap.pending = []
+            for snap in reversed(chain):
+                await self._save(snap)
+        if not entry.idempotent:
+            await self._audit(top, entry, "interrupted")
+            return None
+        return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
+
     def _select(
         self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
     ) -> PendingCall:
+        found = top.find_pending(tool_call_id) if tool_call_id else None
+        if found is None and tool_call_id in top.decisions:
+            raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
         if top.status != "paused":
             raise RunNotPausedError(top.run_id, top.status)
         if tool_call_id is None:
             waiting = [p for p in top.pending if p.state == "pending"]
             if not waiting:
                 raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
-            entry = max(waiting, key=lambda p: p.created_at)
-        else:
-            found = top.find_pending(tool_call_id)
-            if found is None:
-                raise ToolCallNotPendingError(top.run_id, tool_call_id)
-            entry = found
+            found = max(waiting, key=lambda p: p.created_at)
+        if found is None:
+            raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
+        entry = found
         if entry.state != "pending" and entry.decision is not None:
             raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
         wants = "suspension" if decision.action == "resume" else "approval"

@@ -52,6 +52,14 @@ class ExpiredCall:
     stream: AgentStream
 
 
+@dataclass(frozen=True, kw_only=True)
+class InterruptedCall:
+    """A call a crash left half-done: retried (``stream``) if idempotent, else interrupted."""
+
+    pending: PendingInfo
+    stream: AgentStream | None
+
+
 @dataclass(kw_only=True, eq=False)
 class Agent:
     """An agent: a model with instructions, tools and optionally sub-agents.
@@ -264,6 +272,32 @@ class Agent:
                     )
                 )
         return expired
+
+    async def recover_interrupted(
+        self, *, older_than: timedelta = timedelta(minutes=15), now: datetime | None = None
+    ) -> list[InterruptedCall]:
+        """Find decided calls whose outcome was never recorded (a crash mid-tool).
+
+        A tool declared ``idempotent`` is run again (consume the returned
+        stream); any other marks its run ``interrupted``, so a non-idempotent
+        side effect never happens twice. ``older_than`` leaves calls that
+        another replica may still be running alone.
+        """
+        stale_before = (now or utcnow()) - older_than
+        found: list[InterruptedCall] = []
+        for run_id in await self.engine.store.runs_executing():
+            snap = await self.engine.store.load_run(run_id)
+            for call in list(snap.pending) if snap else []:
+                if call.state != "executing":
+                    continue
+                chunks = await self.engine.recover(run_id, call.tool_call_id, stale_before)
+                stream = self._stream(run_id, chunks) if chunks is not None else None
+                after = await self.engine.load(run_id)
+                if stream is not None or after.status == "interrupted":
+                    found.append(
+                        InterruptedCall(pending=PendingInfo.of(run_id, call), stream=stream)
+                    )
+        return found
 
     # -- internals ------------------------------------------------------------
 

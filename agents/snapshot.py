@@ -40,6 +40,8 @@ class Decision(BaseModel):
     decided_by: str | None = None
     decided_at: datetime = Field(default_factory=utcnow)
     reason: str | None = None
+    data: Any = None
+    """The resume data as given (JSON), kept so an idempotent tool can be retried."""
 
 
 class PendingCall(BaseModel):
@@ -81,7 +83,7 @@ class RunOptions(BaseModel):
 class RunSnapshot(BaseModel):
     """One agent run as persisted. Sub-agent runs have a parent."""
 
-    version: Literal[1] = SNAPSHOT_VERSION
+    version: Literal[1] = 1
     run_id: str
     agent_id: str
     agent_path: list[str]
@@ -97,6 +99,7 @@ class RunSnapshot(BaseModel):
     batch: list[ToolCallPart] = Field(default_factory=list)
     results: dict[str, ToolResultPart] = Field(default_factory=dict)
     pending: list[PendingCall] = Field(default_factory=list)
+    decisions: dict[str, Decision] = Field(default_factory=dict)
     steps: int = 0
     text: str = ""
     tool_calls: list[ToolCallPart] = Field(default_factory=list)

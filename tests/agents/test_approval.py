@@ -215,11 +215,14 @@ async def test_approving_twice_is_an_error_and_the_tool_runs_once() -> None:
     agent = make_delete_agent(ran)
     output = await agent.generate("Delete record abc-123")
     first = await agent.approve_tool_call(run_id=output.run_id, decided_by="U1")
-    with pytest.raises((AlreadyDecidedError, RunNotPausedError)):
+    with pytest.raises(AlreadyDecidedError):
         await agent.approve_tool_call(run_id=output.run_id, tool_call_id="call-1")
     await first.result()
-    with pytest.raises(RunNotPausedError):
+    with pytest.raises(AlreadyDecidedError) as info:
         await agent.approve_tool_call(run_id=output.run_id, tool_call_id="call-1")
+    assert info.value.decision.decided_by == "U1"
+    with pytest.raises(RunNotPausedError):
+        await agent.approve_tool_call(run_id=output.run_id)
     assert ran.count == 1
 
 
