@@ -22,9 +22,7 @@ class StoreConflict(Exception):
     """A snapshot was saved by someone else since it was loaded."""
 
     def __init__(self, run_id: str, expected: int, actual: int | None) -> None:
-        super().__init__(
-            f"run {run_id}: expected revision {expected}, store has {actual}"
-        )
+        super().__init__(f"run {run_id}: expected revision {expected}, store has {actual}")
         self.run_id = run_id
 
 

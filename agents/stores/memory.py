@@ -54,15 +54,11 @@ class MemoryStore:
             lock.release()
 
     def _root_runs(self) -> list[RunSnapshot]:
-        return sorted(
-            (r for r in self._runs.values() if r.is_root), key=lambda r: r.created_at
-        )
+        return sorted((r for r in self._runs.values() if r.is_root), key=lambda r: r.created_at)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         return [
-            r.run_id
-            for r in self._root_runs()
-            if r.thread_id == thread_id and r.status == "paused"
+            r.run_id for r in self._root_runs() if r.thread_id == thread_id and r.status == "paused"
         ]
 
     async def runs_expiring(self, before: datetime) -> list[str]:
@@ -75,9 +71,7 @@ class MemoryStore:
 
     async def runs_executing(self) -> list[str]:
         return [
-            r.run_id
-            for r in self._root_runs()
-            if any(p.state == "executing" for p in r.pending)
+            r.run_id for r in self._root_runs() if any(p.state == "executing" for p in r.pending)
         ]
 
     async def load_history(self, thread_id: str) -> list[Message]:

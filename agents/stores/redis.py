@@ -1,0 +1,254 @@
+"""The shared store for several replicas (``redis://host:6379/0?prefix=ab``).
+
+Values are JSON (never pickle); key names and their lifetimes are in
+``redis_keys``. Each state change that must happen once is one Lua script or one
+``MULTI`` block: ``save_run`` checks the revision and moves the run between its
+indexes atomically, a lock is ``SET NX PX`` released by compare-and-delete, and a
+dedupe key is ``SET NX PX``. Nothing on a hot path scans the keyspace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from ..messages import Message
+from ..snapshot import AUDIT_ADAPTER, AuditEntry, RunSnapshot, dump_snapshot, load_snapshot, utcnow
+from . import redis_keys as k
+from ._lease import hold_lease
+from .base import StoreConflict
+
+# Seconds to wait for a TCP connection when the URL does not say: a dead server
+# fails a health check quickly instead of hanging it.
+CONNECT_TIMEOUT = 5.0
+
+# KEYS: run hash, expiring index, executing index[, paused index of the thread].
+# ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
+# root run, creation score, expiry score or '', '1' if a root run is executing,
+# paused-index prefix (to drop the run from a thread it no longer belongs to).
+# Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
+_SAVE_RUN = """
+local stored = redis.call('HGET', KEYS[1], 'rev')
+local current = tonumber(stored or '0')
+if current ~= tonumber(ARGV[1]) then
+  if stored then return {0, current} end
+  return {0, -1}
+end
+local run_id = ARGV[4]
+local old_thread = redis.call('HGET', KEYS[1], 'thread')
+redis.call('HSET', KEYS[1], 'rev', current + 1, 'thread', ARGV[3], 'snapshot', ARGV[2])
+if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
+  redis.call('ZREM', ARGV[9] .. '{' .. old_thread .. '}', run_id)
+end
+if KEYS[4] then
+  if ARGV[5] == '1' then
+    redis.call('ZADD', KEYS[4], ARGV[6], run_id)
+  else
+    redis.call('ZREM', KEYS[4], run_id)
+  end
+end
+if ARGV[5] == '1' and ARGV[7] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[7], run_id)
+else
+  redis.call('ZREM', KEYS[2], run_id)
+end
+if ARGV[8] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[6], run_id)
+else
+  redis.call('ZREM', KEYS[3], run_id)
+end
+return {1, current}
+"""
+
+# KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
+# so a holder whose lease ran out cannot free the next holder's lock.
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def split_prefix(url: str) -> tuple[str, str]:
+    """Split ``?prefix=...`` off a Redis URL: ``(url for redis-py, key prefix)``."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((v for name, v in query if name == "prefix"), k.DEFAULT_PREFIX)
+    if not prefix:
+        raise ValueError(f"empty key prefix in {url!r}")
+    rest = urlencode([(name, v) for name, v in query if name != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix
+
+
+class RedisStore:
+    """The store protocol over one Redis primary, shared by every replica.
+
+    Attributes:
+        url: The URL the store was opened with.
+        keys: The key names under this store's prefix.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        server_url, prefix = split_prefix(url)
+        self.keys = k.RedisKeys(prefix)
+        # from_url connects lazily, on the first command.
+        self._redis = Redis.from_url(
+            server_url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
+        )
+        self._save = self._redis.register_script(_SAVE_RUN)
+        self._release = self._redis.register_script(_RELEASE_LOCK)
+
+    async def load_run(self, run_id: str) -> RunSnapshot | None:
+        """The snapshot of a run, or ``None``."""
+        data = await self._redis.hget(self.keys.run(run_id), k.RUN_SNAPSHOT_FIELD)
+        return load_snapshot(data) if data is not None else None
+
+    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+        """Compare-and-set plus index upkeep in one Lua script; see ``Store.save_run``."""
+        saved = snapshot.model_copy(
+            deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
+        )
+        run_id = saved.run_id
+        waiting = saved.is_root and saved.status == "paused"
+        expiry = saved.next_expiry() if waiting else None
+        executing = saved.is_root and any(p.state == "executing" for p in saved.pending)
+        keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.executing()]
+        if saved.thread_id is not None:
+            keys.append(self.keys.paused(saved.thread_id))
+        args: list[str | int] = [
+            snapshot.revision,
+            dump_snapshot(saved),
+            saved.thread_id or "",
+            run_id,
+            "1" if waiting else "0",
+            repr(saved.created_at.timestamp()),
+            repr(expiry.timestamp()) if expiry is not None else "",
+            "1" if executing else "0",
+            self.keys.paused_prefix(),
+        ]
+        done, actual = await self._save(keys=keys, args=args)
+        if not done:
+            raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
+        return saved
+
+    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+        """A ``SET NX PX`` lease with a random token, released by compare-and-delete."""
+        key = self.keys.lock(name)
+
+        async def take(token: str) -> bool:
+            return bool(await self._redis.set(key, token, nx=True, px=_milliseconds(ttl)))
+
+        async def give_back(token: str) -> None:
+            await self._release(keys=[key], args=[token])
+
+        return hold_lease(name, ttl, take=take, give_back=give_back)
+
+    async def paused_runs(self, thread_id: str) -> list[str]:
+        """Root runs of the thread waiting for a person, oldest first."""
+        return _strings(await self._redis.zrange(self.keys.paused(thread_id), 0, -1))
+
+    async def runs_expiring(self, before: datetime) -> list[str]:
+        """Root paused runs with a waiting call expiring before ``before``, soonest first."""
+        upper = f"({before.timestamp()!r}"
+        return _strings(await self._redis.zrangebyscore(self.keys.expiring(), "-inf", upper))
+
+    async def runs_executing(self) -> list[str]:
+        """Root runs with a claimed call whose outcome was never recorded, oldest first."""
+        return _strings(await self._redis.zrange(self.keys.executing(), 0, -1))
+
+    async def load_history(self, thread_id: str) -> list[Message]:
+        """The thread's remembered conversation, oldest first."""
+        items = await self._redis.lrange(self.keys.history(thread_id), 0, -1)
+        return [Message.model_validate_json(item) for item in items]
+
+    async def append_history(
+        self, thread_id: str, messages: Sequence[Message], *, window: int
+    ) -> None:
+        """``RPUSH`` then ``LTRIM`` to ``window`` in one ``MULTI``."""
+        key = self.keys.history(thread_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            if window <= 0:
+                pipe.delete(key)
+            else:
+                if messages:
+                    pipe.rpush(key, *(m.model_dump_json() for m in messages))
+                pipe.ltrim(key, -window, -1)
+            await pipe.execute()
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        """``SET NX PX``: ``False`` only for the caller that set it."""
+        was_set = await self._redis.set(self.keys.seen(key), "1", nx=True, px=_milliseconds(ttl))
+        return not was_set
+
+    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
+        """Keep (or replace) the thread's opaque JSON reference."""
+        await self._redis.set(
+            self.keys.reference(thread_id), json.dumps(reference, ensure_ascii=False)
+        )
+
+    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
+        """The stored reference of a thread, or ``None``."""
+        data = await self._redis.get(self.keys.reference(thread_id))
+        if data is None:
+            return None
+        value = json.loads(data)
+        if not isinstance(value, dict):
+            raise ValueError(f"stored reference is not a JSON object: {data[:80]!r}")
+        return value
+
+    async def append_audit(self, entry: AuditEntry) -> None:
+        """Append to the run's, the thread's and the deployment's audit lists at once."""
+        line = entry.model_dump_json()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(self.keys.audit_run(entry.run_id), line)
+            if entry.thread_id is not None:
+                pipe.rpush(self.keys.audit_thread(entry.thread_id), line)
+            pipe.rpush(self.keys.audit_all(), line)
+            await pipe.execute()
+
+    async def list_audit(
+        self, *, run_id: str | None = None, thread_id: str | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries of a run and/or a thread (all when neither), oldest first."""
+        if run_id is not None:
+            key = self.keys.audit_run(run_id)
+        elif thread_id is not None:
+            key = self.keys.audit_thread(thread_id)
+        else:
+            key = self.keys.audit_all()
+        entries = [
+            AUDIT_ADAPTER.validate_json(line) for line in await self._redis.lrange(key, 0, -1)
+        ]
+        if run_id is not None and thread_id is not None:
+            entries = [e for e in entries if e.thread_id == thread_id]
+        return entries
+
+    async def ping(self) -> bool:
+        """Whether the server answers ``PING``."""
+        try:
+            return bool(await self._redis.ping())
+        except (RedisError, OSError):
+            return False
+
+    async def close(self) -> None:
+        """Close the client and its connection pool."""
+        await self._redis.aclose()
+
+
+def _milliseconds(ttl: float) -> int:
+    return max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
+
+
+def _strings(members: object) -> list[str]:
+    # redis-py types replies for every decode mode; this client always decodes.
+    return cast(list[str], members)

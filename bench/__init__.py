@@ -1,0 +1,1 @@
+"""Benchmarks: speed and memory, measured outside the test suite."""

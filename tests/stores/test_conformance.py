@@ -1,0 +1,456 @@
+"""The store contract, run unchanged against the memory, SQLite and Redis stores."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
+
+from agents.messages import Message
+from agents.snapshot import AuditEntry, Decision, RunSnapshot, utcnow
+from agents.stores import LockTimeout, Store, StoreConflict, open_store
+
+from ._snapshots import paused_run
+
+THREAD = "slack:T1:C1:1700000000.000100"
+OTHER_THREAD = "teams:tenant-1:19:abc@thread.tacv2;messageid=1700000000001"
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, deadline: float = 5.0) -> None:
+    """Poll an async predicate until it holds, failing after ``deadline`` seconds."""
+    give_up = time.monotonic() + deadline
+    while not await check():
+        assert time.monotonic() < give_up, "condition not reached before the deadline"
+        await asyncio.sleep(0.01)
+
+
+def decided(snapshot: RunSnapshot, who: str) -> RunSnapshot:
+    """The snapshot with its first call claimed by ``who`` (approved, executing)."""
+    call = snapshot.pending[0].model_copy(
+        update={"decision": Decision(action="approve", decided_by=who), "state": "executing"}
+    )
+    return snapshot.model_copy(update={"pending": [call, *snapshot.pending[1:]]})
+
+
+def finished(snapshot: RunSnapshot) -> RunSnapshot:
+    """The snapshot with its outcome recorded and nothing left pending."""
+    return snapshot.model_copy(
+        update={"status": "finished", "pending": [], "finish_reason": "stop", "text": "Done."}
+    )
+
+
+# Snapshots
+
+
+async def test_saved_run_loads_back_with_the_next_revision(store: Store) -> None:
+    snapshot = paused_run()
+    before = utcnow()
+
+    saved = await store.save_run(snapshot)
+
+    assert saved.revision == 1
+    assert saved.updated_at >= before
+    assert snapshot.revision == 0, "the caller's copy is left alone"
+    assert await store.load_run(snapshot.run_id) == saved
+    assert saved.model_copy(update={"revision": 0, "updated_at": snapshot.updated_at}) == snapshot
+
+
+async def test_unknown_run_loads_as_none(store: Store) -> None:
+    assert await store.load_run("run-that-never-was") is None
+
+
+async def test_each_save_moves_the_revision_on(store: Store) -> None:
+    first = await store.save_run(paused_run())
+    second = await store.save_run(decided(first, "U1"))
+    third = await store.save_run(finished(second))
+
+    assert [first.revision, second.revision, third.revision] == [1, 2, 3]
+    assert await store.load_run(first.run_id) == third
+
+
+async def test_stale_revision_conflicts_and_changes_nothing(store: Store) -> None:
+    first = await store.save_run(paused_run(thread_id=THREAD))
+    second = await store.save_run(decided(first, "U1"))
+
+    with pytest.raises(StoreConflict) as caught:
+        await store.save_run(finished(first))
+
+    assert caught.value.run_id == first.run_id
+    assert await store.load_run(first.run_id) == second
+    assert await store.paused_runs(THREAD) == [first.run_id]
+    assert await store.runs_executing() == [first.run_id]
+
+
+async def test_a_second_first_save_of_the_same_run_conflicts(store: Store) -> None:
+    snapshot = paused_run()
+    saved = await store.save_run(snapshot)
+
+    with pytest.raises(StoreConflict):
+        await store.save_run(snapshot.model_copy(update={"text": "someone else"}))
+
+    assert await store.load_run(snapshot.run_id) == saved
+
+
+async def test_saving_a_revision_the_store_never_had_conflicts(store: Store) -> None:
+    snapshot = paused_run().model_copy(update={"revision": 3})
+
+    with pytest.raises(StoreConflict):
+        await store.save_run(snapshot)
+
+    assert await store.load_run(snapshot.run_id) is None
+
+
+async def test_concurrent_saves_of_one_revision_let_exactly_one_win(store: Store) -> None:
+    saved = await store.save_run(paused_run())
+    attempts = [decided(saved, f"U{i}") for i in range(10)]
+
+    outcomes = await asyncio.gather(*(store.save_run(a) for a in attempts), return_exceptions=True)
+
+    winners = [o for o in outcomes if isinstance(o, RunSnapshot)]
+    assert len(winners) == 1
+    assert all(isinstance(o, StoreConflict) for o in outcomes if o not in winners)
+    assert await store.load_run(saved.run_id) == winners[0]
+
+
+async def test_unicode_and_big_args_survive_a_round_trip(store: Store) -> None:
+    args = {
+        "note": 'Rückerstattung ✅ — 退款 🙂 עברית "quoted" \\ back\nslash \u2028 \u0000 end',
+        "blob": "x" * 1_000_000,
+        "items": [{"sku": f"sku-{i}", "qty": i, "price": i * 1.25} for i in range(5_000)],
+        "nested": {"ключ": ["значение", None, True, 1.5e300, -0.0]},
+    }
+    snapshot = paused_run(thread_id=OTHER_THREAD, args=args)
+
+    saved = await store.save_run(snapshot)
+    loaded = await store.load_run(snapshot.run_id)
+
+    assert loaded == saved
+    assert loaded is not None
+    assert loaded.pending[0].args == args
+    assert loaded.messages[1].tool_calls[0].args == args
+
+
+# Indexes
+
+
+async def test_paused_runs_lists_root_paused_runs_of_the_thread_oldest_first(
+    store: Store,
+) -> None:
+    start = utcnow() - timedelta(hours=1)
+    newer = await store.save_run(paused_run(created_at=start + timedelta(minutes=5)))
+    older = await store.save_run(paused_run(created_at=start))
+    await store.save_run(paused_run(parent_run_id=older.run_id, created_at=start))
+    await store.save_run(paused_run(created_at=start).model_copy(update={"status": "running"}))
+    await store.save_run(paused_run(thread_id=OTHER_THREAD, created_at=start))
+    await store.save_run(paused_run(thread_id=None, created_at=start))
+
+    assert await store.paused_runs(THREAD) == [older.run_id, newer.run_id]
+    assert await store.paused_runs("slack:T1:C1:never") == []
+
+
+async def test_a_finished_run_leaves_the_paused_index(store: Store) -> None:
+    saved = await store.save_run(paused_run())
+    assert await store.paused_runs(THREAD) == [saved.run_id]
+
+    await store.save_run(finished(saved))
+
+    assert await store.paused_runs(THREAD) == []
+
+
+async def test_a_run_paused_again_returns_to_the_paused_index(store: Store) -> None:
+    saved = await store.save_run(paused_run())
+    running = await store.save_run(saved.model_copy(update={"status": "running"}))
+    assert await store.paused_runs(THREAD) == []
+
+    await store.save_run(running.model_copy(update={"status": "paused"}))
+
+    assert await store.paused_runs(THREAD) == [saved.run_id]
+
+
+async def test_a_run_moved_to_another_thread_leaves_the_old_threads_index(store: Store) -> None:
+    saved = await store.save_run(paused_run(thread_id=THREAD))
+
+    await store.save_run(saved.model_copy(update={"thread_id": OTHER_THREAD}))
+
+    assert await store.paused_runs(THREAD) == []
+    assert await store.paused_runs(OTHER_THREAD) == [saved.run_id]
+
+
+async def test_runs_expiring_lists_root_paused_runs_with_a_call_due(store: Store) -> None:
+    now = utcnow()
+    soon = await store.save_run(paused_run(expires_at=now + timedelta(minutes=5)))
+    later = await store.save_run(paused_run(expires_at=now + timedelta(hours=2)))
+    parent = paused_run(expires_at=now + timedelta(minutes=5))
+    await store.save_run(paused_run(parent_run_id=parent.run_id, expires_at=now))
+    await store.save_run(paused_run(expires_at=now, state="executing"))
+    await store.save_run(paused_run(expires_at=now).model_copy(update={"status": "finished"}))
+
+    assert await store.runs_expiring(now + timedelta(minutes=10)) == [soon.run_id]
+    assert sorted(await store.runs_expiring(now + timedelta(hours=3))) == sorted(
+        [soon.run_id, later.run_id]
+    )
+    assert await store.runs_expiring(now) == []
+
+
+async def test_a_decided_run_stops_expiring(store: Store) -> None:
+    now = utcnow()
+    saved = await store.save_run(paused_run(expires_at=now + timedelta(minutes=5)))
+
+    await store.save_run(decided(saved, "U1"))
+
+    assert await store.runs_expiring(now + timedelta(hours=1)) == []
+
+
+async def test_runs_executing_lists_root_runs_with_an_unrecorded_outcome(store: Store) -> None:
+    start = utcnow() - timedelta(hours=1)
+    older = await store.save_run(paused_run(created_at=start, state="executing"))
+    newer = await store.save_run(
+        paused_run(created_at=start + timedelta(minutes=1), state="executing")
+    )
+    await store.save_run(paused_run(parent_run_id=older.run_id, state="executing"))
+    await store.save_run(paused_run())
+
+    assert await store.runs_executing() == [older.run_id, newer.run_id]
+
+    await store.save_run(finished(older))
+
+    assert await store.runs_executing() == [newer.run_id]
+
+
+# Thread memory
+
+
+async def test_history_appends_in_order(store: Store) -> None:
+    first = [Message.user("one"), Message.user("two")]
+    second = [Message.user("three")]
+
+    await store.append_history(THREAD, first, window=10)
+    await store.append_history(THREAD, second, window=10)
+
+    assert await store.load_history(THREAD) == [*first, *second]
+    assert await store.load_history(OTHER_THREAD) == []
+
+
+async def test_history_keeps_only_the_newest_window(store: Store) -> None:
+    messages = [Message.user(f"message {i} ✅") for i in range(7)]
+
+    await store.append_history(THREAD, messages[:4], window=5)
+    await store.append_history(THREAD, messages[4:], window=5)
+    assert await store.load_history(THREAD) == messages[2:]
+
+    await store.append_history(THREAD, [], window=2)
+    assert await store.load_history(THREAD) == messages[5:]
+
+
+async def test_history_with_a_zero_window_forgets_everything(store: Store) -> None:
+    await store.append_history(THREAD, [Message.user("hi")], window=5)
+
+    await store.append_history(THREAD, [Message.user("bye")], window=0)
+
+    assert await store.load_history(THREAD) == []
+
+
+# Dedupe
+
+
+async def test_seen_before_is_false_once_then_true(store: Store) -> None:
+    assert await store.seen_before("slack:event:Ev1", ttl=60) is False
+    assert await store.seen_before("slack:event:Ev1", ttl=60) is True
+    assert await store.seen_before("slack:event:Ev2", ttl=60) is False
+
+
+async def test_seen_before_forgets_a_key_after_its_ttl(store: Store) -> None:
+    assert await store.seen_before("slack:event:short", ttl=0.05) is False
+
+    async def forgotten() -> bool:
+        return not await store.seen_before("slack:event:short", ttl=60)
+
+    await eventually(forgotten)
+    assert await store.seen_before("slack:event:short", ttl=60) is True
+
+
+async def test_concurrent_deliveries_see_a_key_as_new_exactly_once(store: Store) -> None:
+    answers = await asyncio.gather(
+        *(store.seen_before("teams:activity:42", ttl=60) for _ in range(20))
+    )
+
+    assert sorted(answers) == [False] + [True] * 19
+
+
+# References
+
+
+async def test_references_round_trip_per_thread(store: Store) -> None:
+    reference = {
+        "conversation": {"id": "19:abc@thread.tacv2;messageid=1", "name": "Équipe ✅"},
+        "serviceUrl": "https://smba.trafficmanager.net/emea/",
+        "ids": [1, 2, 3],
+    }
+
+    await store.put_reference(OTHER_THREAD, reference)
+    await store.put_reference(THREAD, {"channel": "C1"})
+    await store.put_reference(THREAD, {"channel": "C1", "ts": "1700000000.000100"})
+
+    assert await store.get_reference(OTHER_THREAD) == reference
+    assert await store.get_reference(THREAD) == {"channel": "C1", "ts": "1700000000.000100"}
+    assert await store.get_reference("slack:T1:C9:none") is None
+
+
+# Audit
+
+
+def audit(run_id: str, thread_id: str | None, event: str, actor: str) -> AuditEntry:
+    return AuditEntry.model_validate(
+        {
+            "event": event,
+            "run_id": run_id,
+            "thread_id": thread_id,
+            "tool_call_id": f"call-{run_id}",
+            "tool_name": "refund",
+            "args": {"amount": 250, "note": "größer als 100 ✅"},
+            "kind": "approval",
+            "requester": "U123",
+            "actor": actor,
+        }
+    )
+
+
+async def test_audit_lists_entries_per_run_and_per_thread_oldest_first(store: Store) -> None:
+    a_requested = audit("run-a", THREAD, "requested", "U123")
+    b_requested = audit("run-b", THREAD, "requested", "U123")
+    a_approved = audit("run-a", THREAD, "approved", "U777")
+    c_declined = audit("run-c", OTHER_THREAD, "declined", "U888")
+    for entry in (a_requested, b_requested, a_approved, c_declined):
+        await store.append_audit(entry)
+
+    assert await store.list_audit(run_id="run-a") == [a_requested, a_approved]
+    assert await store.list_audit(thread_id=THREAD) == [a_requested, b_requested, a_approved]
+    assert await store.list_audit(thread_id=OTHER_THREAD) == [c_declined]
+    assert await store.list_audit(run_id="run-a", thread_id=OTHER_THREAD) == []
+    assert await store.list_audit(run_id="run-z") == []
+
+
+async def test_audit_without_a_filter_lists_everything(store: Store) -> None:
+    entries = [audit("run-a", THREAD, "requested", "U1"), audit("run-b", None, "expired", "U2")]
+    for entry in entries:
+        await store.append_audit(entry)
+
+    assert await store.list_audit() == entries
+
+
+# Locks
+
+
+async def test_lock_makes_a_second_holder_wait_for_the_first(store: Store) -> None:
+    order: list[str] = []
+    first_inside = asyncio.Event()
+    first_may_leave = asyncio.Event()
+
+    async def first() -> None:
+        async with store.lock("run:r1"):
+            order.append("first in")
+            first_inside.set()
+            await first_may_leave.wait()
+            order.append("first out")
+
+    async def second() -> None:
+        await first_inside.wait()
+        async with store.lock("run:r1"):
+            order.append("second in")
+
+    first_task = asyncio.create_task(first())
+    second_task = asyncio.create_task(second())
+    await first_inside.wait()
+    # A bounded wait is the only way to show that something does not happen.
+    done, _ = await asyncio.wait({second_task}, timeout=0.2)
+    assert not done
+    first_may_leave.set()
+    await asyncio.gather(first_task, second_task)
+
+    assert order == ["first in", "first out", "second in"]
+
+
+async def test_lock_times_out_while_someone_holds_it_too_long(store: Store) -> None:
+    async with store.lock("run:r1"):
+        started = time.monotonic()
+        with pytest.raises(LockTimeout):
+            async with store.lock("run:r1", ttl=0.1):
+                pytest.fail("entered a lock that was held")
+        assert time.monotonic() - started >= 0.09
+
+    async with store.lock("run:r1", ttl=1):
+        pass
+
+
+async def test_locks_with_different_names_do_not_exclude_each_other(store: Store) -> None:
+    async with store.lock("run:r1"), store.lock("run:r2", ttl=1):
+        pass
+
+
+async def test_lock_is_released_when_the_block_raises(store: Store) -> None:
+    with pytest.raises(RuntimeError):
+        async with store.lock("run:r1"):
+            raise RuntimeError("boom")
+
+    async with store.lock("run:r1", ttl=1):
+        pass
+
+
+async def test_lock_is_released_when_the_holder_is_cancelled(store: Store) -> None:
+    inside = asyncio.Event()
+
+    async def holder() -> None:
+        async with store.lock("run:r1"):
+            inside.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(holder())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    async with store.lock("run:r1", ttl=1):
+        pass
+
+
+async def test_lock_of_a_crashed_holder_frees_itself_after_its_ttl(durable_store: Store) -> None:
+    crashed = durable_store.lock("run:r1", ttl=0.2)
+    await crashed.__aenter__()  # never exited, like a process that died
+
+    async with durable_store.lock("run:r1", ttl=5):
+        # The late holder's release must not free the lock it no longer owns.
+        await crashed.__aexit__(None, None, None)
+        with pytest.raises(LockTimeout):
+            async with durable_store.lock("run:r1", ttl=0.1):
+                pytest.fail("entered a lock that was held")
+
+
+# Health and durability
+
+
+async def test_ping_answers(store: Store) -> None:
+    assert await store.ping() is True
+
+
+async def test_state_survives_reopening_the_store(durable_store: Store) -> None:
+    saved = await durable_store.save_run(paused_run())
+    entry = audit(saved.run_id, THREAD, "requested", "U123")
+    await durable_store.append_audit(entry)
+    await durable_store.append_history(THREAD, [Message.user("remember me")], window=5)
+    await durable_store.put_reference(THREAD, {"channel": "C1"})
+    await durable_store.close()
+
+    reopened = open_store(durable_store.url)
+    try:
+        assert await reopened.load_run(saved.run_id) == saved
+        assert await reopened.paused_runs(THREAD) == [saved.run_id]
+        assert await reopened.list_audit(run_id=saved.run_id) == [entry]
+        assert await reopened.load_history(THREAD) == [Message.user("remember me")]
+        assert await reopened.get_reference(THREAD) == {"channel": "C1"}
+        assert await reopened.seen_before("k", ttl=60) is False
+    finally:
+        await reopened.close()
