@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from .messages import Message, ToolCallPart, ToolResultPart
 from .usage import Usage
@@ -38,7 +38,7 @@ class Decision(BaseModel):
 
     action: DecisionAction
     decided_by: str | None = None
-    decided_at: datetime = Field(default_factory=utcnow)
+    decided_at: AwareDatetime = Field(default_factory=utcnow)
     reason: str | None = None
     data: Any = None
     """The resume data as given (JSON), kept so an idempotent tool can be retried."""
@@ -61,8 +61,8 @@ class PendingCall(BaseModel):
     agent_path: list[str]
     suspend_payload: Any = None
     resume_schema: dict[str, Any] | None = None
-    created_at: datetime = Field(default_factory=utcnow)
-    expires_at: datetime
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+    expires_at: AwareDatetime
     via_call_id: str | None = None
     child_run_id: str | None = None
     state: Literal["pending", "executing"] = "pending"
@@ -107,8 +107,8 @@ class RunSnapshot(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: FinishReason | None = None
     error: str | None = None
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+    updated_at: AwareDatetime = Field(default_factory=utcnow)
     revision: int = 0
 
     @property
@@ -129,7 +129,7 @@ class RunSnapshot(BaseModel):
 class AuditEntry(BaseModel):
     """One line of the append-only audit log."""
 
-    at: datetime = Field(default_factory=utcnow)
+    at: AwareDatetime = Field(default_factory=utcnow)
     event: AuditEvent
     run_id: str
     thread_id: str | None = None
