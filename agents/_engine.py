@@ -418,7 +418,10 @@ class Engine:
             )
 
     def _child_outcome(self, child: RunSnapshot, via_call_id: str) -> _Outcome:
-        """A child run as seen by its parent: its answer, or its waiting calls."""
+        """A child run as seen by its parent: its answer, its waiting calls, or (while
+        another process drives it) neither."""
+        if child.status == "running":
+            return _Outcome()
         if child.status == "paused":
             return _Outcome(
                 pending=[
@@ -429,7 +432,7 @@ class Engine:
                 ]
             )
         tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
-        if child.status == "failed":
+        if child.status in ("failed", "interrupted"):
             content = f"The {child.agent_path[-1]} agent failed: {child.error}"
             return _Outcome(
                 result=ToolResultPart(
@@ -618,7 +621,7 @@ class Engine:
             ):
                 yield chunk
         outcome = outcomes[call.tool_call_id]
-        below: RunSnapshot | None = None
+        below: str | None = None
         for level in reversed(chain):
             async with self.store.lock(lock_name(chain[0].run_id)):
                 snap = await self.load(level.run_id)
@@ -629,22 +632,26 @@ class Engine:
                     else:
                         snap.pending.extend(outcome.pending or [])
                 else:
-                    snap.pending = [p for p in snap.pending if p.child_run_id != below.run_id]
-                    via = below.parent_call_id
-                    assert via is not None
-                    child = self._child_outcome(below, via)
-                    if child.result is not None:
-                        snap.results[via] = child.result
-                    else:
-                        snap.pending.extend(child.pending or [])
-                resumes = not snap.pending and snap.status == "paused"
+                    # Reload the child under the lock: another process may have moved it on.
+                    child = await self.load(below)
+                    assert child.parent_call_id is not None
+                    seen = self._child_outcome(child, child.parent_call_id)
+                    snap.pending = [p for p in snap.pending if p.child_run_id != below]
+                    if seen.result is not None:
+                        snap.results[child.parent_call_id] = seen.result
+                    snap.pending.extend(seen.pending or [])
+                resumes = (
+                    snap.status == "paused"
+                    and not snap.pending
+                    and all(c.tool_call_id in snap.results for c in snap.batch)
+                )
                 if resumes:
                     snap.status = "running"
                 await self._save(snap)
             if resumes:
                 async for chunk in self._drive(snap):
                     yield chunk
-            below = snap
+            below = snap.run_id
 
     # -- audit ----------------------------------------------------------------
 

@@ -205,3 +205,43 @@ async def test_two_parallel_delegations_decided_in_reverse_order() -> None:
     assert ran.calls == [{"user_id": "2"}, {"user_id": "1"}]
     assert "user 1" in final.text
     assert "user 2" in final.text
+
+
+async def test_concurrent_decisions_on_one_sub_agents_calls_continue_it_once() -> None:
+    import asyncio
+
+    ran = Counter()
+    sub_turns: list[int] = []
+
+    @tool(require_approval=True)
+    async def restart(name: str) -> str:
+        """Restart a service."""
+        await asyncio.sleep(0)  # let the other decision interleave here
+        ran(name=name)
+        return f"restarted {name}"
+
+    def two_restarts(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        sub_turns.append(1)
+        if last_results(messages):
+            return ModelResponse(text=" & ".join(r.content for r in last_results(messages)))
+        return ModelResponse(
+            tool_calls=[
+                ToolCall("restart", {"name": "api"}, id="r-api"),
+                ToolCall("restart", {"name": "web"}, id="r-web"),
+            ]
+        )
+
+    ops = Agent(id="ops-sub", model=FunctionModel(two_restarts), tools=[restart])
+    sup = supervisor({"ops": ops}, ("ops", "restart both"))
+    output = await sup.generate("restart both")
+    assert len(output.pending) == 2
+
+    await asyncio.gather(
+        sup.approve_tool_call_generate(run_id=output.run_id, tool_call_id="r-api"),
+        sup.approve_tool_call_generate(run_id=output.run_id, tool_call_id="r-web"),
+    )
+    final = await sup.get_run(output.run_id)
+    assert final.status == "finished"
+    assert final.text == "supervisor: restarted api & restarted web"
+    assert len(sub_turns) == 2
+    assert sorted(c["name"] for c in ran.calls) == ["api", "web"]
