@@ -26,6 +26,7 @@ from .errors import (
 )
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models.base import Model, ModelError
+from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
 from .stores import MemoryStore, Store, StoreConflict, open_store
@@ -34,6 +35,8 @@ from .tools import Tool, ToolContext, tool
 from .usage import Usage
 
 __all__ = [
+    "DEMO_HELP",
+    "DEMO_REQUESTS",
     "Agent",
     "AgentError",
     "AgentOptions",
@@ -44,6 +47,7 @@ __all__ = [
     "AuditEntry",
     "Chunk",
     "Decision",
+    "DemoModel",
     "ErrorChunk",
     "ExpiredCall",
     "FinishChunk",

@@ -316,14 +316,20 @@ class Engine:
         call: ToolCallPart,
         kind: str,
         suspend_payload: Any = None,
+        *,
+        approved: bool = False,
+        resume_data: Any = None,
     ) -> PendingCall:
         agent = self.agent_at(snap.agent_path)
         now = utcnow()
         ttl = tool.expires_in or agent.default_options.approval_ttl
+        # An approval that waits on resume data shows that data with the arguments,
+        # so the approver sees exactly what will run.
+        shown = {**call.args, **resume_data} if isinstance(resume_data, dict) else call.args
         return PendingCall(
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
-            args=call.args,
+            args=shown,
             kind="approval" if kind == "approval" else "suspension",
             agent_path=list(snap.agent_path),
             suspend_payload=suspend_payload,
@@ -332,6 +338,8 @@ class Engine:
             expires_at=now + ttl,
             requester=snap.resource_id,
             idempotent=tool.idempotent,
+            approved=approved,
+            resume_data=resume_data,
         )
 
     async def _execute(
@@ -356,7 +364,11 @@ class Engine:
             value = await tool.invoke(args, ctx)
         except ToolSuspended as suspended:
             outcomes[call.tool_call_id] = _Outcome(
-                pending=[self._pending(snap, tool, call, "suspension", suspended.payload)]
+                pending=[
+                    self._pending(
+                        snap, tool, call, "suspension", suspended.payload, approved=approved
+                    )
+                ]
             )
             return
         except Exception as exc:
@@ -474,7 +486,6 @@ class Engine:
             value = resume_data
             if decision.action == "resume":
                 value = self._validate_resume(chain[-1], entry, resume_data)
-                decision = decision.model_copy(update={"data": resume_data})
             known = {(p.tool_call_id, p.created_at) for p in top.pending}
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
@@ -586,6 +597,8 @@ class Engine:
         resume_data: Any = None,
     ) -> AsyncIterator[Chunk]:
         """Claim the decision eagerly; the returned iterator does the work it unlocks."""
+        if decision.action == "resume":
+            decision = decision.model_copy(update={"data": jsonable(resume_data)})
         chain, entry, value, known = await self.claim(run_id, tool_call_id, decision, resume_data)
         return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
 
@@ -609,17 +622,31 @@ class Engine:
         else:
             tool = agent.tool(call.tool_name)
             assert tool is not None
-            async for chunk in self._execute(
-                agent,
-                leaf,
-                call,
-                tool,
-                tool.validate_args(call.args),
-                outcomes,
-                approved=True,
-                resume_data=resume_data,
+            args = tool.validate_args(call.args)
+            if decision.action == "approve" and entry.resume_data is not None:
+                resume_data = tool.validate_resume(entry.resume_data)
+            ctx = self._context(leaf, call, resume_data=resume_data)
+            if (
+                decision.action == "resume"
+                and not entry.approved
+                and await tool.needs_approval(args, ctx)
             ):
-                yield chunk
+                # The answer made the call one that needs a person (say, a version for
+                # production): ask for approval of the call as it will now run.
+                approval = self._pending(leaf, tool, call, "approval", resume_data=decision.data)
+                outcomes[call.tool_call_id] = _Outcome(pending=[approval])
+            else:
+                async for chunk in self._execute(
+                    agent,
+                    leaf,
+                    call,
+                    tool,
+                    args,
+                    outcomes,
+                    approved=decision.action == "approve" or entry.approved,
+                    resume_data=resume_data,
+                ):
+                    yield chunk
         outcome = outcomes[call.tool_call_id]
         below: str | None = None
         for level in reversed(chain):

@@ -69,6 +69,10 @@ class PendingCall(BaseModel):
     decision: Decision | None = None
     requester: str | None = None
     idempotent: bool = False
+    approved: bool = False
+    """A person already approved this call (a suspension after an approval)."""
+    resume_data: Any = None
+    """Resume data waiting behind this approval (see ``Engine._carry_out``)."""
     card: dict[str, Any] | None = None
 
 

@@ -102,7 +102,7 @@ class Tool:
         in which case the function receives one validated model instance. A
         parameter annotated ``ToolContext`` receives the call's context.
         """
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)
         params = inspect.signature(fn).parameters
         context_param = next((p for p in params if hints.get(p) is ToolContext), None)
         unpack = input_model is None

@@ -146,3 +146,42 @@ async def test_cold_resume_of_a_suspension() -> None:
     output = await weather_agent(store).generate("What's the weather like?")
     final = await weather_agent(store).resume_generate({"city": "Rome"}, run_id=output.run_id)
     assert "Rome: sunny" in final.text
+
+
+class Version(BaseModel):
+    version: str
+
+
+async def test_an_answer_that_makes_a_call_sensitive_asks_for_approval_with_it() -> None:
+    deployed: list[str] = []
+
+    def production_with_version(args: BaseModel, ctx: ToolContext) -> bool:
+        return args.environment == "production" and ctx.resume_data is not None  # type: ignore[attr-defined]
+
+    @tool(require_approval=production_with_version, resume_schema=Version)
+    def deploy(environment: str, ctx: ToolContext) -> str:
+        """Deploy; asks for the version first."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Which version?"})
+        deployed.append(ctx.resume_data.version)
+        return f"deployed {ctx.resume_data.version} approved={ctx.approved}"
+
+    agent = Agent(
+        id="deployer",
+        model=call_then_answer(ToolCall("deploy", {"environment": "production"}, id="d-1")),
+        tools=[deploy],
+    )
+    first = await agent.generate("deploy to production")
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.kind == "suspension"
+
+    answered = await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
+    assert answered.finish_reason == "suspended"
+    assert answered.suspend_payload is not None
+    assert answered.suspend_payload.kind == "approval"
+    assert answered.suspend_payload.args == {"environment": "production", "version": "1.4.2"}
+    assert deployed == []
+
+    final = await agent.approve_tool_call_generate(run_id=first.run_id, tool_call_id="d-1")
+    assert deployed == ["1.4.2"]
+    assert "deployed 1.4.2 approved=True" in final.text

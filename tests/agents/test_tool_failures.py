@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field
+
 from agents import Agent, ToolCall, ToolErrorChunk, tool
 
 from .helpers import call_then_answer
@@ -58,3 +62,17 @@ async def test_max_steps_stops_a_looping_model() -> None:
     result = await agent.generate("go", max_steps=1)
     assert result.finish_reason == "max_steps"
     assert result.steps == 1
+
+
+async def test_annotated_constraints_in_a_signature_are_enforced() -> None:
+    @tool
+    def pay(amount: Annotated[float, Field(gt=0, description="Amount in USD.")]) -> str:
+        """Pay."""
+        return "paid"
+
+    schema = pay.spec().input_schema["properties"]["amount"]
+    assert schema["description"] == "Amount in USD."
+    agent = Agent(id="p", model=call_then_answer(ToolCall("pay", {"amount": -5})), tools=[pay])
+    result = await agent.generate("pay")
+    assert result.tool_results[0].is_error
+    assert "amount:" in result.tool_results[0].content

@@ -1,0 +1,39 @@
+"""Fixtures for the example agents: a fresh ops database per test, the demo model."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents import Agent, MemoryStore
+from agents.models.demo import DemoModel
+from examples.ops import build_agent
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where this test's ops database lives (created by ``build_agent``)."""
+    return tmp_path / "data" / "ops.db"
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    """The store of this test's runs."""
+    return MemoryStore()
+
+
+@pytest.fixture
+def ops(db_path: Path, store: MemoryStore) -> Agent:
+    """The ops supervisor driven by the demo model."""
+    return build_agent(DemoModel(), store, db_path=db_path)
+
+
+def rows(db_path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """Query the ops database directly, as a person checking the agents' work would."""
+    with closing(sqlite3.connect(db_path)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(sql, params)]

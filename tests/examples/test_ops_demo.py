@@ -1,0 +1,220 @@
+"""The demo requests end to end: ops supervisor, demo model, a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from agents import (
+    Agent,
+    MemoryStore,
+    ToolCallApprovalChunk,
+    ToolCallSuspendedChunk,
+)
+from agents.models.demo import DEMO_HELP, DemoModel
+from examples.ops import build_agent
+
+from .conftest import rows
+
+
+def record_ids(db_path: Path) -> set[str]:
+    return {r["id"] for r in rows(db_path, "SELECT id FROM records")}
+
+
+async def test_find_user_answers_from_the_database(ops: Agent, db_path: Path) -> None:
+    result = await ops.generate("find user 12345")
+    assert result.finish_reason == "stop"
+    assert "Ada Lovelace" in result.text
+    assert "abc-123" in result.text
+
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("UPDATE users SET name = 'Ada King' WHERE id = '12345'")
+    again = await ops.generate("find user 12345")
+    assert "Ada King" in again.text
+    assert "Ada Lovelace" not in again.text
+
+
+async def test_find_an_unknown_user_says_so(ops: Agent) -> None:
+    result = await ops.generate("Find user with ID 999")
+    assert "No user with id '999'" in result.text
+
+
+async def test_delete_waits_for_approval_then_deletes_the_row(ops: Agent, db_path: Path) -> None:
+    stream = await ops.stream("delete record abc-123", thread_id="t")
+    approvals = [c async for c in stream if isinstance(c, ToolCallApprovalChunk)]
+    assert [(a.payload.tool_name, a.payload.args) for a in approvals] == [
+        ("delete_record", {"record_id": "abc-123"})
+    ]
+    assert approvals[0].payload.agent_path == ("ops", "records")
+    assert "abc-123" in record_ids(db_path)
+
+    final = await ops.approve_tool_call_generate(run_id=stream.run_id)
+    assert "abc-123" not in record_ids(db_path)
+    assert "Deleted record abc-123" in final.text
+    assert "Cannot log in" in final.text  # what was deleted, read back from the row
+
+
+async def test_declined_delete_keeps_the_row_and_says_not_approved(
+    ops: Agent, db_path: Path
+) -> None:
+    first = await ops.generate("delete record abc-123", thread_id="t")
+    final = await ops.decline_tool_call_generate(run_id=first.run_id, reason="still needed")
+    assert "abc-123" in record_ids(db_path)
+    assert "not approved" in final.text
+    assert "still needed" in final.text
+
+
+async def test_deploy_to_staging_with_a_version_runs_straight_through(
+    ops: Agent, db_path: Path
+) -> None:
+    result = await ops.generate("deploy api 1.4.2 to staging")
+    assert result.finish_reason == "stop"
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL")
+    assert [(d["service"], d["environment"], d["version"]) for d in deployed] == [
+        ("api", "staging", "1.4.2")
+    ]
+    assert "Deployed api to staging" in result.text
+    assert "previous version: 1.4.1" in result.text
+
+
+async def test_deploy_to_production_asks_for_approval(ops: Agent, db_path: Path) -> None:
+    stream = await ops.stream("deploy api 1.4.2 to production")
+    approvals = [c async for c in stream if isinstance(c, ToolCallApprovalChunk)]
+    assert approvals[0].payload.tool_name == "deploy_service"
+    assert approvals[0].payload.args["environment"] == "production"
+    assert rows(db_path, "SELECT * FROM deployments WHERE version = '1.4.2'") == []
+
+    await ops.approve_tool_call_generate(run_id=stream.run_id)
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE version = '1.4.2'")
+    assert [d["environment"] for d in deployed] == ["production"]
+
+
+async def test_production_without_a_version_asks_first_then_approval_shows_it(
+    ops: Agent, db_path: Path
+) -> None:
+    first = await ops.generate("deploy api to production", thread_id="t")
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.kind == "suspension"
+
+    answered = await ops.generate("1.5.0", thread_id="t")
+    assert answered.run_id == first.run_id
+    assert answered.suspend_payload is not None
+    assert answered.suspend_payload.kind == "approval"
+    assert answered.suspend_payload.args["version"] == "1.5.0"
+    assert rows(db_path, "SELECT * FROM deployments WHERE version = '1.5.0'") == []
+
+    await ops.approve_tool_call_generate(run_id=first.run_id)
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE version = '1.5.0'")
+    assert [(d["service"], d["environment"]) for d in deployed] == [("api", "production")]
+
+
+async def test_deploy_without_a_version_asks_and_the_reply_resumes(
+    ops: Agent, db_path: Path
+) -> None:
+    stream = await ops.stream("deploy web to staging", thread_id="t")
+    asked = [c async for c in stream if isinstance(c, ToolCallSuspendedChunk)]
+    assert asked[0].payload.suspend_payload == {
+        "message": "Which version of web should I deploy to staging?"
+    }
+
+    resumed = await ops.stream("1.4.2", thread_id="t")
+    final = await resumed.result()
+    assert resumed.run_id == stream.run_id
+    assert final.finish_reason == "stop"
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL")
+    assert [(d["service"], d["environment"], d["version"]) for d in deployed] == [
+        ("web", "staging", "1.4.2")
+    ]
+    assert "Deployed web to staging" in final.text
+    assert "version: 1.4.2" in final.text
+
+
+async def test_a_reply_that_is_not_a_version_is_asked_again(ops: Agent, db_path: Path) -> None:
+    first = await ops.generate("deploy web to staging", thread_id="t")
+    again = await ops.generate("whenever you like", thread_id="t")
+    assert again.run_id == first.run_id
+    assert again.finish_reason == "suspended"
+    assert again.suspend_payload is not None
+    assert "does not look like a version" in again.suspend_payload.suspend_payload["message"]
+    final = await ops.generate("let's go with v2.4.0", thread_id="t")
+    assert final.finish_reason == "stop"
+    assert [d["version"] for d in rows(db_path, "SELECT * FROM deployments WHERE service = 'web'")][
+        -1
+    ] == "v2.4.0"
+
+
+async def test_an_unknown_service_is_reported_without_asking_for_a_version(ops: Agent) -> None:
+    result = await ops.generate("deploy billing-engine to staging")
+    assert result.finish_reason == "stop"
+    assert "Unknown service 'billing-engine'" in result.text
+    assert "api, web, worker" in result.text
+
+
+async def test_refund_up_to_100_runs_straight(ops: Agent, db_path: Path) -> None:
+    result = await ops.generate("refund order A-1001 50")
+    assert result.finish_reason == "stop"
+    assert [r["amount_cents"] for r in rows(db_path, "SELECT * FROM refunds")] == [5000]
+    assert "left to refund: 199.00" in result.text
+
+
+async def test_refund_over_100_needs_approval(ops: Agent, db_path: Path) -> None:
+    first = await ops.generate("refund order A-1001 150")
+    assert first.finish_reason == "suspended"
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.tool_name == "refund"
+    assert rows(db_path, "SELECT * FROM refunds") == []
+
+    final = await ops.approve_tool_call_generate(run_id=first.run_id)
+    assert [r["amount_cents"] for r in rows(db_path, "SELECT * FROM refunds")] == [15000]
+    assert "Refunded order A-1001" in final.text
+
+
+async def test_a_refund_larger_than_the_order_is_refused(ops: Agent, db_path: Path) -> None:
+    result = await ops.generate("refund order A-1002 90")
+    assert "Refusing to refund 90.00 USD on order A-1002" in result.text
+    assert "only 80.00" in result.text
+    assert rows(db_path, "SELECT * FROM refunds") == []
+
+
+async def test_an_unknown_request_gets_the_help(ops: Agent) -> None:
+    result = await ops.generate("make me a sandwich")
+    assert result.finish_reason == "stop"
+    assert "don't understand" in result.text
+    assert DEMO_HELP in result.text
+    assert result.tool_calls == ()
+
+
+async def test_help_lists_the_demo_requests(ops: Agent) -> None:
+    result = await ops.generate("help")
+    assert result.text == DEMO_HELP
+
+
+async def test_the_seed_happens_once(db_path: Path, store: MemoryStore) -> None:
+    first = build_agent(DemoModel(), store, db_path=db_path)
+    pending = await first.generate("delete record abc-123")
+    await first.approve_tool_call_generate(run_id=pending.run_id)
+
+    build_agent(DemoModel(), store, db_path=db_path)
+    assert "abc-123" not in record_ids(db_path)
+    assert len(rows(db_path, "SELECT * FROM users")) == 3
+
+
+async def test_an_approval_is_decided_by_a_freshly_built_agent(
+    db_path: Path, store: MemoryStore
+) -> None:
+    asked = await build_agent(DemoModel(), store, db_path=db_path).generate("delete record def-456")
+    restarted = build_agent(DemoModel(), store, db_path=db_path)
+    final = await restarted.approve_tool_call_generate(run_id=asked.run_id)
+    assert "def-456" not in record_ids(db_path)
+    assert "Deleted record def-456" in final.text
+
+
+def test_the_database_path_defaults_to_ops_db_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_DB_PATH", str(tmp_path / "nested" / "dir" / "ops.db"))
+    build_agent(DemoModel(), MemoryStore())
+    assert (tmp_path / "nested" / "dir" / "ops.db").is_file()

@@ -1,0 +1,104 @@
+"""The example tools on their own: idempotency keys, rules and schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agents import Agent, Tool, ToolContext
+from examples.ops.deploy import outside_staging
+
+from .conftest import rows
+
+
+def tool_of(ops: Agent, key: str, name: str) -> Tool:
+    found = ops.agents[key].tool(name)
+    assert found is not None
+    return found
+
+
+async def invoke(tool: Tool, args: dict[str, Any], *, call_id: str) -> Any:
+    ctx = ToolContext(run_id="run-1", tool_call_id=call_id, tool_name=tool.name)
+    return await tool.invoke(tool.validate_args(args), ctx)
+
+
+async def test_one_tool_call_deploys_once(ops: Agent, db_path: Path) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    args = {"service": "worker", "environment": "staging", "version": "1.0.0"}
+    first = await invoke(deploy, args, call_id="call-1")
+    retried = await invoke(deploy, args, call_id="call-1")
+    assert retried == first
+    assert len(rows(db_path, "SELECT * FROM deployments WHERE tool_call_id = 'call-1'")) == 1
+    another = await invoke(deploy, args, call_id="call-2")
+    assert another["deployment_id"] != first["deployment_id"]
+
+
+async def test_one_tool_call_refunds_once(ops: Agent, db_path: Path) -> None:
+    refund = tool_of(ops, "billing", "refund")
+    first = await invoke(refund, {"order_id": "A-1003", "amount": 700}, call_id="call-1")
+    retried = await invoke(refund, {"order_id": "A-1003", "amount": 700}, call_id="call-1")
+    assert retried == first
+    assert [r["amount_cents"] for r in rows(db_path, "SELECT * FROM refunds")] == [70000]
+    with pytest.raises(ValueError, match=r"only 500\.00 of its 1200\.00 total is left"):
+        await invoke(refund, {"order_id": "A-1003", "amount": 700}, call_id="call-2")
+
+
+async def test_refund_amounts_must_be_positive(ops: Agent) -> None:
+    refund = tool_of(ops, "billing", "refund")
+    with pytest.raises(ValidationError):
+        refund.validate_args({"order_id": "A-1001", "amount": 0})
+
+
+async def test_refund_approval_starts_above_100(ops: Agent) -> None:
+    refund = tool_of(ops, "billing", "refund")
+    ctx = ToolContext(run_id="r", tool_call_id="c", tool_name="refund")
+
+    async def needs(amount: float) -> bool:
+        return await refund.needs_approval(
+            refund.validate_args({"order_id": "A-1001", "amount": amount}), ctx
+        )
+
+    assert [await needs(a) for a in (50, 100, 100.01)] == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("environment", "needs_approval"),
+    [("staging", False), ("Stage", False), ("production", True), ("prod", True), ("qa", True)],
+)
+def test_deploys_need_approval_unless_certainly_staging(
+    environment: str, needs_approval: bool
+) -> None:
+    class Args:
+        pass
+
+    args = Args()
+    args.environment = environment  # type: ignore[attr-defined]
+    assert outside_staging(args) is needs_approval
+
+
+async def test_an_unknown_environment_is_refused(ops: Agent) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    with pytest.raises(ValueError, match="Unknown environment 'qa'"):
+        await invoke(deploy, {"service": "api", "environment": "qa"}, call_id="c")
+
+
+async def test_deleting_a_missing_record_says_nothing_was_deleted(ops: Agent) -> None:
+    delete = tool_of(ops, "records", "delete_record")
+    with pytest.raises(LookupError, match="nothing was deleted"):
+        await invoke(delete, {"record_id": "nope"}, call_id="c")
+
+
+def test_every_sub_agent_is_described_for_the_supervisor(ops: Agent) -> None:
+    specs = {s.name: s for s in ops.tool_specs()}
+    assert set(specs) == {"agent-records", "agent-deploy", "agent-billing"}
+    for key, sub in ops.agents.items():
+        assert specs[f"agent-{key}"].description == sub.description
+        assert sub.instructions
+        for tool in sub.tool_specs():
+            assert tool.name in sub.description
+            assert tool.description
+            for prop in tool.input_schema["properties"].values():
+                assert prop["description"]
