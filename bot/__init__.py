@@ -1,0 +1,52 @@
+"""The chat-neutral core: threads, routing, approval policy, views, server and CLI.
+
+Adapters import from here; ``bot`` itself imports only the public API of
+``agents`` (and, in ``bot/__main__.py`` alone, the adapters it wires in).
+"""
+
+from .core import ChatBot
+from .metrics import Metrics
+from .policy import ApprovalPolicy, PolicyError
+from .server import Adapter, build_app
+from .settings import DEFAULT_AGENT, Settings, SettingsError, load_settings
+from .tasks import TaskTracker
+from .types import (
+    ApprovalCard,
+    CardStatus,
+    Click,
+    ClickResult,
+    IncomingMessage,
+    MessageRef,
+    Messenger,
+    Notice,
+    Prompt,
+    Reply,
+    ThreadKey,
+    View,
+)
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "Adapter",
+    "ApprovalCard",
+    "ApprovalPolicy",
+    "CardStatus",
+    "ChatBot",
+    "Click",
+    "ClickResult",
+    "IncomingMessage",
+    "MessageRef",
+    "Messenger",
+    "Metrics",
+    "Notice",
+    "PolicyError",
+    "Prompt",
+    "Reply",
+    "Settings",
+    "SettingsError",
+    "TaskTracker",
+    "ThreadKey",
+    "View",
+    "build_app",
+    "load_settings",
+]

@@ -1,0 +1,187 @@
+"""The terminal chat: one session is one thread, cards are answered on the next line.
+
+The console uses ``ChatBot`` exactly like a platform adapter does (``on_message``,
+``on_click``, a ``Messenger``). It waits for the bot's background work after each
+line, so a script of lines piped to stdin plays out like a conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import sys
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from typing import Literal, TextIO
+
+from bot import ApprovalCard, ChatBot, Click, IncomingMessage, MessageRef, ThreadKey, View
+
+from . import texts
+from .render import render
+
+PLATFORM = "console"
+
+
+class ConsoleMessenger:
+    """Prints views; remembers the cards still waiting for an answer, oldest first."""
+
+    def __init__(self, out: TextIO, *, show_status: bool = False) -> None:
+        self._out = out
+        self._show_status = show_status
+        self._ids = itertools.count(1)
+        self.open_cards: list[tuple[MessageRef, ApprovalCard]] = []
+
+    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+        """Print a view; a pending card joins the cards to answer."""
+        ref: MessageRef = {"console_id": next(self._ids)}
+        self.write(render(view))
+        if isinstance(view, ApprovalCard) and view.status == "pending":
+            self.open_cards.append((ref, view))
+        return ref
+
+    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+        """Print the new state of a posted view; a decided card needs no answer any more."""
+        self.write(render(view))
+        if isinstance(view, ApprovalCard) and view.status != "pending":
+            self.forget(ref)
+
+    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+        """Print a private message (there is only one person at a console)."""
+        self.write(texts.PRIVATE.format(text=text))
+
+    async def set_status(self, thread: ThreadKey, status: str | None) -> None:
+        """Show the status on a terminal; piped output stays free of it."""
+        if self._show_status and status:
+            self.write(texts.STATUS.format(status=status))
+
+    def forget(self, ref: MessageRef) -> None:
+        """Stop waiting for an answer to the card at ``ref``."""
+        self.open_cards = [(r, c) for r, c in self.open_cards if r != ref]
+
+    def write(self, text: str, *, end: str = "\n") -> None:
+        """Print and flush (output may be a pipe)."""
+        self._out.write(text + end)
+        self._out.flush()
+
+
+class ConsoleAdapter:
+    """A terminal chat session with the bot.
+
+    Args:
+        bot: The chat core; the console registers its messenger as ``console``.
+        user: Who is typing; default ``$USER``, else ``you``.
+        lines: Where input lines come from; default stdin, read without blocking the loop.
+        out: Where output goes; default stdout.
+        welcome: Extra text for the greeting (e.g. what the demo model understands).
+    """
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        bot: ChatBot,
+        *,
+        user: str | None = None,
+        lines: AsyncIterator[str] | None = None,
+        out: TextIO | None = None,
+        welcome: str | None = None,
+    ) -> None:
+        self.bot = bot
+        self.user = user or os.environ.get("USER") or "you"
+        self._out = out or sys.stdout
+        self._interactive = self._out.isatty() and lines is None and sys.stdin.isatty()
+        self._lines = lines
+        self._welcome = welcome
+        self.messenger = ConsoleMessenger(self._out, show_status=self._interactive)
+        self.thread = ThreadKey(
+            platform=PLATFORM, workspace="local", channel=self.user, root=uuid.uuid4().hex[:12]
+        )
+        bot.register(PLATFORM, self.messenger)
+
+    async def run(self) -> None:
+        """Chat until the input ends, then wait for the bot's pending work."""
+        self.messenger.write(texts.WELCOME.format(user=self.user))
+        if self._welcome:
+            self.messenger.write(self._welcome)
+        self._ask()
+        async for raw in self._lines or stdin_lines(sys.stdin):
+            line = raw.strip()
+            if line:
+                if self.messenger.open_cards:
+                    await self._answer_card(line)
+                else:
+                    await self.bot.on_message(
+                        IncomingMessage(
+                            thread=self.thread, user_id=self.user, text=line, user_name=self.user
+                        )
+                    )
+                # One turn at a time: the next line may answer what this one caused.
+                await self.bot.drain()
+            self._ask()
+        await self.bot.drain()
+        if self._interactive:
+            self.messenger.write("")
+
+    async def _answer_card(self, line: str) -> None:
+        ref, card = self.messenger.open_cards[0]
+        word, _, rest = line.partition(" ")
+        action: Literal["approve", "decline"]
+        match word.lower().rstrip(":,"):
+            case "a" | "approve":
+                action = "approve"
+            case "d" | "decline":
+                action = "decline"
+            case _:
+                self.messenger.write(texts.CARD_REASK)
+                return
+        result = await self.bot.on_click(
+            Click(
+                thread=self.thread,
+                user_id=self.user,
+                run_id=card.run_id,
+                tool_call_id=card.tool_call_id,
+                action=action,
+                reason=rest.strip() if action == "decline" and rest.strip() else None,
+                message_ref=ref,
+                user_name=self.user,
+            )
+        )
+        if not result.accepted:
+            # Refused for good (decided, expired or not allowed): asking again can't help.
+            self.messenger.forget(ref)
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+
+    def _ask(self) -> None:
+        if self.messenger.open_cards:
+            self.messenger.write(texts.CARD_QUESTION, end="" if self._interactive else "\n")
+        elif self._interactive:
+            self.messenger.write(texts.INPUT, end="")
+
+
+async def stdin_lines(stream: TextIO) -> AsyncIterator[str]:
+    """Lines of ``stream`` read by a daemon thread, so the event loop never blocks.
+
+    A daemon thread (not the loop's executor) so that a pending ``readline`` on a
+    terminal never holds up the process at exit.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def deliver(line: str | None) -> None:
+        # RuntimeError: the loop is already closed, nobody is listening any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+
+    def pump() -> None:
+        try:
+            for line in iter(stream.readline, ""):
+                deliver(line)
+        finally:
+            deliver(None)
+
+    threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        yield line

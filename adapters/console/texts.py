@@ -1,0 +1,28 @@
+"""Every string the console shows, in one place."""
+
+from __future__ import annotations
+
+from typing import Final
+
+WELCOME: Final = (
+    "Approval bot console: you are {user}. Write a request; approval cards and "
+    "questions are answered on the next line. End with Ctrl-D."
+)
+INPUT: Final = "you> "
+CARD_QUESTION: Final = "Approve? [a]pprove / [d]ecline (reason) > "
+CARD_REASK: Final = "Please answer 'a' to approve, or 'd' (then a reason, if you like) to decline."
+CARD_HEADER: Final = "[approval needed] {agent} wants to run {tool}"
+CARD_ARG: Final = "    {name}: {value}"
+CARD_FOOTER: Final = "    requested by {requester}, expires {expires}"
+CARD_APPROVED: Final = "[approved by {who}] {tool}"
+CARD_DECLINED: Final = "[declined by {who}] {tool}"
+CARD_DECLINED_REASON: Final = "[declined by {who}: {reason}] {tool}"
+CARD_EXPIRED: Final = "[expired] {tool}: nobody decided in time"
+QUESTION: Final = "[question from {tool}] {question}"
+QUESTION_FIELDS: Final = "    (answer with: {fields})"
+QUESTION_ERROR: Final = "    That answer didn't fit: {error}"
+REPLY: Final = "bot> {text}"
+NOTICE: Final = "(bot) {text}"
+PRIVATE: Final = "(only you see this) {text}"
+STATUS: Final = "… {status}"
+SOMEONE: Final = "someone"

@@ -1,0 +1,244 @@
+"""The composition root: ``python -m bot`` (HTTP server) and ``python -m bot console``.
+
+This is the only module of ``bot`` that imports adapters. Configuration errors
+(settings, policy, agent) end the process with one readable line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import inspect
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from aiohttp import web
+
+from agents import Agent, Model, Store, open_store
+
+from .core import ChatBot
+from .policy import ApprovalPolicy, PolicyError
+from .server import Adapter, build_app
+from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
+
+log = logging.getLogger("bot")
+
+SWEEP_INTERVAL = 30.0
+"""Seconds between expiry sweeps: how late, at most, an expired card is updated."""
+
+
+def build_model(settings: Settings) -> Model:
+    """The demo model when asked for (or without an Anthropic key), else Claude."""
+    if settings.use_demo_model:
+        if settings.bot_model not in (None, DEMO_MODEL):
+            log.warning(
+                "BOT_MODEL=%s but ANTHROPIC_API_KEY is not set: using the offline demo model",
+                settings.bot_model,
+            )
+        from agents.models.demo import DemoModel
+
+        return DemoModel()
+    from agents.models.anthropic import AnthropicModel
+
+    options: dict[str, Any] = {
+        "api_key": settings.anthropic_api_key,
+        "base_url": settings.anthropic_base_url,
+    }
+    if settings.bot_model:
+        options["model_name"] = settings.bot_model
+    return AnthropicModel(**options)
+
+
+async def load_agent(ref: str, model: Model, store: Store) -> Agent:
+    """Import ``BOT_AGENT`` (``module:attribute``): an ``Agent``, or a factory building one.
+
+    A factory is called with as many of ``(model, store)`` as it takes
+    positionally (``build_agent(model, store)`` is the convention); it may be async.
+
+    Raises:
+        SettingsError: The reference cannot be imported or does not give an Agent.
+    """
+    module_name, _, attribute = ref.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SettingsError([f"BOT_AGENT={ref}: cannot import {module_name!r} ({exc})"]) from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            problem = f"BOT_AGENT={ref}: {module_name!r} has no {attribute!r}"
+            raise SettingsError([problem]) from None
+    if isinstance(target, Agent):
+        agent = target
+        if agent.store is None:
+            agent.store = store
+        else:
+            log.info("BOT_AGENT=%s brings its own store; STORE_URL is not used", ref)
+        return agent
+    if not callable(target):
+        raise SettingsError([f"BOT_AGENT={ref}: not an Agent or a function returning one"])
+    built = target(*(model, store)[: _positional_arity(target)])
+    if inspect.isawaitable(built):
+        built = await built
+    if not isinstance(built, Agent):
+        raise SettingsError([f"BOT_AGENT={ref}: returned {type(built).__name__}, not an Agent"])
+    return built
+
+
+def _positional_arity(fn: Any) -> int:
+    kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return 2
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return min(2, sum(1 for kind in kinds if kind in positional))
+
+
+def load_policy(settings: Settings) -> ApprovalPolicy:
+    """The policy file ``APPROVAL_POLICY`` names, or the permissive default."""
+    if settings.approval_policy is None:
+        log.info("no APPROVAL_POLICY: anyone in a conversation may decide, requesters included")
+        return ApprovalPolicy()
+    return ApprovalPolicy.load(settings.approval_policy)
+
+
+def build_adapters(settings: Settings, bot: ChatBot) -> list[Adapter]:
+    """The platform adapters the settings configure."""
+    adapters: list[Adapter] = []
+    if settings.slack_enabled:
+        from adapters.slack import SlackAdapter
+
+        adapters.append(SlackAdapter(bot, settings))
+    if settings.teams_enabled:
+        if settings.teams_unauthenticated:
+            log.warning(
+                "TEAMS_ALLOW_UNAUTHENTICATED=true: /api/messages accepts requests WITHOUT "
+                "authentication. Use this for local testing only, never in production."
+            )
+        elif settings.teams_allow_unauthenticated:
+            log.warning("TEAMS_ALLOW_UNAUTHENTICATED is ignored: MICROSOFT_APP_ID is set")
+        from adapters.teams import TeamsAdapter
+
+        adapters.append(TeamsAdapter(bot, settings))
+    return adapters
+
+
+async def serve(settings: Settings, bot: ChatBot) -> None:
+    """Serve HTTP on ``BOT_HOST:BOT_PORT`` until SIGTERM or SIGINT."""
+    adapters = build_adapters(settings, bot)
+    if not adapters:
+        log.warning(
+            "no platform configured (SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET, MICROSOFT_APP_ID "
+            "or TEAMS_ALLOW_UNAUTHENTICATED=true): serving only /healthz and /metrics"
+        )
+    app = build_app(settings, bot, adapters, sweep_interval=SWEEP_INTERVAL)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        try:
+            await web.TCPSite(runner, settings.bot_host, settings.bot_port).start()
+        except OSError as exc:
+            where = f"{settings.bot_host}:{settings.bot_port}"
+            raise SettingsError(
+                [f"BOT_HOST:BOT_PORT {where}: cannot listen ({exc.strerror})"]
+            ) from exc
+        platforms = ", ".join(a.platform for a in adapters) or "none"
+        log.info(
+            "serving on %s:%d (platforms: %s)", settings.bot_host, settings.bot_port, platforms
+        )
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        await runner.cleanup()
+
+
+async def console(settings: Settings, bot: ChatBot) -> None:
+    """Chat in the terminal until EOF, then finish pending work."""
+    from adapters.console import ConsoleAdapter
+
+    welcome = None
+    if settings.use_demo_model:
+        from agents.models.demo import DEMO_HELP
+
+        welcome = DEMO_HELP
+    bot.start_sweeper(SWEEP_INTERVAL)
+    try:
+        await ConsoleAdapter(bot, welcome=welcome).run()
+    finally:
+        await bot.aclose()
+
+
+async def run(command: str, settings: Settings) -> None:
+    """Wire store, model, agent, policy and bot, then run ``command``."""
+    policy = load_policy(settings)
+    store = open_store(settings.store_url)
+    model = build_model(settings)
+    try:
+        agent = await load_agent(settings.bot_agent, model, store)
+        bot = ChatBot(agent, policy=policy)
+        log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
+        if command == "console":
+            await console(settings, bot)
+        else:
+            await serve(settings, bot)
+    finally:
+        await store.close()
+        closer = getattr(model, "aclose", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
+
+
+def _redact(url: str) -> str:
+    """A store URL without credentials, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bot",
+        description="Approval bot: AI agents run tools, people approve (Slack, Teams, terminal).",
+    )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="serve",
+        choices=("serve", "console"),
+        help="serve HTTP (default) or chat in the terminal",
+    )
+    args = parser.parse_args(argv)
+    quiet = args.command == "console"
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = load_settings()
+        asyncio.run(run(args.command, settings))
+    except (SettingsError, PolicyError) as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Every user-facing string of the chat core, in one place.
+
+Placeholders are ``str.format`` fields. ``{who}`` is a person as the core knows
+them (their display name when an adapter supplied one, else their user id).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+THINKING: Final = "is thinking…"
+
+# -- messages in a thread ------------------------------------------------------
+
+APPROVAL_PENDING: Final = (
+    "I'm waiting for a decision on `{tool}` (the approval card above). "
+    "Use its Approve or Decline buttons; a message can't approve it. "
+    "Send your message again once it is decided."
+)
+RUN_FAILED: Final = "I couldn't finish this: {error}"
+INTERNAL_ERROR: Final = (
+    "Something went wrong on my side; the details are in the bot's log. Please try again."
+)
+EXPIRED_APPROVAL: Final = (
+    "{who}: nobody decided on `{tool}` in time, so the request expired and the tool did not run."
+)
+EXPIRED_QUESTION: Final = (
+    "{who}: the question from `{tool}` expired without an answer, so the tool did not continue."
+)
+NO_REQUESTER: Final = "Heads up"
+"""Stands in for ``{who}`` when nobody is on record as having asked."""
+QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."
+
+# -- answers to a click, shown to the clicker only ----------------------------
+
+CLICK_ALREADY_DECIDED: Final = "This request was already {action} by {who}."
+CLICK_ALREADY_DECIDED_UNKNOWN: Final = "This request was already decided."
+CLICK_EXPIRED: Final = "This request expired; nothing was run."
+CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
+CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
+CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
+CLICK_UNAVAILABLE: Final = "I can't record decisions right now; please try again in a moment."
+
+# -- approval policy refusals --------------------------------------------------
+
+POLICY_NOT_APPROVER: Final = "You are not one of the approvers for `{tool}`."
+POLICY_SELF_APPROVAL: Final = "You asked for `{tool}` yourself; someone else has to approve it."
+
+DECIDED: Final = "decided"
+PAST_TENSE: Final = {
+    "approve": "approved",
+    "decline": "declined",
+    "resume": "answered",
+    "expire": "expired",
+}

@@ -1,0 +1,194 @@
+"""Who may decide on an approval: the policy file (TOML) and its checks.
+
+```toml
+[default]
+approvers = ["U123", "U456"]   # empty or missing: anyone in the conversation
+allow_self_approval = true     # may the requester approve their own request?
+expires_in = "24h"             # s, m, h, d, combinable ("1h30m"), or seconds
+
+[tools.restart_service]        # overrides [default] for one tool
+approvers = ["U999"]
+allow_self_approval = false
+expires_in = "30m"
+```
+
+Without a file anyone may decide, the requester included. A requester may
+always *decline* their own request (withdrawing it); self-approval rules only
+restrict approving.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError
+
+from . import messages
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """``"30m"``, ``"1h30m"``, ``"2d"`` or a number of seconds, as a positive timedelta."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError("expected a duration such as '30m' or '24h'")
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        parts = _DURATION.findall(text)
+        if not parts or _DURATION.sub("", text).strip():
+            raise ValueError(f"{value!r} is not a duration; use e.g. '90s', '30m', '24h', '2d'")
+        seconds = sum(float(n) * _UNITS[unit] for n, unit in parts)
+    else:
+        raise ValueError("expected a duration such as '30m' or '24h'")
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return timedelta(seconds=seconds)
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class Rule(BaseModel):
+    """One section of the policy file; unset fields inherit from ``[default]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approvers: list[Annotated[str, Field(min_length=1)]] | None = None
+    allow_self_approval: StrictBool | None = None
+    expires_in: Duration | None = None
+
+
+class PolicyFile(BaseModel):
+    """The whole policy file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: Rule = Field(default_factory=Rule)
+    tools: dict[str, Rule] = Field(default_factory=dict)
+
+
+class PolicyError(Exception):
+    """The policy file is missing, not TOML, or has an invalid field.
+
+    Attributes:
+        path: The policy file.
+        field: The first offending field (``tools.deploy.approvers``), if any.
+        problems: Every ``(field, message)`` found.
+    """
+
+    def __init__(self, path: str, problems: list[tuple[str | None, str]]) -> None:
+        lines = [f"{field}: {msg}" if field else msg for field, msg in problems]
+        super().__init__(f"approval policy {path}: " + "; ".join(lines))
+        self.path = path
+        self.problems = problems
+        self.field = problems[0][0] if problems else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectiveRule:
+    """The rule for one tool after ``[default]`` and ``[tools.<name>]`` are merged."""
+
+    approvers: frozenset[str]
+    allow_self_approval: bool
+    expires_in: timedelta | None
+
+
+class ApprovalPolicy:
+    """The approval rules; ``ApprovalPolicy()`` lets anyone decide."""
+
+    def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
+        self.rules = rules or PolicyFile()
+        self.source = source
+
+    @classmethod
+    def load(cls, path: str | Path) -> ApprovalPolicy:
+        """Read and validate a policy file.
+
+        Raises:
+            PolicyError: The file is missing, unreadable, not TOML or invalid.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(str(path), [(None, f"cannot read it ({exc.strerror})")]) from exc
+        return cls.from_toml(text, source=str(path))
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<string>") -> ApprovalPolicy:
+        """Parse and validate policy TOML; ``source`` names it in errors."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(source, [(None, f"not valid TOML: {exc}")]) from exc
+        try:
+            rules = PolicyFile.model_validate(data)
+        except ValidationError as exc:
+            raise PolicyError(source, _problems(exc)) from exc
+        return cls(rules, source=source)
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """The tools the file has a section for."""
+        return frozenset(self.rules.tools)
+
+    def rule(self, tool_name: str) -> EffectiveRule:
+        """The merged rule for a tool."""
+        default = self.rules.default
+        own = self.rules.tools.get(tool_name, Rule())
+        approvers = own.approvers if own.approvers is not None else default.approvers
+        allow_self = (
+            own.allow_self_approval
+            if own.allow_self_approval is not None
+            else default.allow_self_approval
+        )
+        return EffectiveRule(
+            approvers=frozenset(approvers or ()),
+            allow_self_approval=True if allow_self is None else allow_self,
+            expires_in=own.expires_in or default.expires_in,
+        )
+
+    def check(
+        self,
+        tool_name: str,
+        requester: str | None,
+        decider: str,
+        *,
+        action: Literal["approve", "decline"] = "approve",
+    ) -> str | None:
+        """Why ``decider`` may not decide on a call of ``tool_name``, or ``None`` if they may."""
+        rule = self.rule(tool_name)
+        is_requester = requester is not None and decider == requester
+        if action == "decline" and is_requester:
+            return None
+        if rule.approvers and decider not in rule.approvers:
+            return messages.POLICY_NOT_APPROVER.format(tool=tool_name)
+        if action == "approve" and is_requester and not rule.allow_self_approval:
+            return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
+        return None
+
+    def expires_in(self, tool_name: str) -> timedelta | None:
+        """How long a call of this tool stays decidable, if the policy says (else the agent's)."""
+        return self.rule(tool_name).expires_in
+
+
+def _problems(exc: ValidationError) -> list[tuple[str | None, str]]:
+    out: list[tuple[str | None, str]] = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or None
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (known: approvers, allow_self_approval, expires_in)"
+            if len(err["loc"]) == 1:
+                message = "unknown section (known: [default], [tools.<tool name>])"
+        out.append((field, message.removeprefix("Value error, ")))
+    return out

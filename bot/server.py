@@ -1,0 +1,119 @@
+"""The aiohttp application: platform routes from the adapters, health and metrics.
+
+Lifecycle: adapters start with the app; on shutdown the bot first finishes its
+background work (adapters are still up, so results can still be posted), then
+the adapters stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from aiohttp import web
+
+from .core import ChatBot
+from .metrics import CONTENT_TYPE
+from .settings import Settings
+from .types import Messenger
+
+log = logging.getLogger(__name__)
+
+BOT_KEY: web.AppKey[ChatBot] = web.AppKey("bot", ChatBot)
+SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
+HEALTH_TIMEOUT = 5.0
+"""Seconds the store gets to answer a health check before it counts as down."""
+SHUTDOWN_GRACE = 10.0
+"""Seconds background work gets to finish at shutdown before it is cancelled."""
+
+
+class Adapter(Protocol):
+    """A chat platform plugged into the server (Slack, Teams)."""
+
+    @property
+    def platform(self) -> str:
+        """The ``ThreadKey.platform`` of this adapter's threads."""
+        ...
+
+    @property
+    def messenger(self) -> Messenger:
+        """How the core answers in this platform's threads."""
+        ...
+
+    def routes(self) -> list[web.RouteDef]:
+        """The HTTP routes this adapter serves."""
+        ...
+
+    async def start(self) -> None:
+        """Open connections (e.g. Socket Mode); called when the app starts."""
+        ...
+
+    async def stop(self) -> None:
+        """Close connections; called when the app stops."""
+        ...
+
+
+def build_app(
+    settings: Settings,
+    bot: ChatBot,
+    adapters: Sequence[Adapter],
+    *,
+    sweep_interval: float | None = None,
+) -> web.Application:
+    """The HTTP app: ``GET /healthz``, ``GET /metrics`` and every adapter's routes.
+
+    Args:
+        settings: The bot's settings (kept on the app for handlers).
+        bot: The chat core; each adapter's messenger is registered with it.
+        adapters: The platforms to serve.
+        sweep_interval: Run the expiry sweep every this many seconds (off when None).
+    """
+    app = web.Application()
+    app[BOT_KEY] = bot
+    app[SETTINGS_KEY] = settings
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    for adapter in adapters:
+        bot.register(adapter.platform, adapter.messenger)
+        app.add_routes(adapter.routes())
+
+    async def start(_: web.Application) -> None:
+        for adapter in adapters:
+            await adapter.start()
+            log.info("%s adapter started", adapter.platform)
+        if sweep_interval:
+            bot.start_sweeper(sweep_interval)
+
+    async def finish_work(_: web.Application) -> None:
+        await bot.aclose(SHUTDOWN_GRACE)
+
+    async def stop(_: web.Application) -> None:
+        for adapter in reversed(adapters):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("stopping the %s adapter failed", adapter.platform)
+
+    app.on_startup.append(start)
+    app.on_shutdown.append(finish_work)
+    app.on_cleanup.append(stop)
+    return app
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """200 when the store answers, 503 otherwise."""
+    bot = request.app[BOT_KEY]
+    try:
+        ok = bool(await asyncio.wait_for(bot.store.ping(), HEALTH_TIMEOUT))
+    except Exception:
+        log.warning("health check: the store did not answer", exc_info=True)
+        ok = False
+    return web.json_response({"ok": ok, "store": ok}, status=200 if ok else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The bot's counters in the Prometheus text format."""
+    body = request.app[BOT_KEY].metrics.render()
+    return web.Response(body=body.encode(), headers={"Content-Type": CONTENT_TYPE})

@@ -1,0 +1,130 @@
+"""Building the chat-neutral views from the runtime's waiting calls.
+
+Also where the core keeps a card's whereabouts: the JSON it attaches to a
+waiting call (``{"ref": <MessageRef>, "thread": <ThreadKey fields>}``), which
+the expiry sweep reads back in whichever process runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from agents import PendingInfo
+
+from . import messages
+from .types import ApprovalCard, CardStatus, MessageRef, Prompt, ThreadKey
+
+
+def approval_card(
+    info: PendingInfo,
+    *,
+    expires_at: datetime,
+    status: CardStatus = "pending",
+    decided_by: str | None = None,
+    reason: str | None = None,
+) -> ApprovalCard:
+    """The card for a call waiting for approval (or already decided)."""
+    return ApprovalCard(
+        run_id=info.run_id,
+        tool_call_id=info.tool_call_id,
+        tool_name=info.tool_name,
+        args=dict(info.args),
+        agent_path=info.agent_path,
+        requester=info.requester,
+        expires_at=expires_at,
+        status=status,
+        decided_by=decided_by,
+        reason=reason,
+    )
+
+
+def prompt(info: PendingInfo, *, error: str | None = None) -> Prompt:
+    """The question of a suspended tool; ``fields`` are its ``resume_schema`` properties."""
+    properties = (info.resume_schema or {}).get("properties", {})
+    return Prompt(
+        run_id=info.run_id,
+        tool_call_id=info.tool_call_id,
+        tool_name=info.tool_name,
+        agent_path=info.agent_path,
+        question=question_text(info),
+        fields=tuple(properties),
+        error=error,
+    )
+
+
+def question_text(info: PendingInfo) -> str:
+    """A suspended tool's question: its payload's ``message``, else a readable rendering."""
+    payload = info.suspend_payload
+    fallback = messages.QUESTION_FALLBACK.format(tool=info.tool_name)
+    if isinstance(payload, dict):
+        message = payload.get("message")
+        if isinstance(message, str) and message.strip():
+            return message.strip()
+        if payload:
+            return "\n".join([fallback, *(f"• {k}: {_plain(v)}" for k, v in payload.items())])
+    elif isinstance(payload, str) and payload.strip():
+        return payload.strip()
+    elif payload is not None:
+        return f"{fallback}\n{_plain(payload)}"
+    return fallback
+
+
+def card_data(ref: MessageRef, thread: ThreadKey) -> dict[str, Any]:
+    """What the core attaches to a waiting call once its card or question is posted."""
+    return {"ref": ref, "thread": asdict(thread)}
+
+
+def card_ref(info: PendingInfo) -> MessageRef | None:
+    """Where the call's card was posted, if the core attached it."""
+    ref = (info.card or {}).get("ref")
+    return ref if isinstance(ref, dict) else None
+
+
+def card_thread(info: PendingInfo) -> ThreadKey | None:
+    """The thread the call's card was posted in, if the core attached it."""
+    data = (info.card or {}).get("thread")
+    try:
+        return ThreadKey(**data) if isinstance(data, dict) else None
+    except TypeError:
+        return None
+
+
+class ReplyBuffer:
+    """The top agent's text of one stream, with a paragraph break between model steps.
+
+    Without the break, "Let me check." and "It is up." from two model turns
+    would run together as "Let me check.It is up.".
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._new_step = False
+
+    def add(self, text: str) -> None:
+        """Append a text delta."""
+        if self._new_step and self._parts:
+            self._parts.append("\n\n")
+        self._new_step = False
+        self._parts.append(text)
+
+    def step_ended(self) -> None:
+        """Note that something other than text happened (a tool call, a result)."""
+        self._new_step = True
+
+    def take(self) -> str:
+        """The text so far (stripped), emptying the buffer."""
+        text = "".join(self._parts).strip()
+        self._parts.clear()
+        self._new_step = False
+        return text
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return ", ".join(str(v) for v in value)
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,173 @@
+"""A recording messenger, scripted agents and small waits shared by the bot tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from agents import (
+    Agent,
+    AgentOptions,
+    FunctionModel,
+    MemoryStore,
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from agents.models.base import ModelRequest
+from bot import (
+    ApprovalCard,
+    Click,
+    IncomingMessage,
+    MessageRef,
+    Notice,
+    Prompt,
+    Reply,
+    ThreadKey,
+    View,
+)
+from tests.agents.helpers import Counter, call_then_answer, last_results
+
+V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice)
+
+THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000100")
+OTHER_THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000200")
+
+
+@dataclass
+class RecordingMessenger:
+    """A ``Messenger`` that records everything the core asks of it."""
+
+    posts: list[tuple[ThreadKey, View, MessageRef]] = field(default_factory=list)
+    updates: list[tuple[ThreadKey, MessageRef, View]] = field(default_factory=list)
+    tells: list[tuple[ThreadKey, str, str]] = field(default_factory=list)
+    statuses: list[tuple[ThreadKey, str | None]] = field(default_factory=list)
+    failing_posts: int = 0
+
+    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+        if self.failing_posts:
+            self.failing_posts -= 1
+            raise ConnectionError("the platform is down")
+        ref: MessageRef = {"channel": thread.channel, "ts": f"m{len(self.posts) + 1}"}
+        self.posts.append((thread, view, ref))
+        return ref
+
+    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+        self.updates.append((thread, ref, view))
+
+    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+        self.tells.append((thread, user_id, text))
+
+    async def set_status(self, thread: ThreadKey, status: str | None) -> None:
+        self.statuses.append((thread, status))
+
+    def views(self, kind: type[V], thread: ThreadKey | None = None) -> list[V]:
+        """Posted views of one kind, in order (optionally in one thread)."""
+        return [
+            v for t, v, _ in self.posts if isinstance(v, kind) and (thread is None or t == thread)
+        ]
+
+    def ref_of(self, view: View) -> MessageRef:
+        """Where a posted view lives."""
+        return next(ref for _, v, ref in self.posts if v is view)
+
+
+def message(
+    text: str, *, user: str = "U1", thread: ThreadKey = THREAD, keys: tuple[str, ...] = ()
+) -> IncomingMessage:
+    """A person's message."""
+    return IncomingMessage(thread=thread, user_id=user, text=text, dedupe_keys=keys)
+
+
+def click(
+    card: ApprovalCard,
+    *,
+    user: str = "U2",
+    action: str = "approve",
+    reason: str | None = None,
+    thread: ThreadKey = THREAD,
+    ref: MessageRef | None = None,
+) -> Click:
+    """A click on a card."""
+    assert action in ("approve", "decline")
+    return Click(
+        thread=thread,
+        user_id=user,
+        run_id=card.run_id,
+        tool_call_id=card.tool_call_id,
+        action="approve" if action == "approve" else "decline",
+        reason=reason,
+        message_ref=ref,
+    )
+
+
+def restart_agent(counter: Counter, store: MemoryStore | None = None, **kw: Any) -> Agent:
+    """``ops`` asks to run ``restart_service`` (always gated) and answers from its result."""
+
+    @tool(require_approval=True)
+    def restart_service(service: str) -> str:
+        """Restart a service."""
+        counter(service=service)
+        return f"restarted {service}"
+
+    model = call_then_answer(
+        ToolCall("restart_service", {"service": "api"}), before="I'll restart api."
+    )
+    return Agent(id="ops", model=model, tools=[restart_service], store=store or MemoryStore(), **kw)
+
+
+def weather_agent(store: MemoryStore | None = None) -> Agent:
+    """Asks the user for a city (single text field: resumed directly from the reply)."""
+
+    class City(BaseModel):
+        city: str
+
+    @tool(resume_schema=City)
+    def weather(ctx: ToolContext) -> str:
+        """The weather somewhere."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Which city?"})
+        return f"{ctx.resume_data.city}: sunny"
+
+    def handler(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        results = last_results(messages)
+        if results:
+            return ModelResponse(text=f"The weather in {results[0].content}")
+        return ModelResponse(tool_calls=[ToolCall("weather", {})])
+
+    return Agent(
+        id="ops",
+        model=FunctionModel(handler),
+        tools=[weather],
+        store=store or MemoryStore(),
+        default_options=AgentOptions(auto_resume_suspended_tools=True),
+    )
+
+
+class Booking(BaseModel):
+    date: str
+    seats: int
+
+
+def booking_agent(extracted: list[dict[str, Any]], booked: Counter) -> Agent:
+    """Asks for a date and a number of seats; the model extracts them from each reply."""
+
+    @tool(resume_schema=Booking)
+    def book_table(ctx: ToolContext) -> str:
+        """Book a table."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "For which date, and how many seats?"})
+        booked(**ctx.resume_data.model_dump())
+        return f"booked {ctx.resume_data.seats} seats on {ctx.resume_data.date}"
+
+    def extract(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+        return extracted.pop(0)
+
+    model = FunctionModel(
+        call_then_answer(ToolCall("book_table", {}))._handler, structured_handler=extract
+    )
+    return Agent(id="host", model=model, tools=[book_table], store=MemoryStore())

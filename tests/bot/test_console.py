@@ -1,0 +1,126 @@
+"""The console adapter: in process with scripted agents, and ``python -m bot console``."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from adapters.console import ConsoleAdapter
+from agents import Agent
+from bot import ChatBot
+from tests.agents.helpers import Counter
+
+from .helpers import restart_agent, weather_agent
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def lines(*texts: str) -> AsyncIterator[str]:
+    for text in texts:
+        yield text + "\n"
+
+
+async def chat(agent: Agent, *texts: str) -> str:
+    bot = ChatBot(agent)
+    out = io.StringIO()
+    await ConsoleAdapter(bot, user="ada", lines=lines(*texts), out=out).run()
+    await bot.aclose()
+    return out.getvalue()
+
+
+async def test_a_card_is_answered_on_the_next_line() -> None:
+    ran = Counter()
+    out = await chat(restart_agent(ran), "restart the api", "maybe", "a")
+    assert "[approval needed] ops wants to run restart_service" in out
+    assert "    service: api" in out
+    assert "requested by ada" in out
+    assert out.count("Approve? [a]pprove / [d]ecline (reason) > ") == 2
+    assert "Please answer 'a' to approve" in out
+    assert "[approved by ada] restart_service" in out
+    assert out.rstrip().endswith("bot> Done. restart_service ok: restarted api")
+    assert ran.count == 1
+
+
+async def test_declining_takes_the_rest_of_the_line_as_the_reason() -> None:
+    ran = Counter()
+    out = await chat(restart_agent(ran), "restart the api", "d not during lunch")
+    assert "[declined by ada: not during lunch] restart_service" in out
+    assert "Reason: not during lunch" in out
+    assert ran.count == 0
+
+
+async def test_a_question_is_answered_by_the_next_line() -> None:
+    out = await chat(weather_agent(), "weather?", "Lisbon")
+    assert "[question from weather] Which city?" in out
+    assert "(answer with: city)" in out
+    assert "bot> The weather in Lisbon: sunny" in out
+
+
+async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
+    bot = ChatBot(restart_agent(Counter()))
+    out = io.StringIO()
+    console = ConsoleAdapter(bot, user="ada", lines=lines("restart the api"), out=out)
+    await console.run()
+    await bot.aclose()
+    assert out.getvalue().rstrip().endswith("Approve? [a]pprove / [d]ecline (reason) >")
+    assert console.thread.id.startswith("console:local:ada:")
+    (pending,) = await bot.agent.list_suspended_runs(thread_id=console.thread.id)
+    assert pending.tool_name == "restart_service"
+
+
+async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Path) -> None:
+    script = "\n".join(
+        [
+            "find user 12345",
+            "delete record abc-123",
+            "d keep it",
+            "deploy web to staging",
+            "9.9.9",
+            "delete record abc-123",
+            "a",
+            "",
+        ]
+    )
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLACK_", "MICROSOFT_", "TEAMS_", "ANTHROPIC_"))
+    }
+    env |= {
+        "BOT_MODEL": "demo",
+        "STORE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+        "OPS_DB_PATH": str(tmp_path / "ops.db"),
+        "PYTHONPATH": str(ROOT),
+        "USER": "grace",
+    }
+    env.pop("BOT_AGENT", None)
+    env.pop("APPROVAL_POLICY", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "console",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(script.encode()), 60)
+    out, err = stdout.decode(), stderr.decode()
+    assert process.returncode == 0, err
+    assert "Traceback" not in err
+    assert "you are grace" in out
+    assert "- find user 12345: look a user up" in out  # the demo's help in the welcome
+    assert "bot> User 12345: name: Ada Lovelace" in out
+    assert "[declined by grace: keep it] delete_record" in out
+    assert "[question from deploy_service] Which version of web" in out
+    assert "Deployed web to staging" in out
+    assert "9.9.9" in out
+    assert "[approved by grace] delete_record" in out
+    assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
+    assert (tmp_path / "bot.db").exists()

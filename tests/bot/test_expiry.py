@@ -1,0 +1,91 @@
+"""The expiry sweep: cards marked expired, requesters told, runs finished."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agents import MemoryStore
+from bot import ApprovalCard, ChatBot, Notice, Prompt, Reply
+from tests.agents.helpers import Counter
+
+from .helpers import THREAD, RecordingMessenger, click, message, restart_agent, weather_agent
+
+LATER = datetime.now(UTC) + timedelta(days=2)
+
+
+async def test_an_expired_card_is_updated_the_requester_told_and_the_run_finished() -> None:
+    ran = Counter()
+    bot = ChatBot(restart_agent(ran))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart the api", user="U1"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    assert await bot.sweep_expired() == 0  # nothing is due yet
+    assert await bot.sweep_expired(now=LATER) == 1
+    await bot.drain()
+    ((thread, ref, updated),) = messenger.updates
+    assert (thread, ref) == (THREAD, messenger.ref_of(card))
+    assert isinstance(updated, ApprovalCard)
+    assert updated.status == "expired"
+    (notice,) = messenger.views(Notice)
+    assert notice.text.startswith("U1: ")
+    assert "`restart_service`" in notice.text
+    assert "expired" in notice.text
+    assert "expired" in messenger.views(Reply)[-1].text
+    assert ran.count == 0
+    assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
+    assert bot.metrics.decisions.get("expired") == 1
+
+
+async def test_a_click_after_the_sweep_says_it_expired() -> None:
+    bot = ChatBot(restart_agent(Counter()))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    await bot.sweep_expired(now=LATER)
+    await bot.drain()
+    refused = await bot.on_click(click(card))
+    assert not refused.accepted
+    assert refused.message == "This request expired; nothing was run."
+
+
+async def test_an_unanswered_question_expires_with_a_notice() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("weather?", user="U7"))
+    await bot.drain()
+    assert len(messenger.views(Prompt)) == 1
+    assert await bot.sweep_expired(now=LATER) == 1
+    await bot.drain()
+    assert messenger.updates == []  # a question has no status to update
+    (notice,) = messenger.views(Notice)
+    assert notice.text.startswith("U7: ")
+    assert "`weather`" in notice.text
+
+
+async def test_each_expired_run_is_swept_once_across_two_bots_on_one_store() -> None:
+    store = MemoryStore()
+    first = ChatBot(restart_agent(Counter(), store))
+    second = ChatBot(restart_agent(Counter(), store))
+    messengers = [RecordingMessenger(), RecordingMessenger()]
+    first.register("test", messengers[0])
+    second.register("test", messengers[1])
+    await first.on_message(message("restart"))
+    await first.drain()
+    counts = [await first.sweep_expired(now=LATER), await second.sweep_expired(now=LATER)]
+    await first.drain()
+    await second.drain()
+    assert counts == [1, 0]
+
+
+async def test_the_sweeper_runs_until_the_bot_closes() -> None:
+    bot = ChatBot(restart_agent(Counter()))
+    bot.start_sweeper(3600)
+    assert bot._sweeper is not None
+    assert not bot._sweeper.done()
+    await bot.aclose()
+    assert bot._sweeper is None

@@ -1,0 +1,227 @@
+"""Messages: new runs, questions and their answers, redeliveries, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from agents import (
+    Agent,
+    FunctionModel,
+    MemoryStore,
+    Message,
+    ModelError,
+    ModelResponse,
+    ToolCall,
+)
+from agents.models.base import ModelRequest
+from bot import ApprovalCard, ChatBot, Notice, Prompt, Reply
+from tests.agents.helpers import Counter, call_then_answer, last_results
+
+from .helpers import (
+    OTHER_THREAD,
+    THREAD,
+    RecordingMessenger,
+    booking_agent,
+    message,
+    restart_agent,
+    weather_agent,
+)
+
+
+def wired(agent: Agent) -> tuple[ChatBot, RecordingMessenger]:
+    bot = ChatBot(agent)
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    return bot, messenger
+
+
+def echo_agent(reply: str = "Hello there.") -> Agent:
+    return Agent(id="ops", model=FunctionModel(lambda m, r: reply), store=MemoryStore())
+
+
+async def test_a_message_gets_the_agents_answer() -> None:
+    bot, messenger = wired(echo_agent())
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    assert [v for _, v, _ in messenger.posts] == [Reply(text="Hello there.")]
+
+
+async def test_on_message_returns_before_the_agent_works() -> None:
+    gate = asyncio.Event()
+
+    async def slow(messages: list[Message], request: ModelRequest) -> str:
+        await gate.wait()
+        return "finally"
+
+    bot, messenger = wired(Agent(id="ops", model=FunctionModel(slow), store=MemoryStore()))
+    await bot.on_message(message("hi"))
+    assert messenger.posts == []
+    assert bot.tasks.running == 1
+    gate.set()
+    await bot.drain()
+    assert messenger.views(Reply) == [Reply(text="finally")]
+
+
+async def test_the_thread_remembers_the_conversation() -> None:
+    def handler(messages: list[Message], request: ModelRequest) -> str:
+        return f"I have seen {sum(m.role == 'user' for m in messages)} message(s)."
+
+    bot, messenger = wired(Agent(id="ops", model=FunctionModel(handler), store=MemoryStore()))
+    for text in ("one", "two"):
+        await bot.on_message(message(text))
+    await bot.on_message(message("elsewhere", thread=OTHER_THREAD))
+    await bot.drain()
+    assert [r.text for r in messenger.views(Reply, THREAD)] == [
+        "I have seen 1 message(s).",
+        "I have seen 2 message(s).",
+    ]
+    assert messenger.views(Reply, OTHER_THREAD) == [Reply(text="I have seen 1 message(s).")]
+
+
+async def test_a_question_is_posted_and_the_next_reply_resumes_the_tool() -> None:
+    bot, messenger = wired(weather_agent())
+    await bot.on_message(message("what's the weather?"))
+    await bot.drain()
+    (prompt,) = messenger.views(Prompt)
+    assert (prompt.question, prompt.fields, prompt.error) == ("Which city?", ("city",), None)
+    (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert pending.card is not None
+    assert pending.card["ref"] == messenger.ref_of(prompt)
+    await bot.on_message(message("Berlin"))
+    await bot.drain()
+    assert messenger.views(Reply) == [Reply(text="The weather in Berlin: sunny")]
+    assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
+
+
+async def test_a_reply_that_does_not_fit_is_asked_again_then_a_good_one_works() -> None:
+    booked = Counter()
+    extracted: list[dict[str, Any]] = [{"date": "soon"}, {"date": "2026-12-24", "seats": 2}]
+    bot, messenger = wired(booking_agent(extracted, booked))
+    await bot.on_message(message("book a table"))
+    await bot.drain()
+    await bot.on_message(message("whenever"))
+    await bot.drain()
+    first, again = messenger.views(Prompt)
+    assert first.error is None
+    assert again.question == first.question
+    assert again.tool_call_id == first.tool_call_id
+    assert again.error == "seats: Field required"
+    assert booked.count == 0
+    await bot.on_message(message("24 December, two of us"))
+    await bot.drain()
+    assert booked.calls == [{"date": "2026-12-24", "seats": 2}]
+    assert "booked 2 seats on 2026-12-24" in messenger.views(Reply)[-1].text
+
+
+async def test_a_redelivered_message_runs_once() -> None:
+    ran = Counter()
+    bot, messenger = wired(restart_agent(ran))
+    await bot.on_message(message("restart", keys=("event:Ev1", "msg:C1:1.0")))
+    await bot.on_message(message("restart", keys=("event:Ev1", "msg:C1:1.0")))
+    # Slack's app_mention and message events: different event ids, same message.
+    await bot.on_message(message("restart", keys=("event:Ev2", "msg:C1:1.0")))
+    await bot.drain()
+    assert len(messenger.views(ApprovalCard)) == 1
+    assert messenger.views(Notice) == []
+    assert bot.metrics.messages_duplicate.get() == 2
+
+
+async def test_the_same_key_on_another_platform_is_not_a_duplicate() -> None:
+    bot, messenger = wired(echo_agent())
+    other = RecordingMessenger()
+    bot.register("other", other)
+    await bot.on_message(message("hi", keys=("1",)))
+    await bot.on_message(message("hi", keys=("1",), thread=replace(THREAD, platform="other")))
+    await bot.drain()
+    assert len(messenger.views(Reply)) == 1
+    assert len(other.views(Reply)) == 1
+
+
+async def test_a_model_failure_is_a_short_notice_not_a_trace() -> None:
+    def broken(messages: list[Message], request: ModelRequest) -> str:
+        raise ModelError("HTTP 529 overloaded", user_message="The model is busy; try again.")
+
+    bot, messenger = wired(Agent(id="ops", model=FunctionModel(broken), store=MemoryStore()))
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    assert [v for _, v, _ in messenger.posts] == [
+        Notice(text="I couldn't finish this: The model is busy; try again.")
+    ]
+    assert bot.metrics.runs_failed.get() == 1
+
+
+async def test_a_store_failure_is_a_short_notice(caplog: pytest.LogCaptureFixture) -> None:
+    bot, messenger = wired(echo_agent())
+
+    async def down(thread_id: str) -> list[str]:
+        raise ConnectionError("store down")
+
+    bot.store.paused_runs = down  # type: ignore[method-assign]
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    (notice,) = messenger.views(Notice)
+    assert "went wrong on my side" in notice.text
+    assert "store down" not in notice.text
+    assert "could not start work" in caplog.text
+
+
+async def test_a_platform_hiccup_does_not_stop_the_run() -> None:
+    ran = Counter()
+    bot, messenger = wired(restart_agent(ran))
+    messenger.failing_posts = 1  # the text before the card is lost
+    await bot.on_message(message("restart"))
+    await bot.drain()
+    assert len(messenger.views(ApprovalCard)) == 1
+    assert [s for _, s in messenger.statuses] == ["is thinking…", None]
+
+
+async def test_a_message_for_an_unregistered_platform_is_a_wiring_error() -> None:
+    bot = ChatBot(echo_agent())
+    with pytest.raises(LookupError, match="no messenger registered for platform 'test'"):
+        await bot.on_message(message("hi"))
+
+
+async def test_replies_in_one_thread_keep_the_order_of_the_messages() -> None:
+    gates = {"first": asyncio.Event(), "second": asyncio.Event()}
+
+    async def handler(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        text = messages[-1].text
+        await gates[text].wait()
+        return ModelResponse(text=f"answer to {text}")
+
+    bot, messenger = wired(Agent(id="ops", model=FunctionModel(handler), store=MemoryStore()))
+    await bot.on_message(message("first"))
+    await bot.on_message(message("second"))
+    gates["second"].set()
+    await asyncio.sleep(0)
+    gates["first"].set()
+    await bot.drain()
+    assert [r.text for r in messenger.views(Reply)] == ["answer to first", "answer to second"]
+
+
+async def test_a_sub_agents_failure_is_left_to_its_supervisor() -> None:
+    def broken(messages: list[Message], request: ModelRequest) -> str:
+        raise ModelError("HTTP 500", user_message="The records model is down.")
+
+    records = Agent(id="records", description="Records.", model=FunctionModel(broken))
+    ops = Agent(
+        id="ops",
+        model=call_then_answer(
+            ToolCall("agent-records", {"task": "find 1"}),
+            answer=lambda m: "Sorry: " + last_results(m)[0].content,
+        ),
+        agents={"records": records},
+        store=MemoryStore(),
+    )
+    bot, messenger = wired(ops)
+    await bot.on_message(message("find user 1"))
+    await bot.drain()
+    assert messenger.views(Notice) == []
+    (reply,) = messenger.views(Reply)
+    assert reply.text == "Sorry: The records agent failed: The records model is down."
+    assert bot.metrics.runs_failed.get() == 0
+    assert bot.metrics.runs_finished.get() == 1

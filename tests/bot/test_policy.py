@@ -1,0 +1,103 @@
+"""The approval policy file: parsing, clear errors, and the rules it enforces."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot import ApprovalPolicy, PolicyError
+from bot.policy import parse_duration
+
+POLICY = """
+[default]
+approvers = ["U1", "U2"]
+expires_in = "24h"
+
+[tools.restart_service]
+approvers = ["U9"]
+allow_self_approval = false
+expires_in = "1h30m"
+
+[tools.find_user]
+approvers = []
+"""
+
+
+def test_without_a_file_anyone_may_decide_the_requester_included() -> None:
+    policy = ApprovalPolicy()
+    assert policy.check("anything", "U1", "U1") is None
+    assert policy.check("anything", "U1", "U5") is None
+    assert policy.expires_in("anything") is None
+
+
+def test_a_tool_section_overrides_the_default() -> None:
+    policy = ApprovalPolicy.from_toml(POLICY)
+    assert policy.check("restart_service", "U1", "U9") is None
+    assert policy.check("restart_service", "U1", "U1") is not None
+    assert policy.check("restart_service", "U9", "U9") is not None  # no self-approval
+    assert policy.expires_in("restart_service") == timedelta(hours=1, minutes=30)
+
+
+def test_unlisted_tools_follow_the_default() -> None:
+    policy = ApprovalPolicy.from_toml(POLICY)
+    assert policy.check("refund", "U7", "U2") is None
+    assert policy.check("refund", "U7", "U7") == "You are not one of the approvers for `refund`."
+    assert policy.expires_in("refund") == timedelta(hours=24)
+
+
+def test_an_empty_approver_list_means_anyone() -> None:
+    assert ApprovalPolicy.from_toml(POLICY).check("find_user", "U7", "U8") is None
+
+
+def test_a_requester_may_always_withdraw_their_own_request() -> None:
+    policy = ApprovalPolicy.from_toml(POLICY)
+    assert policy.check("restart_service", "U1", "U1", action="decline") is None
+    assert policy.check("restart_service", "U1", "U3", action="decline") is not None
+
+
+def test_a_policy_file_is_loaded_from_disk(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY)
+    assert ApprovalPolicy.load(path).tool_names == {"restart_service", "find_user"}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        ('[default]\napprovers = "U1"', "default.approvers", "valid list"),
+        ('[tools.deploy]\nexpires_in = "soon"', "tools.deploy.expires_in", "not a duration"),
+        ("[tools.deploy]\nexpires_in = 0", "tools.deploy.expires_in", "positive"),
+        ("[tools.deploy]\nquorum = 2", "tools.deploy.quorum", "unknown field"),
+        ("[defaults]\napprovers = []", "defaults", "unknown section"),
+        ('[default]\nallow_self_approval = "no"', "default.allow_self_approval", "boolean"),
+        ('[default]\napprovers = [""]', "default.approvers.0", "at least 1 character"),
+    ],
+)
+def test_an_invalid_field_is_named_with_the_file(text: str, field: str, words: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        ApprovalPolicy.from_toml(text, source="/etc/bot/policy.toml")
+    assert info.value.path == "/etc/bot/policy.toml"
+    assert info.value.field == field
+    assert str(info.value).startswith(f"approval policy /etc/bot/policy.toml: {field}: ")
+    assert words in str(info.value)
+
+
+def test_broken_toml_is_a_clear_error() -> None:
+    with pytest.raises(PolicyError, match=r"policy.toml: not valid TOML: .*line 2, column 19\)"):
+        ApprovalPolicy.from_toml('[default]\napprovers = ["U1" "U2"]', source="policy.toml")
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(PolicyError, match=r"nope.toml: cannot read it \(No such file"):
+        ApprovalPolicy.load(missing)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("30m", 1800), ("24h", 86400), ("2d", 172800), ("1h30m", 5400), (45, 45)],
+)
+def test_durations(text: str | int, seconds: int) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
