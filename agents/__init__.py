@@ -1,6 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
-from .agent import Agent, AgentOptions, ExpiredCall
+from .agent import Agent, AgentOptions, ExpiredCall, InterruptedCall
 from .chunks import (
     AgentResult,
     Chunk,
@@ -52,6 +52,7 @@ __all__ = [
     "ExpiredCall",
     "FinishChunk",
     "FunctionModel",
+    "InterruptedCall",
     "MemoryStore",
     "Message",
     "Model",

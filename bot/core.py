@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from agents import (
@@ -23,6 +23,7 @@ from agents import (
     ErrorChunk,
     ExpiredCall,
     FinishChunk,
+    InterruptedCall,
     PendingInfo,
     ResumeDataInvalidError,
     RunNotFoundError,
@@ -66,6 +67,8 @@ class ChatBot:
         agent: The root agent; its store holds every paused run.
         policy: Who may decide what; by default anyone may, the requester included.
         dedupe_ttl: How long (seconds) a message's dedupe keys are remembered.
+        interrupted_after: How long a decided call may run before a crash is assumed
+            (another replica may still be running it until then).
     """
 
     def __init__(
@@ -74,8 +77,10 @@ class ChatBot:
         *,
         policy: ApprovalPolicy | None = None,
         dedupe_ttl: float = 3600.0,
+        interrupted_after: timedelta = timedelta(minutes=15),
     ) -> None:
         self.agent = agent
+        self.interrupted_after = interrupted_after
         self.policy = policy or ApprovalPolicy()
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
@@ -410,11 +415,45 @@ class ChatBot:
                 )
                 await self._consume(thread, messenger, item.stream)
 
+    # -- crash recovery ---------------------------------------------------------
+
+    async def recover_interrupted(self, now: datetime | None = None) -> int:
+        """Report calls a crash left half-done (idempotent tools are run again instead).
+
+        Returns:
+            How many calls were found.
+        """
+        found = await self.agent.recover_interrupted(older_than=self.interrupted_after, now=now)
+        for item in found:
+            self.tasks.spawn(self._after_interruption(item), name=f"recover:{item.pending.run_id}")
+        return len(found)
+
+    async def _after_interruption(self, item: InterruptedCall) -> None:
+        info = item.pending
+        thread = card_thread(info)
+        messenger = self._messengers.get(thread.platform) if thread else None
+        if thread is None or messenger is None:
+            log.warning("run %s was interrupted outside any known thread", info.run_id)
+            if item.stream is not None:
+                await item.stream.result()
+            return
+        async with self._locks.hold(thread.id):
+            if item.stream is not None:
+                await self._consume(thread, messenger, item.stream)
+                return
+            who = self._who(info.requester) if info.requester else messages.NO_REQUESTER
+            text = messages.INTERRUPTED.format(who=who, tool=info.tool_name)
+            await self._say(messenger, thread, Notice(text=text))
+
+    async def _housekeeping(self) -> None:
+        await self.sweep_expired()
+        await self.recover_interrupted()
+
     def start_sweeper(self, interval: float = 30.0) -> None:
-        """Run ``sweep_expired`` every ``interval`` seconds until ``aclose``."""
+        """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed."""
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(
-                every(interval, self.sweep_expired, what="expiry sweep"), name="expiry-sweeper"
+                every(interval, self._housekeeping, what="expiry sweep"), name="expiry-sweeper"
             )
 
     # -- lifecycle --------------------------------------------------------------

@@ -89,3 +89,25 @@ async def test_the_sweeper_runs_until_the_bot_closes() -> None:
     assert not bot._sweeper.done()
     await bot.aclose()
     assert bot._sweeper is None
+
+
+async def test_a_crash_mid_tool_is_reported_in_the_thread_after_a_restart() -> None:
+    store = MemoryStore()
+    ran = Counter()
+    before = ChatBot(restart_agent(ran, store))
+    before.register("test", RecordingMessenger())
+    await before.on_message(message("restart the api", user="U1"))
+    await before.drain()
+    (waiting,) = await before.agent.list_suspended_runs(thread_id=THREAD.id)
+    # The decision is claimed, then the process dies before the tool's outcome is saved.
+    await before.agent.approve_tool_call(run_id=waiting.run_id, decided_by="U2")
+
+    after = ChatBot(restart_agent(ran, store), interrupted_after=timedelta(0))
+    messenger = RecordingMessenger()
+    after.register("test", messenger)
+    assert await after.recover_interrupted() == 1
+    await after.drain()
+    (notice,) = messenger.views(Notice)
+    assert notice.text.startswith("U1: the bot stopped while `restart_service` was running")
+    assert ran.count == 0
+    assert await after.recover_interrupted() == 0
