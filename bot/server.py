@@ -86,19 +86,18 @@ def build_app(
         if sweep_interval:
             bot.start_sweeper(sweep_interval)
 
-    async def finish_work(_: web.Application) -> None:
-        await bot.aclose(SHUTDOWN_GRACE)
-
-    async def stop(_: web.Application) -> None:
+    async def shutdown(_: web.Application) -> None:
+        # Adapters first: they stop taking work (Socket Mode) and hand over what
+        # they already acked, which the core then finishes within the grace period.
         for adapter in reversed(adapters):
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping the %s adapter failed", adapter.platform)
+        await bot.aclose(SHUTDOWN_GRACE)
 
     app.on_startup.append(start)
-    app.on_shutdown.append(finish_work)
-    app.on_cleanup.append(stop)
+    app.on_shutdown.append(shutdown)
     return app
 
 

@@ -1,0 +1,258 @@
+"""The Slack adapter: Bolt app, HTTP route, Socket Mode, and the hand-off to the core.
+
+Every request is acknowledged before any work: listeners call ``ack()`` and put
+the rest (dedupe, thread checks, decisions, modals) in tracked tasks, so neither
+a slow store nor the agent can make Slack wait past its 3 seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncRateLimitErrorRetryHandler,
+    async_default_handlers,
+)
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import ChatBot, Click, Settings, TaskTracker
+
+from . import texts
+from .active import ActiveThreads
+from .blocks import decline_modal
+from .convert import (
+    PLATFORM,
+    ActionIn,
+    Ignored,
+    Inbound,
+    MessageIn,
+    Passthrough,
+    ViewIn,
+    decline_metadata,
+    parse,
+    to_click,
+    to_decline_click,
+    to_incoming,
+)
+from .messenger import SlackMessenger
+from .wire import APPROVE_ACTION, DECLINE_ACTION, DECLINE_VIEW, PayloadError
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+LISTENED_EVENTS = ("app_mention", "message")
+"""Event types the adapter acts on; the manifest subscribes to exactly these."""
+RATE_LIMIT_RETRIES = 2
+_INBOUND = "approval_bot_inbound"
+
+
+class SlackAdapter:
+    """Slack for the chat core: ``POST /slack/events``, Socket Mode, and a ``Messenger``.
+
+    Args:
+        bot: The chat core (the composition root registers ``messenger`` with it).
+        settings: ``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, optional
+            ``SLACK_APP_TOKEN`` (Socket Mode) and ``SLACK_API_URL``.
+    """
+
+    platform = PLATFORM
+
+    def __init__(self, bot: ChatBot, settings: Settings) -> None:
+        token, secret = settings.slack_bot_token, settings.slack_signing_secret
+        if not token or not secret:
+            raise ValueError("Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
+        if os.environ.get("SLACK_CLIENT_ID") and os.environ.get("SLACK_CLIENT_SECRET"):
+            # Bolt would silently switch to OAuth (multi-workspace) mode.
+            raise ValueError("unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET: this bot uses one token")
+        self.bot = bot
+        self.client = AsyncWebClient(
+            token=token,
+            base_url=_api_base(settings.slack_api_url),
+            retry_handlers=[
+                *async_default_handlers(),
+                AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
+            ],
+        )
+        self.messenger = SlackMessenger(self.client, ActiveThreads(bot.store))
+        self.tasks = TaskTracker()
+        self._app_token = settings.slack_app_token
+        self._verifier = SignatureVerifier(secret)
+        self._socket: AsyncSocketModeHandler | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.app = AsyncApp(
+            name="approval-bot",
+            client=self.client,
+            signing_secret=secret,
+            # Listeners only ack and spawn, so answering after them is as fast as
+            # Bolt's default, without Bolt's untracked listener tasks and ack polling.
+            process_before_response=True,
+            before_authorize=_ParsePayload(),
+        )
+        for event in LISTENED_EVENTS:
+            self.app.event(event)(self._on_message)
+        self.app.action(APPROVE_ACTION)(self._on_approve)
+        self.app.action(DECLINE_ACTION)(self._on_decline)
+        self.app.view(DECLINE_VIEW)(self._on_decline_submitted)
+
+    # -- composition-root contract ------------------------------------------------
+
+    def routes(self) -> list[web.RouteDef]:
+        """``POST /slack/events``: Events API and interactivity."""
+        return [web.post(EVENTS_PATH, self.handle)]
+
+    async def start(self) -> None:
+        """Share one HTTP session for Web API calls; connect Socket Mode if configured."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+            self.client.session = self._session
+        if self._app_token and self._socket is None:
+            self._socket = AsyncSocketModeHandler(self.app, self._app_token)
+            await self._socket.connect_async()  # type: ignore[no-untyped-call]
+            log.info("Slack Socket Mode connected")
+
+    async def stop(self) -> None:
+        """Disconnect Socket Mode, finish the adapter's tasks, close the HTTP session."""
+        if self._socket is not None:
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
+            self._socket = None
+        await self.tasks.aclose()
+        if self._session is not None:
+            self.client.session = None
+            await self._session.close()
+            self._session = None
+
+    async def drain(self) -> None:
+        """Wait until the adapter and the core are idle (tests, benchmarks)."""
+        while self.tasks.running or self.bot.tasks.running:
+            await self.tasks.drain()
+            await self.bot.drain()
+
+    # -- HTTP ---------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """One Slack request: Bolt verifies the signature, acks, and the listeners hand off."""
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "0")
+        if not timestamp.isdigit():  # Bolt would fail on int() with a 500
+            return web.Response(status=401, text=texts.BAD_SIGNATURE)
+        try:
+            bolt_request = await to_bolt_request(request)
+        except Exception:
+            # Bolt parses the body while building the request, before checking the
+            # signature: only a signed body earns the "malformed" answer.
+            if not self._signed(await request.read(), timestamp, request.headers):
+                return web.Response(status=401, text=texts.BAD_SIGNATURE)
+            return web.Response(status=400, text=texts.BAD_PAYLOAD)
+        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+
+    def _signed(self, body: bytes, timestamp: str, headers: Mapping[str, str]) -> bool:
+        try:
+            return self._verifier.is_valid(body, timestamp, headers.get("X-Slack-Signature"))
+        except UnicodeDecodeError:  # Slack signs UTF-8 bodies only
+            return False
+
+    # -- listeners (ack first, then hand off) -------------------------------------
+
+    async def _on_message(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, MessageIn):
+            self._spawn(self._deliver(inbound, context), f"slack-message:{inbound.channel}")
+
+    async def _on_approve(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, ActionIn):
+            click = to_click(inbound, workspace=_workspace(context))
+            self._spawn(self._click(click), f"slack-click:{click.run_id}")
+
+    async def _on_decline(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, ActionIn):
+            metadata = decline_metadata(inbound, workspace=_workspace(context))
+            view = decline_modal(metadata)
+            # trigger_id is valid for 3 s: open the modal right away.
+            self._spawn(
+                self.client.views_open(trigger_id=inbound.trigger_id, view=view),
+                f"slack-decline-modal:{metadata.run}",
+            )
+
+    async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        await ack()  # closes the modal
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, ViewIn):
+            click = to_decline_click(inbound)
+            self._spawn(self._click(click), f"slack-click:{click.run_id}")
+
+    # -- hand-off to the core -----------------------------------------------------
+
+    async def _deliver(self, message: MessageIn, context: AsyncBoltContext) -> None:
+        incoming = to_incoming(
+            message, workspace=_workspace(context), bot_user_id=context.bot_user_id
+        )
+        if incoming is None:
+            return
+        active = self.messenger.active
+        if message.kind == "thread_reply" and not await active.contains(incoming.thread):
+            return
+        if message.kind == "mention":
+            await active.mark(incoming.thread)
+        await self.bot.on_message(incoming)
+
+    async def _click(self, click: Click) -> None:
+        result = await self.bot.on_click(click)
+        if not result.accepted and result.message:
+            await self.messenger.tell(click.thread, click.user_id, result.message)
+
+    def _spawn(self, work: Awaitable[Any], name: str) -> None:
+        async def run() -> None:
+            await work
+
+        self.tasks.spawn(run(), name=name)
+
+
+class _ParsePayload(AsyncMiddleware):
+    """Right after the signature check: malformed -> 400, not ours -> 200, else parsed."""
+
+    async def async_process(
+        self,
+        *,
+        req: AsyncBoltRequest,
+        resp: BoltResponse,
+        next: Callable[[], Awaitable[BoltResponse]],
+    ) -> BoltResponse | None:
+        try:
+            inbound: Inbound = parse(req.body)
+        except PayloadError as exc:
+            return BoltResponse(status=400, body=exc.text)
+        if isinstance(inbound, Ignored):
+            log.debug("acknowledged and ignored: %s", inbound.why)
+            return BoltResponse(status=200, body="")
+        if not isinstance(inbound, Passthrough):
+            req.context[_INBOUND] = inbound
+        return await next()
+
+
+def _workspace(context: AsyncBoltContext) -> str | None:
+    """The bot's own workspace (from ``auth.test``): the same for events and clicks."""
+    result = context.authorize_result
+    team = result.team_id if result is not None else None
+    return team if isinstance(team, str) and team else None
+
+
+def _api_base(url: str) -> str:
+    return url if url.endswith("/") else url + "/"

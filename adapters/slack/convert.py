@@ -1,0 +1,354 @@
+"""Slack payloads -> bot types, in two steps.
+
+``parse`` runs right after Bolt checked the signature and before anything else
+reads the body: it validates the shape (``PayloadError`` -> HTTP 400) and sorts
+the request into what the adapter acts on and what it only acknowledges.
+``to_incoming``/``to_click`` then build the chat-neutral types once Bolt knows who
+the bot is (its user id for mention stripping, its workspace for thread keys).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bot import Click, IncomingMessage, ThreadKey
+
+from . import texts
+from .wire import (
+    APPROVE_ACTION,
+    DECLINE_ACTION,
+    DECLINE_VIEW,
+    REASON_BLOCK,
+    REASON_INPUT,
+    ButtonValue,
+    DeclineMetadata,
+    PayloadError,
+    decode_button_value,
+    decode_metadata,
+)
+
+PLATFORM = "slack"
+
+# Subtypes that are still a person writing; every other subtype (edits, deletions,
+# joins, bot messages, ...) is not addressed to the agent.
+_PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+_PASSTHROUGH_TYPES = frozenset({"url_verification", "ssl_check"})
+_UNESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+# -- what parse() returns ---------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Passthrough:
+    """A request Bolt answers itself (URL verification, SSL check)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ignored:
+    """Valid, acknowledged, not for the agent (a bot's message, an edit, ...)."""
+
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageIn:
+    """A person wrote: a mention, a DM, or a reply in a channel thread.
+
+    ``thread_reply`` counts only when the bot is active in that thread.
+    """
+
+    kind: Literal["mention", "direct", "thread_reply"]
+    event_id: str
+    team: str
+    channel: str
+    ts: str
+    thread_ts: str | None
+    user: str
+    text: str
+
+    @property
+    def root(self) -> str:
+        """The thread root: ``thread_ts or ts``."""
+        return self.thread_ts or self.ts
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionIn:
+    """Approve or Decline pressed on a card."""
+
+    action: Literal["approve", "decline"]
+    value: ButtonValue
+    team: str
+    user: str
+    channel: str
+    message_ts: str
+    root: str
+    trigger_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewIn:
+    """The decline modal was submitted."""
+
+    user: str
+    metadata: DeclineMetadata
+    reason: str | None
+
+
+Inbound = Passthrough | Ignored | MessageIn | ActionIn | ViewIn
+
+
+# -- the shapes we accept (extra fields are Slack's business) ---------------------
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Event(_Shape):
+    type: str
+    subtype: str | None = None
+    bot_id: str | None = None
+    hidden: bool = False
+    user: str | None = None
+    text: str | None = None
+    channel: str | None = None
+    channel_type: str | None = None
+    ts: str | None = None
+    thread_ts: str | None = None
+
+
+class _EventCallback(_Shape):
+    type: Literal["event_callback"]
+    event_id: str
+    team_id: str
+    event: _Event
+
+
+class _Team(_Shape):
+    id: str
+
+
+class _User(_Shape):
+    id: str
+    team_id: str | None = None
+
+
+class _Action(_Shape):
+    action_id: str
+    value: str | None = None
+
+
+class _Container(_Shape):
+    channel_id: str
+    message_ts: str
+    thread_ts: str | None = None
+
+
+class _Message(_Shape):
+    ts: str
+    thread_ts: str | None = None
+
+
+class _BlockActions(_Shape):
+    type: Literal["block_actions"]
+    user: _User
+    team: _Team | None = None
+    trigger_id: str
+    actions: list[_Action]
+    container: _Container
+    message: _Message | None = None
+
+
+class _View(_Shape):
+    callback_id: str
+    private_metadata: str = ""
+    state: dict[str, Any] = {}
+
+
+class _ViewSubmission(_Shape):
+    type: Literal["view_submission"]
+    user: _User
+    view: _View
+
+
+class _Typed(_Shape):
+    type: str
+
+
+# -- step 1: shape and routing ----------------------------------------------------
+
+
+def parse(body: Any) -> Inbound:
+    """Validate a request body and say what it is; ``PayloadError`` when it is malformed."""
+    try:
+        kind = _Typed.model_validate(body).type
+        if kind in _PASSTHROUGH_TYPES:
+            return Passthrough()
+        if kind == "event_callback":
+            return _parse_event(_EventCallback.model_validate(body))
+        if kind == "block_actions":
+            return _parse_action(_BlockActions.model_validate(body))
+        if kind == "view_submission":
+            return _parse_view(_ViewSubmission.model_validate(body))
+    except ValidationError:
+        raise PayloadError(texts.BAD_PAYLOAD) from None
+    return Ignored(why=f"payload type {kind}")
+
+
+def _parse_event(callback: _EventCallback) -> Inbound:
+    event = callback.event
+    if event.type not in ("app_mention", "message"):
+        return Ignored(why=f"event {event.type}")
+    if event.bot_id or event.hidden or (event.subtype and event.subtype not in _PERSON_SUBTYPES):
+        return Ignored(why=f"{event.type} from a bot or of subtype {event.subtype}")
+    if not (event.user and event.channel and event.ts):
+        raise PayloadError(texts.BAD_PAYLOAD)
+    kind: Literal["mention", "direct", "thread_reply"]
+    if event.type == "app_mention":
+        kind = "mention"
+    elif event.channel_type == "im":
+        kind = "direct"
+    elif event.thread_ts:
+        kind = "thread_reply"
+    else:  # a top-level channel message: mentions arrive as app_mention as well
+        return Ignored(why="top-level channel message")
+    return MessageIn(
+        kind=kind,
+        event_id=callback.event_id,
+        team=callback.team_id,
+        channel=event.channel,
+        ts=event.ts,
+        thread_ts=event.thread_ts,
+        user=event.user,
+        text=event.text or "",
+    )
+
+
+def _parse_action(payload: _BlockActions) -> ActionIn:
+    ours = [a for a in payload.actions if a.action_id in (APPROVE_ACTION, DECLINE_ACTION)]
+    if not ours:
+        raise PayloadError(texts.UNKNOWN_ACTION)
+    action = ours[0]
+    container = payload.container
+    message_thread = payload.message.thread_ts if payload.message else None
+    team = payload.team.id if payload.team else payload.user.team_id
+    if not team:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return ActionIn(
+        action="approve" if action.action_id == APPROVE_ACTION else "decline",
+        value=decode_button_value(action.value),
+        team=team,
+        user=payload.user.id,
+        channel=container.channel_id,
+        message_ts=container.message_ts,
+        root=container.thread_ts or message_thread or container.message_ts,
+        trigger_id=payload.trigger_id,
+    )
+
+
+def _parse_view(payload: _ViewSubmission) -> ViewIn:
+    if payload.view.callback_id != DECLINE_VIEW:
+        raise PayloadError(texts.UNKNOWN_ACTION)
+    return ViewIn(
+        user=payload.user.id,
+        metadata=decode_metadata(payload.view.private_metadata),
+        reason=_reason(payload.view.state),
+    )
+
+
+def _reason(state: dict[str, Any]) -> str | None:
+    values = state.get("values")
+    block = values.get(REASON_BLOCK) if isinstance(values, dict) else None
+    field = block.get(REASON_INPUT) if isinstance(block, dict) else None
+    value = field.get("value") if isinstance(field, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return (value or "").strip() or None
+
+
+# -- step 2: bot types ------------------------------------------------------------
+
+
+def thread_key(workspace: str, channel: str, root: str) -> ThreadKey:
+    """The core's key for a Slack thread."""
+    return ThreadKey(platform=PLATFORM, workspace=workspace, channel=channel, root=root)
+
+
+def to_incoming(
+    message: MessageIn, *, workspace: str | None, bot_user_id: str | None
+) -> IncomingMessage | None:
+    """The message for the core, or ``None`` when nothing is left once the mention is gone.
+
+    Dedupe keys: the event id (Slack's retries) and the message itself, because an
+    @mention arrives twice, as ``app_mention`` and as ``message.channels``.
+    """
+    text = strip_mention(message.text, bot_user_id)
+    if not text:
+        return None
+    return IncomingMessage(
+        thread=thread_key(workspace or message.team, message.channel, message.root),
+        user_id=message.user,
+        text=text,
+        dedupe_keys=(
+            f"event:{message.event_id}",
+            f"message:{message.channel}:{message.ts}",
+        ),
+    )
+
+
+def to_click(action: ActionIn, *, workspace: str | None) -> Click:
+    """The Approve click for the core (Decline goes through the modal first)."""
+    return Click(
+        thread=thread_key(workspace or action.team, action.channel, action.root),
+        user_id=action.user,
+        run_id=action.value.run,
+        tool_call_id=action.value.call,
+        action=action.action,
+        message_ref=message_ref(action.channel, action.message_ts),
+    )
+
+
+def decline_metadata(action: ActionIn, *, workspace: str | None) -> DeclineMetadata:
+    """What the decline modal must carry to build the click on submission."""
+    return DeclineMetadata(
+        run=action.value.run,
+        call=action.value.call,
+        team=workspace or action.team,
+        channel=action.channel,
+        root=action.root,
+        ts=action.message_ts,
+    )
+
+
+def to_decline_click(view: ViewIn) -> Click:
+    """The Decline click, with its reason, from the modal submission."""
+    meta = view.metadata
+    return Click(
+        thread=thread_key(meta.team, meta.channel, meta.root),
+        user_id=view.user,
+        run_id=meta.run,
+        tool_call_id=meta.call,
+        action="decline",
+        reason=view.reason,
+        message_ref=message_ref(meta.channel, meta.ts),
+    )
+
+
+def message_ref(channel: str, ts: str) -> dict[str, Any]:
+    """Where a Slack message lives, as the core keeps it."""
+    return {"channel": channel, "ts": ts}
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> str:
+    """The text without the bot's mention, with Slack's HTML escapes undone."""
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?> ?", "", text)
+    for escaped, plain in _UNESCAPES:
+        text = text.replace(escaped, plain)
+    return text.strip()

@@ -1,0 +1,53 @@
+"""Every string the Slack adapter shows to people or answers to Slack, in one place."""
+
+from __future__ import annotations
+
+# -- approval card --------------------------------------------------------------
+
+CARD_TITLE = ":lock: *Approval needed:* `{tool}`"
+CARD_FALLBACK = "Approval needed: {tool} (asked by {requester})"
+CARD_AGENT = "*Agent:* {path}"
+CARD_REQUESTER = "*Asked by:* {requester}"
+CARD_EXPIRES = "*Expires:* {when}"
+CARD_ARGUMENTS = "*Arguments*"
+CARD_NO_ARGUMENTS = "_no arguments_"
+CARD_TRUNCATED = "_(truncated: {count} more characters)_"
+UNKNOWN_PERSON = "someone"
+AGENT_PATH_SEPARATOR = " › "
+
+APPROVE = "Approve"
+DECLINE = "Decline"
+CONFIRM_TITLE = "Approve this call?"
+CONFIRM_TEXT = "The agent will run `{tool}` with the arguments shown."
+CONFIRM_YES = "Approve"
+CONFIRM_NO = "Cancel"
+
+APPROVED_BY = ":white_check_mark: Approved by {who}"
+DECLINED_BY = ":no_entry_sign: Declined by {who}"
+DECLINED_BY_REASON = ":no_entry_sign: Declined by {who}: {reason}"
+EXPIRED = ":hourglass: Expired"
+DECIDED_FALLBACK = "{tool}: {outcome}"
+
+# -- decline modal (title, submit and close are limited to 24 characters) -------
+
+MODAL_TITLE = "Decline"
+MODAL_SUBMIT = "Decline"
+MODAL_CLOSE = "Cancel"
+MODAL_INTRO = "The agent will be told you declined, with your reason if you give one."
+MODAL_REASON_LABEL = "Reason (optional)"
+MODAL_REASON_PLACEHOLDER = "Why not?"
+
+# -- suspension prompt ----------------------------------------------------------
+
+PROMPT_TITLE = ":speech_balloon: *{tool}* asks:"
+PROMPT_FIELDS = "_Expected:_ {fields}"
+PROMPT_RETRY = ":warning: That reply did not fit: {error}"
+PROMPT_HINT = "Reply in this thread to continue."
+
+# -- HTTP answers to Slack (short, never a trace) -------------------------------
+
+BAD_PAYLOAD = "malformed payload"
+BAD_SIGNATURE = "invalid request signature"
+UNKNOWN_ACTION = "unknown action"
+BAD_ACTION_VALUE = "malformed action value"
+BAD_VIEW_METADATA = "malformed view metadata"

@@ -1,0 +1,87 @@
+"""What the adapter puts into Slack and reads back: ids, button values, modal metadata.
+
+Both directions live here so that rendering (``blocks``) and parsing (``convert``)
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import texts
+
+APPROVE_ACTION = "approval_approve"
+DECLINE_ACTION = "approval_decline"
+DECLINE_VIEW = "approval_decline_reason"
+REASON_BLOCK = "reason"
+REASON_INPUT = "reason"
+
+BUTTON_VALUE_LIMIT = 2000
+PRIVATE_METADATA_LIMIT = 3000
+
+
+class PayloadError(ValueError):
+    """A request Slack signed but whose content does not make sense: answered with 400."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Compact(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def dump(self) -> str:
+        return json.dumps(self.model_dump(), separators=(",", ":"), ensure_ascii=False)
+
+
+class ButtonValue(_Compact):
+    """The pending call a button decides: ``{"run": ..., "call": ...}``."""
+
+    run: str = Field(min_length=1)
+    call: str = Field(min_length=1)
+
+
+class DeclineMetadata(_Compact):
+    """Carried by the decline modal from the click to its submission."""
+
+    run: str = Field(min_length=1)
+    call: str = Field(min_length=1)
+    team: str = Field(min_length=1)
+    channel: str = Field(min_length=1)
+    root: str = Field(min_length=1)
+    ts: str = Field(min_length=1)
+
+
+def encode_button_value(run_id: str, tool_call_id: str) -> str:
+    """The button ``value`` for one pending call (raises if it cannot fit)."""
+    value = ButtonValue(run=run_id, call=tool_call_id).dump()
+    if len(value) > BUTTON_VALUE_LIMIT:
+        raise ValueError(f"button value of {len(value)} characters exceeds Slack's limit")
+    return value
+
+
+def decode_button_value(value: str | None) -> ButtonValue:
+    """Parse a button ``value``; ``PayloadError`` when it is not one of ours."""
+    try:
+        return ButtonValue.model_validate_json(value or "")
+    except ValidationError:
+        raise PayloadError(texts.BAD_ACTION_VALUE) from None
+
+
+def encode_metadata(metadata: DeclineMetadata) -> str:
+    """The modal's ``private_metadata``."""
+    value = metadata.dump()
+    if len(value) > PRIVATE_METADATA_LIMIT:
+        raise ValueError(f"private_metadata of {len(value)} characters exceeds Slack's limit")
+    return value
+
+
+def decode_metadata(value: str | None) -> DeclineMetadata:
+    """Parse the modal's ``private_metadata``; ``PayloadError`` when it is not ours."""
+    try:
+        return DeclineMetadata.model_validate_json(value or "")
+    except ValidationError:
+        raise PayloadError(texts.BAD_VIEW_METADATA) from None

@@ -1,0 +1,247 @@
+"""The bot as Slack sees it: a real aiohttp server with the Slack adapter, signed requests.
+
+``BotServer`` starts the adapter's routes over a ``ChatBot`` on a random port and
+speaks to it the way Slack does: events as JSON, interactivity as a form with a
+``payload`` field, each signed ``v0:{timestamp}:{body}`` with HMAC-SHA256.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+from aiohttp.test_utils import TestServer
+from slack_sdk.signature import SignatureVerifier
+
+from adapters.slack import SlackAdapter
+from agents import Agent
+from bot import ApprovalPolicy, ChatBot, Settings, build_app
+
+from .fake_slack import APP_TOKEN, BOT_USER_ID, TEAM_ID, TOKEN, FakeSlack, Posted
+
+SIGNING_SECRET = "test-signing-secret"
+CHANNEL = "C0CHAN001"
+DM_CHANNEL = "D0DM00001"
+ALICE = "U0ALICE01"
+BOB = "U0BOB0001"
+
+_event_ids = itertools.count(1)
+_message_ts = itertools.count(1)
+
+
+def signed_headers(
+    body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None
+) -> dict[str, str]:
+    """The two headers Slack adds to every request."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+    assert signature is not None
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+
+
+def new_ts() -> str:
+    """A fresh message timestamp for a person's message."""
+    return f"{1_600_000_000 + next(_message_ts)}.000300"
+
+
+def event_body(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    """An Events API envelope around ``event``."""
+    return {
+        "token": "legacy",
+        "team_id": TEAM_ID,
+        "api_app_id": "A0APP0001",
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_event_ids):08d}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        "event": event,
+    }
+
+
+def mention_event(
+    text: str, *, user: str = ALICE, ts: str | None = None, thread_ts: str | None = None
+) -> dict[str, Any]:
+    """``app_mention``: "<@bot> text" in the test channel."""
+    event = {
+        "type": "app_mention",
+        "user": user,
+        "text": f"<@{BOT_USER_ID}> {text}",
+        "ts": ts or new_ts(),
+        "channel": CHANNEL,
+        "event_ts": ts,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message_event(
+    text: str,
+    *,
+    user: str = ALICE,
+    channel: str = CHANNEL,
+    channel_type: str = "channel",
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A ``message`` event (``message.channels`` / ``message.im``)."""
+    event = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts or new_ts(),
+        "channel": channel,
+        "channel_type": channel_type,
+        **extra,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def button(posted: Posted, action_id: str) -> dict[str, Any]:
+    """The button with ``action_id`` on a posted card."""
+    for block in posted.blocks:
+        for element in block.get("elements", []):
+            if element.get("action_id") == action_id:
+                return dict(element)
+    raise AssertionError(f"no {action_id} button on {posted.text!r}")
+
+
+def block_actions(
+    posted: Posted, action_id: str, *, user: str = ALICE, value: str | None = None
+) -> dict[str, Any]:
+    """What Slack sends when ``user`` presses a button on a card in a thread."""
+    element = button(posted, action_id)
+    return {
+        "type": "block_actions",
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0APP0001",
+        "token": "legacy",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "trigger_id": f"trigger-{time.monotonic_ns()}",
+        "container": {
+            "type": "message",
+            "message_ts": posted.ts,
+            "channel_id": posted.channel,
+            "is_ephemeral": False,
+            "thread_ts": posted.thread_ts,
+        },
+        "channel": {"id": posted.channel, "name": "ops"},
+        "message": {"ts": posted.ts, "thread_ts": posted.thread_ts, "text": posted.text},
+        "response_url": "https://hooks.slack.invalid/actions/1",
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "value": element["value"] if value is None else value,
+                "action_ts": str(time.time()),
+            }
+        ],
+    }
+
+
+def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> dict[str, Any]:
+    """What Slack sends when the decline modal is submitted."""
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0APP0001",
+        "token": "legacy",
+        "trigger_id": f"trigger-{time.monotonic_ns()}",
+        "view": {
+            **view,
+            "id": "V0VIEW001",
+            "state": {
+                "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+            },
+        },
+    }
+
+
+@dataclass
+class BotServer:
+    """A running bot: adapter, core, HTTP server, and a client that signs like Slack."""
+
+    slack: FakeSlack
+    bot: ChatBot
+    adapter: SlackAdapter
+    server: TestServer
+    session: aiohttp.ClientSession
+    statuses: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("/slack/events"))
+
+    async def post(
+        self,
+        body: str,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """POST a raw body, signed unless ``headers`` are given."""
+        all_headers = {"Content-Type": content_type, **(headers or signed_headers(body))}
+        async with self.session.post(self.url, data=body.encode(), headers=all_headers) as resp:
+            self.statuses.append(resp.status)
+            return resp.status, await resp.text()
+
+    async def send_event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry: int | None = None
+    ) -> int:
+        """Deliver an event as the Events API does; return the HTTP status."""
+        body = json.dumps(event_body(event, event_id=event_id))
+        headers = signed_headers(body)
+        if retry is not None:
+            headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+        status, _ = await self.post(body, headers=headers)
+        return status
+
+    async def interact(self, payload: dict[str, Any]) -> tuple[int, str]:
+        """Send an interactivity payload (form-encoded ``payload=<json>``)."""
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, content_type="application/x-www-form-urlencoded")
+
+    async def press(self, posted: Posted, action_id: str, *, user: str = ALICE) -> int:
+        """Press a button on a card; return the HTTP status."""
+        status, _ = await self.interact(block_actions(posted, action_id, user=user))
+        return status
+
+    async def idle(self) -> None:
+        """Wait until the adapter and the core have nothing left to do."""
+        await self.adapter.drain()
+
+    async def close(self) -> None:
+        """Stop like the real server: finish the work, stop the adapter, close the port."""
+        await self.session.close()
+        await self.server.close()
+
+
+async def start_bot(
+    slack: FakeSlack,
+    agent: Agent,
+    *,
+    policy: ApprovalPolicy | None = None,
+    socket_mode: bool = False,
+) -> BotServer:
+    """Serve the Slack adapter over a ``ChatBot`` on a random local port."""
+    settings = Settings(
+        slack_bot_token=TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_app_token=APP_TOKEN if socket_mode else None,
+        slack_api_url=slack.url,
+    )
+    bot = ChatBot(agent, policy=policy)
+    adapter = SlackAdapter(bot, settings)
+    server = TestServer(build_app(settings, bot, [adapter]), host="127.0.0.1")
+    await server.start_server()
+    return BotServer(slack, bot, adapter, server, aiohttp.ClientSession())

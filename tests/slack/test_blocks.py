@@ -1,0 +1,179 @@
+"""Block Kit rendering: limits, escaping, outcomes, splitting, the decline modal."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from adapters.slack.blocks import (
+    SECTION_LIMIT,
+    approval_card,
+    cut,
+    decline_modal,
+    escape,
+    long_text,
+    mention,
+    slack_date,
+    split,
+)
+from adapters.slack.wire import (
+    APPROVE_ACTION,
+    DeclineMetadata,
+    PayloadError,
+    decode_button_value,
+    decode_metadata,
+    encode_button_value,
+)
+from bot import ApprovalCard, CardStatus
+
+from .fake_slack import FakeSlack, _block_problem
+from .harness import CHANNEL, BotServer, mention_event
+
+EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
+
+
+def card(
+    *, args: dict[str, Any] | None = None, status: CardStatus = "pending", **extra: Any
+) -> ApprovalCard:
+    return ApprovalCard(
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="deploy",
+        args={"service": "api"} if args is None else args,
+        agent_path=("ops", "deploy"),
+        requester="U0ALICE01",
+        expires_at=EXPIRES,
+        status=status,
+        **extra,
+    )
+
+
+def all_text(blocks: list[dict[str, Any]]) -> str:
+    out = []
+    for block in blocks:
+        if "text" in block:
+            out.append(block["text"]["text"])
+        out.extend(e["text"] for e in block.get("elements", []) if e.get("type") == "mrkdwn")
+    return "\n".join(out)
+
+
+def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons() -> None:
+    message = approval_card(card())
+    text = all_text(message.blocks)
+    assert "`deploy`" in text
+    assert '"service": "api"' in text
+    assert "ops › deploy" in text
+    assert "<@U0ALICE01>" in text
+    assert "<!date^1893553440^{date_short_pretty} at {time}|2030-01-02 03:04 UTC>" in text
+    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    approve, decline = actions["elements"]
+    assert (approve["text"]["text"], approve["style"]) == ("Approve", "primary")
+    assert (decline["text"]["text"], decline["style"]) == ("Decline", "danger")
+    assert approve["confirm"]["confirm"]["text"] == "Approve"
+    assert decode_button_value(approve["value"]).model_dump() == {"run": "run-1", "call": "call-1"}
+    assert message.text  # top-level text for notifications
+
+
+@pytest.mark.parametrize(
+    ("status", "extra", "expected"),
+    [
+        ("approved", {"decided_by": "U0BOB0001"}, "Approved by <@U0BOB0001>"),
+        (
+            "declined",
+            {"decided_by": "U0BOB0001", "reason": "a <b> & c"},
+            "Declined by <@U0BOB0001>: a &lt;b&gt; &amp; c",
+        ),
+        ("declined", {"decided_by": "U0BOB0001"}, "Declined by <@U0BOB0001>"),
+        ("expired", {}, "Expired"),
+    ],
+)
+def test_a_decided_card_has_no_buttons_and_says_what_happened(
+    status: CardStatus, extra: dict[str, Any], expected: str
+) -> None:
+    message = approval_card(card(status=status, **extra))
+    assert all(b["type"] != "actions" for b in message.blocks)
+    assert expected in all_text(message.blocks)
+    assert expected in message.text
+    assert "<!date^" not in all_text(message.blocks)
+
+
+def test_long_arguments_are_truncated_with_a_note_within_the_limits() -> None:
+    message = approval_card(card(args={"script": "echo <&> " * 2000}))
+    assert all(_block_problem(b) is None for b in message.blocks)
+    args_text = message.blocks[2]["text"]["text"]
+    assert len(args_text) <= SECTION_LIMIT
+    assert args_text.endswith("```")
+    assert "more characters" in all_text(message.blocks)
+    assert any(b["type"] == "actions" for b in message.blocks)
+
+
+def test_cutting_never_splits_an_entity() -> None:
+    for limit in range(1, 12):
+        kept, dropped = cut(escape("a&b<c>d&e"), limit)
+        assert len(kept) <= limit
+        assert "&" not in kept or kept.count("&") == kept.count(";")
+        assert dropped >= 0
+
+
+def test_mentions_only_for_slack_user_ids() -> None:
+    assert mention("U0ALICE01") == "<@U0ALICE01>"
+    assert mention("console-user") == "console-user"
+    assert mention("<!channel>") == "&lt;!channel&gt;"
+    assert mention(None) == "someone"
+
+
+def test_a_naive_expiry_is_read_as_utc() -> None:
+    assert slack_date(datetime(2030, 1, 2, 3, 4)) == slack_date(EXPIRES)
+
+
+def test_long_text_splits_at_paragraphs_and_keeps_everything() -> None:
+    text = "\n\n".join(f"paragraph {i} " + "x" * 500 for i in range(30))
+    messages = long_text(text)
+    sections = [b["text"]["text"] for m in messages for b in m.blocks]
+    assert all(len(s) <= SECTION_LIMIT for s in sections)
+    assert all(s.startswith("paragraph") for s in sections)
+    assert "".join(sections).replace("\n", "") == text.replace("\n", "")
+    assert all(len(m.blocks) <= 50 for m in messages)
+
+
+def test_split_falls_back_to_a_hard_cut_without_spaces() -> None:
+    pieces = split("y" * 7000, 3000)
+    assert [len(p) for p in pieces] == [3000, 3000, 1000]
+
+
+def test_markdown_becomes_mrkdwn_and_is_escaped() -> None:
+    (message,) = long_text("# Title\n**bold** and [docs](https://example.com/a?b=1&c=2) 1 < 2")
+    text = message.blocks[0]["text"]["text"]
+    assert text == "*Title*\n*bold* and <https://example.com/a?b=1&amp;c=2|docs> 1 &lt; 2"
+
+
+def test_the_decline_modal_carries_the_click_to_its_submission() -> None:
+    meta = DeclineMetadata(run="r", call="c", team="T", channel="C", root="1.1", ts="1.2")
+    view = decline_modal(meta)
+    assert decode_metadata(view["private_metadata"]) == meta
+    assert all(len(view[k]["text"]) <= 24 for k in ("title", "submit", "close"))
+    (field,) = [b for b in view["blocks"] if b["type"] == "input"]
+    assert field["optional"] is True
+
+
+def test_button_values_are_ours_or_rejected() -> None:
+    assert decode_button_value(encode_button_value("run", "call")).run == "run"
+    with pytest.raises(ValueError, match="limit"):
+        encode_button_value("r" * 2000, "c")
+    for bad in (None, "", "{}", '{"run": "a", "call": "b", "x": 1}', '"text"'):
+        with pytest.raises(PayloadError):
+            decode_button_value(bad)
+
+
+async def test_a_card_with_huge_arguments_is_accepted_by_slack(
+    bot: BotServer, slack: FakeSlack
+) -> None:
+    event = mention_event("big")
+    await bot.send_event(event)
+    await bot.idle()
+    (posted,) = slack.in_thread(CHANNEL, event["ts"])
+    assert any(b["type"] == "actions" for b in posted.blocks)
+    assert "more characters" in all_text(posted.blocks)
+    assert APPROVE_ACTION in str(posted.blocks)

@@ -1,0 +1,98 @@
+"""Payload conversion: mention stripping, thread roots, dedupe keys, click threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.slack.convert import (
+    ActionIn,
+    Ignored,
+    MessageIn,
+    parse,
+    strip_mention,
+    to_click,
+    to_incoming,
+)
+from adapters.slack.wire import APPROVE_ACTION, PayloadError, encode_button_value
+
+from .fake_slack import BOT_USER_ID, TEAM_ID
+from .harness import CHANNEL, event_body, mention_event, message_event
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"<@{BOT_USER_ID}> deploy api", "deploy api"),
+        (f"<@{BOT_USER_ID}|approval-bot> deploy api", "deploy api"),
+        (f"please <@{BOT_USER_ID}> deploy", "please deploy"),
+        ("ask <@U0OTHER01> &amp; me: 1 &lt; 2", "ask <@U0OTHER01> & me: 1 < 2"),
+        (f"<@{BOT_USER_ID}>", ""),
+    ],
+)
+def test_the_bot_mention_is_stripped_and_escapes_undone(text: str, expected: str) -> None:
+    assert strip_mention(text, BOT_USER_ID) == expected
+
+
+def test_a_mention_becomes_a_message_on_its_own_thread_with_two_dedupe_keys() -> None:
+    event = mention_event("hello", ts="1700.1")
+    parsed = parse(event_body(event, event_id="Ev1"))
+    assert isinstance(parsed, MessageIn)
+    message = to_incoming(parsed, workspace=TEAM_ID, bot_user_id=BOT_USER_ID)
+    assert message is not None
+    assert message.thread.id == f"slack:{TEAM_ID}:{CHANNEL}:1700.1"
+    assert message.dedupe_keys == ("event:Ev1", f"message:{CHANNEL}:1700.1")
+
+
+def test_a_thread_reply_belongs_to_the_thread_root() -> None:
+    parsed = parse(event_body(message_event("x", ts="1700.9", thread_ts="1700.1")))
+    assert isinstance(parsed, MessageIn)
+    assert parsed.kind == "thread_reply"
+    assert parsed.root == "1700.1"
+
+
+def test_a_message_that_is_only_the_mention_is_dropped() -> None:
+    parsed = parse(event_body(message_event(f"<@{BOT_USER_ID}>", channel_type="im")))
+    assert isinstance(parsed, MessageIn)
+    assert to_incoming(parsed, workspace=TEAM_ID, bot_user_id=BOT_USER_ID) is None
+
+
+def test_a_top_level_channel_message_is_ignored() -> None:
+    assert isinstance(parse(event_body(message_event("hi"))), Ignored)
+
+
+def _action(container: dict[str, str], message: dict[str, str] | None) -> dict[str, object]:
+    return {
+        "type": "block_actions",
+        "user": {"id": "U0BOB0001"},
+        "team": {"id": TEAM_ID},
+        "trigger_id": "t",
+        "container": {"type": "message", "channel_id": CHANNEL, **container},
+        "message": message,
+        "actions": [{"action_id": APPROVE_ACTION, "value": encode_button_value("r", "c")}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("container", "message", "root"),
+    [
+        ({"message_ts": "2.0", "thread_ts": "1.0"}, {"ts": "2.0"}, "1.0"),
+        ({"message_ts": "2.0"}, {"ts": "2.0", "thread_ts": "1.5"}, "1.5"),
+        ({"message_ts": "2.0"}, None, "2.0"),
+    ],
+)
+def test_a_click_is_in_the_thread_of_its_card(
+    container: dict[str, str], message: dict[str, str] | None, root: str
+) -> None:
+    parsed = parse(_action(container, message))
+    assert isinstance(parsed, ActionIn)
+    click = to_click(parsed, workspace=None)
+    assert click.thread.id == f"slack:{TEAM_ID}:{CHANNEL}:{root}"
+    assert (click.run_id, click.tool_call_id, click.action) == ("r", "c", "approve")
+    assert click.message_ref == {"channel": CHANNEL, "ts": "2.0"}
+
+
+def test_a_click_without_any_team_is_malformed() -> None:
+    payload = _action({"message_ts": "2.0"}, None)
+    del payload["team"]
+    with pytest.raises(PayloadError):
+        parse(payload)

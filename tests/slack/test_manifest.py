@@ -1,0 +1,94 @@
+"""manifest/slack.yaml matches the adapter: events it listens to, scopes for what it calls."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapters.slack import EVENTS_PATH, LISTENED_EVENTS
+from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
+
+from .fake_slack import FakeSlack
+from .harness import BOB, BotServer, block_actions, mention_event, view_submission
+from .test_approvals import ask_for_deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "manifest" / "slack.yaml"
+ADAPTER = ROOT / "adapters" / "slack"
+
+# What each Web API method and bot event needs (https://docs.slack.dev/reference).
+METHOD_SCOPES: dict[str, str | None] = {
+    "auth.test": None,
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "views.open": None,
+    "assistant.threads.setStatus": "chat:write",
+}
+EVENT_SCOPES = {
+    "app_mention": "app_mentions:read",
+    "message.channels": "channels:history",
+    "message.groups": "groups:history",
+    "message.im": "im:history",
+}
+
+
+def manifest() -> dict[str, Any]:
+    data = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def methods_in_source() -> set[str]:
+    """Web API methods the adapter calls: ``client.chat_postMessage(`` is chat.postMessage."""
+    found: set[str] = set()
+    for path in ADAPTER.glob("*.py"):
+        for name in re.findall(r"client\.([a-z]+_[A-Za-z_]+)\(", path.read_text(encoding="utf-8")):
+            found.add(name.replace("_", "."))
+    return found
+
+
+def test_the_bot_events_are_exactly_the_ones_the_adapter_listens_to() -> None:
+    events = manifest()["settings"]["event_subscriptions"]["bot_events"]
+    assert {event.split(".")[0] for event in events} == set(LISTENED_EVENTS)
+    assert set(events) == set(EVENT_SCOPES)
+
+
+def test_the_scopes_cover_every_method_and_event_and_nothing_more() -> None:
+    calls = methods_in_source()
+    assert calls, "the adapter calls the Web API somewhere"
+    assert calls <= set(METHOD_SCOPES), f"add a scope rule for {calls - set(METHOD_SCOPES)}"
+    needed = {METHOD_SCOPES[m] for m in calls} | set(EVENT_SCOPES.values())
+    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == needed - {None}
+
+
+def test_events_and_interactivity_go_to_the_adapter_route() -> None:
+    settings = manifest()["settings"]
+    assert settings["event_subscriptions"]["request_url"].endswith(EVENTS_PATH)
+    assert settings["interactivity"]["is_enabled"] is True
+    assert settings["interactivity"]["request_url"].endswith(EVENTS_PATH)
+    assert isinstance(settings["socket_mode_enabled"], bool)
+    assert manifest()["features"]["app_home"]["messages_tab_enabled"] is True
+
+
+async def test_a_whole_conversation_calls_only_methods_the_manifest_allows(
+    bot: BotServer, slack: FakeSlack
+) -> None:
+    card = await ask_for_deploy(bot, slack)
+    late = block_actions(card, APPROVE_ACTION, user=BOB)  # a stale copy of the card
+    await bot.press(card, DECLINE_ACTION, user=BOB)
+    await slack.wait_for(lambda: bool(slack.of("views.open")))
+    await bot.interact(
+        view_submission(slack.of("views.open")[0].args["view"], user=BOB, reason=None)
+    )
+    await bot.idle()
+    await bot.interact(late)  # too late: an ephemeral answer
+    await bot.send_event(mention_event("hello"))
+    await bot.idle()
+    called = {c.method for c in slack.calls}
+    assert {"chat.update", "chat.postEphemeral", "assistant.threads.setStatus"} <= called
+    assert called <= set(METHOD_SCOPES), called - set(METHOD_SCOPES)
+    assert called <= methods_in_source() | {"auth.test"}
