@@ -116,12 +116,8 @@ def build_adapters(settings: Settings, bot: ChatBot) -> list[Adapter]:
 
         adapters.append(SlackAdapter(bot, settings))
     if settings.teams_enabled:
-        if settings.teams_unauthenticated:
-            log.warning(
-                "TEAMS_ALLOW_UNAUTHENTICATED=true: /api/messages accepts requests WITHOUT "
-                "authentication. Use this for local testing only, never in production."
-            )
-        elif settings.teams_allow_unauthenticated:
+        # The adapter itself warns loudly when it runs without authentication.
+        if settings.teams_allow_unauthenticated and not settings.teams_unauthenticated:
             log.warning("TEAMS_ALLOW_UNAUTHENTICATED is ignored: MICROSOFT_APP_ID is set")
         from adapters.teams import TeamsAdapter
 

@@ -487,11 +487,14 @@ class ChatBot:
         decided_by: str | None = None,
         reason: str | None = None,
     ) -> ApprovalCard:
+        # Cards show people by name where an adapter told us one; ids stay in the
+        # snapshot, the audit log and the policy.
         return approval_card(
             info,
             expires_at=self._expires_at(info),
             status=status,
-            decided_by=decided_by,
+            requester=self._who(info.requester) if info.requester else None,
+            decided_by=self._who(decided_by) if decided_by else None,
             reason=reason,
         )
 

@@ -23,17 +23,21 @@ def approval_card(
     *,
     expires_at: datetime,
     status: CardStatus = "pending",
+    requester: str | None = None,
     decided_by: str | None = None,
     reason: str | None = None,
 ) -> ApprovalCard:
-    """The card for a call waiting for approval (or already decided)."""
+    """The card for a call waiting for approval (or already decided).
+
+    ``requester`` and ``decided_by`` are how the card names those people.
+    """
     return ApprovalCard(
         run_id=info.run_id,
         tool_call_id=info.tool_call_id,
         tool_name=info.tool_name,
         args=dict(info.args),
         agent_path=info.agent_path,
-        requester=info.requester,
+        requester=requester,
         expires_at=expires_at,
         status=status,
         decided_by=decided_by,

@@ -1,0 +1,69 @@
+"""The Teams adapter: Bot Framework activities in, Adaptive Cards and messages out."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from aiohttp import web
+from botbuilder.integration.aiohttp import CloudAdapter
+
+from bot.core import ChatBot
+from bot.settings import Settings
+
+from .auth import TeamsAuth
+from .convert import PLATFORM
+from .handler import MessagesHandler
+from .messenger import TeamsMessenger
+from .turns import Turns
+
+log = logging.getLogger(__name__)
+
+MESSAGES_PATH: Final = "/api/messages"
+
+
+class TeamsNotConfigured(ValueError):
+    """Neither ``MICROSOFT_APP_ID`` nor ``TEAMS_ALLOW_UNAUTHENTICATED=true`` is set."""
+
+
+class TeamsAdapter:
+    """Serves ``POST /api/messages`` through botbuilder's ``CloudAdapter``.
+
+    Register its ``messenger`` with the bot (``bot.register(adapter.platform,
+    adapter.messenger)``) and mount its ``routes()``.
+
+    Raises:
+        TeamsNotConfigured: The settings leave the Teams endpoint off.
+    """
+
+    platform: Final = PLATFORM
+
+    def __init__(self, bot: ChatBot, settings: Settings) -> None:
+        if not settings.teams_enabled:
+            raise TeamsNotConfigured(
+                "Teams is off: set MICROSOFT_APP_ID (or TEAMS_ALLOW_UNAUTHENTICATED=true "
+                "for local testing only)"
+            )
+        self.auth = TeamsAuth(settings)
+        self._cloud = CloudAdapter(self.auth.framework)
+        self.messenger = TeamsMessenger(self._cloud, bot.store, self.auth)
+        self._handler = MessagesHandler(self._cloud, self.auth, Turns(bot, bot.store, self.auth))
+
+    def routes(self) -> list[web.RouteDef]:
+        """``POST /api/messages``."""
+        return [web.post(MESSAGES_PATH, self._handler.handle)]
+
+    async def start(self) -> None:
+        """Say how the endpoint is protected (loudly when it is not)."""
+        if self.auth.enabled:
+            log.info("Teams endpoint %s on for app id %s", MESSAGES_PATH, self.auth.app_id)
+        else:
+            log.warning(
+                "TEAMS ENDPOINT %s ACCEPTS UNAUTHENTICATED REQUESTS "
+                "(TEAMS_ALLOW_UNAUTHENTICATED=true without MICROSOFT_APP_ID): "
+                "anyone who can reach it can act as any user. Local testing only.",
+                MESSAGES_PATH,
+            )
+
+    async def stop(self) -> None:
+        """Nothing to release: connector clients live for one call each."""

@@ -1,0 +1,198 @@
+"""Teams activities -> bot types: thread keys, messages, clicks, conversation references.
+
+Threads: a channel conversation id carries its thread as
+``19:...@thread.tacv2;messageid=<root>`` (a new top-level post has no suffix
+yet: its own id is the root); personal and group chats are one thread each.
+The workspace is the tenant.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from botbuilder.core import TurnContext
+from botbuilder.schema import Activity, ConversationAccount
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.types import Click, IncomingMessage, MessageRef, ThreadKey
+
+from .cards import KIND, REASON_INPUT
+
+PLATFORM: Final = "teams"
+CHAT_ROOT: Final = "chat"
+"""The root of a chat's single thread (chats have no threads of their own)."""
+
+_MESSAGE_ID: Final = ";messageid="
+_NO_TENANT: Final = "-"
+
+
+class _ActionData(BaseModel):
+    """The data our card actions send back (inputs such as the reason are merged in)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["approval"]
+    action: Literal["approve", "decline"]
+    run_id: str = Field(min_length=1)
+    tool_call_id: str = Field(min_length=1)
+    reason: str | None = None
+
+
+def is_channel(activity: Activity) -> bool:
+    """Whether the activity comes from a team channel (else a personal or group chat)."""
+    conversation = activity.conversation
+    kind = getattr(conversation, "conversation_type", None)
+    if kind:
+        return bool(kind == "channel")
+    return _MESSAGE_ID in conversation.id
+
+
+def is_personal(activity: Activity) -> bool:
+    """Whether the activity comes from a one-to-one chat with the bot."""
+    return getattr(activity.conversation, "conversation_type", None) == "personal"
+
+
+def thread_of(activity: Activity) -> ThreadKey:
+    """The thread an activity belongs to."""
+    conversation_id: str = activity.conversation.id
+    tenant = _tenant(activity)
+    if is_channel(activity):
+        channel, _, root = conversation_id.partition(_MESSAGE_ID)
+        return ThreadKey(
+            platform=PLATFORM, workspace=tenant, channel=channel, root=root or activity.id or ""
+        )
+    return ThreadKey(platform=PLATFORM, workspace=tenant, channel=conversation_id, root=CHAT_ROOT)
+
+
+def reference_of(activity: Activity, thread: ThreadKey) -> dict[str, Any]:
+    """The conversation reference (JSON) that posts into the activity's thread later."""
+    reference = TurnContext.get_conversation_reference(activity)
+    conversation = ConversationAccount().deserialize(activity.conversation.serialize())
+    if is_channel(activity):
+        # A new top-level post has no ``;messageid=`` yet; replies must carry it.
+        conversation.id = f"{thread.channel}{_MESSAGE_ID}{thread.root}"
+    if thread.workspace != _NO_TENANT:
+        conversation.tenant_id = thread.workspace
+    reference.conversation = conversation
+    serialized: dict[str, Any] = reference.serialize()
+    return serialized
+
+
+def mentions_bot(activity: Activity) -> bool:
+    """Whether the message @mentions the bot."""
+    bot_id = getattr(activity.recipient, "id", None)
+    return any(_mentioned_id(entity) == bot_id for entity in _mentions(activity))
+
+
+def message_text(activity: Activity) -> str:
+    """The message text without the bot's @mention, stripped.
+
+    ``TurnContext.remove_recipient_mention`` deletes every occurrence of the
+    bot's name (not just the mention) and leaves whitespace behind; this removes
+    the mention markup only.
+    """
+    text: str = activity.text or ""
+    bot_id = getattr(activity.recipient, "id", None)
+    for entity in _mentions(activity):
+        if _mentioned_id(entity) != bot_id:
+            continue
+        props = entity.additional_properties
+        name = (props.get("mentioned") or {}).get("name") or ""
+        for form in (props.get("text"), f"<at>{name}</at>" if name else None):
+            if form:
+                text = text.replace(form, "")
+    return text.strip()
+
+
+def incoming_message(activity: Activity, thread: ThreadKey) -> IncomingMessage:
+    """A person's message; redeliveries of the same activity share its dedupe key."""
+    user_id, user_name = _user(activity)
+    return IncomingMessage(
+        thread=thread,
+        user_id=user_id,
+        user_name=user_name,
+        text=message_text(activity),
+        dedupe_keys=(f"activity:{thread.channel}:{activity.id}",),
+    )
+
+
+def execute_click(activity: Activity, thread: ThreadKey) -> Click | None:
+    """The click of an ``adaptiveCard/action`` invoke (Action.Execute), or ``None``."""
+    value = activity.value if isinstance(activity.value, dict) else {}
+    action = value.get("action")
+    if not isinstance(action, dict) or action.get("type", "Action.Execute") != "Action.Execute":
+        return None
+    data = action.get("data")
+    if not isinstance(data, dict) or data.get("action") != action.get("verb"):
+        return None
+    return _click(activity, thread, data)
+
+
+def submit_click(activity: Activity, thread: ThreadKey) -> Click | None:
+    """The click of an Action.Submit fallback (a message carrying ``value``), or ``None``."""
+    if not isinstance(activity.value, dict):
+        return None
+    return _click(activity, thread, activity.value)
+
+
+def is_submit(activity: Activity) -> bool:
+    """Whether a message activity is one of our cards' submits rather than text."""
+    return isinstance(activity.value, dict) and activity.value.get("kind") == KIND
+
+
+def message_ref(activity_id: str | None, conversation_id: str) -> MessageRef:
+    """Where a posted message lives: what ``update`` needs to replace it."""
+    return {"activity_id": activity_id, "conversation_id": conversation_id}
+
+
+# -- internals -------------------------------------------------------------------
+
+
+def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click | None:
+    try:
+        parsed = _ActionData.model_validate(data)
+    except ValidationError:
+        return None
+    user_id, user_name = _user(activity)
+    reason = data.get(REASON_INPUT)
+    return Click(
+        thread=thread,
+        user_id=user_id,
+        user_name=user_name,
+        run_id=parsed.run_id,
+        tool_call_id=parsed.tool_call_id,
+        action=parsed.action,
+        reason=(reason.strip() or None) if isinstance(reason, str) else None,
+        message_ref=message_ref(activity.reply_to_id, activity.conversation.id)
+        if activity.reply_to_id
+        else None,
+    )
+
+
+def _user(activity: Activity) -> tuple[str, str | None]:
+    """The person's stable id (their Entra object id when Teams sends it) and name."""
+    person = activity.from_property
+    if person is None:
+        return "", None
+    user_id = getattr(person, "aad_object_id", None) or person.id or ""
+    return str(user_id), getattr(person, "name", None)
+
+
+def _tenant(activity: Activity) -> str:
+    conversation = activity.conversation
+    # The schema spells it ``tenantID``; Teams sends ``tenantId`` (and channelData.tenant).
+    tenant = getattr(conversation, "tenant_id", None) or (
+        conversation.additional_properties or {}
+    ).get("tenantId")
+    if not tenant and isinstance(activity.channel_data, dict):
+        tenant = (activity.channel_data.get("tenant") or {}).get("id")
+    return str(tenant) if tenant else _NO_TENANT
+
+
+def _mentions(activity: Activity) -> list[Any]:
+    return [e for e in activity.entities or [] if (e.type or "").lower() == "mention"]
+
+
+def _mentioned_id(entity: Any) -> str | None:
+    mentioned = entity.additional_properties.get("mentioned")
+    return mentioned.get("id") if isinstance(mentioned, dict) else None

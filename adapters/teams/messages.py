@@ -1,0 +1,37 @@
+"""Every user-facing string of the Teams adapter, in one place.
+
+Placeholders are ``str.format`` fields. Cards use Adaptive Card markdown.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+APPROVE: Final = "Approve"
+DECLINE: Final = "Decline"
+
+CARD_TITLE_PENDING: Final = "Approval needed"
+CARD_TITLE_APPROVED: Final = "✅ Approved by {who}"
+CARD_TITLE_DECLINED: Final = "❌ Declined by {who}"
+CARD_TITLE_EXPIRED: Final = "⌛ Expired: nobody decided in time, nothing was run"
+CARD_SOMEONE: Final = "someone"
+CARD_AN_AGENT: Final = "An agent"
+CARD_SUMMARY: Final = "{agent} wants to run {tool}"
+CARD_WANTS_TO_RUN: Final = "**{agent}** wants to run **{tool}**"
+CARD_NO_ARGS: Final = "(no arguments)"
+CARD_MORE_ARGS: Final = "…and {count} more"
+CARD_TRUNCATED: Final = "… (truncated)"
+CARD_ASKED_BY: Final = "Asked by"
+CARD_AGENT: Final = "Agent"
+CARD_EXPIRES: Final = "Expires {{{{DATE({at}, SHORT)}}}} at {{{{TIME({at})}}}}"
+CARD_REASON: Final = "Reason: {reason}"
+CARD_REASON_LABEL: Final = "Reason (optional, shown with a decline)"
+CARD_REASON_PLACEHOLDER: Final = "Why?"
+
+PROMPT: Final = "**{tool}** asks: {question}"
+PROMPT_FIELDS: Final = "Reply in this thread with: {fields}"
+PROMPT_ERROR: Final = "⚠️ {error}"
+PROMPT_FROM: Final = "(via {agent})"
+
+ACTION_NOT_SUPPORTED: Final = "This button is not supported by this bot."
+ACTION_FAILED: Final = "Something went wrong on my side; please try again in a moment."

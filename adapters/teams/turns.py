@@ -1,0 +1,129 @@
+"""What one incoming Teams activity does: a message, a card click, or nothing.
+
+Runs inside the SDK's turn, which holds the HTTP request open, so every branch
+returns fast: the core does agent work in the background and answers later
+through the messenger.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from botbuilder.core import InvokeResponse, TurnContext
+from botbuilder.schema import Activity, ActivityTypes
+
+from agents import Store
+from bot.core import ChatBot
+from bot.types import Click, ClickResult
+
+from . import cards, convert, messages
+from .auth import TeamsAuth
+
+log = logging.getLogger(__name__)
+
+CARD_ACTION_INVOKE = "adaptiveCard/action"
+MESSAGE_RESPONSE_TYPE = "application/vnd.microsoft.activity.message"
+
+
+class Turns:
+    """The bot logic handed to ``CloudAdapter.process_activity``."""
+
+    def __init__(self, bot: ChatBot, store: Store, auth: TeamsAuth) -> None:
+        self._bot = bot
+        self._store = store
+        self._auth = auth
+
+    async def on_turn(self, context: TurnContext) -> None:
+        """Handle one activity; invokes leave their answer on the turn."""
+        activity = context.activity
+        if activity.type == ActivityTypes.message:
+            if convert.is_submit(activity):
+                await self._submit(context)
+            else:
+                await self._message(activity)
+        elif activity.type == ActivityTypes.invoke:
+            await self._invoke(context)
+        # Other activities (conversationUpdate, typing, reactions...) need no answer.
+
+    async def _message(self, activity: Activity) -> None:
+        thread = convert.thread_of(activity)
+        message = convert.incoming_message(activity, thread)
+        if not message.text:
+            return
+        known = await self._store.get_reference(thread.id) is not None
+        # With RSC the bot sees every message of a channel or group chat: take the
+        # ones addressed to it, and replies in threads it already takes part in.
+        if not (convert.is_personal(activity) or convert.mentions_bot(activity) or known):
+            return
+        await self._remember(activity)
+        await self._bot.on_message(message)
+
+    async def _invoke(self, context: TurnContext) -> None:
+        activity = context.activity
+        if activity.name != CARD_ACTION_INVOKE:
+            # Nothing else is declared in the manifest; answer without failing the client.
+            await _answer_invoke(context, None)
+            return
+        click = convert.execute_click(activity, convert.thread_of(activity))
+        if click is None:
+            await _answer_invoke(context, _message_body(messages.ACTION_NOT_SUPPORTED))
+            return
+        await self._remember(activity, required=False)
+        result = await self._click(click)
+        if result.accepted and result.card is not None:
+            body = {
+                "statusCode": 200,
+                "type": cards.CONTENT_TYPE,
+                "value": cards.approval_card(result.card),
+            }
+        else:
+            body = _message_body(result.message or messages.ACTION_FAILED)
+        await _answer_invoke(context, body)
+
+    async def _submit(self, context: TurnContext) -> None:
+        activity = context.activity
+        click = convert.submit_click(activity, convert.thread_of(activity))
+        if click is None:
+            await self._reply(context, messages.ACTION_NOT_SUPPORTED)
+            return
+        await self._remember(activity, required=False)
+        result = await self._click(click)
+        # An accepted click needs no words: the core replaces the card for everyone.
+        if not result.accepted:
+            await self._reply(context, result.message or messages.ACTION_FAILED)
+
+    async def _reply(self, context: TurnContext, text: str) -> None:
+        await self._auth.prefetch_token()
+        await context.send_activity(text)
+
+    async def _click(self, click: Click) -> ClickResult:
+        try:
+            return await self._bot.on_click(click)
+        except Exception:
+            log.exception("a Teams card click failed")
+            return ClickResult(accepted=False, message=messages.ACTION_FAILED)
+
+    async def _remember(self, activity: Activity, *, required: bool = True) -> None:
+        """Keep where to post in this thread later, when the agent has something to say.
+
+        A click's thread already has its reference (the card was posted with it),
+        so refreshing it may fail without losing the click.
+        """
+        thread = convert.thread_of(activity)
+        try:
+            await self._store.put_reference(thread.id, convert.reference_of(activity, thread))
+        except Exception:
+            if required:
+                raise
+            log.warning("could not refresh the reference of %s", thread.id, exc_info=True)
+
+
+def _message_body(text: str) -> dict[str, Any]:
+    return {"statusCode": 200, "type": MESSAGE_RESPONSE_TYPE, "value": text}
+
+
+async def _answer_invoke(context: TurnContext, body: dict[str, Any] | None) -> None:
+    response = InvokeResponse(status=HTTPStatus.OK, body=body)
+    await context.send_activity(Activity(type=ActivityTypes.invoke_response, value=response))

@@ -1,0 +1,139 @@
+"""A running bot for the Teams tests: real aiohttp server, real CloudAdapter, fake connector."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from adapters.teams import TeamsAdapter
+from agents import Agent, MemoryStore, Store
+from bot.core import ChatBot
+from bot.policy import ApprovalPolicy
+from bot.server import build_app
+from bot.settings import Settings, load_settings
+
+from .fake_connector import FakeConnector
+from .scripted import build_agent
+
+_ENV = (
+    "MICROSOFT_APP_ID",
+    "MICROSOFT_APP_PASSWORD",
+    "MICROSOFT_APP_TYPE",
+    "MICROSOFT_APP_TENANT_ID",
+    "TEAMS_ALLOW_UNAUTHENTICATED",
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "APPROVAL_POLICY",
+    "STORE_URL",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_platform_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings come from each test, never from the machine's environment."""
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass
+class Answer:
+    """The HTTP answer to one posted activity: JSON decoded, else the text (or ``None``)."""
+
+    status: int
+    body: Any
+
+
+@dataclass
+class TeamsBot:
+    """One running bot process: ChatBot + TeamsAdapter served over HTTP on 127.0.0.1."""
+
+    bot: ChatBot
+    adapter: TeamsAdapter
+    deployed: list[str]
+    runner: web.AppRunner
+    session: aiohttp.ClientSession
+    url: str = ""
+    closed: bool = field(default=False)
+
+    async def post(
+        self, activity: dict[str, Any], *, headers: dict[str, str] | None = None
+    ) -> Answer:
+        """POST an activity to /api/messages and return status and JSON body (if any)."""
+        return await self.post_raw(json.dumps(activity).encode(), headers=headers)
+
+    async def post_raw(
+        self,
+        body: bytes,
+        *,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> Answer:
+        all_headers = {"Content-Type": content_type, **(headers or {})}
+        async with self.session.post(
+            f"{self.url}/api/messages", data=body, headers=all_headers
+        ) as response:
+            text = await response.text()
+            is_json = response.content_type == "application/json"
+            return Answer(response.status, json.loads(text) if is_json else (text or None))
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.session.close()
+            await self.runner.cleanup()  # finishes the bot's background work first
+
+
+MakeBot = Callable[..., Awaitable[TeamsBot]]
+
+
+@pytest.fixture
+async def connector() -> AsyncIterator[FakeConnector]:
+    fake = await FakeConnector().start()
+    yield fake
+    await fake.close()
+
+
+@pytest.fixture
+async def make_bot() -> AsyncIterator[MakeBot]:
+    """Start bots (the scripted agent unless ``agent`` is given); several may share a store."""
+    started: list[TeamsBot] = []
+
+    async def make(
+        *,
+        store: Store | None = None,
+        policy: ApprovalPolicy | None = None,
+        deployed: list[str] | None = None,
+        settings: Settings | None = None,
+        agent: Agent | None = None,
+    ) -> TeamsBot:
+        settings = settings or load_settings(teams_allow_unauthenticated=True)
+        deployed = [] if deployed is None else deployed
+        agent = agent or build_agent(store or MemoryStore(), deployed)
+        bot = ChatBot(agent, policy=policy)
+        adapter = TeamsAdapter(bot, settings)
+        runner = web.AppRunner(build_app(settings, bot, [adapter]))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        running = TeamsBot(
+            bot=bot,
+            adapter=adapter,
+            deployed=deployed,
+            runner=runner,
+            session=aiohttp.ClientSession(),
+            url=f"http://127.0.0.1:{port}",
+        )
+        started.append(running)
+        return running
+
+    yield make
+    for running in reversed(started):
+        await running.close()

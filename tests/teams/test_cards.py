@@ -1,0 +1,134 @@
+"""Rendering views for Teams: approval cards (Adaptive Cards 1.5) and text messages."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from adapters.teams import cards, messages
+from bot.types import ApprovalCard, CardStatus, Prompt
+
+EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
+
+
+def approval(
+    *, args: dict[str, Any] | None = None, status: CardStatus = "pending", **kw: Any
+) -> ApprovalCard:
+    return ApprovalCard(
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="refund",
+        args={"order_id": "A-1001", "amount": 250.0} if args is None else args,
+        agent_path=("ops", "billing"),
+        requester="Alice",
+        expires_at=EXPIRES,
+        status=status,
+        **kw,
+    )
+
+
+def texts(card: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for element in card["body"]:
+        if element["type"] == "TextBlock":
+            out.append(element["text"])
+        elif element["type"] == "FactSet":
+            out.extend(f"{f['title']}: {f['value']}" for f in element["facts"])
+    return out
+
+
+def size(card: dict[str, Any]) -> int:
+    return len(json.dumps(card).encode())
+
+
+def test_a_pending_card_shows_what_will_run_who_asks_and_until_when() -> None:
+    card = cards.approval_card(approval())
+    assert card["type"] == "AdaptiveCard"
+    assert card["version"] == "1.5"
+    shown = texts(card)
+    assert "**ops → billing** wants to run **refund**" in shown
+    assert "order_id: A-1001" in shown
+    assert "amount: 250.0" in shown
+    assert "Asked by: Alice" in shown
+    assert (
+        "Expires {{DATE(2030-05-17T14:30:05Z, SHORT)}} at {{TIME(2030-05-17T14:30:05Z)}}" in shown
+    )
+
+
+def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> None:
+    card = cards.approval_card(approval())
+    actions = card["actions"]
+    assert [(a["type"], a["title"], a["verb"]) for a in actions] == [
+        ("Action.Execute", "Approve", "approve"),
+        ("Action.Execute", "Decline", "decline"),
+    ]
+    for action in actions:
+        assert action["data"] == {
+            "kind": "approval",
+            "action": action["verb"],
+            "run_id": "run-1",
+            "tool_call_id": "call-1",
+        }
+        assert action["fallback"] == {
+            "type": "Action.Submit",
+            "title": action["title"],
+            "style": action["style"],
+            "data": action["data"],
+        }
+    (reason,) = [e for e in card["body"] if e["type"] == "Input.Text"]
+    assert reason["id"] == "reason"
+
+
+@pytest.mark.parametrize(
+    ("status", "title"),
+    [
+        ("approved", "✅ Approved by Bob"),
+        ("declined", "❌ Declined by Bob"),
+        ("expired", messages.CARD_TITLE_EXPIRED),
+    ],
+)
+def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, title: str) -> None:
+    card = cards.approval_card(approval(status=status, decided_by="Bob", reason="too much"))
+    assert texts(card)[0] == title
+    assert "actions" not in card
+    assert not [e for e in card["body"] if e["type"].startswith("Input.")]
+    assert not any(t.startswith("Expires") for t in texts(card))
+    assert "Reason: too much" in texts(card)
+
+
+def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
+    big = {f"field_{i}": "x" * 10_000 for i in range(60)}
+    card = cards.approval_card(approval(args=big))
+    assert size(card) <= cards.CARD_BUDGET_BYTES < 28 * 1024
+    shown = texts(card)
+    assert any(t.endswith(messages.CARD_TRUNCATED) for t in shown)
+    assert any("more" in t for t in shown)
+    assert len(card["actions"]) == 2
+
+
+def test_nested_arguments_are_shown_as_json() -> None:
+    card = cards.approval_card(approval(args={"target": {"env": "prod", "replicas": [1, 2]}}))
+    assert 'target: {"env": "prod", "replicas": [1, 2]}' in texts(card)
+
+
+def test_a_card_without_arguments_says_so() -> None:
+    assert messages.CARD_NO_ARGS in texts(cards.approval_card(approval(args={})))
+
+
+def test_a_prompt_asks_in_markdown_and_names_the_fields_and_the_problem() -> None:
+    prompt = Prompt(
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="deploy_service",
+        agent_path=("ops", "deploy"),
+        question="Which version?",
+        fields=("version",),
+        error="version: must look like 1.2.3",
+    )
+    text = cards.prompt_text(prompt)
+    assert text.startswith("⚠️ version: must look like 1.2.3")
+    assert "**deploy_service** asks: Which version?" in text
+    assert "Reply in this thread with: version" in text

@@ -1,0 +1,92 @@
+"""Activities -> bot types: thread keys, mentions, users, references."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botbuilder.core import TurnContext
+from botbuilder.schema import Activity
+
+from adapters.teams import convert
+from bot.types import ThreadKey
+
+from . import activities as act
+
+URL = "https://smba.example.invalid/"
+
+
+def parse(data: dict[str, Any]) -> Activity:
+    activity: Activity = Activity().deserialize(data)
+    return activity
+
+
+def test_a_channel_reply_belongs_to_the_thread_of_its_root() -> None:
+    activity = parse(act.channel_post(URL, "hi", root="1000", activity_id="1005"))
+    assert convert.thread_of(activity) == ThreadKey(
+        platform="teams", workspace=act.TENANT, channel=act.CHANNEL, root="1000"
+    )
+
+
+def test_a_new_top_level_post_is_the_root_of_its_thread() -> None:
+    data = act.message(URL, "hi", conversation=act.channel_conversation(None), activity_id="2000")
+    activity = parse(data)
+    thread = convert.thread_of(activity)
+    assert thread.root == "2000"
+    reference = convert.reference_of(activity, thread)
+    assert reference["conversation"]["id"] == f"{act.CHANNEL};messageid=2000"
+    assert reference["conversation"]["tenantID"] == act.TENANT
+    assert reference["serviceUrl"] == URL
+
+
+def test_chats_are_one_thread_each() -> None:
+    for kind, conv_id in (("personal", act.PERSONAL_CHAT), ("groupChat", act.GROUP_CHAT)):
+        first = parse(act.message(URL, "a", conversation=act.chat_conversation(kind)))
+        second = parse(act.message(URL, "b", conversation=act.chat_conversation(kind)))
+        assert convert.thread_of(first) == convert.thread_of(second)
+        assert convert.thread_of(first).channel == conv_id
+
+
+def test_the_tenant_comes_from_channel_data_when_the_conversation_lacks_it() -> None:
+    data = act.message(URL, "hi", conversation={"id": "a:1", "conversationType": "personal"})
+    assert convert.thread_of(parse(data)).workspace == act.TENANT
+
+
+def test_only_the_bots_mention_is_removed_not_its_name_or_other_mentions() -> None:
+    data = act.channel_post(URL, "ask Ops (prod) Bot about\n- api", mention=True)
+    data["text"] += " <at>Carol</at>"
+    data["entities"].append(
+        {"type": "mention", "text": "<at>Carol</at>", "mentioned": {"id": "29:carol"}}
+    )
+    activity = parse(data)
+    assert convert.mentions_bot(activity)
+    assert convert.message_text(activity) == "ask Ops (prod) Bot about\n- api <at>Carol</at>"
+    # The SDK's helper deletes the bot's name wherever it appears.
+    assert "Ops (prod) Bot" not in TurnContext.remove_recipient_mention(parse(data))
+
+
+def test_a_message_is_from_the_persons_entra_id_and_deduped_by_activity() -> None:
+    activity = parse(act.channel_post(URL, "hi", root="1000", activity_id="1005"))
+    message = convert.incoming_message(activity, convert.thread_of(activity))
+    assert message.user_id == "aad-alice"
+    assert message.user_name == "Alice"
+    assert message.dedupe_keys == (f"activity:{act.CHANNEL}:1005",)
+
+
+def test_a_foreign_submit_is_not_a_click() -> None:
+    data = act.message(URL, "", conversation=act.chat_conversation())
+    data["value"] = {"kind": "survey", "answer": 3}
+    activity = parse(data)
+    assert not convert.is_submit(activity)
+    assert convert.submit_click(activity, convert.thread_of(activity)) is None
+
+
+def test_an_execute_whose_verb_and_data_disagree_is_not_a_click() -> None:
+    data = act.message(URL, "", conversation=act.chat_conversation())
+    payload = {"kind": "approval", "action": "decline", "run_id": "r", "tool_call_id": "c"}
+    data.update(
+        type="invoke",
+        name="adaptiveCard/action",
+        value={"action": {"type": "Action.Execute", "verb": "approve", "data": payload}},
+    )
+    activity = parse(data)
+    assert convert.execute_click(activity, convert.thread_of(activity)) is None

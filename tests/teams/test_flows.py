@@ -1,0 +1,370 @@
+"""Teams end to end: activities over HTTP, the real CloudAdapter, a fake Bot Connector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agents import open_store
+from bot import messages as core_messages
+from bot.policy import ApprovalPolicy
+
+from . import activities as act
+from .conftest import MakeBot, TeamsBot
+from .fake_connector import ConnectorCall, FakeConnector
+
+THREAD_1 = "1700000001000"
+THREAD_2 = "1700000002000"
+
+
+def in_thread(root: str) -> str:
+    return f"{act.CHANNEL};messageid={root}"
+
+
+async def ask_for_deploy(
+    teams: TeamsBot, connector: FakeConnector, *, service: str = "api", root: str = THREAD_1
+) -> ConnectorCall:
+    """Post "deploy <service>" as a new channel thread; return the card the bot posted."""
+    post = act.channel_post(connector.url, f"deploy {service}", activity_id=root, mention=True)
+    answer = await teams.post(post)
+    assert answer.status == 200
+    await teams.bot.drain()
+    cards = connector.cards(in_thread(root))
+    assert len(cards) == 1, connector.calls
+    return cards[0]
+
+
+def text_of_card(card: dict[str, Any]) -> str:
+    """Every TextBlock and fact of a card, for asserting what people read."""
+    parts: list[str] = []
+    for element in card["body"]:
+        if element["type"] == "TextBlock":
+            parts.append(element["text"])
+        elif element["type"] == "FactSet":
+            parts.extend(f"{f['title']}: {f['value']}" for f in element["facts"])
+    return "\n".join(parts)
+
+
+async def test_approve_with_action_execute_updates_the_card_and_answers_in_the_thread(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    card = posted.card
+    assert card is not None
+    assert card["version"] == "1.5"
+    assert [(a["type"], a["title"]) for a in card["actions"]] == [
+        ("Action.Execute", "Approve"),
+        ("Action.Execute", "Decline"),
+    ]
+    assert "deploy" in text_of_card(card)
+    assert "service: api" in text_of_card(card)
+    assert teams.deployed == []
+
+    click = act.execute(
+        connector.url,
+        card,
+        "approve",
+        conversation=act.channel_conversation(THREAD_1),
+        card_id=posted.response_id,
+    )
+    answer = await teams.post(click)
+
+    assert answer.status == 200
+    assert answer.body["statusCode"] == 200
+    assert answer.body["type"] == "application/vnd.microsoft.card.adaptive"
+    decided = answer.body["value"]
+    assert "Approved by" in text_of_card(decided)
+    assert "actions" not in decided
+    await teams.bot.drain()
+    updates = connector.updates()
+    assert [(u.conversation_id, u.activity_id) for u in updates] == [
+        (in_thread(THREAD_1), posted.response_id)
+    ]
+    assert "Approved by" in text_of_card(updates[0].body["attachments"][0]["content"])
+    assert teams.deployed == ["api"]
+    assert any("deploy ok: deployed api" in t for t in connector.texts(in_thread(THREAD_1)))
+
+
+async def test_decline_with_a_reason_from_the_card_input_never_runs_the_tool(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    answer = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "decline",
+            conversation=act.channel_conversation(THREAD_1),
+            card_id=posted.response_id,
+            reason="  freeze until Monday ",
+        )
+    )
+    assert answer.status == 200
+    decided = text_of_card(answer.body["value"])
+    assert "Declined by" in decided
+    assert "freeze until Monday" in decided
+    await teams.bot.drain()
+    assert teams.deployed == []
+    answer_text = connector.texts(in_thread(THREAD_1))[-1]
+    assert "not approved" in answer_text
+    assert "freeze until Monday" in answer_text
+
+
+async def test_action_submit_fallback_decides_and_a_second_submit_is_told_why_not(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    conversation = act.channel_conversation(THREAD_1)
+    card_id = posted.response_id
+
+    first = await teams.post(
+        act.submit(
+            connector.url, posted.card, "approve", conversation=conversation, card_id=card_id
+        )
+    )
+    assert first.status == 200
+    await teams.bot.drain()
+    assert teams.deployed == ["api"]
+    assert len(connector.updates()) == 1
+
+    second = await teams.post(
+        act.submit(
+            connector.url,
+            posted.card,
+            "decline",
+            conversation=conversation,
+            card_id=card_id,
+            user=act.CAROL,
+        )
+    )
+    assert second.status == 200
+    await teams.bot.drain()
+    refusal = connector.calls[-1]
+    assert refusal.method == "POST"  # a reply to the submit
+    assert refusal.activity_id is not None
+    assert "already approved" in refusal.text
+    assert teams.deployed == ["api"]
+
+
+async def test_double_click_runs_the_tool_once_and_tells_the_second_clicker(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    conversation = act.channel_conversation(THREAD_1)
+    card_id = posted.response_id
+
+    first = await teams.post(
+        act.execute(
+            connector.url, posted.card, "approve", conversation=conversation, card_id=card_id
+        )
+    )
+    second = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=conversation,
+            card_id=card_id,
+            user=act.CAROL,
+        )
+    )
+    await teams.bot.drain()
+
+    assert first.body["type"] == "application/vnd.microsoft.card.adaptive"
+    assert second.status == 200
+    assert second.body["type"] == "application/vnd.microsoft.activity.message"
+    assert "already approved" in second.body["value"]
+    assert teams.deployed == ["api"]
+    assert len(connector.updates()) == 1
+
+
+async def test_a_click_refused_by_the_policy_changes_nothing(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    policy = ApprovalPolicy.from_toml('[tools.deploy]\napprovers = ["aad-carol"]\n')
+    teams = await make_bot(policy=policy)
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    conversation = act.channel_conversation(THREAD_1)
+    card_id = posted.response_id
+
+    refused = await teams.post(
+        act.execute(
+            connector.url, posted.card, "approve", conversation=conversation, card_id=card_id
+        )
+    )
+    await teams.bot.drain()
+    assert refused.status == 200
+    assert refused.body == {
+        "statusCode": 200,
+        "type": "application/vnd.microsoft.activity.message",
+        "value": core_messages.POLICY_NOT_APPROVER.format(tool="deploy"),
+    }
+    assert connector.updates() == []
+    assert teams.deployed == []
+
+    allowed = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=conversation,
+            card_id=card_id,
+            user=act.CAROL,
+        )
+    )
+    await teams.bot.drain()
+    assert allowed.body["type"] == "application/vnd.microsoft.card.adaptive"
+    assert teams.deployed == ["api"]
+
+
+async def test_a_question_is_asked_in_the_thread_and_the_next_reply_resumes_the_tool(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    thread = in_thread(THREAD_1)
+    await teams.post(act.channel_post(connector.url, "weather", activity_id=THREAD_1, mention=True))
+    await teams.bot.drain()
+    assert any("Which city?" in t for t in connector.texts(thread))
+
+    # Replies in a thread the bot takes part in reach it without an @mention (RSC).
+    await teams.post(act.channel_post(connector.url, "42", root=THREAD_1))
+    await teams.bot.drain()
+    reask = connector.texts(thread)[-1]
+    assert "Which city?" in reask
+    assert "⚠️" in reask
+
+    await teams.post(act.channel_post(connector.url, "Paris", root=THREAD_1))
+    await teams.bot.drain()
+    assert "weather ok: Paris: sunny" in connector.texts(thread)[-1]
+
+
+async def test_two_threads_in_one_channel_stay_separate(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    first = await ask_for_deploy(teams, connector, service="api", root=THREAD_1)
+    second = await ask_for_deploy(teams, connector, service="web", root=THREAD_2)
+    assert second.card is not None
+
+    await teams.post(
+        act.execute(
+            connector.url,
+            second.card,
+            "approve",
+            conversation=act.channel_conversation(THREAD_2),
+            card_id=second.response_id,
+        )
+    )
+    await teams.bot.drain()
+
+    assert teams.deployed == ["web"]
+    assert any("deployed web" in t for t in connector.texts(in_thread(THREAD_2)))
+    assert not any("deployed" in t for t in connector.texts(in_thread(THREAD_1)))
+    # The first thread still waits: a message there points at its card.
+    await teams.post(act.channel_post(connector.url, "status?", root=THREAD_1))
+    await teams.bot.drain()
+    assert "waiting for a decision on `deploy`" in connector.texts(in_thread(THREAD_1))[-1]
+    assert first.card is not None
+
+
+async def test_a_click_from_another_thread_is_refused(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector, root=THREAD_1)
+    assert posted.card is not None
+    answer = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=act.channel_conversation(THREAD_2),
+            card_id=posted.response_id,
+        )
+    )
+    assert answer.body["type"] == "application/vnd.microsoft.activity.message"
+    assert teams.deployed == []
+
+
+async def test_a_redelivered_activity_starts_one_run(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    post = act.channel_post(connector.url, "deploy api", activity_id=THREAD_1, mention=True)
+    assert (await teams.post(post)).status == 200
+    assert (await teams.post(post)).status == 200
+    await teams.bot.drain()
+    assert len(connector.cards()) == 1
+
+
+async def test_a_restart_between_card_and_click_still_resumes(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.db'}"
+    deployed: list[str] = []
+    store = open_store(url)
+    before = await make_bot(store=store, deployed=deployed)
+    posted = await ask_for_deploy(before, connector)
+    assert posted.card is not None
+    await before.close()
+    await store.close()
+
+    after = await make_bot(store=open_store(url), deployed=deployed)
+    answer = await after.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=act.channel_conversation(THREAD_1),
+            card_id=posted.response_id,
+        )
+    )
+    assert answer.body["type"] == "application/vnd.microsoft.card.adaptive"
+    await after.bot.drain()
+    assert deployed == ["api"]
+    assert [u.activity_id for u in connector.updates()] == [posted.response_id]
+    assert any("deployed api" in t for t in connector.texts(in_thread(THREAD_1)))
+    await after.close()
+    await after.bot.store.close()
+
+
+async def test_channel_messages_not_addressed_to_the_bot_are_ignored(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    answer = await teams.post(act.channel_post(connector.url, "deploy api"))
+    assert answer.status == 200
+    await teams.bot.drain()
+    assert connector.calls == []
+
+
+async def test_a_personal_chat_is_one_thread_without_mentions(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    chat = act.chat_conversation("personal")
+    await teams.post(act.message(connector.url, "hello", conversation=chat))
+    await teams.bot.drain()
+    await teams.post(act.message(connector.url, "again", conversation=chat))
+    await teams.bot.drain()
+    assert connector.texts(act.PERSONAL_CHAT) == ["You said: hello", "You said: again"]
+    typing = [c for c in connector.calls if c.body.get("type") == "typing"]
+    assert [c.conversation_id for c in typing] == [act.PERSONAL_CHAT] * 2
+
+
+async def test_the_mention_is_removed_in_a_group_chat(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    chat = act.chat_conversation("groupChat")
+    await teams.post(act.message(connector.url, "hello there", conversation=chat, mention=True))
+    await teams.bot.drain()
+    assert connector.texts(act.GROUP_CHAT) == ["You said: hello there"]

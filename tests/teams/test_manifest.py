@@ -1,0 +1,138 @@
+"""The Teams app package: manifest structure, icons, and the zip the package command builds."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.teams import icons, package
+
+from .png import read_png
+
+MANIFEST_DIR = Path(__file__).resolve().parents[2] / "manifest" / "teams"
+APP_ID = "5f0c6a9e-1111-4222-8333-944445555666"
+GUID = re.compile(r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$")
+
+
+@pytest.fixture
+def manifest() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((MANIFEST_DIR / "manifest.json").read_text())
+    return data
+
+
+def test_the_manifest_has_the_required_keys_and_a_current_schema(manifest: dict[str, Any]) -> None:
+    for key in (
+        "$schema",
+        "manifestVersion",
+        "version",
+        "id",
+        "developer",
+        "name",
+        "description",
+        "icons",
+        "accentColor",
+        "bots",
+    ):
+        assert key in manifest, key
+    major, minor = (int(p) for p in manifest["manifestVersion"].split("."))
+    assert (major, minor) >= (1, 17)
+    assert manifest["$schema"] == (
+        "https://developer.microsoft.com/en-us/json-schemas/teams/"
+        f"v{manifest['manifestVersion']}/MicrosoftTeams.schema.json"
+    )
+    assert re.fullmatch(r"\d+\.\d+\.\d+", manifest["version"])
+    for url in ("websiteUrl", "privacyUrl", "termsOfUseUrl"):
+        assert manifest["developer"][url].startswith("https://")
+    assert len(manifest["name"]["short"]) <= 30
+    assert len(manifest["description"]["short"]) <= 80
+    assert len(manifest["description"]["full"]) <= 4000
+    assert re.fullmatch(r"#[0-9A-Fa-f]{6}", manifest["accentColor"])
+
+
+def test_the_bot_serves_personal_team_and_group_chats_with_its_commands(
+    manifest: dict[str, Any],
+) -> None:
+    (bot,) = manifest["bots"]
+    assert bot["botId"] == "{{MICROSOFT_APP_ID}}"
+    assert sorted(bot["scopes"]) == ["groupChat", "personal", "team"]
+    (commands,) = bot["commandLists"]
+    assert sorted(commands["scopes"]) == ["groupChat", "personal", "team"]
+    titles = [c["title"] for c in commands["commands"]]
+    assert titles == ["help", "find user", "deploy", "refund"]
+    for command in commands["commands"]:
+        assert len(command["title"]) <= 32
+        assert 0 < len(command["description"]) <= 128
+
+
+def test_rsc_lets_thread_replies_reach_the_bot_without_a_mention(
+    manifest: dict[str, Any],
+) -> None:
+    rsc = manifest["authorization"]["permissions"]["resourceSpecific"]
+    assert {(p["name"], p["type"]) for p in rsc} == {
+        ("ChannelMessage.Read.Group", "Application"),
+        ("ChatMessage.Read.Chat", "Application"),
+    }
+    assert manifest["webApplicationInfo"]["id"] == "{{MICROSOFT_APP_ID}}"
+    assert manifest["webApplicationInfo"]["resource"]
+
+
+def test_the_color_icon_is_192_square_and_opaque(manifest: dict[str, Any]) -> None:
+    image = read_png((MANIFEST_DIR / manifest["icons"]["color"]).read_bytes())
+    assert (image.width, image.height) == (192, 192)
+    if image.color_type == 6:
+        assert all(p[3] == 255 for p in image.pixels())
+    else:
+        assert image.color_type == 2
+
+
+def test_the_outline_icon_is_32_square_white_on_transparent(manifest: dict[str, Any]) -> None:
+    image = read_png((MANIFEST_DIR / manifest["icons"]["outline"]).read_bytes())
+    assert (image.width, image.height) == (32, 32)
+    assert image.color_type == 6
+    pixels = image.pixels()
+    assert any(p[3] == 0 for p in pixels)
+    assert any(p[3] == 255 for p in pixels)
+    assert all(p[:3] == (255, 255, 255) for p in pixels if p[3] > 0)
+
+
+def test_the_package_has_the_app_id_filled_in(tmp_path: Path) -> None:
+    out = package.build_package(tmp_path / "dist" / "teams-app.zip", app_id=APP_ID)
+    with zipfile.ZipFile(out) as archive:
+        assert sorted(archive.namelist()) == ["color.png", "manifest.json", "outline.png"]
+        filled = json.loads(archive.read("manifest.json"))
+        assert archive.read("outline.png") == (MANIFEST_DIR / "outline.png").read_bytes()
+    assert filled["id"] == APP_ID
+    assert filled["bots"][0]["botId"] == APP_ID
+    assert filled["webApplicationInfo"]["id"] == APP_ID
+    assert "{{" not in json.dumps(filled)
+
+
+def test_the_teams_app_id_can_differ_from_the_bot_id(tmp_path: Path) -> None:
+    teams_app_id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    out = package.build_package(tmp_path / "app.zip", app_id=APP_ID, teams_app_id=teams_app_id)
+    with zipfile.ZipFile(out) as archive:
+        filled = json.loads(archive.read("manifest.json"))
+    assert filled["id"] == teams_app_id
+    assert filled["bots"][0]["botId"] == APP_ID
+    assert GUID.match(filled["id"])
+
+
+def test_the_package_command_refuses_an_app_id_that_is_not_a_guid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "app.zip"
+    assert package.main(["--app-id", "my-bot", "--out", str(out)]) == 2
+    assert "must be a GUID" in capsys.readouterr().err
+    assert not out.exists()
+    assert package.main(["--app-id", APP_ID, "--out", str(out)]) == 0
+    assert out.is_file()
+
+
+def test_the_committed_icons_are_what_the_generator_draws() -> None:
+    assert (MANIFEST_DIR / "color.png").read_bytes() == icons.color_icon()
+    assert (MANIFEST_DIR / "outline.png").read_bytes() == icons.outline_icon()

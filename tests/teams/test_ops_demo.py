@@ -1,0 +1,59 @@
+"""The bundled ops example (supervisor + demo model) driven through Teams."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents import MemoryStore
+from agents.models.demo import DemoModel
+from examples.ops import build_agent
+
+from . import activities as act
+from .conftest import MakeBot
+from .fake_connector import FakeConnector
+
+
+async def test_a_delete_is_approved_on_its_card_and_the_record_goes(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    ops = build_agent(DemoModel(), MemoryStore(), db_path=tmp_path / "ops.db")
+    teams = await make_bot(agent=ops)
+    root = act.next_id()
+    thread = f"{act.CHANNEL};messageid={root}"
+    await teams.post(
+        act.channel_post(connector.url, "delete record abc-123", activity_id=root, mention=True)
+    )
+    await teams.bot.drain()
+    (posted,) = connector.cards(thread)
+    assert posted.card is not None
+    assert "**ops → records** wants to run **delete_record**" in str(posted.card["body"])
+
+    answer = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=act.channel_conversation(root),
+            card_id=posted.response_id,
+        )
+    )
+    assert answer.body["type"] == "application/vnd.microsoft.card.adaptive"
+    await teams.bot.drain()
+    assert any("Deleted record abc-123" in t for t in connector.texts(thread))
+
+
+async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_resumes(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    ops = build_agent(DemoModel(), MemoryStore(), db_path=tmp_path / "ops.db")
+    teams = await make_bot(agent=ops)
+    chat = act.chat_conversation("groupChat")
+    await teams.post(
+        act.message(connector.url, "deploy web to staging", conversation=chat, mention=True)
+    )
+    await teams.bot.drain()
+    assert "Which version of web should I deploy to staging?" in connector.texts(act.GROUP_CHAT)[-1]
+
+    await teams.post(act.message(connector.url, "1.4.2", conversation=chat, user=act.BOB))
+    await teams.bot.drain()
+    assert "Deployed web to staging" in connector.texts(act.GROUP_CHAT)[-1]
