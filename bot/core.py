@@ -175,6 +175,8 @@ class ChatBot:
                 again = prompt(asked or questions[-1], error="; ".join(exc.errors))
                 await self._say(messenger, thread, again)
                 return None
+        if not message.addressed:
+            return None
         if waiting:
             notice = messages.APPROVAL_PENDING.format(tool=waiting[-1].tool_name)
             await self._say(messenger, thread, Notice(text=notice))

@@ -33,13 +33,19 @@ class ThreadKey:
 
 @dataclass(frozen=True, kw_only=True)
 class IncomingMessage:
-    """A person wrote to the bot. ``dedupe_keys`` identify redeliveries of it."""
+    """A person wrote to the bot. ``dedupe_keys`` identify redeliveries of it.
+
+    ``addressed`` is False for a message the bot merely overheard (a group chat it
+    follows, not mentioning it): that may answer the bot's question, but never
+    starts a run.
+    """
 
     thread: ThreadKey
     user_id: str
     text: str
     dedupe_keys: tuple[str, ...] = ()
     user_name: str | None = None
+    addressed: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

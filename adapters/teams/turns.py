@@ -8,6 +8,7 @@ through the messenger.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Any
 
@@ -55,10 +56,14 @@ class Turns:
         known = await self._store.get_reference(thread.id) is not None
         # With RSC the bot sees every message of a channel or group chat: take the
         # ones addressed to it, and replies in threads it already takes part in.
-        if not (convert.is_personal(activity) or convert.mentions_bot(activity) or known):
+        mentioned = convert.is_personal(activity) or convert.mentions_bot(activity)
+        if not (mentioned or known):
             return
         await self._remember(activity)
-        await self._bot.on_message(message)
+        # A group chat is one long thread: there, only a mention starts new work;
+        # other messages may still answer the bot's question.
+        group_chat = activity.conversation.conversation_type == "groupChat"
+        await self._bot.on_message(replace(message, addressed=mentioned or not group_chat))
 
     async def _invoke(self, context: TurnContext) -> None:
         activity = context.activity

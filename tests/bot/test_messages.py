@@ -225,3 +225,18 @@ async def test_a_sub_agents_failure_is_left_to_its_supervisor() -> None:
     assert reply.text == "Sorry: The records agent failed: The records model is down."
     assert bot.metrics.runs_failed.get() == 0
     assert bot.metrics.runs_finished.get() == 1
+
+
+async def test_an_overheard_message_never_starts_a_run_but_answers_a_question() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(replace(message("chit chat"), addressed=False))
+    await bot.drain()
+    assert messenger.posts == []
+
+    await bot.on_message(message("weather?"))
+    await bot.drain()
+    await bot.on_message(replace(message("Oslo"), addressed=False))
+    await bot.drain()
+    assert "Oslo" in messenger.views(Reply)[-1].text

@@ -368,3 +368,17 @@ async def test_the_mention_is_removed_in_a_group_chat(
     await teams.post(act.message(connector.url, "hello there", conversation=chat, mention=True))
     await teams.bot.drain()
     assert connector.texts(act.GROUP_CHAT) == ["You said: hello there"]
+
+
+async def test_in_a_followed_group_chat_only_a_mention_starts_work(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    chat = act.chat_conversation("groupChat")
+    await teams.post(act.message(connector.url, "first", conversation=chat, mention=True))
+    await teams.bot.drain()
+    await teams.post(act.message(connector.url, "lunch anyone?", conversation=chat))
+    await teams.bot.drain()
+    await teams.post(act.message(connector.url, "second", conversation=chat, mention=True))
+    await teams.bot.drain()
+    assert connector.texts(act.GROUP_CHAT) == ["You said: first", "You said: second"]
