@@ -1,0 +1,168 @@
+"""One full approval cycle through the runtime, per store: operations and latency.
+
+Run with ``python -m bench.approval_cycle_bench``. The cycle is what a chat
+approval costs: a scripted model asks for a gated tool, the run pauses and is
+persisted (``generate``), a person approves, the tool runs and the model
+answers (``approve_tool_call_generate``). Store calls are counted by a thin
+proxy around the real store; Redis is the server at ``REDIS_URL`` under a
+private key prefix, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agents import Agent, FunctionModel, Message, ModelResponse, Store, ToolCall, open_store, tool
+from agents.models.base import ModelRequest
+from agents.stores.redis import split_prefix
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+class CountingStore:
+    """Forwards to a store and counts each call by method name."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.inner, name)
+        if not callable(target):
+            return target
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return target(*args, **kwargs)
+
+        return counted
+
+    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+        self.calls["lock"] += 1
+        return self.inner.lock(name, ttl=ttl)
+
+
+def approval_agent(store: Store) -> Agent:
+    """An agent whose model asks for one gated refund, then answers from its result."""
+
+    @tool(require_approval=True)
+    def refund(order_id: str, amount: float) -> dict[str, Any]:
+        """Refund an order."""
+        return {"refunded": amount, "order_id": order_id}
+
+    def script(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        last = messages[-1]
+        if last.role == "user" and last.tool_results:
+            return ModelResponse(text=f"Done: {last.tool_results[0].content}")
+        return ModelResponse(
+            text="I'll refund that order.",
+            tool_calls=[ToolCall("refund", {"order_id": "A-100234", "amount": 249.99})],
+        )
+
+    return Agent(id="billing", model=FunctionModel(script), tools=[refund], store=store)
+
+
+@asynccontextmanager
+async def store_for(kind: str) -> AsyncIterator[Store]:
+    """An empty store of one kind, removed afterwards."""
+    if kind == "memory":
+        yield open_store("memory://")
+        return
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            store = open_store(f"sqlite:///{Path(folder) / 'bench.db'}")
+            try:
+                yield store
+            finally:
+                await store.close()
+        return
+    prefix = f"bench-{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in REDIS_URL else "?"
+    store = open_store(f"{REDIS_URL}{separator}prefix={prefix}")
+    client = Redis.from_url(split_prefix(REDIS_URL)[0], decode_responses=True)
+    try:
+        yield store
+    finally:
+        await store.close()
+        stale = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        if stale:
+            await client.delete(*stale)
+        await client.aclose()
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """The sample at ``fraction`` (nearest rank), in milliseconds."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] * 1000
+
+
+async def measure(kind: str, iterations: int) -> list[str]:
+    """Time ``iterations`` cycles on one store; the report line."""
+    async with store_for(kind) as inner:
+        store = CountingStore(inner)
+        agent = approval_agent(store)
+        pause: list[float] = []
+        decide: list[float] = []
+        per_cycle: Counter[str] = Counter()
+        for i in range(iterations):
+            before = Counter(store.calls)
+            start = time.perf_counter()
+            paused = await agent.generate("refund A-100234", thread_id=f"bench:{i}")
+            middle = time.perf_counter()
+            final = await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="U1")
+            end = time.perf_counter()
+            if final.finish_reason != "stop":
+                raise RuntimeError(f"cycle {i} ended with {final.finish_reason}")
+            pause.append(middle - start)
+            decide.append(end - middle)
+            per_cycle = store.calls - before
+        ops = sum(per_cycle.values())
+        detail = ", ".join(f"{name} {n}" for name, n in sorted(per_cycle.items()))
+        return [
+            kind,
+            f"{percentile(pause, 0.5):.2f}",
+            f"{percentile(pause, 0.99):.2f}",
+            f"{percentile(decide, 0.5):.2f}",
+            f"{percentile(decide, 0.99):.2f}",
+            str(ops),
+            detail,
+        ]
+
+
+def print_table(rows: list[list[str]]) -> None:
+    """Print aligned columns."""
+    header = ["store", "pause p50", "pause p99", "decide+resume p50", "p99", "store ops", "per op"]
+    table = [header, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for n, row in enumerate(table):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+async def main(argv: list[str]) -> int:
+    """Measure every store and print the table (milliseconds)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.approval_cycle_bench")
+    parser.add_argument("--iterations", type=int, default=200)
+    args = parser.parse_args(argv)
+    print(f"Approval cycle through the runtime, scripted model, {args.iterations} cycles (ms)")
+    rows = [await measure(kind, args.iterations) for kind in ("memory", "sqlite", "redis")]
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))
