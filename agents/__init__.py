@@ -1,6 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
-from .agent import Agent, AgentOptions, ExpiredCall, InterruptedCall
+from .agent import Agent, AgentOptions, ExpiredCall, RecoveredRun
 from .chunks import (
     AgentResult,
     Chunk,
@@ -52,7 +52,6 @@ __all__ = [
     "ExpiredCall",
     "FinishChunk",
     "FunctionModel",
-    "InterruptedCall",
     "MemoryStore",
     "Message",
     "Model",
@@ -60,6 +59,7 @@ __all__ = [
     "ModelResponse",
     "PendingCall",
     "PendingInfo",
+    "RecoveredRun",
     "ResumeDataInvalidError",
     "RunNotFoundError",
     "RunNotPausedError",

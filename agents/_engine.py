@@ -1,36 +1,29 @@
-"""The run loop: model turns, tool batches, pauses, decisions and delegation.
+"""Decisions on paused runs: claiming them, carrying them out, and crash recovery.
 
-All state that must survive a restart is in the snapshot, saved with a
-compare-and-set on its revision. Decisions take the top run's store lock, so
-exactly one decision wins per pending call across every process; the work a
-decision unlocks runs outside the lock, and the last resolved call of a batch
-(only that one) continues the model loop.
+A decision takes the top run's store lock, so exactly one decision wins per
+waiting call across every process. The work it unlocks (the tool) runs outside
+the lock; its outcome is then recorded in locked passes that bring every run
+above it up to date. A run whose batch is complete is set running under the
+lock, so exactly one process continues it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from ._loop import DELEGATION_PREFIX, RunLoop, _error, _error_chunk, _Outcome, lock_name
 from .chunks import (
     Chunk,
-    ErrorChunk,
     FinishChunk,
     PendingInfo,
-    TextDeltaChunk,
     ToolCallApprovalChunk,
-    ToolCallChunk,
     ToolCallSuspendedChunk,
-    ToolErrorChunk,
-    ToolResultChunk,
 )
 from .errors import (
     AlreadyDecidedError,
@@ -41,80 +34,39 @@ from .errors import (
     ToolCallNotPendingError,
     validation_messages,
 )
-from .messages import Message, TextPart, ToolCallPart, ToolResultPart
-from .models.base import ModelError, ModelFinish, ModelRequest, TextDelta, ToolCallEvent
-from .snapshot import AuditEntry, Decision, FinishReason, PendingCall, RunSnapshot, utcnow
-from .stores.base import Store
-from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .tools import jsonable
 
 log = logging.getLogger(__name__)
 
 DECLINED_TEXT = "Tool call was not approved by the user"
 EXPIRED_TEXT = "The approval request expired before anyone decided; the tool did not run."
-INTERRUPTED_TEXT = (
+INTERRUPTED_TOOL_TEXT = (
     "The bot stopped while {tool} was running, so it may or may not have finished. "
-    "It was not run again because it is not marked idempotent; please check and ask again."
+    "It was not run again; please check its effect and ask again."
 )
-DELEGATION_PREFIX = "agent-"
+INTERRUPTED_RUN_TEXT = (
+    "The bot stopped while working on this, so some steps may or may not have happened. "
+    "Nothing was run again; please check and ask again."
+)
 
-CallPredicate = Callable[[str, dict[str, Any]], Any]
-"""Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
+__all__ = ["DELEGATION_PREFIX", "Engine", "Recovery"]
 
-
-@dataclass
-class _Outcome:
-    """What one tool call came to: a result for the model, or calls left waiting."""
-
-    result: ToolResultPart | None = None
-    pending: list[PendingCall] | None = None
+Known = set[tuple[str, datetime]]
+"""Waiting calls already announced, by ``(tool_call_id, created_at)``."""
 
 
-class DelegationInput(BaseModel):
-    """The input of an ``agent-<key>`` tool: the task handed to the sub-agent."""
+@dataclass(frozen=True, kw_only=True)
+class Recovery:
+    """What recovering one run came to: a retry to consume, or an interruption."""
 
-    task: str
-
-
-def lock_name(root_run_id: str) -> str:
-    """The store lock that serializes decisions on one run tree."""
-    return f"run:{root_run_id}"
+    run: RunSnapshot
+    call: PendingCall | None
+    retry: AsyncIterator[Chunk] | None
 
 
-class Engine:
-    """Drives the runs of one agent tree over one store."""
-
-    def __init__(self, root: Agent, store: Store) -> None:
-        self.root = root
-        self.store = store
-        self._predicates: dict[str, CallPredicate] = {}
-
-    # -- lookups --------------------------------------------------------------
-
-    def agent_at(self, path: Sequence[str]) -> Agent:
-        """The agent a snapshot's ``agent_path`` names, from the top."""
-        agent = self.root
-        for key in path[1:]:
-            agent = agent.agents[key]
-        return agent
-
-    def register_predicate(self, root_run_id: str, predicate: CallPredicate) -> None:
-        """Keep a per-call approval predicate for a run (in this process only)."""
-        self._predicates[root_run_id] = predicate
-
-    async def load(self, run_id: str) -> RunSnapshot:
-        """A run's snapshot, or ``RunNotFoundError``."""
-        snap = await self.store.load_run(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        return snap
-
-    async def _save(self, snap: RunSnapshot) -> None:
-        saved = await self.store.save_run(snap)
-        snap.revision = saved.revision
-        snap.updated_at = saved.updated_at
+class Engine(RunLoop):
+    """The run loop plus everything that happens to a paused run."""
 
     # -- sessions: one stream's worth of work ---------------------------------
 
@@ -125,17 +77,22 @@ class Engine:
             yield chunk
 
     async def _session(
-        self, run_id: str, known: set[tuple[str, datetime]], body: AsyncIterator[Chunk]
+        self, run_id: str, known: Known, body: AsyncIterator[Chunk]
     ) -> AsyncIterator[Chunk]:
         """Run ``body``, then announce newly waiting calls (already saved) and finish."""
         async for chunk in body:
             yield chunk
         top = await self.load(run_id)
-        path = tuple(top.agent_path)
-        for call in top.pending:
-            if call.state != "pending" or (call.tool_call_id, call.created_at) in known:
-                continue
+        new = [
+            call
+            for call in top.pending
+            if call.state == "pending" and (call.tool_call_id, call.created_at) not in known
+        ]
+        # Audit before announcing: the record must not depend on the stream being read.
+        for call in new:
             await self._audit(top, call, "requested")
+        path = tuple(top.agent_path)
+        for call in new:
             info = PendingInfo.of(run_id, call)
             if call.kind == "approval":
                 yield ToolCallApprovalChunk(run_id=run_id, agent_path=path, payload=info)
@@ -146,320 +103,20 @@ class Engine:
         )
         yield FinishChunk(run_id=run_id, agent_path=path, finish_reason=reason, usage=top.usage)
 
-    # -- the model loop -------------------------------------------------------
+    # -- claiming a decision --------------------------------------------------
 
-    async def _drive(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
-        """Continue a running run: model turns and tool batches until done or paused."""
-        agent = self.agent_at(snap.agent_path)
-        path = tuple(snap.agent_path)
-        try:
-            self._close_batch(snap)
-            while True:
-                if snap.steps >= snap.options.max_steps:
-                    snap.status, snap.finish_reason = "finished", "max_steps"
-                    break
-                snap.steps += 1
-                calls: list[ToolCallPart] = []
-                text = ""
-                stop = "end_turn"
-                request = ModelRequest(
-                    system=agent.instructions,
-                    messages=list(snap.messages),
-                    tools=agent.tool_specs(),
-                    agent_id=agent.id,
-                )
-                async for event in agent.model.stream(request):
-                    if isinstance(event, TextDelta):
-                        text += event.text
-                        yield TextDeltaChunk(run_id=snap.run_id, agent_path=path, text=event.text)
-                    elif isinstance(event, ToolCallEvent):
-                        calls.append(event.call)
-                    elif isinstance(event, ModelFinish):
-                        stop = event.stop_reason
-                        snap.usage = snap.usage + event.usage
-                parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
-                snap.messages.append(Message(role="assistant", parts=[*parts, *calls]))
-                snap.text += text
-                if not calls:
-                    snap.status = "finished"
-                    snap.finish_reason = _finish_reason(stop)
-                    break
-                snap.batch = calls
-                snap.tool_calls.extend(calls)
-                for call in calls:
-                    yield ToolCallChunk(
-                        run_id=snap.run_id,
-                        agent_path=path,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        args=call.args,
-                    )
-                outcomes: dict[str, _Outcome] = {}
-                async for chunk in self._run_batch(agent, snap, calls, outcomes):
-                    yield chunk
-                for call in calls:
-                    outcome = outcomes[call.tool_call_id]
-                    if outcome.result is not None:
-                        snap.results[call.tool_call_id] = outcome.result
-                    else:
-                        snap.pending.extend(outcome.pending or [])
-                if snap.pending:
-                    snap.status = "paused"
-                    break
-                self._close_batch(snap)
-        except ModelError as exc:
-            log.warning("run %s: model error: %s", snap.run_id, exc)
-            snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message
-            yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=exc.user_message)
-        except Exception:
-            log.exception("run %s failed", snap.run_id)
-            message = (
-                "Something went wrong while working on this; the details are in the bot's log."
-            )
-            snap.status, snap.finish_reason, snap.error = "failed", "error", message
-            yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=message)
-        await self._save(snap)
-        if snap.is_root and snap.thread_id and snap.status in ("finished", "failed"):
-            await self.store.append_history(
-                snap.thread_id,
-                snap.messages[snap.history_len :],
-                window=agent.default_options.history_window,
-            )
-
-    def _close_batch(self, snap: RunSnapshot) -> None:
-        """Send a fully resolved batch's results to the model, in call order."""
-        if not snap.batch:
-            return
-        results = [snap.results[c.tool_call_id] for c in snap.batch]
-        snap.messages.append(Message(role="user", parts=list(results)))
-        snap.tool_results.extend(results)
-        snap.batch, snap.results = [], {}
-
-    # -- tool batches ---------------------------------------------------------
-
-    async def _run_batch(
+    async def decide(
         self,
-        agent: Agent,
-        snap: RunSnapshot,
-        calls: list[ToolCallPart],
-        outcomes: dict[str, _Outcome],
-    ) -> AsyncIterator[Chunk]:
-        """Gate every call, then run the ungated ones concurrently."""
-        runs: list[AsyncIterator[Chunk]] = []
-        for call in calls:
-            tool = agent.tool(call.tool_name)
-            if tool is None:
-                error = f"Unknown tool {call.tool_name!r}."
-                outcomes[call.tool_call_id] = _error(call, error)
-                yield _error_chunk(snap, call, error)
-                continue
-            try:
-                args = tool.validate_args(call.args)
-            except ValidationError as exc:
-                error = "Invalid arguments: " + "; ".join(validation_messages(exc))
-                outcomes[call.tool_call_id] = _error(call, error)
-                yield _error_chunk(snap, call, error)
-                continue
-            if await self._needs_approval(snap, tool, args, call):
-                outcomes[call.tool_call_id] = _Outcome(
-                    pending=[self._pending(snap, tool, call, "approval")]
-                )
-                continue
-            runs.append(self._execute(agent, snap, call, tool, args, outcomes))
-        async for chunk in _merge(runs):
-            yield chunk
-
-    async def _needs_approval(
-        self, snap: RunSnapshot, tool: Tool, args: BaseModel, call: ToolCallPart
-    ) -> bool:
-        if call.tool_name.startswith(DELEGATION_PREFIX):
-            return False
-        if await tool.needs_approval(args, self._context(snap, call)):
-            return True
-        option = snap.options.require_tool_approval
-        if option != "predicate":
-            return bool(option)
-        predicate = self._predicates.get(snap.root_run_id)
-        if predicate is None:  # cold resume: the predicate did not survive; fail closed
-            return True
-        try:
-            verdict = predicate(call.tool_name, call.args)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            return bool(verdict)
-        except Exception:
-            return True
-
-    def _context(
-        self,
-        snap: RunSnapshot,
-        call: ToolCallPart,
-        *,
-        approved: bool = False,
-        resume_data: Any = None,
-    ) -> ToolContext:
-        return ToolContext(
-            run_id=snap.run_id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            thread_id=snap.thread_id,
-            resource_id=snap.resource_id,
-            agent_path=tuple(snap.agent_path),
-            approved=approved,
-            resume_data=resume_data,
-        )
-
-    def _pending(
-        self,
-        snap: RunSnapshot,
-        tool: Tool,
-        call: ToolCallPart,
-        kind: str,
-        suspend_payload: Any = None,
-        *,
-        approved: bool = False,
-        resume_data: Any = None,
-    ) -> PendingCall:
-        agent = self.agent_at(snap.agent_path)
-        now = utcnow()
-        ttl = tool.expires_in or agent.default_options.approval_ttl
-        # An approval that waits on resume data shows that data with the arguments,
-        # so the approver sees exactly what will run.
-        shown = {**call.args, **resume_data} if isinstance(resume_data, dict) else call.args
-        return PendingCall(
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            args=shown,
-            kind="approval" if kind == "approval" else "suspension",
-            agent_path=list(snap.agent_path),
-            suspend_payload=suspend_payload,
-            resume_schema=(tool.resume_schema.model_json_schema() if tool.resume_schema else None),
-            created_at=now,
-            expires_at=now + ttl,
-            requester=snap.resource_id,
-            idempotent=tool.idempotent,
-            approved=approved,
-            resume_data=resume_data,
-        )
-
-    async def _execute(
-        self,
-        agent: Agent,
-        snap: RunSnapshot,
-        call: ToolCallPart,
-        tool: Tool,
-        args: BaseModel,
-        outcomes: dict[str, _Outcome],
-        *,
-        approved: bool = False,
+        run_id: str,
+        tool_call_id: str | None,
+        decision: Decision,
         resume_data: Any = None,
     ) -> AsyncIterator[Chunk]:
-        """Run one tool call (or delegation); record its outcome in ``outcomes``."""
-        if call.tool_name.startswith(DELEGATION_PREFIX):
-            async for chunk in self._delegate(agent, snap, call, args, outcomes):
-                yield chunk
-            return
-        ctx = self._context(snap, call, approved=approved, resume_data=resume_data)
-        try:
-            value = await tool.invoke(args, ctx)
-        except ToolSuspended as suspended:
-            outcomes[call.tool_call_id] = _Outcome(
-                pending=[
-                    self._pending(
-                        snap, tool, call, "suspension", suspended.payload, approved=approved
-                    )
-                ]
-            )
-            return
-        except Exception as exc:
-            log.info("tool %s failed: %r", call.tool_name, exc)
-            error = f"Tool {call.tool_name} failed: {exc}"
-            outcomes[call.tool_call_id] = _error(call, error)
-            yield _error_chunk(snap, call, error)
-            return
-        outcomes[call.tool_call_id] = _Outcome(
-            result=ToolResultPart(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                content=render_result(value),
-            )
-        )
-        yield ToolResultChunk(
-            run_id=snap.run_id,
-            agent_path=tuple(snap.agent_path),
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            result=jsonable(value),
-        )
-
-    async def _delegate(
-        self,
-        agent: Agent,
-        snap: RunSnapshot,
-        call: ToolCallPart,
-        args: BaseModel,
-        outcomes: dict[str, _Outcome],
-    ) -> AsyncIterator[Chunk]:
-        """Hand a task to a sub-agent in a child run, streaming its chunks through."""
-        assert isinstance(args, DelegationInput)
-        key = call.tool_name.removeprefix(DELEGATION_PREFIX)
-        sub = agent.agents[key]
-        child = RunSnapshot(
-            run_id=new_run_id(),
-            agent_id=sub.id,
-            agent_path=[*snap.agent_path, key],
-            root_run_id=snap.root_run_id,
-            parent_run_id=snap.run_id,
-            parent_call_id=call.tool_call_id,
-            thread_id=snap.thread_id,
-            resource_id=snap.resource_id,
-            options=snap.options.model_copy(update={"max_steps": sub.default_options.max_steps}),
-            messages=[Message.user(args.task)],
-        )
-        await self._save(child)
-        async for chunk in self._drive(child):
-            yield chunk
-        outcomes[call.tool_call_id] = self._child_outcome(child, call.tool_call_id)
-        if outcomes[call.tool_call_id].result is not None:
-            yield ToolResultChunk(
-                run_id=snap.run_id,
-                agent_path=tuple(snap.agent_path),
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                result=child.text,
-            )
-
-    def _child_outcome(self, child: RunSnapshot, via_call_id: str) -> _Outcome:
-        """A child run as seen by its parent: its answer, its waiting calls, or (while
-        another process drives it) neither."""
-        if child.status == "running":
-            return _Outcome()
-        if child.status == "paused":
-            return _Outcome(
-                pending=[
-                    call.model_copy(
-                        update={"via_call_id": via_call_id, "child_run_id": child.run_id}
-                    )
-                    for call in child.pending
-                ]
-            )
-        tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
-        if child.status in ("failed", "interrupted"):
-            content = f"The {child.agent_path[-1]} agent failed: {child.error}"
-            return _Outcome(
-                result=ToolResultPart(
-                    tool_call_id=via_call_id, tool_name=tool_name, content=content, is_error=True
-                )
-            )
-        return _Outcome(
-            result=ToolResultPart(
-                tool_call_id=via_call_id,
-                tool_name=tool_name,
-                content=child.text or "(the agent finished without an answer)",
-            )
-        )
-
-    # -- decisions ------------------------------------------------------------
+        """Claim the decision eagerly; the returned iterator does the work it unlocks."""
+        if decision.action == "resume":
+            decision = decision.model_copy(update={"data": jsonable(resume_data)})
+        chain, entry, value, known = await self.claim(run_id, tool_call_id, decision, resume_data)
+        return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
 
     async def claim(
         self,
@@ -467,8 +124,8 @@ class Engine:
         tool_call_id: str | None,
         decision: Decision,
         resume_data: Any = None,
-    ) -> tuple[list[RunSnapshot], PendingCall, Any, set[tuple[str, datetime]]]:
-        """Atomically claim a pending call for a decision.
+    ) -> tuple[list[RunSnapshot], PendingCall, Any, Known]:
+        """Atomically claim a waiting call for a decision.
 
         Returns the chain of snapshots from the top run to the run owning the
         call, the call, the validated resume data and the waiting calls known
@@ -476,7 +133,9 @@ class Engine:
         cannot be taken.
         """
         async with self.store.lock(lock_name(run_id)):
-            top = await self.load(run_id)
+            top = await self.store.load_run(run_id)
+            if top is None:
+                raise RunNotFoundError(run_id, tool_call_id)
             if not top.is_root:
                 raise ToolCallNotPendingError(
                     run_id, tool_call_id or "", "belongs to a sub-agent; use the top run id"
@@ -492,6 +151,7 @@ class Engine:
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
+            # The top last: until it is saved, the claim has not happened.
             for snap in reversed(chain):
                 await self._save(snap)
         event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
@@ -499,6 +159,36 @@ class Engine:
         )
         await self._audit(top, entry, event, decision)
         return chain, entry, value, known
+
+    def _select(
+        self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
+    ) -> PendingCall:
+        """The waiting call a decision is about, or the typed error saying why not."""
+        entry = top.find_pending(tool_call_id) if tool_call_id else None
+        if entry is None and tool_call_id in top.decisions:
+            raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
+        if top.status != "paused":
+            raise RunNotPausedError(top.run_id, top.status, tool_call_id)
+        if tool_call_id is None:
+            waiting = [p for p in top.pending if p.state == "pending"]
+            if not waiting:
+                raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
+            entry = max(waiting, key=lambda p: p.created_at)
+        if entry is None:
+            raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
+        if entry.decision is not None:
+            raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
+        wants = "suspension" if decision.action == "resume" else "approval"
+        if decision.action != "expire" and entry.kind != wants:
+            detail = (
+                "waits for resume data, not for approval"
+                if entry.kind == "suspension"
+                else "waits for approval, not for resume data"
+            )
+            raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
+        if decision.action != "expire" and entry.expires_at <= utcnow():
+            raise ApprovalExpiredError(top.run_id, entry.tool_call_id)
+        return entry
 
     async def _chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
         """The runs from the top down to the one that owns a waiting call."""
@@ -518,89 +208,7 @@ class Engine:
                 owner.root_run_id, entry.tool_call_id, validation_messages(exc)
             ) from exc
 
-    async def recover(
-        self, run_id: str, tool_call_id: str, stale_before: datetime
-    ) -> AsyncIterator[Chunk] | None:
-        """Settle a call a crash left executing: retry an idempotent tool, else interrupt.
-
-        Returns the retry's chunks, or ``None`` when the run was marked
-        interrupted (or someone else already dealt with the call).
-        """
-        async with self.store.lock(lock_name(run_id)):
-            top = await self.load(run_id)
-            entry = top.find_pending(tool_call_id)
-            if (
-                entry is None
-                or entry.state != "executing"
-                or entry.decision is None
-                or entry.decision.decided_at > stale_before
-            ):
-                return None
-            chain = await self._chain(top, tool_call_id)
-            known = {(p.tool_call_id, p.created_at) for p in top.pending}
-            if entry.idempotent:
-                decision = entry.decision.model_copy(update={"decided_at": utcnow()})
-                value = decision.data
-                if decision.action == "resume":
-                    value = self._validate_resume(chain[-1], entry, decision.data)
-                for snap in chain:
-                    call = snap.find_pending(tool_call_id)
-                    assert call is not None
-                    call.decision = decision
-            else:
-                for snap in chain:
-                    snap.status, snap.finish_reason = "interrupted", "interrupted"
-                    snap.error = INTERRUPTED_TEXT.format(tool=entry.tool_name)
-                    snap.pending = []
-            for snap in reversed(chain):
-                await self._save(snap)
-        if not entry.idempotent:
-            await self._audit(top, entry, "interrupted")
-            return None
-        return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
-
-    def _select(
-        self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
-    ) -> PendingCall:
-        found = top.find_pending(tool_call_id) if tool_call_id else None
-        if found is None and tool_call_id in top.decisions:
-            raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
-        if top.status != "paused":
-            raise RunNotPausedError(top.run_id, top.status)
-        if tool_call_id is None:
-            waiting = [p for p in top.pending if p.state == "pending"]
-            if not waiting:
-                raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
-            found = max(waiting, key=lambda p: p.created_at)
-        if found is None:
-            raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
-        entry = found
-        if entry.state != "pending" and entry.decision is not None:
-            raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
-        wants = "suspension" if decision.action == "resume" else "approval"
-        if decision.action != "expire" and entry.kind != wants:
-            detail = (
-                "waits for resume data, not for approval"
-                if entry.kind == "suspension"
-                else "waits for approval, not for resume data"
-            )
-            raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
-        if decision.action != "expire" and entry.expires_at <= utcnow():
-            raise ApprovalExpiredError(top.run_id, entry.tool_call_id)
-        return entry
-
-    async def decide(
-        self,
-        run_id: str,
-        tool_call_id: str | None,
-        decision: Decision,
-        resume_data: Any = None,
-    ) -> AsyncIterator[Chunk]:
-        """Claim the decision eagerly; the returned iterator does the work it unlocks."""
-        if decision.action == "resume":
-            decision = decision.model_copy(update={"data": jsonable(resume_data)})
-        chain, entry, value, known = await self.claim(run_id, tool_call_id, decision, resume_data)
-        return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
+    # -- carrying a decision out ----------------------------------------------
 
     async def _carry_out(
         self,
@@ -647,121 +255,145 @@ class Engine:
                     resume_data=resume_data,
                 ):
                     yield chunk
-        outcome = outcomes[call.tool_call_id]
-        below: str | None = None
-        for level in reversed(chain):
-            async with self.store.lock(lock_name(chain[0].run_id)):
-                snap = await self.load(level.run_id)
-                if below is None:
-                    snap.pending = [p for p in snap.pending if p.tool_call_id != call.tool_call_id]
-                    if outcome.result is not None:
-                        snap.results[call.tool_call_id] = outcome.result
-                    else:
-                        snap.pending.extend(outcome.pending or [])
-                else:
-                    # Reload the child under the lock: another process may have moved it on.
-                    child = await self.load(below)
-                    assert child.parent_call_id is not None
-                    seen = self._child_outcome(child, child.parent_call_id)
-                    snap.pending = [p for p in snap.pending if p.child_run_id != below]
-                    if seen.result is not None:
-                        snap.results[child.parent_call_id] = seen.result
-                    snap.pending.extend(seen.pending or [])
-                resumes = (
-                    snap.status == "paused"
-                    and not snap.pending
-                    and all(c.tool_call_id in snap.results for c in snap.batch)
-                )
-                if resumes:
-                    snap.status = "running"
-                await self._save(snap)
-            if resumes:
-                async for chunk in self._drive(snap):
-                    yield chunk
-            below = snap.run_id
-
-    # -- audit ----------------------------------------------------------------
-
-    async def _audit(
-        self,
-        top: RunSnapshot,
-        call: PendingCall,
-        event: Any,
-        decision: Decision | None = None,
-    ) -> None:
-        await self.store.append_audit(
-            AuditEntry(
-                event=event,
-                run_id=top.run_id,
-                thread_id=top.thread_id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=call.args,
-                kind=call.kind,
-                requester=call.requester,
-                actor=decision.decided_by if decision else None,
-                reason=decision.reason if decision else None,
-            )
-        )
-
-
-def _finish_reason(stop: str) -> FinishReason:
-    return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
-
-
-def _error(call: ToolCallPart, text: str) -> _Outcome:
-    return _Outcome(
-        result=ToolResultPart(
-            tool_call_id=call.tool_call_id, tool_name=call.tool_name, content=text, is_error=True
-        )
-    )
-
-
-def _error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
-    return ToolErrorChunk(
-        run_id=snap.run_id,
-        agent_path=tuple(snap.agent_path),
-        tool_call_id=call.tool_call_id,
-        tool_name=call.tool_name,
-        error=text,
-    )
-
-
-def new_run_id() -> str:
-    """A fresh, globally unique run id."""
-    return f"run_{uuid.uuid4().hex}"
-
-
-async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
-    """Interleave several chunk sources running concurrently, in arrival order."""
-    if len(sources) == 1:
-        async for chunk in sources[0]:
+        ids = [snap.run_id for snap in chain]
+        async for chunk in self._settle(ids, call.tool_call_id, outcomes[call.tool_call_id]):
             yield chunk
-        return
-    if not sources:
-        return
-    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
 
-    async def pump(source: AsyncIterator[Chunk]) -> None:
-        try:
-            async for chunk in source:
-                await queue.put(chunk)
-        finally:
-            await queue.put(None)
+    async def _settle(
+        self, chain_ids: list[str], tool_call_id: str, outcome: _Outcome
+    ) -> AsyncIterator[Chunk]:
+        """Record a call's outcome where it belongs, then continue what it completed.
 
-    tasks = [asyncio.create_task(pump(s)) for s in sources]
-    remaining = len(tasks)
-    try:
-        while remaining:
-            item = await queue.get()
-            if item is None:
-                remaining -= 1
-            else:
-                yield item
-    finally:
-        for task in tasks:
-            task.cancel()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
+        Each locked pass brings every run above the changed one up to date; a
+        run whose batch is complete is set running (by this process only) and
+        driven outside the lock, after which the next pass carries its answer
+        up. Runs in between never continue: while a child is paused or running,
+        its parent lacks that child's result.
+        """
+        low = len(chain_ids) - 1
+        record: _Outcome | None = outcome
+        while low >= 0:
+            async with self.store.lock(lock_name(chain_ids[0])):
+                snaps = [await self.load(run_id) for run_id in chain_ids[: low + 1]]
+                changed = {snaps[-1].run_id} if record is not None else set()
+                if record is not None:
+                    _record(snaps[-1], tool_call_id, record)
+                    record = None
+                for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
+                    if self._sync(parent, child):
+                        changed.add(parent.run_id)
+                target = next((s for s in reversed(snaps) if _batch_complete(s)), None)
+                if target is not None:
+                    target.status = "running"
+                    changed.add(target.run_id)
+                # Only what changed is written: a run another process is driving
+                # must keep its revision.
+                for snap in reversed(snaps):
+                    if snap.run_id in changed:
+                        await self._save(snap)
+            if target is None:
+                return
+            async for chunk in self._drive(target):
+                yield chunk
+            low = chain_ids.index(target.run_id)
+            if low == 0:
+                return
+
+    def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
+        """Make a parent's view of a child run current: its waiting calls or its answer.
+
+        A call the parent already shows keeps what only the parent knows (the
+        card the chat layer attached to it). Returns whether the parent changed.
+        """
+        was = (list(parent.pending), dict(parent.results))
+        shown = {(p.tool_call_id, p.created_at): p for p in parent.pending}
+        others = [p for p in parent.pending if p.child_run_id != child.run_id]
+        seen = self._child_outcome(child, child.parent_call_id or "")
+        surfaced = []
+        for call in seen.pending or []:
+            before = shown.get((call.tool_call_id, call.created_at))
+            surfaced.append(call.model_copy(update={"card": before.card}) if before else call)
+        parent.pending = others + surfaced
+        if seen.result is not None and child.parent_call_id is not None:
+            parent.results[child.parent_call_id] = seen.result
+        return (parent.pending, parent.results) != was
+
+    # -- crash recovery -------------------------------------------------------
+
+    async def recover(self, run_id: str, stale_before: datetime) -> Recovery | None:
+        """Deal with a run a crash left in flight, if it has been quiet since ``stale_before``.
+
+        A single decided call whose owner still waits on it is carried out
+        again when that is safe (a decline, an expiry, or an idempotent tool);
+        anything else marks the run interrupted, so no side effect happens
+        twice. Returns ``None`` when there is nothing to do.
+        """
+        async with self.store.lock(lock_name(run_id)):
+            top = await self.store.load_run(run_id)
+            if top is None or not top.is_root or not top.in_flight:
+                return None
+            executing = [p for p in top.pending if p.state == "executing"]
+            decided = [p.decision.decided_at for p in executing if p.decision]
+            if max([top.updated_at, *decided]) > stale_before:
+                return None
+            call = executing[0] if executing else None
+            retry = await self._plan_retry(top, executing)
+            if retry is not None:
+                chain, decision, value = retry
+                for snap in reversed(chain):
+                    await self._save(snap)
+                known = {(p.tool_call_id, p.created_at) for p in top.pending}
+                assert call is not None
+                body = self._carry_out(chain, call, decision, value)
+                return Recovery(run=top, call=call, retry=self._session(run_id, known, body))
+            top.status, top.finish_reason = "interrupted", "interrupted"
+            top.error = (
+                INTERRUPTED_TOOL_TEXT.format(tool=call.tool_name) if call else INTERRUPTED_RUN_TEXT
+            )
+            top.pending = []
+            await self._save(top)
+        for entry in executing:
+            await self._audit(top, entry, "interrupted")
+        log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
+        return Recovery(run=top, call=call, retry=None)
+
+    async def _plan_retry(
+        self, top: RunSnapshot, executing: list[PendingCall]
+    ) -> tuple[list[RunSnapshot], Decision, Any] | None:
+        """The chain and fresh decision for a safe retry of the one decided call, if any."""
+        if top.status != "paused" or len(executing) != 1:
+            return None
+        entry = executing[0]
+        decision = entry.decision
+        if decision is None or not (decision.action in ("decline", "expire") or entry.idempotent):
+            return None
+        chain = await self._chain(top, entry.tool_call_id)
+        owner = chain[-1].find_pending(entry.tool_call_id)
+        if owner is None or owner.child_run_id is not None:
+            return None  # the outcome was recorded below; what came after is unknown
+        value = decision.data
+        if decision.action == "resume":
+            value = self._validate_resume(chain[-1], entry, decision.data)
+        fresh = decision.model_copy(update={"decided_at": utcnow()})
+        for snap in chain:
+            call = snap.find_pending(entry.tool_call_id)
+            assert call is not None
+            call.decision = fresh
+        return chain, fresh, value
+
+
+def _record(snap: RunSnapshot, tool_call_id: str, outcome: _Outcome) -> None:
+    """Put one call's outcome into the run that owns it."""
+    snap.pending = [p for p in snap.pending if p.tool_call_id != tool_call_id]
+    if outcome.result is not None:
+        snap.results[tool_call_id] = outcome.result
+    snap.pending.extend(outcome.pending or [])
+
+
+def _batch_complete(snap: RunSnapshot) -> bool:
+    """A paused run whose every call of the current batch has its result."""
+    return (
+        snap.status == "paused"
+        and not snap.pending
+        and all(c.tool_call_id in snap.results for c in snap.batch)
+    )

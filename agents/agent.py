@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._engine import (
-    DELEGATION_PREFIX,
-    CallPredicate,
-    DelegationInput,
-    Engine,
-    lock_name,
-    new_run_id,
-)
+from ._engine import Engine
+from ._loop import DELEGATION_PREFIX, CallPredicate, DelegationInput, lock_name, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import ResumeDataInvalidError
 from .messages import Message, TextPart
@@ -53,11 +47,22 @@ class ExpiredCall:
 
 
 @dataclass(frozen=True, kw_only=True)
-class InterruptedCall:
-    """A call a crash left half-done: retried (``stream``) if idempotent, else interrupted."""
+class RecoveredRun:
+    """A run a crash left in flight, dealt with by ``recover_interrupted``.
 
-    pending: PendingInfo
+    Either ``stream`` carries out again a decision that is safe to repeat (a
+    decline, an expiry, an idempotent tool): consume it; or the run is now
+    ``interrupted`` and ``error`` says so, to be told to the people waiting.
+    ``pending`` is the decided call involved, if any (with its card).
+    """
+
+    run_id: str
+    thread_id: str | None
+    requester: str | None
+    metadata: dict[str, Any]
+    pending: PendingInfo | None
     stream: AgentStream | None
+    error: str | None
 
 
 @dataclass(kw_only=True, eq=False)
@@ -86,11 +91,14 @@ class Agent:
             self._tools = {t.name: t for t in self.tools}
         for key, sub in self.agents.items():
             name = f"{DELEGATION_PREFIX}{key}"
+            if name in self._tools:
+                raise ValueError(f"agent {self.id!r}: tool {name!r} clashes with sub-agent {key!r}")
             self._tools[name] = Tool(
                 name=name,
                 description=sub.description or f"Delegate a task to the {key} agent.",
                 fn=_never_called,
                 input_model=DelegationInput,
+                delegate_to=key,
             )
         self.name = self.name or self.id
         self._engine: Engine | None = None
@@ -125,6 +133,7 @@ class Agent:
         require_tool_approval: bool | CallPredicate | None = None,
         auto_resume_suspended_tools: bool | None = None,
         max_steps: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> AgentStream:
         """Start a run (or, with auto-resume, continue a suspended one) as a stream.
 
@@ -132,6 +141,7 @@ class Agent:
         waiting call is a suspension, the message resumes that tool instead of
         starting a turn (raising ``ResumeDataInvalidError`` if it does not fit
         the tool's ``resume_schema``). Approvals are never resolved by text.
+        ``metadata`` is kept with the run as it is (JSON), for the caller.
         """
         opts = self.default_options
         auto = (
@@ -158,6 +168,7 @@ class Agent:
             root_run_id=run_id,
             thread_id=thread_id,
             resource_id=resource_id,
+            metadata=dict(metadata or {}),
             options=RunOptions(
                 require_tool_approval="predicate" if callable(rule) else bool(rule),
                 max_steps=max_steps or opts.max_steps,
@@ -236,6 +247,15 @@ class Agent:
         """A run's snapshot (raises ``RunNotFoundError``)."""
         return await self.engine.load(run_id)
 
+    def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
+        """Decide how long new waiting calls stay decidable, per tool name.
+
+        ``expiry(tool_name)`` wins over the tool's ``expires_in`` and the
+        agents' ``approval_ttl``; ``None`` from it (or no function) keeps those.
+        The chat layer sets it from its approval policy.
+        """
+        self.engine.expiry = expiry
+
     async def attach_card(self, *, run_id: str, tool_call_id: str, card: dict[str, Any]) -> None:
         """Remember where the chat layer showed a waiting call (kept in the snapshot)."""
         engine = self.engine
@@ -275,28 +295,33 @@ class Agent:
 
     async def recover_interrupted(
         self, *, older_than: timedelta = timedelta(minutes=15), now: datetime | None = None
-    ) -> list[InterruptedCall]:
-        """Find decided calls whose outcome was never recorded (a crash mid-tool).
+    ) -> list[RecoveredRun]:
+        """Find runs a crash left in flight and settle each exactly once.
 
-        A tool declared ``idempotent`` is run again (consume the returned
-        stream); any other marks its run ``interrupted``, so a non-idempotent
-        side effect never happens twice. ``older_than`` leaves calls that
-        another replica may still be running alone.
+        A run counts as crashed when it has not changed for ``older_than``: set
+        it longer than your slowest tool, since another replica may still be
+        working on it until then. A repeatable decision is carried out again
+        (consume the returned stream); anything else marks the run
+        ``interrupted``, so a non-idempotent side effect never happens twice.
         """
         stale_before = (now or utcnow()) - older_than
-        found: list[InterruptedCall] = []
-        for run_id in await self.engine.store.runs_executing():
-            snap = await self.engine.store.load_run(run_id)
-            for call in list(snap.pending) if snap else []:
-                if call.state != "executing":
-                    continue
-                chunks = await self.engine.recover(run_id, call.tool_call_id, stale_before)
-                stream = self._stream(run_id, chunks) if chunks is not None else None
-                after = await self.engine.load(run_id)
-                if stream is not None or after.status == "interrupted":
-                    found.append(
-                        InterruptedCall(pending=PendingInfo.of(run_id, call), stream=stream)
-                    )
+        found: list[RecoveredRun] = []
+        for run_id in await self.engine.store.runs_in_flight():
+            recovery = await self.engine.recover(run_id, stale_before)
+            if recovery is None:
+                continue
+            run, call = recovery.run, recovery.call
+            found.append(
+                RecoveredRun(
+                    run_id=run_id,
+                    thread_id=run.thread_id,
+                    requester=run.resource_id,
+                    metadata=run.metadata,
+                    pending=PendingInfo.of(run_id, call) if call else None,
+                    stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
+                    error=run.error if recovery.retry is None else None,
+                )
+            )
         return found
 
     # -- internals ------------------------------------------------------------

@@ -15,18 +15,22 @@ class AgentError(Exception):
 class RunNotFoundError(AgentError):
     """No run with this id exists in the store."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id!r} not found")
+    def __init__(self, run_id: str, tool_call_id: str | None = None) -> None:
+        super().__init__(f"run {run_id!r} not found{_call(tool_call_id)}")
         self.run_id = run_id
+        self.tool_call_id = tool_call_id
 
 
 class RunNotPausedError(AgentError):
     """The run exists but waits for nobody (finished, failed or still running)."""
 
-    def __init__(self, run_id: str, status: str) -> None:
-        super().__init__(f"run {run_id!r} is {status}, not waiting for a decision")
+    def __init__(self, run_id: str, status: str, tool_call_id: str | None = None) -> None:
+        super().__init__(
+            f"run {run_id!r} is {status}, not waiting for a decision{_call(tool_call_id)}"
+        )
         self.run_id = run_id
         self.status = status
+        self.tool_call_id = tool_call_id
 
 
 class ToolCallNotPendingError(AgentError):
@@ -78,6 +82,10 @@ class SuspendPayloadInvalidError(AgentError):
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.errors = list(errors)
+
+
+def _call(tool_call_id: str | None) -> str:
+    return f" (tool call {tool_call_id!r})" if tool_call_id is not None else ""
 
 
 def _past(action: str) -> str:

@@ -96,6 +96,8 @@ class RunSnapshot(BaseModel):
     parent_call_id: str | None = None
     thread_id: str | None = None
     resource_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """The caller's own JSON (the chat layer keeps where the run was asked)."""
     status: RunStatus = "running"
     options: RunOptions = Field(default_factory=RunOptions)
     history_len: int = 0
@@ -123,6 +125,19 @@ class RunSnapshot(BaseModel):
     def find_pending(self, tool_call_id: str) -> PendingCall | None:
         """The pending call with this id, if any."""
         return next((p for p in self.pending if p.tool_call_id == tool_call_id), None)
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether work is under way: a model turn, a tool, a decided call or a sub-agent.
+
+        A crash now leaves the run to be recovered (see ``Agent.recover_interrupted``).
+        A paused run with no call left waiting is waiting on a sub-agent's run.
+        """
+        if self.status == "running":
+            return True
+        if self.status != "paused":
+            return False
+        return not self.pending or any(p.state == "executing" for p in self.pending)
 
     def next_expiry(self) -> datetime | None:
         """The earliest expiry among calls still waiting for a person."""

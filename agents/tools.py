@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -80,6 +81,8 @@ class Tool:
     idempotent: bool = False
     context_param: str | None = None
     unpack_args: bool = True
+    delegate_to: str | None = None
+    """Set on the ``agent-<key>`` tools of a supervisor: the sub-agent's key."""
 
     @classmethod
     def from_function(
@@ -162,9 +165,13 @@ class Tool:
         positional: list[Any] = [] if self.unpack_args else [args]
         if self.context_param:
             kwargs[self.context_param] = ctx
-        result = self.fn(*positional, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(*positional, **kwargs)
+        else:
+            # A sync tool may block (files, HTTP, sleep): keep it off the event loop.
+            result = await asyncio.to_thread(self.fn, *positional, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
         if self.output_model is not None:
             result = self.output_model.model_validate(result)
         return result

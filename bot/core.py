@@ -23,8 +23,8 @@ from agents import (
     ErrorChunk,
     ExpiredCall,
     FinishChunk,
-    InterruptedCall,
     PendingInfo,
+    RecoveredRun,
     ResumeDataInvalidError,
     RunNotFoundError,
     RunNotPausedError,
@@ -52,7 +52,16 @@ from .types import (
     ThreadKey,
     View,
 )
-from .views import ReplyBuffer, approval_card, card_data, card_ref, card_thread, prompt
+from .views import (
+    ReplyBuffer,
+    approval_card,
+    card_data,
+    card_ref,
+    card_thread,
+    prompt,
+    run_metadata,
+    thread_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,8 @@ class ChatBot:
         self._locks = KeyedLocks()
         self._names: dict[str, str] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        # The policy's expiry is the runtime's: the sweep, clicks and replies agree.
+        agent.set_expiry(self.policy.expires_in)
         unknown = self.policy.tool_names - _tool_names(agent)
         if unknown:
             log.warning("approval policy names tools the agent does not have: %s", sorted(unknown))
@@ -187,12 +198,13 @@ class ChatBot:
             thread_id=thread.id,
             resource_id=message.user_id,
             auto_resume_suspended_tools=False,
+            metadata=run_metadata(thread),
         )
 
     async def _waiting(self, thread_id: str) -> list[PendingInfo]:
         now = _now()
         pending = await self.agent.list_suspended_runs(thread_id=thread_id)
-        return [p for p in pending if self._expires_at(p) > now]
+        return [p for p in pending if p.expires_at > now]
 
     # -- streams ----------------------------------------------------------------
 
@@ -282,7 +294,7 @@ class ChatBot:
             return self._refuse(await self._why_not_pending(click), outcome="stale")
         if call.kind != "approval":
             return self._refuse(messages.CLICK_NOT_AN_APPROVAL, outcome="stale")
-        if self._expires_at(call) <= _now():
+        if call.expires_at <= _now():
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
         refusal = self.policy.check(
             call.tool_name, call.requester, click.user_id, action=click.action
@@ -390,20 +402,20 @@ class ChatBot:
         return len(expired)
 
     async def _after_expiry(self, items: list[ExpiredCall]) -> None:
-        thread = card_thread(items[0].pending)
+        run_id = items[0].pending.run_id
+        thread = await self._thread_of_run(run_id, items[0].pending)
         messenger = self._messengers.get(thread.platform) if thread else None
         if thread is None or messenger is None:
-            log.warning(
-                "run %s expired without a known card; finishing it quietly",
-                items[0].pending.run_id,
-            )
+            log.warning("run %s expired outside any known thread; finishing it quietly", run_id)
             for item in items:
                 await item.stream.result()
             return
         async with self._locks.hold(thread.id):
+            # Read the cards now: one posted just before the sweep is attached by now.
+            cards = await self._cards(run_id)
             for item in items:
                 info = item.pending
-                ref = card_ref(info)
+                ref = card_ref(cards.get(info.tool_call_id, info))
                 if info.kind == "approval" and ref is not None:
                     await self._update(messenger, thread, ref, self._card(info, status="expired"))
                 template = (
@@ -417,25 +429,41 @@ class ChatBot:
                 )
                 await self._consume(thread, messenger, item.stream)
 
+    async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
+        """Where a run was asked: its card's thread, else what the run remembers."""
+        thread = card_thread(info) if info is not None else None
+        if thread is None:
+            try:
+                thread = thread_of((await self.agent.get_run(run_id)).metadata)
+            except RunNotFoundError:
+                return None
+        return thread
+
+    async def _cards(self, run_id: str) -> dict[str, PendingInfo]:
+        try:
+            snap = await self.agent.get_run(run_id)
+        except RunNotFoundError:
+            return {}
+        return {p.tool_call_id: PendingInfo.of(run_id, p) for p in snap.pending}
+
     # -- crash recovery ---------------------------------------------------------
 
     async def recover_interrupted(self, now: datetime | None = None) -> int:
-        """Report calls a crash left half-done (idempotent tools are run again instead).
+        """Report runs a crash left in flight (repeatable decisions are carried out again).
 
         Returns:
-            How many calls were found.
+            How many runs were found.
         """
         found = await self.agent.recover_interrupted(older_than=self.interrupted_after, now=now)
         for item in found:
-            self.tasks.spawn(self._after_interruption(item), name=f"recover:{item.pending.run_id}")
+            self.tasks.spawn(self._after_interruption(item), name=f"recover:{item.run_id}")
         return len(found)
 
-    async def _after_interruption(self, item: InterruptedCall) -> None:
-        info = item.pending
-        thread = card_thread(info)
+    async def _after_interruption(self, item: RecoveredRun) -> None:
+        thread = await self._thread_of_run(item.run_id, item.pending)
         messenger = self._messengers.get(thread.platform) if thread else None
         if thread is None or messenger is None:
-            log.warning("run %s was interrupted outside any known thread", info.run_id)
+            log.warning("run %s was interrupted outside any known thread", item.run_id)
             if item.stream is not None:
                 await item.stream.result()
             return
@@ -443,8 +471,9 @@ class ChatBot:
             if item.stream is not None:
                 await self._consume(thread, messenger, item.stream)
                 return
-            who = self._who(info.requester) if info.requester else messages.NO_REQUESTER
-            text = messages.INTERRUPTED.format(who=who, tool=info.tool_name)
+            requester = item.pending.requester if item.pending else item.requester
+            who = self._who(requester) if requester else messages.NO_REQUESTER
+            text = messages.INTERRUPTED.format(who=who, error=item.error)
             await self._say(messenger, thread, Notice(text=text))
 
     async def _housekeeping(self) -> None:
@@ -474,13 +503,6 @@ class ChatBot:
 
     # -- views ------------------------------------------------------------------
 
-    def _expires_at(self, info: PendingInfo) -> datetime:
-        """The runtime's expiry, or the policy's for this tool when that comes first."""
-        override = self.policy.expires_in(info.tool_name)
-        if override is None:
-            return info.expires_at
-        return min(info.expires_at, info.created_at + override)
-
     def _card(
         self,
         info: PendingInfo,
@@ -493,7 +515,7 @@ class ChatBot:
         # snapshot, the audit log and the policy.
         return approval_card(
             info,
-            expires_at=self._expires_at(info),
+            expires_at=info.expires_at,
             status=status,
             requester=self._who(info.requester) if info.requester else None,
             decided_by=self._who(decided_by) if decided_by else None,

@@ -27,10 +27,8 @@ EXPIRED_APPROVAL: Final = (
 EXPIRED_QUESTION: Final = (
     "{who}: the question from `{tool}` expired without an answer, so the tool did not continue."
 )
-INTERRUPTED: Final = (
-    "{who}: the bot stopped while `{tool}` was running, so it may or may not have finished. "
-    "It was not run again; please check its effect and ask again if needed."
-)
+INTERRUPTED: Final = "{who}: {error}"
+"""A run a crash left half-done; ``{error}`` is the runtime's explanation."""
 NO_REQUESTER: Final = "Heads up"
 """Stands in for ``{who}`` when nobody is on record as having asked."""
 QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."

@@ -81,6 +81,20 @@ def card_data(ref: MessageRef, thread: ThreadKey) -> dict[str, Any]:
     return {"ref": ref, "thread": asdict(thread)}
 
 
+def run_metadata(thread: ThreadKey) -> dict[str, Any]:
+    """What the core keeps with a run: the thread it was asked in."""
+    return {"thread": asdict(thread)}
+
+
+def thread_of(metadata: dict[str, Any]) -> ThreadKey | None:
+    """The thread a run's (or a card's) data names, if any."""
+    data = metadata.get("thread")
+    try:
+        return ThreadKey(**data) if isinstance(data, dict) else None
+    except TypeError:
+        return None
+
+
 def card_ref(info: PendingInfo) -> MessageRef | None:
     """Where the call's card was posted, if the core attached it."""
     ref = (info.card or {}).get("ref")
@@ -89,11 +103,7 @@ def card_ref(info: PendingInfo) -> MessageRef | None:
 
 def card_thread(info: PendingInfo) -> ThreadKey | None:
     """The thread the call's card was posted in, if the core attached it."""
-    data = (info.card or {}).get("thread")
-    try:
-        return ThreadKey(**data) if isinstance(data, dict) else None
-    except TypeError:
-        return None
+    return thread_of(info.card or {})
 
 
 class ReplyBuffer:

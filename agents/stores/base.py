@@ -46,7 +46,8 @@ class Store(Protocol):
         Returns the saved copy with ``revision + 1``; raises ``StoreConflict``
         otherwise, changing nothing. Keeps two indexes current from the
         snapshot: root runs that wait for a person per thread
-        (``paused_runs``) and by earliest expiry (``runs_expiring``).
+        (``paused_runs``), by earliest expiry (``runs_expiring``), and with work
+        in flight (``runs_in_flight``).
         """
         ...
 
@@ -66,8 +67,11 @@ class Store(Protocol):
         """Ids of root runs with a waiting call that expires before ``before``."""
         ...
 
-    async def runs_executing(self) -> list[str]:
-        """Ids of root runs with a decided call whose outcome was never recorded."""
+    async def runs_in_flight(self) -> list[str]:
+        """Ids of root runs with work in flight (``RunSnapshot.in_flight``), oldest first.
+
+        What a restarted process must check: a crash leaves them in this state.
+        """
         ...
 
     async def load_history(self, thread_id: str) -> list[Message]:

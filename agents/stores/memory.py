@@ -69,10 +69,8 @@ class MemoryStore:
                 out.append(run.run_id)
         return out
 
-    async def runs_executing(self) -> list[str]:
-        return [
-            r.run_id for r in self._root_runs() if any(p.state == "executing" for p in r.pending)
-        ]
+    async def runs_in_flight(self) -> list[str]:
+        return [r.run_id for r in self._root_runs() if r.in_flight]
 
     async def load_history(self, thread_id: str) -> list[Message]:
         return list(self._history.get(thread_id, []))

@@ -30,9 +30,9 @@ from .base import StoreConflict
 # fails a health check quickly instead of hanging it.
 CONNECT_TIMEOUT = 5.0
 
-# KEYS: run hash, expiring index, executing index[, paused index of the thread].
+# KEYS: run hash, expiring index, in-flight index[, paused index of the thread].
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
-# root run, creation score, expiry score or '', '1' if a root run is executing,
+# root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # paused-index prefix (to drop the run from a thread it no longer belongs to).
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
 _SAVE_RUN = """
@@ -121,8 +121,8 @@ class RedisStore:
         run_id = saved.run_id
         waiting = saved.is_root and saved.status == "paused"
         expiry = saved.next_expiry() if waiting else None
-        executing = saved.is_root and any(p.state == "executing" for p in saved.pending)
-        keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.executing()]
+        in_flight = saved.is_root and saved.in_flight
+        keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.in_flight()]
         if saved.thread_id is not None:
             keys.append(self.keys.paused(saved.thread_id))
         args: list[str | int] = [
@@ -133,7 +133,7 @@ class RedisStore:
             "1" if waiting else "0",
             repr(saved.created_at.timestamp()),
             repr(expiry.timestamp()) if expiry is not None else "",
-            "1" if executing else "0",
+            "1" if in_flight else "0",
             self.keys.paused_prefix(),
         ]
         done, actual = await self._save(keys=keys, args=args)
@@ -162,9 +162,9 @@ class RedisStore:
         upper = f"({before.timestamp()!r}"
         return _strings(await self._redis.zrangebyscore(self.keys.expiring(), "-inf", upper))
 
-    async def runs_executing(self) -> list[str]:
+    async def runs_in_flight(self) -> list[str]:
         """Root runs with a claimed call whose outcome was never recorded, oldest first."""
-        return _strings(await self._redis.zrange(self.keys.executing(), 0, -1))
+        return _strings(await self._redis.zrange(self.keys.in_flight(), 0, -1))
 
     async def load_history(self, thread_id: str) -> list[Message]:
         """The thread's remembered conversation, oldest first."""

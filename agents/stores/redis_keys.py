@@ -30,9 +30,9 @@ PAUSED = "paused"
 # One sorted set of paused root runs scored by their earliest expiry, so the
 # expiry sweep reads only what is due.
 EXPIRING = "expiring"
-# Root runs with a claimed call whose outcome is unrecorded, scored by creation
-# time: what a restarted replica must recover. A sorted set for a stable order.
-EXECUTING = "executing"
+# Root runs with work in flight (a model turn, a tool, a decided call), scored
+# by creation time: what a restarted replica must recover. Sorted for a stable order.
+IN_FLIGHT = "in-flight"
 
 # List per thread of JSON messages, trimmed to the caller's window on append.
 # No TTL: thread memory lasts as long as the other stores keep it.
@@ -82,9 +82,9 @@ class RedisKeys:
         """The index of paused root runs by earliest expiry."""
         return f"{self.prefix}:{EXPIRING}"
 
-    def executing(self) -> str:
-        """The index of root runs with an unrecorded outcome."""
-        return f"{self.prefix}:{EXECUTING}"
+    def in_flight(self) -> str:
+        """The index of root runs with work in flight."""
+        return f"{self.prefix}:{IN_FLIGHT}"
 
     def history(self, thread_id: str) -> str:
         """A thread's remembered conversation."""

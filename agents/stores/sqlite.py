@@ -44,7 +44,7 @@ _SCHEMA = (
         status TEXT NOT NULL,
         is_root INTEGER NOT NULL,
         next_expiry REAL,
-        executing INTEGER NOT NULL,
+        in_flight INTEGER NOT NULL,
         created_at REAL NOT NULL,
         snapshot TEXT NOT NULL
     )""",
@@ -53,7 +53,7 @@ _SCHEMA = (
         WHERE is_root = 1 AND status = 'paused'""",
     """CREATE INDEX runs_paused_by_expiry ON runs (next_expiry)
         WHERE is_root = 1 AND status = 'paused'""",
-    "CREATE INDEX runs_executing ON runs (created_at) WHERE is_root = 1 AND executing = 1",
+    "CREATE INDEX runs_in_flight ON runs (created_at) WHERE is_root = 1 AND in_flight = 1",
     """CREATE TABLE history (
         seq INTEGER PRIMARY KEY,
         thread_id TEXT NOT NULL,
@@ -81,15 +81,15 @@ _SCHEMA = (
 )
 
 _RUN_COLUMNS = (
-    "run_id, revision, thread_id, status, is_root, next_expiry, executing, created_at, snapshot"
+    "run_id, revision, thread_id, status, is_root, next_expiry, in_flight, created_at, snapshot"
 )
 _INSERT_RUN = f"""INSERT INTO runs ({_RUN_COLUMNS})
-    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :next_expiry, :executing,
+    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :next_expiry, :in_flight,
             :created_at, :snapshot)
     ON CONFLICT (run_id) DO NOTHING"""
 _UPDATE_RUN = """UPDATE runs SET revision = :revision, thread_id = :thread_id,
         status = :status, is_root = :is_root, next_expiry = :next_expiry,
-        executing = :executing, created_at = :created_at, snapshot = :snapshot
+        in_flight = :in_flight, created_at = :created_at, snapshot = :snapshot
     WHERE run_id = :run_id AND revision = :expected"""
 _TAKE_LOCK = """INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?)
     ON CONFLICT (name) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
@@ -185,10 +185,10 @@ class SQLiteStore:
         )
         return [row[0] for row in rows]
 
-    async def runs_executing(self) -> list[str]:
+    async def runs_in_flight(self) -> list[str]:
         """Root runs with a claimed call whose outcome was never recorded, oldest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE is_root = 1 AND executing = 1
+            """SELECT run_id FROM runs WHERE is_root = 1 AND in_flight = 1
                 ORDER BY created_at, rowid""",
             (),
         )
@@ -369,7 +369,7 @@ def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
         "status": saved.status,
         "is_root": int(saved.is_root),
         "next_expiry": expiry.timestamp() if expiry is not None else None,
-        "executing": int(any(p.state == "executing" for p in saved.pending)),
+        "in_flight": int(saved.in_flight),
         "created_at": saved.created_at.timestamp(),
         "snapshot": dump_snapshot(saved),
     }

@@ -202,8 +202,6 @@ async def test_a_call_that_is_not_pending_is_a_typed_error_and_changes_nothing(
         await agent.approve_tool_call(run_id=output.run_id, tool_call_id=call_id)
     assert info.value.run_id == output.run_id
     assert info.value.tool_call_id == call_id
-    still = await agent.list_suspended_runs(thread_id="none")
-    assert still == []
     snap = await agent.get_run(output.run_id)
     assert snap.status == "paused"
     assert snap.pending[0].state == "pending"

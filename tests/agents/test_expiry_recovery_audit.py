@@ -88,7 +88,7 @@ async def test_a_crash_mid_tool_marks_a_non_idempotent_run_interrupted() -> None
     store = MemoryStore()
     ran = Counter()
     run_id = await crash_mid_tool(gated_agent(ran, store))
-    assert await store.runs_executing() == [run_id]
+    assert await store.runs_in_flight() == [run_id]
 
     restarted = gated_agent(ran, store)
     assert await restarted.recover_interrupted() == []  # too recent: another replica may run it
@@ -99,7 +99,7 @@ async def test_a_crash_mid_tool_marks_a_non_idempotent_run_interrupted() -> None
     assert snap.status == "interrupted"
     assert "may or may not have finished" in (snap.error or "")
     assert ran.count == 0
-    assert await store.runs_executing() == []
+    assert await store.runs_in_flight() == []
     assert [e.event for e in await store.list_audit(run_id=run_id)][-1] == "interrupted"
 
 

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agents import (
     Agent,
     MemoryStore,
     ResumeDataInvalidError,
+    Store,
     ToolCall,
     ToolCallApprovalChunk,
     ToolCallNotPendingError,
     ToolCallSuspendedChunk,
     ToolContext,
     ToolErrorChunk,
+    open_store,
     tool,
 )
-from agents.snapshot import load_snapshot
+from agents.snapshot import dump_snapshot, load_snapshot
 
 from .helpers import call_then_answer
 
@@ -42,7 +45,7 @@ def weather(ctx: ToolContext, city: str = "") -> dict[str, str]:
     return {"weather": f"{chosen}: sunny, 21°C"}
 
 
-def weather_agent(store: MemoryStore | None = None) -> Agent:
+def weather_agent(store: Store | None = None) -> Agent:
     return Agent(
         id="weather-agent",
         model=call_then_answer(ToolCall("weather", {}, id="w-1")),
@@ -95,6 +98,17 @@ async def test_approve_is_refused_for_a_suspension_and_resume_for_an_approval() 
     with pytest.raises(ToolCallNotPendingError, match="resume data"):
         await agent.approve_tool_call(run_id=output.run_id)
 
+    @tool(require_approval=True)
+    def wipe() -> str:
+        """Wipe."""
+        return "wiped"
+
+    gated = Agent(id="g", model=call_then_answer(ToolCall("wipe", {})), tools=[wipe])
+    waiting = await gated.generate("wipe")
+    with pytest.raises(ToolCallNotPendingError, match="waits for approval"):
+        await gated.resume_stream({"anything": 1}, run_id=waiting.run_id)
+    assert (await gated.get_run(waiting.run_id)).pending[0].state == "pending"
+
 
 async def test_an_approved_tool_may_still_suspend() -> None:
     @tool(require_approval=True, resume_schema=City)
@@ -127,18 +141,25 @@ async def test_an_invalid_suspend_payload_is_a_tool_error_naming_the_call() -> N
     assert (await stream.result()).finish_reason == "stop"
 
 
-async def test_the_snapshot_is_versioned_json_saved_before_the_chunk() -> None:
-    store = MemoryStore()
+async def test_the_snapshot_is_versioned_json_saved_before_the_chunk(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     agent = weather_agent(store)
     stream = await agent.stream("What's the weather like?")
+    seen = 0
     async for chunk in stream:
         if isinstance(chunk, ToolCallSuspendedChunk):
-            snap = await store.load_run(stream.run_id)
+            seen += 1
+            snap = await store.load_run(stream.run_id)  # read back from the file
             assert snap is not None
             assert snap.status == "paused"
-            data = json.loads(snap.model_dump_json())
+            data = json.loads(dump_snapshot(snap))
             assert data["version"] == 1
-            assert load_snapshot(snap.model_dump_json()).pending[0].tool_call_id == "w-1"
+            assert data["pending"][0]["tool_call_id"] == "w-1"
+            assert load_snapshot(dump_snapshot(snap)) == snap
+    assert seen == 1
+    with pytest.raises(ValidationError):
+        load_snapshot(json.dumps({**data, "version": 2}))
+    await store.close()
 
 
 async def test_cold_resume_of_a_suspension() -> None:

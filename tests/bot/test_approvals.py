@@ -6,8 +6,6 @@ import asyncio
 from dataclasses import asdict, replace
 from datetime import timedelta
 
-import pytest
-
 from agents import Agent, AgentOptions, MemoryStore, ToolCall, tool
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Notice, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
@@ -225,19 +223,21 @@ async def test_a_sub_agents_approval_surfaces_with_its_path_and_resumes_the_supe
     assert messenger.views(Reply)[-1].text.startswith("ops: ")
 
 
-async def test_the_policy_can_shorten_how_long_a_card_stays_decidable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_the_policys_expiry_is_the_runtimes_so_the_sweep_expires_the_card() -> None:
     policy = ApprovalPolicy.from_toml('[tools.restart_service]\nexpires_in = "30m"')
-    bot, _, card = await started(Counter(), policy)
+    bot, messenger, card = await started(Counter(), policy)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
-    assert card.expires_at == pending.created_at + timedelta(minutes=30)
-    assert pending.expires_at > card.expires_at  # the runtime alone would wait 24 h
-    monkeypatch.setattr("bot.core._now", lambda: card.expires_at + timedelta(seconds=1))
+    assert pending.expires_at == pending.created_at + timedelta(minutes=30)
+    assert card.expires_at == pending.expires_at
+    assert await bot.sweep_expired(now=pending.expires_at + timedelta(seconds=1)) == 1
+    await bot.drain()
+    ((_, _, updated),) = messenger.updates
+    assert isinstance(updated, ApprovalCard)
+    assert updated.status == "expired"
+    assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
     refused = await bot.on_click(click(card))
     assert not refused.accepted
     assert refused.message == "This request expired; nothing was run."
-    assert len(await bot.agent.list_suspended_runs(thread_id=THREAD.id)) == 1
 
 
 async def test_the_runtime_expiry_is_kept_when_the_policy_sets_none() -> None:

@@ -108,6 +108,6 @@ async def test_a_crash_mid_tool_is_reported_in_the_thread_after_a_restart() -> N
     assert await after.recover_interrupted() == 1
     await after.drain()
     (notice,) = messenger.views(Notice)
-    assert notice.text.startswith("U1: the bot stopped while `restart_service` was running")
+    assert notice.text.startswith("U1: The bot stopped while restart_service was running")
     assert ran.count == 0
     assert await after.recover_interrupted() == 0

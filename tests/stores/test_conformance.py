@@ -81,7 +81,7 @@ async def test_stale_revision_conflicts_and_changes_nothing(store: Store) -> Non
     assert caught.value.run_id == first.run_id
     assert await store.load_run(first.run_id) == second
     assert await store.paused_runs(THREAD) == [first.run_id]
-    assert await store.runs_executing() == [first.run_id]
+    assert await store.runs_in_flight() == [first.run_id]
 
 
 async def test_a_second_first_save_of_the_same_run_conflicts(store: Store) -> None:
@@ -204,7 +204,7 @@ async def test_a_decided_run_stops_expiring(store: Store) -> None:
     assert await store.runs_expiring(now + timedelta(hours=1)) == []
 
 
-async def test_runs_executing_lists_root_runs_with_an_unrecorded_outcome(store: Store) -> None:
+async def test_runs_in_flight_lists_root_runs_with_work_under_way(store: Store) -> None:
     start = utcnow() - timedelta(hours=1)
     older = await store.save_run(paused_run(created_at=start, state="executing"))
     newer = await store.save_run(
@@ -212,12 +212,16 @@ async def test_runs_executing_lists_root_runs_with_an_unrecorded_outcome(store: 
     )
     await store.save_run(paused_run(parent_run_id=older.run_id, state="executing"))
     await store.save_run(paused_run())
+    running = paused_run(created_at=start + timedelta(minutes=2))
+    running.status, running.pending = "running", []
+    running = await store.save_run(running)
 
-    assert await store.runs_executing() == [older.run_id, newer.run_id]
+    assert await store.runs_in_flight() == [older.run_id, newer.run_id, running.run_id]
 
     await store.save_run(finished(older))
+    await store.save_run(finished(running))
 
-    assert await store.runs_executing() == [newer.run_id]
+    assert await store.runs_in_flight() == [newer.run_id]
 
 
 # Thread memory

@@ -1,0 +1,512 @@
+"""The run loop: model turns, tool batches, pauses and delegation to sub-agents.
+
+All state that must survive a restart is in the snapshot, saved with a
+compare-and-set on its revision. Decisions on paused runs live in ``_engine``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from .chunks import (
+    Chunk,
+    ErrorChunk,
+    TextDeltaChunk,
+    ToolCallChunk,
+    ToolErrorChunk,
+    ToolResultChunk,
+)
+from .errors import (
+    RunNotFoundError,
+    validation_messages,
+)
+from .messages import Message, TextPart, ToolCallPart, ToolResultPart
+from .models.base import ModelError, ModelFinish, ModelRequest, TextDelta, ToolCallEvent
+from .snapshot import AuditEntry, Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .stores.base import Store
+from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+log = logging.getLogger(__name__)
+
+DECLINED_TEXT = "Tool call was not approved by the user"
+EXPIRED_TEXT = "The approval request expired before anyone decided; the tool did not run."
+INTERRUPTED_TEXT = (
+    "The bot stopped while {tool} was running, so it may or may not have finished. "
+    "It was not run again because it is not marked idempotent; please check and ask again."
+)
+DELEGATION_PREFIX = "agent-"
+
+CallPredicate = Callable[[str, dict[str, Any]], Any]
+"""Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
+
+
+@dataclass
+class _Outcome:
+    """What one tool call came to: a result for the model, or calls left waiting."""
+
+    result: ToolResultPart | None = None
+    pending: list[PendingCall] | None = None
+
+
+class DelegationInput(BaseModel):
+    """The input of an ``agent-<key>`` tool: the task handed to the sub-agent."""
+
+    task: str
+
+
+def lock_name(root_run_id: str) -> str:
+    """The store lock that serializes decisions on one run tree."""
+    return f"run:{root_run_id}"
+
+
+class RunLoop:
+    """Drives the runs of one agent tree over one store: model turns and tool batches."""
+
+    def __init__(self, root: Agent, store: Store) -> None:
+        self.root = root
+        self.store = store
+        self._predicates: dict[str, CallPredicate] = {}
+        self.expiry: Callable[[str], timedelta | None] | None = None
+        """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
+
+    # -- lookups --------------------------------------------------------------
+
+    def agent_at(self, path: Sequence[str]) -> Agent:
+        """The agent a snapshot's ``agent_path`` names, from the top."""
+        agent = self.root
+        for key in path[1:]:
+            agent = agent.agents[key]
+        return agent
+
+    def register_predicate(self, root_run_id: str, predicate: CallPredicate) -> None:
+        """Keep a per-call approval predicate for a run (in this process only)."""
+        self._predicates[root_run_id] = predicate
+
+    async def load(self, run_id: str) -> RunSnapshot:
+        """A run's snapshot, or ``RunNotFoundError``."""
+        snap = await self.store.load_run(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        return snap
+
+    async def _save(self, snap: RunSnapshot) -> None:
+        saved = await self.store.save_run(snap)
+        snap.revision = saved.revision
+        snap.updated_at = saved.updated_at
+
+    # -- the model loop -------------------------------------------------------
+
+    async def _drive(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
+        """Continue a running run: model turns and tool batches until done or paused."""
+        agent = self.agent_at(snap.agent_path)
+        path = tuple(snap.agent_path)
+        try:
+            self._close_batch(snap)
+            while True:
+                if snap.steps >= snap.options.max_steps:
+                    snap.status, snap.finish_reason = "finished", "max_steps"
+                    break
+                snap.steps += 1
+                calls: list[ToolCallPart] = []
+                text = ""
+                stop = "end_turn"
+                request = ModelRequest(
+                    system=agent.instructions,
+                    messages=list(snap.messages),
+                    tools=agent.tool_specs(),
+                    agent_id=agent.id,
+                )
+                async for event in agent.model.stream(request):
+                    if isinstance(event, TextDelta):
+                        text += event.text
+                        yield TextDeltaChunk(run_id=snap.run_id, agent_path=path, text=event.text)
+                    elif isinstance(event, ToolCallEvent):
+                        calls.append(event.call)
+                    elif isinstance(event, ModelFinish):
+                        stop = event.stop_reason
+                        snap.usage = snap.usage + event.usage
+                parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+                snap.messages.append(Message(role="assistant", parts=[*parts, *calls]))
+                snap.text += text
+                if not calls:
+                    snap.status = "finished"
+                    snap.finish_reason = _finish_reason(stop)
+                    break
+                snap.batch = calls
+                snap.tool_calls.extend(calls)
+                for call in calls:
+                    yield ToolCallChunk(
+                        run_id=snap.run_id,
+                        agent_path=path,
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        args=call.args,
+                    )
+                outcomes: dict[str, _Outcome] = {}
+                async for chunk in self._run_batch(agent, snap, calls, outcomes):
+                    yield chunk
+                for call in calls:
+                    outcome = outcomes[call.tool_call_id]
+                    if outcome.result is not None:
+                        snap.results[call.tool_call_id] = outcome.result
+                    else:
+                        snap.pending.extend(outcome.pending or [])
+                if snap.pending:
+                    snap.status = "paused"
+                    break
+                self._close_batch(snap)
+        except ModelError as exc:
+            log.warning("run %s: model error: %s", snap.run_id, exc)
+            snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message
+            yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=exc.user_message)
+        except Exception:
+            log.exception("run %s failed", snap.run_id)
+            message = (
+                "Something went wrong while working on this; the details are in the bot's log."
+            )
+            snap.status, snap.finish_reason, snap.error = "failed", "error", message
+            yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=message)
+        await self._save(snap)
+        if snap.is_root and snap.status != "paused":
+            self._predicates.pop(snap.run_id, None)
+        if snap.is_root and snap.thread_id and snap.status in ("finished", "failed"):
+            await self.store.append_history(
+                snap.thread_id,
+                snap.messages[snap.history_len :],
+                window=agent.default_options.history_window,
+            )
+
+    def _close_batch(self, snap: RunSnapshot) -> None:
+        """Send a fully resolved batch's results to the model, in call order."""
+        if not snap.batch:
+            return
+        results = [snap.results[c.tool_call_id] for c in snap.batch]
+        snap.messages.append(Message(role="user", parts=list(results)))
+        snap.tool_results.extend(results)
+        snap.batch, snap.results = [], {}
+
+    # -- tool batches ---------------------------------------------------------
+
+    async def _run_batch(
+        self,
+        agent: Agent,
+        snap: RunSnapshot,
+        calls: list[ToolCallPart],
+        outcomes: dict[str, _Outcome],
+    ) -> AsyncIterator[Chunk]:
+        """Gate every call, then run the ungated ones concurrently."""
+        runs: list[AsyncIterator[Chunk]] = []
+        for call in calls:
+            tool = agent.tool(call.tool_name)
+            if tool is None:
+                error = f"Unknown tool {call.tool_name!r}."
+                outcomes[call.tool_call_id] = _error(call, error)
+                yield _error_chunk(snap, call, error)
+                continue
+            try:
+                args = tool.validate_args(call.args)
+            except ValidationError as exc:
+                error = "Invalid arguments: " + "; ".join(validation_messages(exc))
+                outcomes[call.tool_call_id] = _error(call, error)
+                yield _error_chunk(snap, call, error)
+                continue
+            if await self._needs_approval(snap, tool, args, call):
+                outcomes[call.tool_call_id] = _Outcome(
+                    pending=[self._pending(snap, tool, call, "approval")]
+                )
+                continue
+            runs.append(self._execute(agent, snap, call, tool, args, outcomes))
+        async for chunk in _merge(runs):
+            yield chunk
+
+    async def _needs_approval(
+        self, snap: RunSnapshot, tool: Tool, args: BaseModel, call: ToolCallPart
+    ) -> bool:
+        if tool.delegate_to is not None:  # the sub-agent's own tools are gated instead
+            return False
+        if await tool.needs_approval(args, self._context(snap, call)):
+            return True
+        option = snap.options.require_tool_approval
+        if option != "predicate":
+            return bool(option)
+        predicate = self._predicates.get(snap.root_run_id)
+        if predicate is None:  # cold resume: the predicate did not survive; fail closed
+            return True
+        try:
+            verdict = predicate(call.tool_name, call.args)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            return bool(verdict)
+        except Exception:
+            return True
+
+    def _context(
+        self,
+        snap: RunSnapshot,
+        call: ToolCallPart,
+        *,
+        approved: bool = False,
+        resume_data: Any = None,
+    ) -> ToolContext:
+        return ToolContext(
+            run_id=snap.run_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            thread_id=snap.thread_id,
+            resource_id=snap.resource_id,
+            agent_path=tuple(snap.agent_path),
+            approved=approved,
+            resume_data=resume_data,
+        )
+
+    def _pending(
+        self,
+        snap: RunSnapshot,
+        tool: Tool,
+        call: ToolCallPart,
+        kind: str,
+        suspend_payload: Any = None,
+        *,
+        approved: bool = False,
+        resume_data: Any = None,
+    ) -> PendingCall:
+        agent = self.agent_at(snap.agent_path)
+        now = utcnow()
+        ttl = (
+            (self.expiry(tool.name) if self.expiry else None)
+            or tool.expires_in
+            or agent.default_options.approval_ttl
+        )
+        # An approval that waits on resume data shows that data with the arguments,
+        # so the approver sees exactly what will run.
+        shown = {**call.args, **resume_data} if isinstance(resume_data, dict) else call.args
+        return PendingCall(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=shown,
+            kind="approval" if kind == "approval" else "suspension",
+            agent_path=list(snap.agent_path),
+            suspend_payload=suspend_payload,
+            resume_schema=(tool.resume_schema.model_json_schema() if tool.resume_schema else None),
+            created_at=now,
+            expires_at=now + ttl,
+            requester=snap.resource_id,
+            idempotent=tool.idempotent,
+            approved=approved,
+            resume_data=resume_data,
+        )
+
+    async def _execute(
+        self,
+        agent: Agent,
+        snap: RunSnapshot,
+        call: ToolCallPart,
+        tool: Tool,
+        args: BaseModel,
+        outcomes: dict[str, _Outcome],
+        *,
+        approved: bool = False,
+        resume_data: Any = None,
+    ) -> AsyncIterator[Chunk]:
+        """Run one tool call (or delegation); record its outcome in ``outcomes``."""
+        if tool.delegate_to is not None:
+            async for chunk in self._delegate(agent, snap, call, tool.delegate_to, args, outcomes):
+                yield chunk
+            return
+        ctx = self._context(snap, call, approved=approved, resume_data=resume_data)
+        try:
+            value = await tool.invoke(args, ctx)
+        except ToolSuspended as suspended:
+            outcomes[call.tool_call_id] = _Outcome(
+                pending=[
+                    self._pending(
+                        snap, tool, call, "suspension", suspended.payload, approved=approved
+                    )
+                ]
+            )
+            return
+        except Exception as exc:
+            log.info("tool %s failed: %r", call.tool_name, exc)
+            error = f"Tool {call.tool_name} failed: {exc}"
+            outcomes[call.tool_call_id] = _error(call, error)
+            yield _error_chunk(snap, call, error)
+            return
+        outcomes[call.tool_call_id] = _Outcome(
+            result=ToolResultPart(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                content=render_result(value),
+            )
+        )
+        yield ToolResultChunk(
+            run_id=snap.run_id,
+            agent_path=tuple(snap.agent_path),
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            result=jsonable(value),
+        )
+
+    async def _delegate(
+        self,
+        agent: Agent,
+        snap: RunSnapshot,
+        call: ToolCallPart,
+        key: str,
+        args: BaseModel,
+        outcomes: dict[str, _Outcome],
+    ) -> AsyncIterator[Chunk]:
+        """Hand a task to a sub-agent in a child run, streaming its chunks through."""
+        assert isinstance(args, DelegationInput)
+        sub = agent.agents[key]
+        child = RunSnapshot(
+            run_id=new_run_id(),
+            agent_id=sub.id,
+            agent_path=[*snap.agent_path, key],
+            root_run_id=snap.root_run_id,
+            parent_run_id=snap.run_id,
+            parent_call_id=call.tool_call_id,
+            thread_id=snap.thread_id,
+            resource_id=snap.resource_id,
+            options=snap.options.model_copy(update={"max_steps": sub.default_options.max_steps}),
+            messages=[Message.user(args.task)],
+        )
+        await self._save(child)
+        async for chunk in self._drive(child):
+            yield chunk
+        outcomes[call.tool_call_id] = self._child_outcome(child, call.tool_call_id)
+        if outcomes[call.tool_call_id].result is not None:
+            yield ToolResultChunk(
+                run_id=snap.run_id,
+                agent_path=tuple(snap.agent_path),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                result=child.text,
+            )
+
+    def _child_outcome(self, child: RunSnapshot, via_call_id: str) -> _Outcome:
+        """A child run as seen by its parent: its answer, its waiting calls, or (while
+        another process drives it) neither."""
+        if child.status == "running":
+            return _Outcome()
+        if child.status == "paused":
+            return _Outcome(
+                pending=[
+                    call.model_copy(
+                        update={"via_call_id": via_call_id, "child_run_id": child.run_id}
+                    )
+                    for call in child.pending
+                ]
+            )
+        tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
+        if child.status in ("failed", "interrupted"):
+            content = f"The {child.agent_path[-1]} agent failed: {child.error}"
+            return _Outcome(
+                result=ToolResultPart(
+                    tool_call_id=via_call_id, tool_name=tool_name, content=content, is_error=True
+                )
+            )
+        return _Outcome(
+            result=ToolResultPart(
+                tool_call_id=via_call_id,
+                tool_name=tool_name,
+                content=child.text or "(the agent finished without an answer)",
+            )
+        )
+
+    # -- audit ----------------------------------------------------------------
+
+    async def _audit(
+        self,
+        top: RunSnapshot,
+        call: PendingCall,
+        event: Any,
+        decision: Decision | None = None,
+    ) -> None:
+        await self.store.append_audit(
+            AuditEntry(
+                event=event,
+                run_id=top.run_id,
+                thread_id=top.thread_id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=call.args,
+                kind=call.kind,
+                requester=call.requester,
+                actor=decision.decided_by if decision else None,
+                reason=decision.reason if decision else None,
+            )
+        )
+
+
+def _finish_reason(stop: str) -> FinishReason:
+    return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
+
+
+def _error(call: ToolCallPart, text: str) -> _Outcome:
+    return _Outcome(
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, content=text, is_error=True
+        )
+    )
+
+
+def _error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
+    return ToolErrorChunk(
+        run_id=snap.run_id,
+        agent_path=tuple(snap.agent_path),
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        error=text,
+    )
+
+
+def new_run_id() -> str:
+    """A fresh, globally unique run id."""
+    return f"run_{uuid.uuid4().hex}"
+
+
+async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
+    """Interleave several chunk sources running concurrently, in arrival order."""
+    if len(sources) == 1:
+        async for chunk in sources[0]:
+            yield chunk
+        return
+    if not sources:
+        return
+    queue: asyncio.Queue[Chunk | None] = asyncio.Queue()
+
+    async def pump(source: AsyncIterator[Chunk]) -> None:
+        try:
+            async for chunk in source:
+                await queue.put(chunk)
+        finally:
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(pump(s)) for s in sources]
+    remaining = len(tasks)
+    try:
+        while remaining:
+            item = await queue.get()
+            if item is None:
+                remaining -= 1
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result

@@ -1,0 +1,295 @@
+"""Crashes at awkward moments: every run left in flight is found and settled once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+
+from agents import (
+    Agent,
+    AgentOptions,
+    FunctionModel,
+    MemoryStore,
+    Message,
+    ModelResponse,
+    RunNotFoundError,
+    ToolCall,
+    ToolCallApprovalChunk,
+    tool,
+)
+from agents.models.base import ModelRequest
+
+from .helpers import Counter, call_then_answer, last_results
+
+
+class Gate:
+    """Lets a test hold a model call open, then 'crash' the process mid-turn."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+def gated_model(gate: Gate, calls: list[ToolCall]) -> FunctionModel:
+    """Asks for ``calls``; after their results, blocks on ``gate`` before answering."""
+
+    async def handler(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        if not last_results(messages):
+            return ModelResponse(tool_calls=calls)
+        gate.reached.set()
+        await gate.release.wait()
+        return ModelResponse(text="done")
+
+    return FunctionModel(handler)
+
+
+async def crash_while(stream_task: asyncio.Task[object], gate: Gate) -> None:
+    """Wait until the model is mid-turn, then kill the work as a crash would."""
+    await asyncio.wait_for(gate.reached.wait(), timeout=5)
+    stream_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stream_task
+
+
+async def test_a_crash_during_the_model_turn_after_an_approval_is_found_and_interrupted() -> None:
+    store = MemoryStore()
+    ran = Counter()
+
+    @tool(require_approval=True)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        ran(to=to)
+        return "sent"
+
+    def build(gate: Gate) -> Agent:
+        model = gated_model(gate, [ToolCall("send_email", {"to": "a@b.c"}, id="mail")])
+        return Agent(id="mailer", model=model, tools=[send_email], store=store)
+
+    gate = Gate()
+    agent = build(gate)
+    paused = await agent.generate("mail", thread_id="t", metadata={"where": "here"})
+    stream = await agent.approve_tool_call(run_id=paused.run_id)
+    await crash_while(asyncio.create_task(stream.result()), gate)
+    assert (await store.load_run(paused.run_id)).status == "running"  # type: ignore[union-attr]
+    assert await store.runs_in_flight() == [paused.run_id]
+
+    restarted = build(Gate())
+    (found,) = await restarted.recover_interrupted(older_than=timedelta(0))
+    assert found.stream is None
+    assert found.metadata == {"where": "here"}
+    assert found.thread_id == "t"
+    assert "may not have happened" in (found.error or "") or "may or may not" in (found.error or "")
+    assert (await store.load_run(paused.run_id)).status == "interrupted"  # type: ignore[union-attr]
+    assert ran.count == 1
+    assert await restarted.recover_interrupted(older_than=timedelta(0)) == []
+
+
+async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None:
+    store = MemoryStore()
+    gate = Gate()
+
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    agent = Agent(
+        id="a", model=gated_model(gate, [ToolCall("noop", {})]), tools=[noop], store=store
+    )
+    task = asyncio.create_task(agent.generate("go"))
+    await crash_while(task, gate)  # type: ignore[arg-type]
+    assert await agent.recover_interrupted() == []  # the default waits 15 minutes
+    assert len(await agent.recover_interrupted(older_than=timedelta(0))) == 1
+
+
+def two_restarts_under_a_supervisor(ran: Counter, gate: Gate, store: MemoryStore) -> Agent:
+    @tool(require_approval=True)
+    async def restart(name: str) -> str:
+        """Restart a service."""
+        ran(name=name)
+        return f"restarted {name}"
+
+    sub = Agent(
+        id="ops",
+        model=gated_model(
+            gate,
+            [
+                ToolCall("restart", {"name": "api"}, id="r-api"),
+                ToolCall("restart", {"name": "web"}, id="r-web"),
+            ],
+        ),
+        tools=[restart],
+    )
+    return Agent(
+        id="sup",
+        model=call_then_answer(ToolCall("agent-ops", {"task": "restart both"}, id="d")),
+        agents={"ops": sub},
+        store=store,
+    )
+
+
+async def test_a_crash_while_a_sub_agent_continues_is_found_after_both_decisions() -> None:
+    store = MemoryStore()
+    ran = Counter()
+    gate = Gate()
+    sup = two_restarts_under_a_supervisor(ran, gate, store)
+    paused = await sup.generate("restart both", thread_id="t")
+    await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="r-api")
+    last = await sup.approve_tool_call(run_id=paused.run_id, tool_call_id="r-web")
+    await crash_while(asyncio.create_task(last.result()), gate)
+
+    # The top waits on its sub-agent: nothing to decide, but work is in flight.
+    assert (await sup.get_run(paused.run_id)).status == "paused"
+    assert await sup.list_suspended_runs(thread_id="t") == []
+    assert await store.runs_in_flight() == [paused.run_id]
+    (found,) = await two_restarts_under_a_supervisor(ran, Gate(), store).recover_interrupted(
+        older_than=timedelta(0)
+    )
+    assert found.stream is None
+    assert sorted(c["name"] for c in ran.calls) == ["api", "web"]
+
+
+async def test_a_nested_idempotent_call_already_recorded_below_is_not_run_again() -> None:
+    store = MemoryStore()
+    ran = Counter()
+
+    @tool(require_approval=True, idempotent=True)
+    def restart(name: str) -> str:
+        """Restart a service."""
+        ran(name=name)
+        return "restarted"
+
+    def build(gate: Gate) -> Agent:
+        sub = Agent(
+            id="ops",
+            model=gated_model(gate, [ToolCall("restart", {"name": "api"}, id="r")]),
+            tools=[restart],
+        )
+        return Agent(
+            id="sup",
+            model=call_then_answer(ToolCall("agent-ops", {"task": "restart"})),
+            agents={"ops": sub},
+            store=store,
+        )
+
+    gate = Gate()
+    sup = build(gate)
+    paused = await sup.generate("restart")
+    stream = await sup.approve_tool_call(run_id=paused.run_id)
+    await crash_while(asyncio.create_task(stream.result()), gate)
+    (found,) = await build(Gate()).recover_interrupted(older_than=timedelta(0))
+    assert found.stream is None  # the tool's outcome was recorded: only the model turn was lost
+    assert found.error is not None
+    assert ran.count == 1
+
+
+async def test_a_claimed_decline_is_finished_after_a_crash_not_reported_as_maybe_run() -> None:
+    store = MemoryStore()
+    ran = Counter()
+
+    @tool(require_approval=True)
+    def wipe() -> str:
+        """Wipe."""
+        ran()
+        return "wiped"
+
+    def build() -> Agent:
+        return Agent(
+            id="w",
+            model=call_then_answer(ToolCall("wipe", {}, id="w-1")),
+            tools=[wipe],
+            store=store,
+        )
+
+    paused = await build().generate("wipe")
+    await build().decline_tool_call(run_id=paused.run_id, reason="no")  # then the process dies
+    (found,) = await build().recover_interrupted(older_than=timedelta(0))
+    assert found.stream is not None
+    final = await found.stream.result()
+    assert final.finish_reason == "stop"
+    assert "not approved" in final.text
+    assert ran.count == 0
+
+
+async def test_deciding_one_call_keeps_the_card_of_its_sibling() -> None:
+    store = MemoryStore()
+    sup = two_restarts_under_a_supervisor(Counter(), Gate(), store)
+    paused = await sup.generate("restart both")
+    for call_id in ("r-api", "r-web"):
+        await sup.attach_card(run_id=paused.run_id, tool_call_id=call_id, card={"ref": call_id})
+    await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="r-api")
+    (left,) = (await sup.get_run(paused.run_id)).pending
+    assert left.tool_call_id == "r-web"
+    assert left.card == {"ref": "r-web"}
+
+
+async def test_requests_are_audited_even_when_the_reader_stops_at_the_first_card() -> None:
+    store = MemoryStore()
+
+    @tool(require_approval=True)
+    def wipe(target: str) -> str:
+        """Wipe."""
+        return "wiped"
+
+    agent = Agent(
+        id="w",
+        model=call_then_answer(
+            ToolCall("wipe", {"target": "a"}, id="c1"), ToolCall("wipe", {"target": "b"}, id="c2")
+        ),
+        tools=[wipe],
+        store=store,
+    )
+    stream = await agent.stream("wipe both")
+    async for chunk in stream:
+        if isinstance(chunk, ToolCallApprovalChunk):
+            break
+    audit = await store.list_audit(run_id=stream.run_id)
+    assert sorted(e.tool_call_id for e in audit if e.event == "requested") == ["c1", "c2"]
+
+
+async def test_a_sync_tool_does_not_block_the_event_loop() -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    @tool
+    def slow() -> str:
+        """Blocks for a while, as file or network work would."""
+        time.sleep(0.3)
+        return "ok"
+
+    agent = Agent(id="s", model=call_then_answer(ToolCall("slow", {})), tools=[slow])
+    task = asyncio.create_task(ticker())
+    await agent.generate("go")
+    task.cancel()
+    assert ticks >= 10
+
+
+async def test_a_tool_named_like_a_delegation_is_an_ordinary_tool() -> None:
+    ran = Counter()
+
+    @tool(name="agent-delete", require_approval=True)
+    def delete() -> str:
+        """Delete the agent."""
+        ran()
+        return "deleted"
+
+    agent = Agent(id="a", model=call_then_answer(ToolCall("agent-delete", {})), tools=[delete])
+    assert (await agent.generate("delete")).finish_reason == "suspended"
+    assert ran.count == 0
+    with pytest.raises(ValueError, match="clashes"):
+        Agent(id="b", model=agent.model, tools=[delete], agents={"delete": agent})
+
+
+async def test_errors_about_a_run_name_the_call_too() -> None:
+    agent = Agent(id="a", model=call_then_answer(), default_options=AgentOptions())
+    with pytest.raises(RunNotFoundError, match="tool call 'c-9'") as info:
+        await agent.approve_tool_call(run_id="run_x", tool_call_id="c-9")
+    assert info.value.tool_call_id == "c-9"
