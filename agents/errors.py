@@ -103,5 +103,11 @@ def validation_messages(exc: Exception) -> list[str]:
     out = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "input"
-        out.append(f"{where}: {err['msg']}")
+        # Pydantic's text for a pattern quotes the regex, which means nothing to people.
+        message = (
+            "is not in the expected format"
+            if err["type"] == "string_pattern_mismatch"
+            else err["msg"]
+        )
+        out.append(f"{where}: {message}")
     return out

@@ -279,8 +279,19 @@ class ChatBot:
             log.exception("click on %s/%s failed", click.run_id, click.tool_call_id)
             return ClickResult(accepted=False, message=messages.CLICK_UNAVAILABLE)
 
-    async def _decide(self, click: Click) -> ClickResult:
-        messenger = self.messenger(click.thread.platform)
+    async def check_click(self, click: Click) -> str | None:
+        """Why this click would be refused, or ``None``; changes nothing.
+
+        For adapters that ask for more before deciding (Slack's reason dialog):
+        a refusal is better said before someone types a reason.
+        """
+        _, refusal = await self._check(click)
+        return refusal[0] if refusal else None
+
+    async def _check(
+        self, click: Click
+    ) -> tuple[PendingInfo | None, tuple[str, DecisionOutcome] | None]:
+        """The waiting call a click is about, or why it is refused (and how to count it)."""
         waiting = await self.agent.list_suspended_runs(thread_id=click.thread.id)
         call = next(
             (
@@ -291,16 +302,24 @@ class ChatBot:
             None,
         )
         if call is None:
-            return self._refuse(await self._why_not_pending(click), outcome="stale")
+            return None, (await self._why_not_pending(click), "stale")
         if call.kind != "approval":
-            return self._refuse(messages.CLICK_NOT_AN_APPROVAL, outcome="stale")
+            return None, (messages.CLICK_NOT_AN_APPROVAL, "stale")
         if call.expires_at <= _now():
-            return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
+            return None, (messages.CLICK_EXPIRED, "stale")
         refusal = self.policy.check(
             call.tool_name, call.requester, click.user_id, action=click.action
         )
         if refusal is not None:
-            return self._refuse(refusal, outcome="refused")
+            return None, (refusal, "refused")
+        return call, None
+
+    async def _decide(self, click: Click) -> ClickResult:
+        messenger = self.messenger(click.thread.platform)
+        call, refusal = await self._check(click)
+        if call is None:
+            assert refusal is not None
+            return self._refuse(refusal[0], outcome=refusal[1])
         reason = (click.reason or "").strip() or None
         try:
             if click.action == "approve":

@@ -49,7 +49,7 @@ from .convert import (
     to_incoming,
 )
 from .messenger import SlackMessenger
-from .wire import APPROVE_ACTION, DECLINE_ACTION, DECLINE_VIEW, PayloadError
+from .wire import APPROVE_ACTION, DECLINE_ACTION, DECLINE_VIEW, DeclineMetadata, PayloadError
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +184,20 @@ class SlackAdapter:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ActionIn):
             metadata = decline_metadata(inbound, workspace=_workspace(context))
-            view = decline_modal(metadata)
-            # trigger_id is valid for 3 s: open the modal right away.
+            click = to_click(inbound, workspace=_workspace(context))
             self._spawn(
-                self.client.views_open(trigger_id=inbound.trigger_id, view=view),
-                f"slack-decline-modal:{metadata.run}",
+                self._ask_reason(click, metadata, inbound.trigger_id),
+                f"slack-decline:{metadata.run}",
             )
+
+    async def _ask_reason(self, click: Click, metadata: DeclineMetadata, trigger_id: str) -> None:
+        """Open the reason dialog, unless the decline would be refused anyway."""
+        refusal = await self.bot.check_click(click)
+        if refusal is not None:
+            await self.messenger.tell(click.thread, click.user_id, refusal)
+            return
+        # trigger_id is valid for 3 s: the check above reads the store only.
+        await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()  # closes the modal

@@ -18,6 +18,10 @@ from .convert import message_ref
 log = logging.getLogger(__name__)
 
 _REFUSED_STATUS_CACHE = 10_000
+_STATUS_NOT_ALLOWED = frozenset(
+    {"not_allowed", "missing_scope", "not_allowed_token_type", "unknown_method", "no_permission"}
+)
+"""Refusals that mean "never in this channel", as opposed to a passing error."""
 
 
 class SlackMessenger:
@@ -71,7 +75,10 @@ class SlackMessenger:
                 channel_id=thread.channel, thread_ts=thread.root, status=status or ""
             )
         except SlackApiError as exc:
-            log.debug("Slack refused a status in %s: %s", thread.channel, exc.response.get("error"))
+            error = exc.response.get("error")
+            log.debug("Slack refused a status in %s: %s", thread.channel, error)
+            if error not in _STATUS_NOT_ALLOWED:
+                return  # a passing refusal (rate limit, a bad thread): try again next time
             self._no_status[thread.channel] = None
             if len(self._no_status) > _REFUSED_STATUS_CACHE:
                 self._no_status.popitem(last=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import pytest
 from pydantic import Field
 
 from agents import Agent, ToolCall, ToolErrorChunk, tool
@@ -76,3 +77,16 @@ async def test_annotated_constraints_in_a_signature_are_enforced() -> None:
     result = await agent.generate("pay")
     assert result.tool_results[0].is_error
     assert "amount:" in result.tool_results[0].content
+
+
+async def test_a_pattern_error_does_not_show_the_regex() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from agents.errors import validation_messages
+
+    class Version(BaseModel):
+        version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+
+    with pytest.raises(ValidationError) as info:
+        Version(version="soon")
+    assert validation_messages(info.value) == ["version: is not in the expected format"]

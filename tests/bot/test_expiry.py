@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from agents import MemoryStore
@@ -82,11 +83,23 @@ async def test_each_expired_run_is_swept_once_across_two_bots_on_one_store() -> 
     assert counts == [1, 0]
 
 
-async def test_the_sweeper_runs_until_the_bot_closes() -> None:
-    bot = ChatBot(restart_agent(Counter()))
-    bot.start_sweeper(3600)
-    assert bot._sweeper is not None
-    assert not bot._sweeper.done()
+async def test_the_sweeper_expires_cards_on_its_own_until_the_bot_closes() -> None:
+    from bot import ApprovalPolicy
+
+    policy = ApprovalPolicy.from_toml("[default]\nexpires_in = 0.2")
+    bot = ChatBot(restart_agent(Counter()), policy=policy)
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart the api"))
+    await bot.drain()
+    bot.start_sweeper(0.05)
+    deadline = asyncio.get_running_loop().time() + 5
+    while not messenger.updates:
+        assert asyncio.get_running_loop().time() < deadline, "the sweeper never expired the card"
+        await asyncio.sleep(0.02)
+    ((_, _, updated),) = messenger.updates
+    assert isinstance(updated, ApprovalCard)
+    assert updated.status == "expired"
     await bot.aclose()
     assert bot._sweeper is None
 

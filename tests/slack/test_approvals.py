@@ -130,6 +130,22 @@ async def test_an_unauthorized_click_is_told_privately_and_changes_nothing(
     assert "not one of the approvers" in ephemeral.args["text"]
 
 
+async def test_decline_by_someone_not_allowed_is_refused_before_the_reason_dialog(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    policy = ApprovalPolicy.from_toml('[tools.deploy]\napprovers = ["U0LEAD001"]\n')
+    bot = await serve(build_agent(store, ran), policy=policy)
+    card = await ask_for_deploy(bot, slack)
+    assert await bot.press(card, DECLINE_ACTION, user=BOB) == 200
+    await bot.idle()
+
+    assert slack.of("views.open") == []
+    (ephemeral,) = slack.of("chat.postEphemeral")
+    assert ephemeral.args["user"] == BOB
+    assert "not one of the approvers" in ephemeral.args["text"]
+    assert has_buttons(card)
+
+
 async def test_an_expired_card_says_so_tells_the_requester_and_refuses_clicks(
     bot: BotServer, slack: FakeSlack, ran: Ran
 ) -> None:
