@@ -34,7 +34,16 @@ SWEEP_INTERVAL = 30.0
 
 
 def build_model(settings: Settings) -> Model:
-    """The demo model when asked for (or without an Anthropic key), else Claude."""
+    """The demo model when asked for (or without an Anthropic key), else Claude.
+
+    Claude is built by ``AnthropicModel.from_env`` from the validated settings
+    (``BOT_MODEL``, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``,
+    ``ANTHROPIC_MAX_RETRIES``, ``ANTHROPIC_TIMEOUT``).
+
+    Raises:
+        SettingsError: The Anthropic client cannot be built (say, a broken
+            credential configuration of the SDK).
+    """
     if settings.use_demo_model:
         if settings.bot_model not in (None, DEMO_MODEL):
             log.warning(
@@ -45,14 +54,18 @@ def build_model(settings: Settings) -> Model:
 
         return DemoModel()
     from agents.models.anthropic import AnthropicModel
+    from agents.models.base import ModelError
 
-    options: dict[str, Any] = {
-        "api_key": settings.anthropic_api_key,
-        "base_url": settings.anthropic_base_url,
-    }
-    if settings.bot_model:
-        options["model_name"] = settings.bot_model
-    return AnthropicModel(**options)
+    try:
+        return AnthropicModel.from_env(
+            settings.bot_model,
+            api_key=settings.anthropic_api_key,
+            base_url=settings.anthropic_base_url,
+            max_retries=settings.anthropic_max_retries,
+            timeout=settings.anthropic_timeout,
+        )
+    except (ValueError, ModelError) as exc:
+        raise SettingsError([str(exc)]) from exc
 
 
 async def load_agent(ref: str, model: Model, store: Store) -> Agent:

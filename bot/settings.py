@@ -58,6 +58,9 @@ class Settings(BaseSettings):
 
     anthropic_api_key: str | None = Field(default=None, repr=False)
     anthropic_base_url: str | None = None
+    # Unset means AnthropicModel's defaults (4 retries, 60 s); see AnthropicModel.from_env.
+    anthropic_max_retries: int | None = Field(default=None, ge=0)
+    anthropic_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     bot_model: str | None = None
     bot_agent: str = DEFAULT_AGENT
 

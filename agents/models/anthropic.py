@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import anthropic
 import httpx2
@@ -49,6 +50,8 @@ from .base import (
 
 # Not "claude-sonnet-4-5": anthropic 2.14 lists it in DEPRECATED_MODELS and warns on every call.
 DEFAULT_MODEL: Final = "claude-sonnet-5-5"
+DEFAULT_MAX_RETRIES: Final = 4
+DEFAULT_TIMEOUT: Final = 60.0
 
 Problem = Literal[
     "overloaded",
@@ -63,6 +66,7 @@ Problem = Literal[
     "connection",
     "server",
     "malformed",
+    "too_long",
     "no_structured_answer",
 ]
 """The kinds of failure people in a chat are told about."""
@@ -80,6 +84,10 @@ USER_MESSAGES: Final[dict[Problem, str]] = {
     "connection": "The bot could not reach Claude; please try again later.",
     "server": "Claude had an internal error; please try again.",
     "malformed": "Claude's answer arrived garbled; please try again.",
+    "too_long": (
+        "Claude's answer was too long and hit its length limit before it was complete; "
+        "please ask for something smaller."
+    ),
     "no_structured_answer": "Claude did not answer in the expected form; please try again.",
 }
 """What people in a chat see for each kind of failure (``ModelError.user_message``)."""
@@ -120,6 +128,11 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "model_context_window_exceeded": "max_tokens",
 }
 
+_LENGTH_LIMITS: Final = frozenset(
+    api_reason for api_reason, reason in _STOP_REASONS.items() if reason == "max_tokens"
+)
+"""API stop reasons meaning the answer was cut off by a length limit."""
+
 # The SDK's own errors, httpx2 errors raised while reading a stream body (the SDK wraps
 # only the connect/send phase), and the decode errors it lets through on garbled bodies.
 _CLIENT_ERRORS: Final = (
@@ -155,8 +168,8 @@ class AnthropicModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        max_retries: int = 4,
-        timeout: float = 60.0,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
         max_tokens: int = 4096,
         client: AsyncAnthropic | None = None,
     ) -> None:
@@ -171,12 +184,46 @@ class AnthropicModel:
             raise _model_error(err) from err
 
     @classmethod
-    def from_env(cls, model_name: str | None = None) -> AnthropicModel:
-        """Build from ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL`` and ``BOT_MODEL``."""
+    def from_env(
+        cls,
+        model_name: str | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+    ) -> AnthropicModel:
+        """Build from the environment; an argument that is not None wins over its variable.
+
+        Environment variables (empty counts as unset):
+
+        - ``ANTHROPIC_API_KEY``: the API key (else the SDK's other credential sources);
+        - ``ANTHROPIC_BASE_URL``: the API host root (default: the public API);
+        - ``BOT_MODEL``: the Claude model name (default ``DEFAULT_MODEL``);
+        - ``ANTHROPIC_MAX_RETRIES``: how many times a request is retried after a
+          429, 529, other 5xx, 408 or 409 answer or a connection error, with
+          backoff: a whole number, 0 or more (default 4);
+        - ``ANTHROPIC_TIMEOUT``: seconds allowed for each phase of a request
+          (connecting, then each read of the stream): a number above 0 (default 60).
+
+        Raises:
+            ValueError: ``ANTHROPIC_MAX_RETRIES`` or ``ANTHROPIC_TIMEOUT`` (or the
+                matching argument) is not a valid value; the message names it.
+            ModelError: No key was found and the SDK's own credential sources are broken.
+        """
+        if max_retries is None:
+            max_retries = _env_number(
+                "ANTHROPIC_MAX_RETRIES", int, DEFAULT_MAX_RETRIES, _MAX_RETRIES_RULE
+            )
+        if timeout is None:
+            timeout = _env_number("ANTHROPIC_TIMEOUT", float, DEFAULT_TIMEOUT, _TIMEOUT_RULE)
+        _check_limits(max_retries, timeout)
         return cls(
             model_name or os.environ.get("BOT_MODEL") or DEFAULT_MODEL,
-            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            max_retries=max_retries,
+            timeout=timeout,
         )
 
     @property
@@ -270,6 +317,29 @@ class AnthropicModel:
             )
 
 
+_Number = TypeVar("_Number", int, float)
+
+_MAX_RETRIES_RULE: Final = "ANTHROPIC_MAX_RETRIES must be a whole number, 0 or more"
+_TIMEOUT_RULE: Final = "ANTHROPIC_TIMEOUT must be a number of seconds above 0"
+
+
+def _env_number(name: str, kind: type[_Number], default: _Number, rule: str) -> _Number:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{rule} (got {raw!r})") from None
+
+
+def _check_limits(max_retries: int, timeout: float) -> None:
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"{_MAX_RETRIES_RULE} (got {max_retries!r})")
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"{_TIMEOUT_RULE} (got {timeout!r})")
+
+
 _Block = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
 
 
@@ -353,6 +423,8 @@ class _StreamAssembler:
 
     def __init__(self) -> None:
         self._pending: dict[int, _PendingToolCall] = {}
+        self._unreadable: ModelError | None = None
+        """A tool input that did not parse; what it means depends on the stop reason."""
         self._input_tokens = 0
         self._output_tokens = 0
         self._stop_reason: str | None = None
@@ -371,9 +443,10 @@ class _StreamAssembler:
             case RawContentBlockStopEvent(type="content_block_stop"):
                 pending = self._pending.pop(event.index, None)
                 if pending is not None:
-                    return [ToolCallEvent(call=pending.complete())]
+                    return self._complete(pending)
             case RawMessageDeltaEvent(type="message_delta"):
                 self._stop_reason = getattr(event.delta, "stop_reason", None)
+                self._check_unreadable()
                 self._output_tokens = _tokens(event.usage, "output_tokens")
                 # message_delta's counts are cumulative and may revise message_start's.
                 self._input_tokens = _tokens(event.usage, "input_tokens") or self._input_tokens
@@ -385,6 +458,8 @@ class _StreamAssembler:
 
     def finish(self) -> ModelFinish:
         """The final event; raises ``ModelError`` if the stream ended early."""
+        if self._unreadable is not None:
+            raise self._unreadable  # the stream ended before saying why the input broke off
         if not self._stopped:
             raise _malformed("stream ended before message_stop")
         if self._pending:
@@ -398,6 +473,28 @@ class _StreamAssembler:
             input_tokens=self._input_tokens, output_tokens=self._output_tokens, requests=1
         )
         return ModelFinish(stop_reason=stop_reason, usage=usage)
+
+    def _complete(self, pending: _PendingToolCall) -> list[ModelEvent]:
+        # A tool input cut off by max_tokens stops as unparsable JSON, and only the
+        # message_delta after it tells a length limit from a garbled stream.
+        try:
+            call = pending.complete()
+        except ModelError as err:
+            self._unreadable = self._unreadable or err
+            return []
+        return [] if self._unreadable is not None else [ToolCallEvent(call=call)]
+
+    def _check_unreadable(self) -> None:
+        """Raise for a tool input that did not parse, now that the stop reason is known."""
+        if self._unreadable is None:
+            return
+        if self._stop_reason in _LENGTH_LIMITS:
+            raise ModelError(
+                f"Anthropic answer hit its length limit (stop_reason={self._stop_reason}) "
+                f"inside a tool call: {self._unreadable}",
+                user_message=USER_MESSAGES["too_long"],
+            ) from self._unreadable
+        raise self._unreadable
 
     def _start_block(self, index: object, block: object) -> list[ModelEvent]:
         if not isinstance(index, int):

@@ -125,8 +125,9 @@ The notes in parentheses are what the bundled ``examples.ops`` agents do with th
 
 DEMO_HELP = "\n".join(
     [
-        "I'm the offline demo model (BOT_MODEL=demo): no AI, just these requests, "
-        "run for real against the example ops database:",
+        "I'm the offline demo model (BOT_MODEL=demo), not an AI. I understand only these "
+        "requests and hand them to the bot's agents, whose tools run for real; the notes "
+        "say what the bundled example ops agents (the default BOT_AGENT) do with them:",
         *(f"- {example}: {meaning}" for example, meaning in DEMO_REQUESTS),
     ]
 )

@@ -42,7 +42,8 @@ def over_limit(args: Any) -> bool:
 def billing_tools(db: OpsDatabase) -> list[Tool]:
     """The billing tools, bound to one database."""
 
-    @tool(require_approval=over_limit)
+    # One call refunds at most once (see _refund), so after a crash it is safe to rerun.
+    @tool(require_approval=over_limit, idempotent=True)
     async def refund(
         ctx: ToolContext,
         order_id: str = Field(description="The order's id, e.g. A-1001."),

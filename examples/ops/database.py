@@ -33,6 +33,11 @@ CREATE TABLE IF NOT EXISTS records (
     id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id),
     kind TEXT NOT NULL, summary TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS deleted_records (
+    tool_call_id TEXT PRIMARY KEY,  -- idempotency key: one deletion per tool call
+    id TEXT NOT NULL, user_id TEXT NOT NULL, kind TEXT NOT NULL, summary TEXT NOT NULL,
+    requested_by TEXT, deleted_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, description TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -1,17 +1,19 @@
 """The deploy agent: deploys services, asking for approval and for missing input.
 
 Shows conditional approval (a predicate over the arguments: only production
-needs a person), ``suspend()`` to ask for a missing version, and the tool call
-id as an idempotency key so one call never deploys twice.
+needs a person), arguments checked before anyone is asked (an unknown
+environment fails validation, an unknown service is reported without a card),
+``suspend()`` to ask for a missing version, and the tool call id as an
+idempotency key so one call never deploys twice.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from agents import Agent, Model, Tool, ToolContext, tool
 
@@ -40,6 +42,12 @@ ENVIRONMENTS = {
 }
 """Accepted spellings of each environment."""
 
+
+def _spelling(value: Any) -> Any:
+    """An accepted spelling as its canonical name; anything else as it is, to be refused."""
+    return ENVIRONMENTS.get(value.strip().lower(), value) if isinstance(value, str) else value
+
+
 VERSION = re.compile(r"\bv?\d+(?:\.\d+){0,3}(?:[-+][\w.]+)?\b")
 
 
@@ -59,21 +67,13 @@ def outside_staging(args: Any) -> bool:
     """Whether a deployment may leave staging.
 
     Written as "not staging" rather than "is production" so that an unexpected
-    spelling (``prod-eu``) fails closed and asks a person.
+    value fails closed and asks a person, even if the argument's schema changes.
     """
     return ENVIRONMENTS.get(str(args.environment).strip().lower()) != "staging"
 
 
-def needs_approval(args: Any, ctx: ToolContext) -> bool:
-    """Approval rule: a deployment outside staging needs a person once its version is known.
-
-    Asking for a missing version has no side effect, so it comes first; the
-    runtime checks this rule again with the answer, and the approver then sees
-    the exact version that will run. An answer that is not a version is asked
-    again before anyone is bothered.
-    """
-    if not outside_staging(args):
-        return False
+def has_version(args: Any, ctx: ToolContext) -> bool:
+    """Whether the call (or the user's answer to its question) names a version."""
     version = ctx.resume_data.version if ctx.resume_data is not None else args.version
     return bool(version) and VERSION.search(version) is not None
 
@@ -81,15 +81,35 @@ def needs_approval(args: Any, ctx: ToolContext) -> bool:
 def deploy_tools(db: OpsDatabase) -> list[Tool]:
     """The deploy tools, bound to one database."""
 
+    async def needs_approval(args: Any, ctx: ToolContext) -> bool:
+        """Approval rule: a deployment outside staging needs a person, once it can run.
+
+        Asking for a missing version has no side effect, so it comes first; the
+        runtime checks this rule again with the answer, and the approver then sees
+        the exact version that will run. An answer that is not a version is asked
+        again, and an unknown service is reported, before anyone is bothered:
+        the tool then runs at once and fails without changing anything. (Unknown
+        environments never get here: they fail argument validation.)
+        """
+        if not outside_staging(args) or not has_version(args, ctx):
+            return False
+        return await db.run(_service_exists, args.service)
+
     @tool(
         require_approval=needs_approval,
         suspend_schema=VersionQuestion,
         resume_schema=VersionReply,
+        # One call deploys at most once (see _deploy), so after a crash it is safe to rerun.
+        idempotent=True,
     )
     async def deploy_service(
         ctx: ToolContext,
         service: str = Field(description="The service: api, web or worker."),
-        environment: str = Field(description="staging or production."),
+        # Checked with the other arguments, before any approval card: a known
+        # spelling becomes its canonical name, anything else is an argument error.
+        environment: Annotated[
+            Literal["staging", "production"], BeforeValidator(_spelling)
+        ] = Field(description="staging or production (stage and prod are accepted too)."),
         version: str | None = Field(
             default=None, description="The version to deploy; leave out to ask the user."
         ),
@@ -98,23 +118,33 @@ def deploy_tools(db: OpsDatabase) -> list[Tool]:
 
         Production needs approval. Without a version, asks the user which one.
         """
-        env = _environment(environment)
         # Check what we can before asking: no point asking for a version of a
         # service that does not exist.
         await db.run(_check_service, service)
         if ctx.resume_data is not None:  # the user's reply to our question
             version = ctx.resume_data.version
         if not version:
-            ctx.suspend({"message": f"Which version of {service} should I deploy to {env}?"})
+            ctx.suspend(
+                {"message": f"Which version of {service} should I deploy to {environment}?"}
+            )
         found = VERSION.search(version)
         if found is None:
             ctx.suspend(
                 {
                     "message": f"{version!r} does not look like a version. Which version of "
-                    f"{service} should I deploy to {env}? (for example 1.4.2)"
+                    f"{service} should I deploy to {environment}? (for example 1.4.2)"
                 }
             )
-        return await db.run(_deploy, service, env, found.group(), ctx.tool_call_id, ctx.resource_id)
+        if environment != "staging" and not ctx.approved:
+            # The approval rule let this call through because the service was
+            # unknown, and it has appeared since: never leave staging unapproved.
+            raise PermissionError(
+                f"{service} did not exist when approval was checked; nothing was deployed. "
+                "Please ask again."
+            )
+        return await db.run(
+            _deploy, service, environment, found.group(), ctx.tool_call_id, ctx.resource_id
+        )
 
     return [deploy_service]
 
@@ -131,15 +161,12 @@ def deploy_agent(model: Model, db: OpsDatabase) -> Agent:
     )
 
 
-def _environment(name: str) -> str:
-    env = ENVIRONMENTS.get(name.strip().lower())
-    if env is None:
-        raise ValueError(f"Unknown environment {name!r}. Deploy to staging or production.")
-    return env
+def _service_exists(conn: sqlite3.Connection, service: str) -> bool:
+    return conn.execute("SELECT 1 FROM services WHERE name = ?", (service,)).fetchone() is not None
 
 
 def _check_service(conn: sqlite3.Connection, service: str) -> None:
-    if conn.execute("SELECT 1 FROM services WHERE name = ?", (service,)).fetchone() is None:
+    if not _service_exists(conn, service):
         known = ", ".join(r["name"] for r in conn.execute("SELECT name FROM services ORDER BY 1"))
         raise LookupError(f"Unknown service {service!r}. Known services: {known}.")
 

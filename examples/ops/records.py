@@ -1,7 +1,9 @@
 """The records agent: looks users up and deletes records, with a person's approval.
 
 Shows the two basic tool shapes: a read that any conversation may run, and a
-destructive write that waits for someone to press **Approve**.
+destructive write that waits for someone to press **Approve** and keeps a
+tombstone keyed on the tool call id, so a rerun of the same call reports the
+first deletion instead of failing.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from typing import Any
 
 from pydantic import Field
 
-from agents import Agent, Model, Tool, tool
+from agents import Agent, Model, Tool, ToolContext, tool
 
-from .database import OpsDatabase
+from .database import OpsDatabase, now
 
 DESCRIPTION = (
     "Looks up users (find_user) and deletes records (delete_record, needs approval) "
@@ -42,13 +44,15 @@ def records_tools(db: OpsDatabase) -> list[Tool]:
         """Look a user up by id: name, email, team, status and the ids of their records."""
         return await db.run(_find_user, user_id)
 
-    # Deleting cannot be undone, so every call waits for a person.
-    @tool(require_approval=True)
+    # Deleting cannot be undone, so every call waits for a person. One call
+    # deletes at most once (see _delete_record), so after a crash it is safe to rerun.
+    @tool(require_approval=True, idempotent=True)
     async def delete_record(
+        ctx: ToolContext,
         record_id: str = Field(description="The record's id, e.g. abc-123."),
     ) -> dict[str, Any]:
         """Delete one record by id and return what was deleted. Needs approval."""
-        return await db.run(_delete_record, record_id)
+        return await db.run(_delete_record, record_id, ctx.tool_call_id, ctx.resource_id)
 
     return [find_user, delete_record]
 
@@ -75,9 +79,28 @@ def _find_user(conn: sqlite3.Connection, user_id: str) -> dict[str, Any]:
     return {**dict(row), "records": [r["id"] for r in records]}
 
 
-def _delete_record(conn: sqlite3.Connection, record_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM records WHERE id = ?", (record_id,)).fetchone()
+def _delete_record(
+    conn: sqlite3.Connection, record_id: str, tool_call_id: str, requested_by: str | None
+) -> dict[str, Any]:
+    # The call id is stable across approvals and restarts: if this call already
+    # deleted the record (say the process died right after), report that deletion
+    # rather than "no such record".
+    done = conn.execute(
+        "SELECT id, user_id, kind, summary FROM deleted_records WHERE tool_call_id = ?",
+        (tool_call_id,),
+    ).fetchone()
+    if done is not None:
+        return dict(done)
+    row = conn.execute(
+        "SELECT id, user_id, kind, summary FROM records WHERE id = ?", (record_id,)
+    ).fetchone()
     if row is None:
         raise LookupError(f"No record with id {record_id!r}; nothing was deleted.")
+    conn.execute(
+        "INSERT INTO deleted_records"
+        " (tool_call_id, id, user_id, kind, summary, requested_by, deleted_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (tool_call_id, *row, requested_by, now()),
+    )
     conn.execute("DELETE FROM records WHERE id = ?", (record_id,))
     return dict(row)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from agents import (
     Agent,
+    ErrorChunk,
     MemoryStore,
     ToolCallApprovalChunk,
     ToolCallSuspendedChunk,
+    ToolErrorChunk,
+    ToolResultChunk,
 )
-from agents.models.demo import DEMO_HELP, DemoModel
+from agents.models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from examples.ops import build_agent
 
 from .conftest import rows
@@ -22,6 +26,66 @@ from .conftest import rows
 
 def record_ids(db_path: Path) -> set[str]:
     return {r["id"] for r in rows(db_path, "SELECT id FROM records")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Documented:
+    """What a request listed in the demo help must do through the ops supervisor."""
+
+    finish_reason: str
+    tool: str | None
+    """The example tool that runs (``stop``) or waits (``suspended``)."""
+    waits_for: str | None = None
+    """``approval`` or ``suspension`` when the run pauses."""
+    text: str = ""
+
+
+DOCUMENTED = {
+    "find user 12345": Documented(finish_reason="stop", tool="find_user", text="Ada Lovelace"),
+    "delete record abc-123": Documented(
+        finish_reason="suspended", tool="delete_record", waits_for="approval"
+    ),
+    "deploy api 1.4.2 to staging": Documented(
+        finish_reason="stop", tool="deploy_service", text="Deployed api to staging"
+    ),
+    "deploy web to staging": Documented(
+        finish_reason="suspended", tool="deploy_service", waits_for="suspension"
+    ),
+    "refund order A-1001 50": Documented(
+        finish_reason="stop", tool="refund", text="Refunded order A-1001"
+    ),
+    "help": Documented(finish_reason="stop", tool=None, text=DEMO_HELP),
+}
+
+
+def test_every_documented_request_has_an_end_to_end_check() -> None:
+    assert set(DOCUMENTED) == {example for example, _ in DEMO_REQUESTS}
+
+
+@pytest.mark.parametrize(("example", "meaning"), DEMO_REQUESTS)
+async def test_each_documented_request_works_through_the_ops_agents(
+    ops: Agent, example: str, meaning: str
+) -> None:
+    expected = DOCUMENTED[example]
+    stream = await ops.stream(example, thread_id="t")
+    chunks = [c async for c in stream]
+    result = await stream.result()
+
+    assert not [c for c in chunks if isinstance(c, ErrorChunk | ToolErrorChunk)]
+    assert result.finish_reason == expected.finish_reason
+    assert expected.text in result.text
+    ran = [c.tool_name for c in chunks if isinstance(c, ToolResultChunk) and len(c.agent_path) > 1]
+    if expected.waits_for is None:
+        assert ran == ([expected.tool] if expected.tool else [])
+        assert ("approval" in meaning) == (expected.tool in ("deploy_service", "refund"))
+    else:
+        assert ran == []
+        assert result.suspend_payload is not None
+        assert result.suspend_payload.kind == expected.waits_for
+        assert result.suspend_payload.tool_name == expected.tool
+        assert result.suspend_payload.agent_path[0] == "ops"
+        noted = "asks for approval" if expected.waits_for == "approval" else "which version"
+        assert noted in meaning
 
 
 async def test_find_user_answers_from_the_database(ops: Agent, db_path: Path) -> None:
@@ -151,6 +215,33 @@ async def test_an_unknown_service_is_reported_without_asking_for_a_version(ops: 
     assert result.finish_reason == "stop"
     assert "Unknown service 'billing-engine'" in result.text
     assert "api, web, worker" in result.text
+
+
+async def test_an_unknown_environment_is_an_argument_error_without_a_card(
+    ops: Agent, db_path: Path
+) -> None:
+    stream = await ops.stream("deploy api 1.4.2 to qa")
+    chunks = [c async for c in stream]
+    result = await stream.result()
+    assert not [c for c in chunks if isinstance(c, ToolCallApprovalChunk)]
+    [error] = [c for c in chunks if isinstance(c, ToolErrorChunk)]
+    assert error.tool_name == "deploy_service"
+    assert "Input should be 'staging' or 'production'" in error.error
+    assert result.finish_reason == "stop"
+    assert "I could not deploy api to qa" in result.text
+    assert rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL") == []
+
+
+async def test_an_unknown_service_in_production_is_reported_without_a_card(
+    ops: Agent, db_path: Path
+) -> None:
+    stream = await ops.stream("deploy billing-engine 1.0.0 to production")
+    chunks = [c async for c in stream]
+    result = await stream.result()
+    assert not [c for c in chunks if isinstance(c, ToolCallApprovalChunk)]
+    assert result.finish_reason == "stop"
+    assert "Unknown service 'billing-engine'" in result.text
+    assert rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL") == []
 
 
 async def test_refund_up_to_100_runs_straight(ops: Agent, db_path: Path) -> None:

@@ -79,10 +79,79 @@ def test_deploys_need_approval_unless_certainly_staging(
     assert outside_staging(args) is needs_approval
 
 
-async def test_an_unknown_environment_is_refused(ops: Agent) -> None:
+@pytest.mark.parametrize("environment", ["qa", "prod-eu", ""])
+async def test_an_unknown_environment_fails_argument_validation(
+    ops: Agent, environment: str
+) -> None:
     deploy = tool_of(ops, "deploy", "deploy_service")
-    with pytest.raises(ValueError, match="Unknown environment 'qa'"):
-        await invoke(deploy, {"service": "api", "environment": "qa"}, call_id="c")
+    with pytest.raises(ValidationError, match="Input should be 'staging' or 'production'"):
+        deploy.validate_args({"service": "api", "environment": environment, "version": "1.0"})
+    schema = deploy.spec().input_schema["properties"]["environment"]
+    assert schema["enum"] == ["staging", "production"]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "environment"),
+    [("staging", "staging"), (" Stage ", "staging"), ("PROD", "production")],
+)
+async def test_accepted_spellings_become_the_environment_name(
+    ops: Agent, spelling: str, environment: str
+) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    args = deploy.validate_args({"service": "api", "environment": spelling})
+    assert args.environment == environment  # type: ignore[attr-defined]
+
+
+async def needs_approval(tool: Tool, args: dict[str, Any]) -> bool:
+    ctx = ToolContext(run_id="r", tool_call_id="c", tool_name=tool.name)
+    return await tool.needs_approval(tool.validate_args(args), ctx)
+
+
+async def test_production_needs_approval_only_once_the_deploy_can_run(ops: Agent) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    production = {"environment": "production", "version": "2.0.0"}
+    assert await needs_approval(deploy, {"service": "api", **production})
+    assert not await needs_approval(deploy, {"service": "api", "environment": "production"})
+    assert not await needs_approval(deploy, {"service": "api", **production, "version": "soon"})
+    # An unknown service goes straight to the tool, which reports it: no card for nothing.
+    assert not await needs_approval(deploy, {"service": "billing-engine", **production})
+
+
+async def test_production_is_never_deployed_unapproved(ops: Agent, db_path: Path) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    args = {"service": "api", "environment": "production", "version": "2.0.0"}
+    with pytest.raises(PermissionError, match="nothing was deployed"):
+        await invoke(deploy, args, call_id="c")
+    assert rows(db_path, "SELECT * FROM deployments WHERE version = '2.0.0'") == []
+
+
+async def test_one_tool_call_deletes_once(ops: Agent, db_path: Path) -> None:
+    delete = tool_of(ops, "records", "delete_record")
+    assert delete.idempotent
+    first = await invoke(delete, {"record_id": "abc-123"}, call_id="call-1")
+    retried = await invoke(delete, {"record_id": "abc-123"}, call_id="call-1")
+    assert (
+        retried
+        == first
+        == {
+            "id": "abc-123",
+            "user_id": "12345",
+            "kind": "support-ticket",
+            "summary": "Cannot log in after a password reset",
+        }
+    )
+    assert rows(db_path, "SELECT * FROM records WHERE id = 'abc-123'") == []
+    [tombstone] = rows(db_path, "SELECT * FROM deleted_records")
+    assert (tombstone["tool_call_id"], tombstone["id"]) == ("call-1", "abc-123")
+    # Another call for the same record finds nothing left to delete.
+    with pytest.raises(LookupError, match="nothing was deleted"):
+        await invoke(delete, {"record_id": "abc-123"}, call_id="call-2")
+
+
+def test_tools_with_side_effects_are_idempotent_per_call(ops: Agent) -> None:
+    assert tool_of(ops, "deploy", "deploy_service").idempotent
+    assert tool_of(ops, "billing", "refund").idempotent
+    assert tool_of(ops, "records", "delete_record").idempotent
 
 
 async def test_deleting_a_missing_record_says_nothing_was_deleted(ops: Agent) -> None:

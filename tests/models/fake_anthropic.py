@@ -56,12 +56,17 @@ class Text:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolUse:
-    """A tool_use block; in a stream its JSON input is split into ``pieces`` deltas."""
+    """A tool_use block; in a stream its JSON input is split into ``pieces`` deltas.
+
+    ``sent_json`` replaces the streamed JSON text, e.g. with the start of it, as
+    when ``max_tokens`` cuts the block off.
+    """
 
     id: str
     name: str
     input: dict[str, Any]
     pieces: int = 3
+    sent_json: str | None = None
 
 
 Block = Text | ToolUse
@@ -128,10 +133,11 @@ def _block_events(index: int, block: Block) -> list[bytes]:
         case Text(pieces=pieces):
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in pieces]
-        case ToolUse(id=tool_id, name=name, input=tool_input, pieces=count):
+        case ToolUse(id=tool_id, name=name, input=tool_input, pieces=count, sent_json=sent):
             start = {"type": "tool_use", "id": tool_id, "name": name, "input": {}}
+            text = json.dumps(tool_input) if sent is None else sent
             # The API opens every tool input with an empty partial_json.
-            parts = ["", *split_evenly(json.dumps(tool_input), count)] if tool_input else []
+            parts = ["", *split_evenly(text, count)] if text and text != "{}" else []
             deltas = [{"type": "input_json_delta", "partial_json": part} for part in parts]
     return [
         sse(

@@ -79,6 +79,12 @@ def deploy_request(*messages: Message) -> ModelRequest:
     return ModelRequest(system="You deploy things.", messages=messages, tools=[DEPLOY_TOOL])
 
 
+async def collect_into(seen: list[ModelEvent], model: Model, request: ModelRequest) -> None:
+    """Collect events into ``seen`` so that a test can see what came before an error."""
+    async for event in model.stream(request):
+        seen.append(event)
+
+
 def test_adapter_satisfies_the_model_protocol() -> None:
     assert isinstance(AnthropicModel(api_key="k"), Model)
 
@@ -504,6 +510,56 @@ async def test_tool_input_that_is_not_json_raises_model_error(
 
     assert caught.value.user_message == USER_MESSAGES["malformed"]
     assert "not JSON" in str(caught.value)
+
+
+@pytest.mark.parametrize("api_reason", ["max_tokens", "model_context_window_exceeded"])
+async def test_a_tool_call_cut_off_by_the_length_limit_says_the_answer_was_too_long(
+    fake: FakeAnthropic, model: AnthropicModel, api_reason: str
+) -> None:
+    fake.script(
+        stream_reply(
+            Text(pieces=["Deploying."]),
+            ToolUse(
+                id="toolu_cut",
+                name="deploy",
+                input={},
+                sent_json='{"service": "billing", "env": "prod',
+            ),
+            stop_reason=api_reason,
+        )
+    )
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ModelError) as caught:
+        await collect_into(seen, model, deploy_request(Message.user("ship billing")))
+
+    assert caught.value.user_message == USER_MESSAGES["too_long"]
+    assert "too long" in caught.value.user_message
+    assert "length limit" in caught.value.user_message
+    assert f"stop_reason={api_reason}" in str(caught.value)
+    assert "not JSON" in str(caught.value)
+    # The text before the cut arrived; the broken call never did.
+    assert seen == [TextDelta(text="Deploying.")]
+
+
+async def test_unparsable_tool_input_with_another_stop_reason_is_garbled(
+    fake: FakeAnthropic, model: AnthropicModel
+) -> None:
+    fake.script(
+        stream_reply(
+            ToolUse(id="toolu_ok", name="deploy", input={"service": "api", "env": "staging"}),
+            ToolUse(id="toolu_bad", name="deploy", input={}, sent_json='{"service": web}'),
+            stop_reason="tool_use",
+        )
+    )
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ModelError) as caught:
+        await collect_into(seen, model, deploy_request(Message.user("ship api and web")))
+
+    assert caught.value.user_message == USER_MESSAGES["malformed"]
+    assert "toolu_bad" not in repr(seen)
+    assert not any(isinstance(event, ModelFinish) for event in seen)
 
 
 async def test_unreachable_api_raises_model_error() -> None:
