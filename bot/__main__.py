@@ -12,9 +12,11 @@ import contextlib
 import importlib
 import inspect
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,6 +31,10 @@ from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
 
 log = logging.getLogger("bot")
 
+CONSOLE_LOG = "data/console.log"
+"""Where ``python -m bot console`` logs (``BOT_LOG_FILE`` overrides)."""
+STORE_TIMEOUT = 10.0
+"""Seconds the store has to answer at start."""
 SWEEP_INTERVAL = 30.0
 """Seconds between expiry sweeps: how late, at most, an expired card is updated."""
 
@@ -46,9 +52,12 @@ def build_model(settings: Settings) -> Model:
     """
     if settings.use_demo_model:
         if settings.bot_model not in (None, DEMO_MODEL):
-            log.warning(
-                "BOT_MODEL=%s but ANTHROPIC_API_KEY is not set: using the offline demo model",
-                settings.bot_model,
+            # Asked for Claude by name: running the demo instead would hide a broken setup.
+            raise SettingsError(
+                [
+                    f"BOT_MODEL={settings.bot_model} needs ANTHROPIC_API_KEY "
+                    f"(or BOT_MODEL={DEMO_MODEL} for the offline demo model)"
+                ]
             )
         from agents.models.demo import DemoModel
 
@@ -97,9 +106,13 @@ async def load_agent(ref: str, model: Model, store: Store) -> Agent:
         return agent
     if not callable(target):
         raise SettingsError([f"BOT_AGENT={ref}: not an Agent or a function returning one"])
-    built = target(*(model, store)[: _positional_arity(target)])
-    if inspect.isawaitable(built):
-        built = await built
+    try:
+        built = target(*(model, store)[: _positional_arity(target)])
+        if inspect.isawaitable(built):
+            built = await built
+    except Exception as exc:
+        log.debug("BOT_AGENT factory failed", exc_info=True)
+        raise SettingsError([f"BOT_AGENT={ref}: building the agent failed: {exc}"]) from exc
     if not isinstance(built, Agent):
         raise SettingsError([f"BOT_AGENT={ref}: returned {type(built).__name__}, not an Agent"])
     return built
@@ -127,14 +140,20 @@ def build_adapters(settings: Settings, bot: ChatBot) -> list[Adapter]:
     if settings.slack_enabled:
         from adapters.slack import SlackAdapter
 
-        adapters.append(SlackAdapter(bot, settings))
+        try:
+            adapters.append(SlackAdapter(bot, settings))
+        except ValueError as exc:
+            raise SettingsError([f"Slack: {exc}"]) from exc
     if settings.teams_enabled:
         # The adapter itself warns loudly when it runs without authentication.
         if settings.teams_allow_unauthenticated and not settings.teams_unauthenticated:
             log.warning("TEAMS_ALLOW_UNAUTHENTICATED is ignored: MICROSOFT_APP_ID is set")
         from adapters.teams import TeamsAdapter
 
-        adapters.append(TeamsAdapter(bot, settings))
+        try:
+            adapters.append(TeamsAdapter(bot, settings))
+        except ValueError as exc:
+            raise SettingsError([f"Teams: {exc}"]) from exc
     return adapters
 
 
@@ -190,9 +209,10 @@ async def console(settings: Settings, bot: ChatBot) -> None:
 async def run(command: str, settings: Settings) -> None:
     """Wire store, model, agent, policy and bot, then run ``command``."""
     policy = load_policy(settings)
-    store = open_store(settings.store_url)
     model = build_model(settings)
+    store = open_store(settings.store_url)
     try:
+        await _check_store(store)
         agent = await load_agent(settings.bot_agent, model, store)
         bot = ChatBot(agent, policy=policy)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
@@ -208,6 +228,18 @@ async def run(command: str, settings: Settings) -> None:
                 await closer()
 
 
+async def _check_store(store: Store) -> None:
+    """Fail at start, in one line, when the store cannot be reached."""
+    where = _redact(store.url)
+    try:
+        ok = await asyncio.wait_for(store.ping(), STORE_TIMEOUT)
+    except Exception as exc:
+        log.debug("store ping failed", exc_info=True)
+        raise SettingsError([f"STORE_URL={where}: the store does not answer ({exc})"]) from exc
+    if not ok:
+        raise SettingsError([f"STORE_URL={where}: the store does not answer"])
+
+
 def _redact(url: str) -> str:
     """A store URL without credentials, for logs."""
     parts = urlsplit(url)
@@ -216,6 +248,20 @@ def _redact(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _configure_logging(*, console: bool) -> None:
+    """Server: INFO to stderr. Console: the chat owns the terminal, so logs go to a file."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if not console:
+        logging.basicConfig(level=logging.INFO, format=fmt, stream=sys.stderr)
+        return
+    path = Path(os.environ.get("BOT_LOG_FILE", CONSOLE_LOG))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        logging.basicConfig(level=logging.INFO, format=fmt, filename=path)
+    except OSError:
+        logging.basicConfig(level=logging.ERROR, format=fmt, stream=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -232,12 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve HTTP (default) or chat in the terminal",
     )
     args = parser.parse_args(argv)
-    quiet = args.command == "console"
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _configure_logging(console=args.command == "console")
     try:
         settings = load_settings()
         asyncio.run(run(args.command, settings))

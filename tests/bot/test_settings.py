@@ -250,3 +250,43 @@ async def test_a_bad_bot_agent_is_a_clear_error(ref: str, problem: str) -> None:
     with pytest.raises(SettingsError, match=problem):
         await load_agent(ref, FunctionModel(lambda m, r: "x"), MemoryStore())
     assert ref.split(":")[0] not in sys.modules or ref.startswith(__name__)
+
+
+def test_claude_by_name_without_a_key_is_a_clear_start_up_error(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    clean_env.setenv("BOT_MODEL", "claude-sonnet-5-5")
+    clean_env.setenv("BOT_LOG_FILE", str(tmp_path / "bot.log"))
+    assert main(["console"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "approval-bot: invalid configuration: BOT_MODEL=claude-sonnet-5-5 needs ANTHROPIC_API_KEY "
+        "(or BOT_MODEL=demo for the offline demo model)"
+    ]
+
+
+def test_an_unreachable_store_is_a_clear_start_up_error(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    clean_env.setenv("BOT_MODEL", "demo")
+    clean_env.setenv("STORE_URL", "redis://127.0.0.1:1/0")
+    clean_env.setenv("BOT_LOG_FILE", str(tmp_path / "bot.log"))
+    assert main(["console"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "approval-bot: invalid configuration: STORE_URL=redis://127.0.0.1:1/0: the store"
+    )
+
+
+def test_a_failing_agent_factory_is_a_clear_start_up_error(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    clean_env.setenv("BOT_MODEL", "demo")
+    clean_env.setenv("BOT_AGENT", "json:loads")
+    clean_env.setenv("STORE_URL", f"sqlite:///{tmp_path / 'bot.db'}")
+    clean_env.setenv("BOT_LOG_FILE", str(tmp_path / "bot.log"))
+    assert main(["console"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "approval-bot: invalid configuration: BOT_AGENT=json:loads: building the agent failed:"
+    )
