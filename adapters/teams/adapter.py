@@ -66,4 +66,5 @@ class TeamsAdapter:
             )
 
     async def stop(self) -> None:
-        """Nothing to release: connector clients live for one call each."""
+        """Stop the token check threads (connector clients live for one call each)."""
+        self.auth.close()

@@ -2,8 +2,14 @@
 
 The SDK's check fetches OpenID metadata with a blocking ``requests.get`` before
 it looks at expiry or audience, so a token that is plainly unacceptable
-(missing, not a JWT, expired, for another bot) is rejected here without any
-network; the SDK check then runs in a worker thread, off the event loop.
+(missing, not a JWT, expired, for another bot or another service URL) is
+rejected here without any network. The SDK check then runs off the event loop,
+on a few threads of its own (``CheckPool``): a metadata endpoint that hangs can
+tie up only those, never the default executor the rest of the bot uses
+(database tools, token prefetch). The pool refuses work when it is full rather
+than queueing it, runs one check per signing key at a time (the first one
+fetches the metadata, the others then find it cached), and the SDK's metadata
+fetch itself gets a timeout (``METADATA_HTTP``).
 
 Outbound, the SDK builds new credentials (a new MSAL app with an empty token
 cache) for every connector, i.e. a blocking token request per message sent.
@@ -15,11 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
 import jwt
+import requests
 from botbuilder.integration.aiohttp import (
     ConfigurationBotFrameworkAuthentication,
     ConfigurationServiceClientCredentialFactory,
@@ -28,8 +39,12 @@ from botbuilder.schema import Activity
 from botframework.connector.auth import (
     AuthenticateRequestResult,
     AuthenticationConstants,
+    ChannelValidation,
+    EmulatorValidation,
     ServiceClientCredentialsFactory,
+    SkillValidation,
 )
+from botframework.connector.auth import jwt_token_extractor as _sdk_extractor
 
 from bot.settings import Settings
 
@@ -44,6 +59,14 @@ CLOCK_SKEW: Final = 300.0
 SDK_AUTH_TIMEOUT: Final = 15.0
 """Upper bound (s) on the SDK's check, which may fetch OpenID metadata and keys."""
 
+AUTH_WORKERS: Final = 3
+"""Threads for the SDK's checks; when all are busy, further tokens are refused (401)."""
+
+METADATA_FETCH_TIMEOUT: Final = (5.0, 10.0)
+"""(connect, read) timeouts (s) given to the SDK's OpenID metadata and key requests."""
+
+T = TypeVar("T")
+
 
 class Unauthorized(Exception):
     """The request does not carry an acceptable Bot Framework token."""
@@ -51,6 +74,10 @@ class Unauthorized(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class PoolSaturated(Exception):
+    """Every check thread is busy: the work is refused, not queued."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +88,19 @@ class _SdkConfiguration:
     APP_PASSWORD: str
     APP_TYPE: str
     APP_TENANTID: str
+
+
+@dataclass(frozen=True)
+class LocalToken:
+    """What the local check read from a token (unverified: nothing here is trusted)."""
+
+    header: dict[str, Any]
+    claims: dict[str, Any]
+
+    @property
+    def signing_key(self) -> str:
+        """Issuer and key id: tokens that need the same OpenID metadata and key."""
+        return f"{self.claims.get('iss')}#{self.header.get('kid')}"
 
 
 class TeamsAuth:
@@ -81,6 +121,11 @@ class TeamsAuth:
         self.framework = ConfigurationBotFrameworkAuthentication(
             configuration, credentials_factory=self.credentials
         )
+        self.check_timeout = SDK_AUTH_TIMEOUT
+        """Seconds a request waits for the SDK's check before it is refused."""
+        self.checks = CheckPool(AUTH_WORKERS)
+        if self.enabled:
+            install_metadata_timeout()
 
     async def prefetch_token(self) -> None:
         """Make sure the bot's outbound token is fresh, fetching it off the event loop.
@@ -95,7 +140,7 @@ class TeamsAuth:
             log.warning("could not get a Bot Framework token for app %s: %r", self.app_id, exc)
 
     def precheck(self, auth_header: str) -> None:
-        """Reject what can be rejected without the network.
+        """Reject what can be rejected without the network or the request body.
 
         Raises:
             Unauthorized: The header is missing or malformed, or the token is
@@ -110,26 +155,32 @@ class TeamsAuth:
         Without an app id every request is anonymous and the header is ignored.
 
         Raises:
-            Unauthorized: The SDK refused the token or could not check it.
+            Unauthorized: The token fails a local check (the service URL
+                included), the SDK refused it or could not check it in time, or
+                every check thread is busy.
         """
         if not self.enabled:
             return await self.framework.authenticate_request(activity, "")
+        token = check_token_locally(auth_header, self.app_id, service_url=activity.service_url)
 
         def check() -> AuthenticateRequestResult:
-            # Its own event loop in a worker thread: the blocking fetch stalls only this.
+            # Its own event loop in a pool thread: the blocking fetch stalls only this.
             verdict: AuthenticateRequestResult = asyncio.run(
                 self.framework.authenticate_request(activity, auth_header)
             )
             return verdict
 
         try:
-            result = await asyncio.wait_for(asyncio.to_thread(check), SDK_AUTH_TIMEOUT)
+            result = await self.checks.run(token.signing_key, check, within=self.check_timeout)
+        except PoolSaturated as exc:
+            log.warning("all %d Teams token check threads are busy; refusing", self.checks.workers)
+            raise Unauthorized("token checks saturated") from exc
         except PermissionError as exc:
             raise Unauthorized(f"refused by the Bot Framework check: {exc}") from exc
         except jwt.PyJWTError as exc:
             raise Unauthorized(f"invalid token: {exc}") from exc
         except TimeoutError as exc:
-            log.error("verifying a Teams token took over %.0f s; refusing it", SDK_AUTH_TIMEOUT)
+            log.error("verifying a Teams token took over %.1f s; refusing it", self.check_timeout)
             raise Unauthorized("token check timed out") from exc
         except Exception as exc:
             # An unknown key id, unreachable OpenID metadata, a malformed claim...
@@ -137,9 +188,139 @@ class TeamsAuth:
             raise Unauthorized(f"token check failed: {exc!r}") from exc
         return result
 
+    def close(self) -> None:
+        """Stop taking checks; a thread still hanging ends with its fetch's timeout."""
+        self.checks.close()
 
-def check_token_locally(auth_header: str, app_id: str, *, now: float | None = None) -> None:
+
+class CheckPool:
+    """A few threads of its own for blocking checks, one check per key at a time.
+
+    A caller that finds a check of its key running waits for it (its result is
+    not shared: the caller then runs its own check, which finds the metadata
+    the first one fetched). When every thread is busy the work is refused with
+    ``PoolSaturated``: a hung endpoint costs at most ``workers`` threads and
+    never a queue of requests behind them.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teams-auth")
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._running: dict[str, asyncio.Future[Any]] = {}
+
+    @property
+    def busy(self) -> int:
+        """Threads running a check right now (a timed-out check counts until it ends)."""
+        with self._lock:
+            return self._busy
+
+    async def run(self, key: str, fn: Callable[[], T], *, within: float) -> T:
+        """``fn()`` on a pool thread, waiting ``within`` seconds in all.
+
+        Raises:
+            PoolSaturated: Every thread is busy.
+            TimeoutError: The check of this key before it, or this one, took too long.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while (running := self._running.get(key)) is not None:
+            await asyncio.wait({running}, timeout=max(0.0, deadline - loop.time()))
+            if not running.done():
+                raise TimeoutError(f"the check before this one for {key} is still running")
+        with self._lock:
+            if self._busy >= self.workers:
+                raise PoolSaturated(f"all {self.workers} check threads are busy")
+            self._busy += 1
+        try:
+            future: asyncio.Future[T] = asyncio.wrap_future(
+                self._executor.submit(self._counted, fn), loop=loop
+            )
+        except BaseException:
+            self._release()
+            raise
+        self._running[key] = future
+        future.add_done_callback(partial(self._forget, key))
+        await asyncio.wait({future}, timeout=max(0.0, deadline - loop.time()))
+        if not future.done():
+            raise TimeoutError(f"the check for {key} is still running")
+        return future.result()
+
+    def close(self) -> None:
+        """Refuse new checks and drop queued ones; running ones finish on their own."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _counted(self, fn: Callable[[], T]) -> T:
+        # Released in the thread itself: the slot is free exactly when the thread is.
+        try:
+            return fn()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._lock:
+            self._busy -= 1
+
+    def _forget(self, key: str, future: asyncio.Future[Any]) -> None:
+        if self._running.get(key) is future:
+            del self._running[key]
+        if not future.cancelled():
+            future.exception()  # retrieved: a timed-out caller may never look at it
+
+
+class _TimedRequests:
+    """Stands in for ``requests`` in the SDK's OpenID metadata code: ``get`` with a timeout.
+
+    The SDK calls ``requests.get(url)`` without one, so a metadata endpoint that
+    accepts and never answers would hold a check thread forever.
+    """
+
+    def __init__(self, timeout: float | tuple[float, float] | None) -> None:
+        self.timeout = timeout
+
+    def get(self, url: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("timeout", self.timeout)
+        return requests.get(url, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(requests, name)
+
+
+METADATA_HTTP: Final = _TimedRequests(METADATA_FETCH_TIMEOUT)
+"""What the SDK's metadata code calls ``requests``; its ``timeout`` applies to every fetch."""
+
+
+def install_metadata_timeout() -> None:
+    """Give the SDK's OpenID metadata fetches a timeout (idempotent)."""
+    current = getattr(_sdk_extractor, "requests", None)
+    if current is METADATA_HTTP:
+        return
+    if current is not requests:
+        log.warning(
+            "botframework's OpenID metadata code no longer uses requests.get: its fetches "
+            "have no timeout of ours (the check pool still bounds them)"
+        )
+        return
+    _sdk_extractor.requests = METADATA_HTTP
+
+
+def check_token_locally(
+    auth_header: str,
+    app_id: str,
+    *,
+    service_url: str | None = None,
+    now: float | None = None,
+) -> LocalToken:
     """Check the parts of a Bot Framework token that need no keys.
+
+    Args:
+        auth_header: The request's ``Authorization`` header.
+        app_id: The bot's app id, the audience every token must name.
+        service_url: The activity's ``serviceUrl``, which a channel token's
+            ``serviceurl`` claim must equal (as the SDK requires); ``None``
+            before the body is read.
+        now: The time to check expiry against (default: now).
 
     Raises:
         Unauthorized: Why the token cannot be accepted.
@@ -148,7 +329,7 @@ def check_token_locally(auth_header: str, app_id: str, *, now: float | None = No
     if scheme != "Bearer" or not token or " " in token:
         raise Unauthorized("missing or malformed Authorization header")
     try:
-        header = jwt.get_unverified_header(token)
+        header: dict[str, Any] = jwt.get_unverified_header(token)
         claims: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError as exc:
         raise Unauthorized(f"not a JWT: {exc}") from exc
@@ -167,6 +348,28 @@ def check_token_locally(auth_header: str, app_id: str, *, now: float | None = No
         raise Unauthorized("token is not valid yet")
     if claims.get("aud") != app_id:
         raise Unauthorized("token is for another audience")
+    if (
+        service_url is not None
+        and _is_channel_token(auth_header)
+        and claims.get(ChannelValidation.SERVICE_URL_CLAIM) != service_url
+    ):
+        raise Unauthorized("token is for another service URL")
+    return LocalToken(header=header, claims=claims)
+
+
+def _is_channel_token(auth_header: str) -> bool:
+    """Whether the SDK checks this token as a channel's, i.e. with its ``serviceurl`` claim.
+
+    Skill and Emulator tokens carry no service URL; the SDK tells them apart
+    by their claims, and so does this (with the SDK's own tests).
+    """
+    try:
+        return not (
+            SkillValidation.is_skill_token(auth_header)
+            or EmulatorValidation.is_token_from_emulator(auth_header)
+        )
+    except Exception:
+        return True  # the SDK fails on such a token too
 
 
 class ReusedCredentials(ServiceClientCredentialsFactory):  # type: ignore[misc]

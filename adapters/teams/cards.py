@@ -3,11 +3,17 @@
 Plain JSON only (no botbuilder types), so the rendering is testable on its own.
 A card must stay under Teams' message size limit (about 28 KB), so argument
 values are shortened until the whole card fits.
+
+Teams renders TextBlocks, fact titles and fact values as markdown, so every
+piece of text that comes from people or the model (arguments, reasons, names,
+questions) goes through ``escape``: it shows literally and can add no link,
+emphasis, list or date function to a card or prompt.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, assert_never
 
@@ -32,6 +38,13 @@ _MAX_LABEL: Final = 80
 _MAX_NAME: Final = 200
 _VALUE_LIMITS: Final = (1500, 600, 200, 60)
 
+_MARKUP: Final = re.compile(r"[\\`*_\[\]<>~]")
+"""Characters that start or end inline markdown: links, emphasis, code, HTML, autolinks."""
+_LINE_MARKER: Final = re.compile(r"^([ \t]*)(#|[-+]|\d+[.)])(?=[ \t]|$)", re.MULTILINE)
+"""A line start that markdown would turn into a heading or a list item."""
+_DATE_FUNCTION: Final = re.compile(r"(?<=\{)\{")
+"""The second brace of ``{{``, which opens a Teams ``{{DATE(...)}}`` function."""
+
 Action = Literal["approve", "decline"]
 
 
@@ -54,8 +67,21 @@ def action_data(card: ApprovalCard, action: Action) -> dict[str, str]:
     }
 
 
+def escape(text: str) -> str:
+    """``text`` for Teams markdown, shown exactly as written.
+
+    A backslash (CommonMark escape) before every character that can start
+    markup: ``[``/``]`` (links), ``*``/``_``/``~`` (emphasis), backticks,
+    ``<``/``>`` (autolinks, ``<at>`` mentions, quotes), a ``{`` that follows
+    another (``{{DATE(...)}}``), and a heading or list marker at a line start.
+    """
+    escaped = _MARKUP.sub(lambda m: "\\" + m.group(), text)
+    escaped = _DATE_FUNCTION.sub(r"\\{", escaped)
+    return _LINE_MARKER.sub(lambda m: f"{m[1]}{m[2][:-1]}\\{m[2][-1]}", escaped)
+
+
 def summary(card: ApprovalCard) -> str:
-    """A one-line text for notifications and clients that cannot show the card."""
+    """A one-line plain text for notifications (not markdown: see ``escape``)."""
     return messages.CARD_SUMMARY.format(
         agent=_agent(card.agent_path), tool=_cut(card.tool_name, _MAX_NAME)
     )
@@ -70,13 +96,16 @@ def text_of(view: Prompt | Reply | Notice) -> str:
 
 def prompt_text(prompt: Prompt) -> str:
     """A tool's question, with what to reply and, on a re-ask, what was wrong."""
-    lines = [messages.PROMPT.format(tool=prompt.tool_name, question=prompt.question)]
+    lines = [
+        messages.PROMPT.format(tool=escape(prompt.tool_name), question=escape(prompt.question))
+    ]
     if prompt.fields:
-        lines.append(messages.PROMPT_FIELDS.format(fields=", ".join(prompt.fields)))
+        lines.append(messages.PROMPT_FIELDS.format(fields=escape(", ".join(prompt.fields))))
     if prompt.error:
-        lines.insert(0, messages.PROMPT_ERROR.format(error=prompt.error))
+        # The error may quote the reply it refuses: someone's own text.
+        lines.insert(0, messages.PROMPT_ERROR.format(error=escape(prompt.error)))
     if len(prompt.agent_path) > 1:
-        lines.append(messages.PROMPT_FROM.format(agent=_agent(prompt.agent_path)))
+        lines.append(messages.PROMPT_FROM.format(agent=escape(_agent(prompt.agent_path))))
     return "\n\n".join(lines)
 
 
@@ -90,7 +119,8 @@ def _approval_card(
         _text(_title(card), weight="Bolder", size="Medium"),
         _text(
             messages.CARD_WANTS_TO_RUN.format(
-                agent=_agent(card.agent_path), tool=_cut(card.tool_name, _MAX_NAME)
+                agent=escape(_agent(card.agent_path)),
+                tool=escape(_cut(card.tool_name, _MAX_NAME)),
             )
         ),
         _args(card.args, value_limit=value_limit, max_facts=max_facts),
@@ -99,12 +129,13 @@ def _approval_card(
     if card.status == "pending":
         body.append(_text(messages.CARD_EXPIRES.format(at=_rfc3339(card.expires_at)), size="Small"))
     if card.reason and card.status != "pending":
-        body.append(_text(messages.CARD_REASON.format(reason=_cut(card.reason, value_limit))))
+        reason = escape(_cut(card.reason, value_limit))
+        body.append(_text(messages.CARD_REASON.format(reason=reason)))
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "version": CARD_VERSION,
-        "fallbackText": summary(card),
+        "fallbackText": escape(summary(card)),
         "msteams": {"width": "Full"},
         "body": body,
     }
@@ -127,7 +158,7 @@ def _approval_card(
 
 
 def _title(card: ApprovalCard) -> str:
-    who = card.decided_by or messages.CARD_SOMEONE
+    who = escape(_cut(card.decided_by, _MAX_NAME)) if card.decided_by else messages.CARD_SOMEONE
     match card.status:
         case "pending":
             return messages.CARD_TITLE_PENDING
@@ -161,7 +192,10 @@ def _args(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str
         return _text(messages.CARD_NO_ARGS, isSubtle=True)
     items = list(args.items())
     facts = [
-        {"title": _cut(str(key), _MAX_LABEL), "value": _cut(_show(value), value_limit)}
+        {
+            "title": escape(_cut(str(key), _MAX_LABEL)),
+            "value": escape(_cut(_show(value), value_limit)),
+        }
         for key, value in items[:max_facts]
     ]
     if len(items) > max_facts:
@@ -172,9 +206,11 @@ def _args(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str
 
 
 def _about(card: ApprovalCard) -> list[dict[str, str]]:
-    facts = [{"title": messages.CARD_AGENT, "value": _cut(_agent(card.agent_path), _MAX_NAME)}]
+    agent = escape(_cut(_agent(card.agent_path), _MAX_NAME))
+    facts = [{"title": messages.CARD_AGENT, "value": agent}]
     if card.requester:
-        facts.append({"title": messages.CARD_ASKED_BY, "value": _cut(card.requester, _MAX_NAME)})
+        requester = escape(_cut(card.requester, _MAX_NAME))
+        facts.append({"title": messages.CARD_ASKED_BY, "value": requester})
     return facts
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,17 +18,17 @@ EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
 def approval(
     *, args: dict[str, Any] | None = None, status: CardStatus = "pending", **kw: Any
 ) -> ApprovalCard:
-    return ApprovalCard(
-        run_id="run-1",
-        tool_call_id="call-1",
-        tool_name="refund",
-        args={"order_id": "A-1001", "amount": 250.0} if args is None else args,
-        agent_path=("ops", "billing"),
-        requester="Alice",
-        expires_at=EXPIRES,
-        status=status,
-        **kw,
-    )
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "refund",
+        "args": {"order_id": "A-1001", "amount": 250.0} if args is None else args,
+        "agent_path": ("ops", "billing"),
+        "requester": "Alice",
+        "expires_at": EXPIRES,
+        "status": status,
+    }
+    return ApprovalCard(**{**fields, **kw})
 
 
 def texts(card: dict[str, Any]) -> list[str]:
@@ -50,7 +51,7 @@ def test_a_pending_card_shows_what_will_run_who_asks_and_until_when() -> None:
     assert card["version"] == "1.5"
     shown = texts(card)
     assert "**ops → billing** wants to run **refund**" in shown
-    assert "order_id: A-1001" in shown
+    assert "order\\_id: A-1001" in shown  # shown as order_id: see escape
     assert "amount: 250.0" in shown
     assert "Asked by: Alice" in shown
     assert (
@@ -111,7 +112,7 @@ def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
 
 def test_nested_arguments_are_shown_as_json() -> None:
     card = cards.approval_card(approval(args={"target": {"env": "prod", "replicas": [1, 2]}}))
-    assert 'target: {"env": "prod", "replicas": [1, 2]}' in texts(card)
+    assert 'target: {"env": "prod", "replicas": \\[1, 2\\]}' in texts(card)
 
 
 def test_a_card_without_arguments_says_so() -> None:
@@ -130,5 +131,91 @@ def test_a_prompt_asks_in_markdown_and_names_the_fields_and_the_problem() -> Non
     )
     text = cards.prompt_text(prompt)
     assert text.startswith("⚠️ version: must look like 1.2.3")
-    assert "**deploy_service** asks: Which version?" in text
+    assert "**deploy\\_service** asks: Which version?" in text
     assert "Reply in this thread with: version" in text
+
+
+# -- user text is shown, never rendered as markdown -----------------------------------
+
+INJECTIONS = [
+    "[Approve here](https://evil.example/phish)",
+    "**URGENT** _approve_ `now` ~~safe~~",
+    "<https://evil.example> <at>Alice</at>",
+    "ok\n\n- looks like a list\n1. and a numbered one\n# and a heading\n> and a quote",
+    "{{DATE(2030-01-01T00:00:00Z, SHORT)}}",
+    "back\\[slash\\] tricks \\\\[x](y)",
+]
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+
+
+def unescape(text: str) -> str:
+    """What a markdown renderer shows for escaped text: each ``\\x`` as ``x``."""
+    return _ESCAPED.sub(r"\1", text)
+
+
+def assert_literal(rendered: str, original: str) -> None:
+    """``rendered`` shows ``original`` exactly and leaves no markup active."""
+    assert unescape(rendered) == original
+    unescaped_markup = _ESCAPED.sub("", rendered)  # what is left once escapes are removed
+    for token in ("[", "]", "*", "_", "`", "<", ">", "~", "{{"):
+        assert token not in unescaped_markup, (token, rendered)
+    for line in unescaped_markup.splitlines():
+        assert not re.match(r"\s*(#|[-+]|\d+[.)])(\s|$)", line), (line, rendered)
+
+
+@pytest.mark.parametrize("payload", INJECTIONS)
+def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) -> None:
+    nested = {"note": payload}
+    pending = cards.approval_card(
+        approval(args={payload: payload, "nested": nested}, requester=payload)
+    )
+    facts = {
+        unescape(f["title"]): f
+        for e in pending["body"]
+        if e["type"] == "FactSet"
+        for f in e["facts"]
+    }
+    assert_literal(facts[payload]["title"], payload)
+    assert_literal(facts[payload]["value"], payload)
+    assert_literal(facts["nested"]["value"], json.dumps(nested, ensure_ascii=False))
+    assert_literal(facts[messages.CARD_ASKED_BY]["value"], payload)
+    assert_literal(pending["fallbackText"], "ops → billing wants to run refund")
+
+    decided = cards.approval_card(
+        approval(status="declined", decided_by=payload, reason=payload, requester="Alice")
+    )
+    title = texts(decided)[0]
+    assert title.startswith("❌ Declined by ")
+    assert_literal(title.removeprefix("❌ Declined by "), payload)
+    (reason,) = [t for t in texts(decided) if t.startswith("Reason: ")]
+    assert_literal(reason.removeprefix("Reason: "), payload)
+
+
+def test_tool_and_agent_names_are_escaped_but_the_cards_own_markup_stays() -> None:
+    card = cards.approval_card(approval(tool_name="delete_*all*", agent_path=("ops", "[x](y)")))
+    (line,) = [t for t in texts(card) if "wants to run" in t]
+    assert line == "**ops → \\[x\\](y)** wants to run **delete\\_\\*all\\***"
+    assert_literal(card["fallbackText"], "ops → [x](y) wants to run delete_*all*")
+
+
+@pytest.mark.parametrize("payload", INJECTIONS)
+def test_a_prompt_cannot_be_given_markup_by_its_question_or_the_reply_it_quotes(
+    payload: str,
+) -> None:
+    prompt = Prompt(
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="deploy_service",
+        agent_path=("ops", "deploy"),
+        question=payload,
+        fields=("version",),
+        error=f"version: {payload}",
+    )
+    text = cards.prompt_text(prompt)
+    own_bold = "**deploy\\_service**"
+    assert own_bold in text
+    assert_literal(
+        text.replace(own_bold, "deploy\\_service"),
+        f"⚠️ version: {payload}\n\ndeploy_service asks: {payload}\n\n"
+        "Reply in this thread with: version\n\n(via ops → deploy)",
+    )

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-from agents import open_store
+from agents import (
+    Agent,
+    FunctionModel,
+    MemoryStore,
+    Message,
+    ModelResponse,
+    ToolCall,
+    open_store,
+    tool,
+)
+from agents.models.base import ModelRequest
 from bot import messages as core_messages
 from bot.policy import ApprovalPolicy
 
@@ -151,7 +162,7 @@ async def test_action_submit_fallback_decides_and_a_second_submit_is_told_why_no
     assert teams.deployed == ["api"]
 
 
-async def test_double_click_runs_the_tool_once_and_tells_the_second_clicker(
+async def test_a_double_click_at_the_same_moment_decides_once_and_runs_the_tool_once(
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
     teams = await make_bot()
@@ -159,28 +170,31 @@ async def test_double_click_runs_the_tool_once_and_tells_the_second_clicker(
     assert posted.card is not None
     conversation = act.channel_conversation(THREAD_1)
     card_id = posted.response_id
-
-    first = await teams.post(
-        act.execute(
-            connector.url, posted.card, "approve", conversation=conversation, card_id=card_id
-        )
-    )
-    second = await teams.post(
+    clicks = [
         act.execute(
             connector.url,
             posted.card,
             "approve",
             conversation=conversation,
             card_id=card_id,
-            user=act.CAROL,
+            user=user,
         )
-    )
+        for user in (act.ALICE, act.CAROL)
+    ]
+
+    answers = await asyncio.gather(*(teams.post(click) for click in clicks))
     await teams.bot.drain()
 
-    assert first.body["type"] == "application/vnd.microsoft.card.adaptive"
-    assert second.status == 200
-    assert second.body["type"] == "application/vnd.microsoft.activity.message"
-    assert "already approved" in second.body["value"]
+    assert [a.status for a in answers] == [200, 200]
+    by_type = {a.body["type"]: a.body for a in answers}
+    assert sorted(by_type) == [
+        "application/vnd.microsoft.activity.message",
+        "application/vnd.microsoft.card.adaptive",
+    ]
+    assert "already approved" in by_type["application/vnd.microsoft.activity.message"]["value"]
+    run_id = posted.card["actions"][0]["data"]["run_id"]
+    audit = await teams.bot.store.list_audit(run_id=run_id)
+    assert [e.event for e in audit if e.event in ("approved", "declined")] == ["approved"]
     assert teams.deployed == ["api"]
     assert len(connector.updates()) == 1
 
@@ -382,3 +396,59 @@ async def test_in_a_followed_group_chat_only_a_mention_starts_work(
     await teams.post(act.message(connector.url, "second", conversation=chat, mention=True))
     await teams.bot.drain()
     assert connector.texts(act.GROUP_CHAT) == ["You said: first", "You said: second"]
+
+
+async def test_turns_return_before_the_agent_has_answered(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    """The HTTP request ends with the turn; the model's answer is posted later."""
+    thinking = asyncio.Event()
+    deployed: list[str] = []
+
+    @tool(require_approval=True)
+    def deploy(service: str) -> str:
+        """Deploy a service."""
+        deployed.append(service)
+        return f"deployed {service}"
+
+    async def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        last = messages[-1]
+        if last.text.startswith("deploy"):
+            return ModelResponse(tool_calls=[ToolCall("deploy", {"service": "api"})])
+        await thinking.wait()  # the model is slow: the turn must not wait for it
+        return ModelResponse(text=f"answer to {last.text or 'the tool result'}")
+
+    slow = Agent(id="ops", model=FunctionModel(respond), tools=[deploy], store=MemoryStore())
+    teams = await make_bot(agent=slow)
+    chat = act.chat_conversation("personal")
+
+    answer = await asyncio.wait_for(
+        teams.post(act.message(connector.url, "hello", conversation=chat)), 5
+    )
+    assert answer.status == 200
+    assert not thinking.is_set()
+    assert not any(t.startswith("answer") for t in connector.texts(act.PERSONAL_CHAT))
+
+    thinking.set()
+    await teams.bot.drain()
+    assert connector.texts(act.PERSONAL_CHAT)[-1] == "answer to hello"
+
+    # A click too: the invoke is answered with the decided card while the resumed
+    # run still waits for the model.
+    thinking.clear()
+    await teams.post(act.message(connector.url, "deploy api", conversation=chat))
+    await teams.bot.drain()
+    (posted,) = connector.cards(act.PERSONAL_CHAT)
+    assert posted.card is not None
+    click = act.execute(
+        connector.url, posted.card, "approve", conversation=chat, card_id=posted.response_id
+    )
+    decided = await asyncio.wait_for(teams.post(click), 5)
+    assert decided.status == 200
+    assert decided.body["type"] == "application/vnd.microsoft.card.adaptive"
+    assert not thinking.is_set()
+
+    thinking.set()
+    await teams.bot.drain()
+    assert deployed == ["api"]
+    assert connector.texts(act.PERSONAL_CHAT)[-1] == "answer to the tool result"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from agents import MemoryStore
@@ -13,10 +15,17 @@ from .conftest import MakeBot
 from .fake_connector import FakeConnector
 
 
+def record_ids(db_path: Path) -> set[str]:
+    """The ids in the ops database's ``records`` table, read from the file itself."""
+    with closing(sqlite3.connect(db_path)) as conn:
+        return {row[0] for row in conn.execute("SELECT id FROM records")}
+
+
 async def test_a_delete_is_approved_on_its_card_and_the_record_goes(
     make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
 ) -> None:
-    ops = build_agent(DemoModel(), MemoryStore(), db_path=tmp_path / "ops.db")
+    db_path = tmp_path / "ops.db"
+    ops = build_agent(DemoModel(), MemoryStore(), db_path=db_path)
     teams = await make_bot(agent=ops)
     root = act.next_id()
     thread = f"{act.CHANNEL};messageid={root}"
@@ -26,7 +35,9 @@ async def test_a_delete_is_approved_on_its_card_and_the_record_goes(
     await teams.bot.drain()
     (posted,) = connector.cards(thread)
     assert posted.card is not None
-    assert "**ops → records** wants to run **delete_record**" in str(posted.card["body"])
+    texts = [e["text"] for e in posted.card["body"] if e["type"] == "TextBlock"]
+    assert "**ops → records** wants to run **delete\\_record**" in texts
+    assert "abc-123" in record_ids(db_path)  # nothing deleted before the approval
 
     answer = await teams.post(
         act.execute(
@@ -40,6 +51,9 @@ async def test_a_delete_is_approved_on_its_card_and_the_record_goes(
     assert answer.body["type"] == "application/vnd.microsoft.card.adaptive"
     await teams.bot.drain()
     assert any("Deleted record abc-123" in t for t in connector.texts(thread))
+    remaining = record_ids(db_path)
+    assert "abc-123" not in remaining
+    assert {"abc-124", "def-456", "ghi-789"} <= remaining  # only that one record went
 
 
 async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_resumes(
