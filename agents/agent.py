@@ -11,7 +11,7 @@ from typing import Any
 from ._engine import Engine
 from ._loop import DELEGATION_PREFIX, CallPredicate, DelegationInput, lock_name, new_run_id
 from .chunks import AgentResult, PendingInfo
-from .errors import ResumeDataInvalidError
+from .errors import AgentError, ResumeDataInvalidError
 from .messages import Message, TextPart
 from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .snapshot import Decision, RunOptions, RunSnapshot, utcnow
@@ -284,7 +284,7 @@ class Agent:
                     chunks = await self.engine.decide(
                         run_id, call.tool_call_id, Decision(action="expire")
                     )
-                except Exception:  # decided or expired by someone else meanwhile
+                except AgentError:  # decided, or expired by another process, meanwhile
                     continue
                 expired.append(
                     ExpiredCall(
