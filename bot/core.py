@@ -237,6 +237,10 @@ class ChatBot:
                     await self._flush(messenger, thread, reply)
                     if chunk.finish_reason not in ("suspended", "error"):
                         self.metrics.runs_finished.inc()
+                    # A model that stops for its own reasons must not leave the thread silent.
+                    why = messages.FINISH_NOTES.get(chunk.finish_reason)
+                    if why is not None and chunk.agent_path == top:
+                        await self._say(messenger, thread, Notice(text=why))
         except Exception:
             log.exception("run %s failed while streaming in %s", stream.run_id, thread.id)
             self.metrics.runs_failed.inc()

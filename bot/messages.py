@@ -29,6 +29,12 @@ EXPIRED_QUESTION: Final = (
 )
 INTERRUPTED: Final = "{who}: {error}"
 """A run a crash left half-done; ``{error}`` is the runtime's explanation."""
+FINISH_NOTES: Final = {
+    "refusal": "The model declined to help with this request.",
+    "length": "The answer was cut off: it reached the model's length limit.",
+    "max_steps": "I stopped after too many steps without finishing; please ask more narrowly.",
+}
+"""Said after an answer that ended for a reason other than being done."""
 NO_REQUESTER: Final = "Heads up"
 """Stands in for ``{who}`` when nobody is on record as having asked."""
 QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."

@@ -240,3 +240,22 @@ async def test_an_overheard_message_never_starts_a_run_but_answers_a_question() 
     await bot.on_message(replace(message("Oslo"), addressed=False))
     await bot.drain()
     assert "Oslo" in messenger.views(Reply)[-1].text
+
+
+@pytest.mark.parametrize(
+    ("stop", "note"),
+    [
+        ("refusal", "The model declined to help with this request."),
+        ("max_tokens", "The answer was cut off: it reached the model's length limit."),
+    ],
+)
+async def test_an_answer_that_stopped_early_says_so(stop: str, note: str) -> None:
+    from agents import FunctionModel, ModelResponse
+
+    def handler(messages: list[Any], request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="" if stop == "refusal" else "Part one of", stop_reason=stop)
+
+    bot, messenger = wired(Agent(id="a", model=FunctionModel(handler)))
+    await bot.on_message(message("tell me"))
+    await bot.drain()
+    assert messenger.views(Notice)[-1].text == note
