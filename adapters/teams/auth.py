@@ -60,6 +60,9 @@ SDK_AUTH_TIMEOUT: Final = 15.0
 """Upper bound (s) on the SDK's check, which may fetch OpenID metadata and keys."""
 
 AUTH_WORKERS: Final = 3
+TOKEN_TIMEOUT: Final = 20.0
+"""Seconds an outbound token request may take before the send reports a failure."""
+_TOKEN_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="teams-token")
 """Threads for the SDK's checks; when all are busy, further tokens are refused (401)."""
 
 METADATA_FETCH_TIMEOUT: Final = (5.0, 10.0)
@@ -407,4 +410,8 @@ class ReusedCredentials(ServiceClientCredentialsFactory):  # type: ignore[misc]
             AuthenticationConstants.TO_CHANNEL_FROM_BOT_LOGIN_URL_PREFIX,
             True,
         )
-        await asyncio.to_thread(credentials.get_access_token)
+        # MSAL's token request has no timeout of its own: a pool of its own keeps a
+        # hung login from starving the default executor, and the wait is bounded.
+        loop = asyncio.get_running_loop()
+        fetch = loop.run_in_executor(_TOKEN_POOL, credentials.get_access_token)
+        await asyncio.wait_for(fetch, TOKEN_TIMEOUT)
