@@ -23,7 +23,10 @@ FinishReason = Literal[
     "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted"
 ]
 DecisionAction = Literal["approve", "decline", "resume", "expire"]
-AuditEvent = Literal["requested", "approved", "declined", "resumed", "expired", "interrupted"]
+AuditEvent = Literal[
+    "requested", "approved", "declined", "resumed", "expired", "interrupted", "voted"
+]
+"""``voted``: one person's approval towards a quorum (written by the chat layer)."""
 
 
 def utcnow() -> datetime:

@@ -20,6 +20,7 @@ from agents import (
     AgentStream,
     AlreadyDecidedError,
     ApprovalExpiredError,
+    AuditEntry,
     ErrorChunk,
     ExpiredCall,
     FinishChunk,
@@ -319,23 +320,118 @@ class ChatBot:
         return call, None
 
     async def _decide(self, click: Click) -> ClickResult:
-        messenger = self.messenger(click.thread.platform)
         call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
             return self._refuse(refusal[0], outcome=refusal[1])
+        quorum = self.policy.quorum(call.tool_name)
+        if quorum == 1:
+            return await self._carry_out(click, call)
+        # Votes and declines on a quorum card are serialized by a store lock, across
+        # replicas: a vote's count and card update finish before the next click on
+        # the card is looked at, so the last card shown is the latest state.
+        async with self.store.lock(votes_key(call.run_id, call.tool_call_id)):
+            # Look again under the lock: the vote that reached the quorum, or a
+            # decline, may have decided the call since.
+            call, refusal = await self._check(click)
+            if call is None:
+                assert refusal is not None
+                return self._refuse(refusal[0], outcome=refusal[1])
+            if click.action == "decline":
+                return await self._carry_out(click, call)
+            return await self._vote(click, call, quorum)
+
+    async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
+        """Count an allowed Approve towards the quorum (under the card's vote lock)."""
+        key = votes_key(call.run_id, call.tool_call_id)
+        votes = await self._votes(key)
+        voted = click.user_id in votes
+        if voted and len(votes) < quorum:
+            more = quorum - len(votes)
+            return self._refuse(messages.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
+        votes[click.user_id] = click.user_name or votes.get(click.user_id)
+        if len(votes) >= quorum:
+            if not voted:
+                # Logged before the decision, so the audit reads "voted, ..., approved".
+                await self._audit_vote(click, call)
+            result = await self._carry_out(click, call, voters=tuple(votes))
+            if result.accepted:
+                # Only a vote that decided is kept: a click that lost the decision
+                # (it expired meanwhile) leaves the list as it was.
+                await self._save_votes(key, votes)
+            return result
+        await self._save_votes(key, votes, strict=True)
+        await self._audit_vote(click, call)
+        self.metrics.decided("voted")
+        card = self._card(call, approvals=tuple(votes))
+        # Updated before the lock is released, so no later decision's card can be
+        # overwritten by this one.
+        ref = click.message_ref or card_ref(call)
+        if ref is not None:
+            await self._update(self.messenger(click.thread.platform), click.thread, ref, card)
+        return ClickResult(accepted=True, card=card)
+
+    async def _votes(self, key: str) -> dict[str, str | None]:
+        """Who approved so far (user id -> display name when known), in voting order."""
+        stored = await self.store.get_reference(key) or {}
+        votes: dict[str, str | None] = {}
+        for vote in stored.get("votes", []):
+            user = vote.get("user") if isinstance(vote, dict) else None
+            if isinstance(user, str) and user:
+                name = vote.get("name")
+                votes[user] = name if isinstance(name, str) else None
+                # Another replica may have heard the name: show it here too.
+                self._remember_name(user, votes[user])
+        return votes
+
+    async def _save_votes(
+        self, key: str, votes: dict[str, str | None], *, strict: bool = False
+    ) -> None:
+        data = {"votes": [{"user": user, "name": name} for user, name in votes.items()]}
+        try:
+            await self.store.put_reference(key, data)
+        except Exception:
+            if strict:
+                raise
+            # The call is decided already; the list is only a record by now.
+            log.exception("could not record the final votes under %s", key)
+
+    async def _audit_vote(self, click: Click, call: PendingInfo) -> None:
+        await self.store.append_audit(
+            AuditEntry(
+                event="voted",
+                run_id=call.run_id,
+                thread_id=click.thread.id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=dict(call.args),
+                kind=call.kind,
+                requester=call.requester,
+                actor=click.user_id,
+            )
+        )
+
+    async def _carry_out(
+        self, click: Click, call: PendingInfo, *, voters: tuple[str, ...] = ()
+    ) -> ClickResult:
+        """Approve or decline ``call`` in the runtime; the card and the run follow.
+
+        ``voters`` are the user ids whose votes approve it, when a quorum does.
+        """
+        messenger = self.messenger(click.thread.platform)
         reason = (click.reason or "").strip() or None
+        decided_by = ",".join(voters) if voters else click.user_id
         try:
             if click.action == "approve":
                 stream = await self.agent.approve_tool_call(
-                    run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=click.user_id
+                    run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=decided_by
                 )
             else:
                 stream = await self.agent.decline_tool_call(
                     run_id=call.run_id,
                     tool_call_id=call.tool_call_id,
                     reason=reason,
-                    decided_by=click.user_id,
+                    decided_by=decided_by,
                 )
         except AlreadyDecidedError as exc:
             decided = self._already(exc.decision.action, exc.decision.decided_by)
@@ -348,7 +444,9 @@ class ChatBot:
             "approved" if click.action == "approve" else "declined"
         )
         self.metrics.decided(status)
-        card = self._card(call, status=status, decided_by=click.user_id, reason=reason)
+        card = self._card(
+            call, status=status, decided_by=decided_by, reason=reason, approvals=voters
+        )
         ref = click.message_ref or card_ref(call)
         try:
             self.tasks.spawn(
@@ -391,7 +489,7 @@ class ChatBot:
         if decided_by is None:
             return messages.CLICK_ALREADY_DECIDED_UNKNOWN
         past = messages.PAST_TENSE.get(action, messages.DECIDED)
-        return messages.CLICK_ALREADY_DECIDED.format(action=past, who=self._who(decided_by))
+        return messages.CLICK_ALREADY_DECIDED.format(action=past, who=self._who_all(decided_by))
 
     async def _after_decision(
         self,
@@ -533,6 +631,7 @@ class ChatBot:
         status: CardStatus = "pending",
         decided_by: str | None = None,
         reason: str | None = None,
+        approvals: tuple[str, ...] = (),
     ) -> ApprovalCard:
         # Cards show people by name where an adapter told us one; ids stay in the
         # snapshot, the audit log and the policy.
@@ -541,8 +640,10 @@ class ChatBot:
             expires_at=info.expires_at,
             status=status,
             requester=self._who(info.requester) if info.requester else None,
-            decided_by=self._who(decided_by) if decided_by else None,
+            decided_by=self._who_all(decided_by) if decided_by else None,
             reason=reason,
+            approvals=tuple(self._who(user) for user in approvals),
+            quorum=self.policy.quorum(info.tool_name),
         )
 
     # -- helpers ----------------------------------------------------------------
@@ -578,6 +679,24 @@ class ChatBot:
 
     def _who(self, user_id: str) -> str:
         return self._names.get(user_id, user_id)
+
+    def _who_all(self, decided_by: str) -> str:
+        """``"U1,U2"`` (a quorum's voters, as the runtime records them) -> ``"Ann, Bob"``."""
+        return ", ".join(self._who(user.strip()) for user in decided_by.split(",") if user.strip())
+
+
+def votes_key(run_id: str, tool_call_id: str) -> str:
+    """Where a quorum card's votes live, and the name of the lock that guards them.
+
+    The store has no general key-value table; its per-thread JSON references are
+    the durable, replica-shared one (SQLite row, Redis key), so votes live there.
+    Thread references are keyed by ``ThreadKey.id``, which always starts with a
+    platform name (``slack:``, ``teams:``, ...), and the Slack adapter's marks with
+    ``slack-active:``; ``votes:`` collides with neither. The runtime's locks are
+    named ``run:<id>``, so the lock of the same name is the card's own. Records are
+    never deleted (the store has no delete): a few hundred bytes per quorum call.
+    """
+    return f"votes:{run_id}:{tool_call_id}"
 
 
 def _tool_names(agent: Agent) -> set[str]:

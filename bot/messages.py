@@ -47,6 +47,7 @@ CLICK_EXPIRED: Final = "This request expired; nothing was run."
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
+CLICK_ALREADY_VOTED: Final = "You already approved; waiting for {more} more."
 CLICK_UNAVAILABLE: Final = "I can't record decisions right now; please try again in a moment."
 
 # -- approval policy refusals --------------------------------------------------

@@ -12,9 +12,10 @@ from typing import Literal
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-DecisionOutcome = Literal["approved", "declined", "refused", "stale", "expired"]
-"""``refused``: the policy said no; ``stale``: the call was already decided, expired
-or unknown at click time; ``expired``: resolved by the expiry sweep."""
+DecisionOutcome = Literal["approved", "declined", "voted", "refused", "stale", "expired"]
+"""``voted``: an approval counted towards a quorum not yet reached; ``refused``: the
+policy said no (or the person already voted); ``stale``: the call was already
+decided, expired or unknown at click time; ``expired``: resolved by the expiry sweep."""
 
 
 @dataclass
@@ -75,7 +76,7 @@ class Metrics:
         self.clicks = Counter("approval_bot_clicks_total", "Approve and Decline clicks received.")
         self.decisions = Counter(
             "approval_bot_decisions_total",
-            "Click and expiry outcomes (approved, declined, refused, stale, expired).",
+            "Click and expiry outcomes (approved, declined, voted, refused, stale, expired).",
             label="outcome",
         )
         self.runs_started = Counter("approval_bot_runs_started_total", "Agent runs started.")

@@ -5,28 +5,42 @@
 approvers = ["U123", "U456"]   # empty or missing: anyone in the conversation
 allow_self_approval = true     # may the requester approve their own request?
 expires_in = "24h"             # s, m, h, d, combinable ("1h30m"), or seconds
+quorum = 1                     # how many different people must approve (default 1)
 
 [tools.restart_service]        # overrides [default] for one tool
-approvers = ["U999"]
+approvers = ["U999", "U998", "U997"]
 allow_self_approval = false
 expires_in = "30m"
+quorum = 2                     # two of the three approvers
 ```
 
 Without a file anyone may decide, the requester included. A requester may
 always *decline* their own request (withdrawing it); self-approval rules only
-restrict approving.
+restrict approving. With a quorum above 1 each allowed Approve is one vote and
+the call runs once enough different people approved; a single allowed Decline
+still declines at once. A quorum above the number of listed approvers could
+never be reached, so it is refused when the file is loaded.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
 
 from . import messages
 
@@ -66,6 +80,7 @@ class Rule(BaseModel):
     approvers: list[Annotated[str, Field(min_length=1)]] | None = None
     allow_self_approval: StrictBool | None = None
     expires_in: Duration | None = None
+    quorum: Annotated[StrictInt, Field(ge=1)] | None = None
 
 
 class PolicyFile(BaseModel):
@@ -101,14 +116,23 @@ class EffectiveRule:
     approvers: frozenset[str]
     allow_self_approval: bool
     expires_in: timedelta | None
+    quorum: int = 1
+    """How many different allowed people must approve before the call runs."""
 
 
 class ApprovalPolicy:
-    """The approval rules; ``ApprovalPolicy()`` lets anyone decide."""
+    """The approval rules; ``ApprovalPolicy()`` lets anyone decide.
+
+    Raises:
+        PolicyError: A quorum is larger than the approvers listed for it.
+    """
 
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
+        problems = self._unreachable_quorums()
+        if problems:
+            raise PolicyError(source or "<policy>", problems)
 
     @classmethod
     def load(cls, path: str | Path) -> ApprovalPolicy:
@@ -155,7 +179,27 @@ class ApprovalPolicy:
             approvers=frozenset(approvers or ()),
             allow_self_approval=True if allow_self is None else allow_self,
             expires_in=own.expires_in or default.expires_in,
+            quorum=own.quorum or default.quorum or 1,
         )
+
+    def quorum(self, tool_name: str) -> int:
+        """How many different people must approve a call of this tool."""
+        return self.rule(tool_name).quorum
+
+    def _unreachable_quorums(self) -> list[tuple[str | None, str]]:
+        """Sections whose quorum exceeds the approvers they list (it could never be met)."""
+        problems: list[tuple[str | None, str]] = []
+        default = self.rules.default
+        if default.approvers and (default.quorum or 1) > len(set(default.approvers)):
+            problems.append(("default.quorum", _too_few(default.quorum or 1, default.approvers)))
+        for name, own in self.rules.tools.items():
+            if own.approvers is None and own.quorum is None:
+                continue  # [default] alone decides, and was checked above
+            rule = self.rule(name)
+            if rule.approvers and rule.quorum > len(rule.approvers):
+                field = "quorum" if own.quorum is not None else "approvers"
+                problems.append((f"tools.{name}.{field}", _too_few(rule.quorum, rule.approvers)))
+        return problems
 
     def check(
         self,
@@ -181,13 +225,19 @@ class ApprovalPolicy:
         return self.rule(tool_name).expires_in
 
 
+def _too_few(quorum: int, approvers: Iterable[str]) -> str:
+    listed = len(set(approvers))
+    noun = "approver is" if listed == 1 else "approvers are"
+    return f"quorum = {quorum} can never be reached: only {listed} {noun} listed"
+
+
 def _problems(exc: ValidationError) -> list[tuple[str | None, str]]:
     out: list[tuple[str | None, str]] = []
     for err in exc.errors():
         field = ".".join(str(part) for part in err["loc"]) or None
         message = err["msg"]
         if err["type"] == "extra_forbidden":
-            message = "unknown field (known: approvers, allow_self_approval, expires_in)"
+            message = "unknown field (known: approvers, allow_self_approval, expires_in, quorum)"
             if len(err["loc"]) == 1:
                 message = "unknown section (known: [default], [tools.<tool name>])"
         out.append((field, message.removeprefix("Value error, ")))

@@ -67,7 +67,11 @@ CardStatus = Literal["pending", "approved", "declined", "expired"]
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalCard:
-    """What will run, who asks, and (once decided) who decided."""
+    """What will run, who asks, and (once decided) who decided.
+
+    With a quorum above 1, ``approvals`` names who approved so far (while
+    pending) or everyone whose votes approved it (once approved).
+    """
 
     run_id: str
     tool_call_id: str
@@ -79,6 +83,8 @@ class ApprovalCard:
     status: CardStatus = "pending"
     decided_by: str | None = None
     reason: str | None = None
+    approvals: tuple[str, ...] = ()
+    quorum: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,10 +26,13 @@ def approval_card(
     requester: str | None = None,
     decided_by: str | None = None,
     reason: str | None = None,
+    approvals: tuple[str, ...] = (),
+    quorum: int = 1,
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).
 
-    ``requester`` and ``decided_by`` are how the card names those people.
+    ``requester``, ``decided_by`` and ``approvals`` are how the card names those
+    people; ``quorum`` is how many approvals the call needs.
     """
     return ApprovalCard(
         run_id=info.run_id,
@@ -42,6 +45,8 @@ def approval_card(
         status=status,
         decided_by=decided_by,
         reason=reason,
+        approvals=approvals,
+        quorum=quorum,
     )
 
 

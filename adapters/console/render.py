@@ -26,6 +26,8 @@ def render(view: View) -> str:
 def render_card(card: ApprovalCard) -> str:
     """A pending card in full; a decided or expired one as a one-line update."""
     who = card.decided_by or texts.SOMEONE
+    if card.status == "approved" and card.approvals:
+        who = ", ".join(card.approvals)
     if card.status == "approved":
         return texts.CARD_APPROVED.format(who=who, tool=card.tool_name)
     if card.status == "declined":
@@ -42,6 +44,11 @@ def render_card(card: ApprovalCard) -> str:
     lines.append(
         texts.CARD_FOOTER.format(requester=card.requester or texts.SOMEONE, expires=expires)
     )
+    if card.quorum > 1:
+        who = ", ".join(card.approvals) or texts.NO_APPROVALS
+        lines.append(
+            texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
+        )
     return "\n".join(lines)
 
 

@@ -75,6 +75,8 @@ def approval_card(card: ApprovalCard) -> SlackMessage:
     ]
     if card.status == "pending":
         facts.append(texts.CARD_EXPIRES.format(when=slack_date(card.expires_at)))
+        if card.quorum > 1:
+            facts.append(approvals_text(card))
     blocks: list[Block] = [
         section(texts.CARD_TITLE.format(tool=tool)),
         section("\n".join(facts)),
@@ -90,11 +92,19 @@ def approval_card(card: ApprovalCard) -> SlackMessage:
     return SlackMessage(text=text, blocks=blocks)
 
 
+def approvals_text(card: ApprovalCard) -> str:
+    """ "Approvals: @a (1 of 2)" on a pending card that needs several approvals."""
+    who = ", ".join(mention(a) for a in card.approvals) or texts.NO_APPROVALS
+    return texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
+
+
 def outcome_text(card: ApprovalCard) -> str:
-    """ "Approved by @x", "Declined by @x: reason" or "Expired"."""
+    """ "Approved by @x" (or "@x, @y" for a quorum), "Declined by @x: reason" or "Expired"."""
     who = mention(card.decided_by)
     match card.status:
         case "approved":
+            if card.approvals:
+                who = ", ".join(mention(a) for a in card.approvals)
             return texts.APPROVED_BY.format(who=who)
         case "declined" if card.reason:
             reason, _ = cut(escape(card.reason), REASON_LIMIT)

@@ -159,6 +159,8 @@ def _approval_card(
 
 def _title(card: ApprovalCard) -> str:
     who = escape(_cut(card.decided_by, _MAX_NAME)) if card.decided_by else messages.CARD_SOMEONE
+    if card.status == "approved" and card.approvals:
+        who = ", ".join(escape(_cut(a, _MAX_NAME)) for a in card.approvals)
     match card.status:
         case "pending":
             return messages.CARD_TITLE_PENDING
@@ -211,6 +213,12 @@ def _about(card: ApprovalCard) -> list[dict[str, str]]:
     if card.requester:
         requester = escape(_cut(card.requester, _MAX_NAME))
         facts.append({"title": messages.CARD_ASKED_BY, "value": requester})
+    if card.status == "pending" and card.quorum > 1:
+        who = ", ".join(escape(_cut(a, _MAX_NAME)) for a in card.approvals)
+        value = messages.CARD_APPROVALS_SO_FAR.format(
+            who=who or messages.CARD_NO_APPROVALS, count=len(card.approvals), quorum=card.quorum
+        )
+        facts.append({"title": messages.CARD_APPROVALS, "value": value})
     return facts
 
 

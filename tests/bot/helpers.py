@@ -14,6 +14,7 @@ from agents import (
     MemoryStore,
     Message,
     ModelResponse,
+    Store,
     ToolCall,
     ToolContext,
     tool,
@@ -105,7 +106,7 @@ def click(
     )
 
 
-def restart_agent(counter: Counter, store: MemoryStore | None = None, **kw: Any) -> Agent:
+def restart_agent(counter: Counter, store: Store | None = None, **kw: Any) -> Agent:
     """``ops`` asks to run ``restart_service`` (always gated) and answers from its result."""
 
     @tool(require_approval=True)

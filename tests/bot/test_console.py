@@ -7,11 +7,14 @@ import io
 import os
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.console import ConsoleAdapter
+from adapters.console.render import render
 from agents import Agent
-from bot import ChatBot
+from bot import ApprovalCard, ChatBot
 from tests.agents.helpers import Counter
 
 from .helpers import restart_agent, weather_agent
@@ -124,3 +127,21 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
     assert "[approved by grace] delete_record" in out
     assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
     assert (tmp_path / "bot.db").exists()
+
+
+def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:
+    card = ApprovalCard(
+        run_id="run-1",
+        tool_call_id="call-1",
+        tool_name="deploy",
+        args={"service": "api"},
+        agent_path=("ops",),
+        requester="ann",
+        expires_at=datetime(2030, 1, 2, 3, 4, tzinfo=UTC),
+        quorum=2,
+        approvals=("bob",),
+    )
+    assert render(card).splitlines()[-1] == "    approvals: bob (1 of 2)"
+    assert "approvals" not in render(replace(card, quorum=1, approvals=()))
+    approved = replace(card, status="approved", decided_by="bob, cy", approvals=("bob", "cy"))
+    assert render(approved) == "[approved by bob, cy] deploy"

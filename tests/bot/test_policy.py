@@ -69,7 +69,31 @@ def test_a_policy_file_is_loaded_from_disk(tmp_path: Path) -> None:
         ('[default]\napprovers = "U1"', "default.approvers", "valid list"),
         ('[tools.deploy]\nexpires_in = "soon"', "tools.deploy.expires_in", "not a duration"),
         ("[tools.deploy]\nexpires_in = 0", "tools.deploy.expires_in", "positive"),
-        ("[tools.deploy]\nquorum = 2", "tools.deploy.quorum", "unknown field"),
+        ("[tools.deploy]\nquorom = 2", "tools.deploy.quorom", "expires_in, quorum)"),
+        ("[default]\nquorum = 0", "default.quorum", "greater than or equal to 1"),
+        ('[default]\nquorum = "2"', "default.quorum", "valid integer"),
+        ("[default]\nquorum = 1.5", "default.quorum", "valid integer"),
+        ("[tools.deploy]\nquorum = true", "tools.deploy.quorum", "valid integer"),
+        (
+            '[default]\napprovers = ["U1", "U2"]\nquorum = 3',
+            "default.quorum",
+            "quorum = 3 can never be reached: only 2 approvers are listed",
+        ),
+        (
+            '[tools.deploy]\napprovers = ["U1", "U1"]\nquorum = 2',
+            "tools.deploy.quorum",
+            "only 1 approver is listed",
+        ),
+        (
+            '[default]\napprovers = ["U1", "U2"]\n[tools.deploy]\nquorum = 3',
+            "tools.deploy.quorum",
+            "only 2 approvers are listed",
+        ),
+        (
+            '[default]\nquorum = 2\n[tools.deploy]\napprovers = ["U9"]',
+            "tools.deploy.approvers",
+            "quorum = 2 can never be reached",
+        ),
         ("[defaults]\napprovers = []", "defaults", "unknown section"),
         ('[default]\nallow_self_approval = "no"', "default.allow_self_approval", "boolean"),
         ('[default]\napprovers = [""]', "default.approvers.0", "at least 1 character"),
@@ -101,3 +125,30 @@ def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 )
 def test_durations(text: str | int, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+def test_the_quorum_is_one_unless_set_and_a_tool_section_overrides_it() -> None:
+    policy = ApprovalPolicy.from_toml(
+        """
+        [default]
+        approvers = ["U1", "U2", "U3"]
+        quorum = 2
+
+        [tools.deploy]
+        quorum = 3
+
+        [tools.find_user]
+        approvers = []
+        quorum = 1
+
+        [tools.refund]
+        approvers = []
+        quorum = 5
+        """
+    )
+    assert ApprovalPolicy().quorum("anything") == 1
+    assert policy.quorum("anything") == 2
+    assert policy.quorum("deploy") == 3
+    assert policy.quorum("find_user") == 1
+    # Without a list anyone may vote, so any quorum can be met.
+    assert policy.quorum("refund") == 5

@@ -164,3 +164,40 @@ async def test_an_expired_card_says_so_tells_the_requester_and_refuses_clicks(
     assert "expired" in ephemeral.args["text"]
     assert ran.deploys == []
     assert card.updates == 1
+
+
+async def test_a_quorum_of_two_shows_the_first_approval_then_approves_with_both(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    carol = "U0CAROL01"
+    policy = ApprovalPolicy.from_toml(
+        f'[tools.deploy]\napprovers = ["{BOB}", "{carol}", "U0DAVE001"]\nquorum = 2\n'
+    )
+    bot = await serve(build_agent(store, ran), policy=policy)
+    card = await ask_for_deploy(bot, slack)
+    assert "*Approvals:* none yet (0 of 2)" in card_text(card)
+
+    assert await bot.press(card, APPROVE_ACTION, user=BOB) == 200
+    await bot.idle()
+    (first,) = slack.of("chat.update")
+    shown = Posted(CHANNEL, card.ts, None, first.args["text"], first.args["blocks"])
+    assert f"*Approvals:* <@{BOB}> (1 of 2)" in card_text(shown)
+    assert has_buttons(shown), "still waiting for a second approver"
+    assert ran.deploys == []
+
+    assert await bot.press(card, APPROVE_ACTION, user=BOB) == 200
+    await bot.idle()
+    (ephemeral,) = slack.of("chat.postEphemeral")
+    assert ephemeral.args["user"] == BOB
+    assert ephemeral.args["text"] == "You already approved; waiting for 1 more."
+    assert card.updates == 1
+
+    assert await bot.press(card, APPROVE_ACTION, user=carol) == 200
+    await bot.idle()
+    assert card.updates == 2
+    assert not has_buttons(card)
+    assert f"Approved by <@{BOB}>, <@{carol}>" in card_text(card)
+    assert "Approvals:" not in card_text(card)
+    assert len(ran.deploys) == 1
+    answers = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]
+    assert any("deploy ok" in a for a in answers)

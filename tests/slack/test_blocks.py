@@ -177,3 +177,19 @@ async def test_a_card_with_huge_arguments_is_accepted_by_slack(
     assert any(b["type"] == "actions" for b in posted.blocks)
     assert "more characters" in all_text(posted.blocks)
     assert APPROVE_ACTION in str(posted.blocks)
+
+
+def test_a_quorum_card_lists_the_approvals_so_far_and_then_everyone_who_approved() -> None:
+    plain = all_text(approval_card(card()).blocks)
+    assert "Approvals" not in plain, "a quorum of one shows as before"
+
+    pending = approval_card(card(quorum=3, approvals=("U0BOB0001", "<Eve & co>")))
+    assert "*Approvals:* <@U0BOB0001>, &lt;Eve &amp; co&gt; (2 of 3)" in all_text(pending.blocks)
+    assert any(b["type"] == "actions" for b in pending.blocks)
+
+    approved = approval_card(
+        card(status="approved", quorum=2, approvals=("U0BOB0001", "U0CAROL01"))
+    )
+    shown = all_text(approved.blocks)
+    assert "Approved by <@U0BOB0001>, <@U0CAROL01>" in shown
+    assert "Approvals:" not in shown

@@ -219,3 +219,15 @@ def test_a_prompt_cannot_be_given_markup_by_its_question_or_the_reply_it_quotes(
         f"⚠️ version: {payload}\n\ndeploy_service asks: {payload}\n\n"
         "Reply in this thread with: version\n\n(via ops → deploy)",
     )
+
+
+def test_a_quorum_card_lists_the_approvals_so_far_escaped_and_then_who_approved() -> None:
+    assert not any(t.startswith("Approvals") for t in texts(cards.approval_card(approval())))
+
+    pending = cards.approval_card(approval(quorum=2, approvals=("[Bob](https://x.example)",)))
+    assert r"Approvals: \[Bob\](https://x.example) (1 of 2)" in texts(pending)
+    assert "actions" in pending
+
+    approved = cards.approval_card(approval(status="approved", quorum=2, approvals=("Bob", "*C*")))
+    assert texts(approved)[0] == r"✅ Approved by Bob, \*C\*"
+    assert not any(t.startswith("Approvals") for t in texts(approved))

@@ -452,3 +452,55 @@ async def test_turns_return_before_the_agent_has_answered(
     await teams.bot.drain()
     assert deployed == ["api"]
     assert connector.texts(act.PERSONAL_CHAT)[-1] == "answer to the tool result"
+
+
+async def test_a_quorum_of_two_needs_action_execute_from_two_people(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    policy = ApprovalPolicy.from_toml(
+        '[tools.deploy]\napprovers = ["aad-bob", "aad-carol", "aad-dave"]\nquorum = 2\n'
+    )
+    teams = await make_bot(policy=policy)
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    assert "Approvals: none yet (0 of 2)" in text_of_card(posted.card)
+    conversation = act.channel_conversation(THREAD_1)
+
+    def press(user: dict[str, Any]) -> dict[str, Any]:
+        assert posted.card is not None
+        return act.execute(
+            connector.url,
+            posted.card,
+            "approve",
+            conversation=conversation,
+            card_id=posted.response_id,
+            user=user,
+        )
+
+    first = await teams.post(press(act.BOB))
+    await teams.bot.drain()
+    assert first.body["type"] == "application/vnd.microsoft.card.adaptive"
+    counted = first.body["value"]
+    assert "Approvals: Bob (1 of 2)" in text_of_card(counted)
+    assert [a["title"] for a in counted["actions"]] == ["Approve", "Decline"]
+    (update,) = connector.updates()
+    assert "Approvals: Bob (1 of 2)" in text_of_card(update.body["attachments"][0]["content"])
+    assert teams.deployed == []
+
+    second = await teams.post(press(act.CAROL))
+    await teams.bot.drain()
+    decided = second.body["value"]
+    assert "Approved by Bob, Carol" in text_of_card(decided)
+    assert "actions" not in decided
+    updates = connector.updates()
+    assert len(updates) == 2
+    assert "Approved by Bob, Carol" in text_of_card(updates[-1].body["attachments"][0]["content"])
+    assert teams.deployed == ["api"]
+    assert any("deploy ok: deployed api" in t for t in connector.texts(in_thread(THREAD_1)))
+    run_id = posted.card["actions"][0]["data"]["run_id"]
+    audit = await teams.bot.store.list_audit(run_id=run_id)
+    assert [(e.event, e.actor) for e in audit if e.event != "requested"] == [
+        ("voted", "aad-bob"),
+        ("voted", "aad-carol"),
+        ("approved", "aad-bob,aad-carol"),
+    ]
