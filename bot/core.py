@@ -20,7 +20,6 @@ from agents import (
     AgentStream,
     AlreadyDecidedError,
     ApprovalExpiredError,
-    AuditEntry,
     ErrorChunk,
     ExpiredCall,
     FinishChunk,
@@ -63,6 +62,7 @@ from .views import (
     run_metadata,
     thread_of,
 )
+from .votes import audit_vote, load_votes, save_votes, votes_key
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +344,9 @@ class ChatBot:
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
         key = votes_key(call.run_id, call.tool_call_id)
-        votes = await self._votes(key)
+        votes = await load_votes(self.store, key)
+        for user, name in votes.items():
+            self._remember_name(user, name)  # another replica may have heard the name
         voted = click.user_id in votes
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
@@ -353,15 +355,15 @@ class ChatBot:
         if len(votes) >= quorum:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
-                await self._audit_vote(click, call)
+                await audit_vote(self.store, click, call)
             result = await self._carry_out(click, call, voters=tuple(votes))
             if result.accepted:
                 # Only a vote that decided is kept: a click that lost the decision
                 # (it expired meanwhile) leaves the list as it was.
-                await self._save_votes(key, votes)
+                await save_votes(self.store, key, votes)
             return result
-        await self._save_votes(key, votes, strict=True)
-        await self._audit_vote(click, call)
+        await save_votes(self.store, key, votes, strict=True)
+        await audit_vote(self.store, click, call)
         self.metrics.decided("voted")
         card = self._card(call, approvals=tuple(votes))
         # Updated before the lock is released, so no later decision's card can be
@@ -370,46 +372,6 @@ class ChatBot:
         if ref is not None:
             await self._update(self.messenger(click.thread.platform), click.thread, ref, card)
         return ClickResult(accepted=True, card=card)
-
-    async def _votes(self, key: str) -> dict[str, str | None]:
-        """Who approved so far (user id -> display name when known), in voting order."""
-        stored = await self.store.get_reference(key) or {}
-        votes: dict[str, str | None] = {}
-        for vote in stored.get("votes", []):
-            user = vote.get("user") if isinstance(vote, dict) else None
-            if isinstance(user, str) and user:
-                name = vote.get("name")
-                votes[user] = name if isinstance(name, str) else None
-                # Another replica may have heard the name: show it here too.
-                self._remember_name(user, votes[user])
-        return votes
-
-    async def _save_votes(
-        self, key: str, votes: dict[str, str | None], *, strict: bool = False
-    ) -> None:
-        data = {"votes": [{"user": user, "name": name} for user, name in votes.items()]}
-        try:
-            await self.store.put_reference(key, data)
-        except Exception:
-            if strict:
-                raise
-            # The call is decided already; the list is only a record by now.
-            log.exception("could not record the final votes under %s", key)
-
-    async def _audit_vote(self, click: Click, call: PendingInfo) -> None:
-        await self.store.append_audit(
-            AuditEntry(
-                event="voted",
-                run_id=call.run_id,
-                thread_id=click.thread.id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=dict(call.args),
-                kind=call.kind,
-                requester=call.requester,
-                actor=click.user_id,
-            )
-        )
 
     async def _carry_out(
         self, click: Click, call: PendingInfo, *, voters: tuple[str, ...] = ()
@@ -683,20 +645,6 @@ class ChatBot:
     def _who_all(self, decided_by: str) -> str:
         """``"U1,U2"`` (a quorum's voters, as the runtime records them) -> ``"Ann, Bob"``."""
         return ", ".join(self._who(user.strip()) for user in decided_by.split(",") if user.strip())
-
-
-def votes_key(run_id: str, tool_call_id: str) -> str:
-    """Where a quorum card's votes live, and the name of the lock that guards them.
-
-    The store has no general key-value table; its per-thread JSON references are
-    the durable, replica-shared one (SQLite row, Redis key), so votes live there.
-    Thread references are keyed by ``ThreadKey.id``, which always starts with a
-    platform name (``slack:``, ``teams:``, ...), and the Slack adapter's marks with
-    ``slack-active:``; ``votes:`` collides with neither. The runtime's locks are
-    named ``run:<id>``, so the lock of the same name is the card's own. Records are
-    never deleted (the store has no delete): a few hundred bytes per quorum call.
-    """
-    return f"votes:{run_id}:{tool_call_id}"
 
 
 def _tool_names(agent: Agent) -> set[str]:

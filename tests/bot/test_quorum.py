@@ -12,7 +12,7 @@ import pytest
 
 from agents import MemoryStore, Store, open_store
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Reply
-from bot.core import votes_key
+from bot.votes import votes_key
 from tests.agents.helpers import Counter
 
 from .helpers import THREAD, RecordingMessenger, click, message, restart_agent
