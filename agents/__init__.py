@@ -29,7 +29,7 @@ from .models.base import Model, ModelError
 from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
-from .stores import MemoryStore, Store, StoreConflict, open_store
+from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store
 from .stream import AgentStream
 from .tools import Tool, ToolContext, tool
 from .usage import Usage
@@ -52,6 +52,7 @@ __all__ = [
     "ExpiredCall",
     "FinishChunk",
     "FunctionModel",
+    "LockTimeout",
     "MemoryStore",
     "Message",
     "Model",

@@ -52,9 +52,6 @@ INTERRUPTED_RUN_TEXT = (
 
 __all__ = ["DELEGATION_PREFIX", "Engine", "Recovery"]
 
-Known = set[tuple[str, datetime]]
-"""Waiting calls already announced, by ``(tool_call_id, created_at)``."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class Recovery:
@@ -63,6 +60,7 @@ class Recovery:
     run: RunSnapshot
     call: PendingCall | None
     retry: AsyncIterator[Chunk] | None
+    dropped: list[PendingCall]
 
 
 class Engine(RunLoop):
@@ -73,24 +71,26 @@ class Engine(RunLoop):
     async def start(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
         """Save a new top-level run and drive it until it finishes or pauses."""
         await self._save(snap)
-        async for chunk in self._session(snap.run_id, set(), self._drive(snap)):
+        async for chunk in self._session(snap.run_id, self._drive(snap)):
             yield chunk
 
-    async def _session(
-        self, run_id: str, known: Known, body: AsyncIterator[Chunk]
-    ) -> AsyncIterator[Chunk]:
-        """Run ``body``, then announce newly waiting calls (already saved) and finish."""
+    async def _session(self, run_id: str, body: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+        """Run ``body``, then announce newly waiting calls (already saved) and finish.
+
+        Each waiting call is announced once, by whichever session first sees it:
+        the flag is set under the run's lock, and audited there too, so the
+        record does not depend on the stream being read on.
+        """
         async for chunk in body:
             yield chunk
-        top = await self.load(run_id)
-        new = [
-            call
-            for call in top.pending
-            if call.state == "pending" and (call.tool_call_id, call.created_at) not in known
-        ]
-        # Audit before announcing: the record must not depend on the stream being read.
-        for call in new:
-            await self._audit(top, call, "requested")
+        async with self.store.lock(lock_name(run_id)):
+            top = await self.load(run_id)
+            new = [p for p in top.pending if p.state == "pending" and not p.announced]
+            for call in new:
+                call.announced = True
+                await self._audit(top, call, "requested")
+            if new:
+                await self._save(top)
         path = tuple(top.agent_path)
         for call in new:
             info = PendingInfo.of(run_id, call)
@@ -115,8 +115,8 @@ class Engine(RunLoop):
         """Claim the decision eagerly; the returned iterator does the work it unlocks."""
         if decision.action == "resume":
             decision = decision.model_copy(update={"data": jsonable(resume_data)})
-        chain, entry, value, known = await self.claim(run_id, tool_call_id, decision, resume_data)
-        return self._session(run_id, known, self._carry_out(chain, entry, decision, value))
+        chain, entry, value = await self.claim(run_id, tool_call_id, decision, resume_data)
+        return self._session(run_id, self._carry_out(chain, entry, decision, value))
 
     async def claim(
         self,
@@ -124,13 +124,12 @@ class Engine(RunLoop):
         tool_call_id: str | None,
         decision: Decision,
         resume_data: Any = None,
-    ) -> tuple[list[RunSnapshot], PendingCall, Any, Known]:
+    ) -> tuple[list[RunSnapshot], PendingCall, Any]:
         """Atomically claim a waiting call for a decision.
 
         Returns the chain of snapshots from the top run to the run owning the
-        call, the call, the validated resume data and the waiting calls known
-        before. Raises a typed error, changing nothing, when the decision
-        cannot be taken.
+        call, the call and the validated resume data. Raises a typed error,
+        changing nothing, when the decision cannot be taken.
         """
         async with self.store.lock(lock_name(run_id)):
             top = await self.store.load_run(run_id)
@@ -145,20 +144,21 @@ class Engine(RunLoop):
             value = resume_data
             if decision.action == "resume":
                 value = self._validate_resume(chain[-1], entry, resume_data)
-            known = {(p.tool_call_id, p.created_at) for p in top.pending}
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
+            # Audited before anything is saved: if the log cannot be written, the
+            # claim has not happened either.
+            event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
+                decision.action, "expired"
+            )
+            await self._audit(top, entry, event, decision)
             # The top last: until it is saved, the claim has not happened.
             for snap in reversed(chain):
                 await self._save(snap)
-        event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
-            decision.action, "expired"
-        )
-        await self._audit(top, entry, event, decision)
-        return chain, entry, value, known
+        return chain, entry, value
 
     def _select(
         self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
@@ -286,6 +286,12 @@ class Engine(RunLoop):
                 if target is not None:
                     target.status = "running"
                     changed.add(target.run_id)
+                    # The runs above now wait on a busy child: say so all the way up.
+                    for parent, child in zip(
+                        reversed(snaps[:-1]), reversed(snaps[1:]), strict=True
+                    ):
+                        if self._sync(parent, child):
+                            changed.add(parent.run_id)
                 # Only what changed is written: a run another process is driving
                 # must keep its revision.
                 for snap in reversed(snaps):
@@ -305,18 +311,25 @@ class Engine(RunLoop):
         A call the parent already shows keeps what only the parent knows (the
         card the chat layer attached to it). Returns whether the parent changed.
         """
-        was = (list(parent.pending), dict(parent.results))
+        was = (list(parent.pending), dict(parent.results), list(parent.busy_children))
         shown = {(p.tool_call_id, p.created_at): p for p in parent.pending}
         others = [p for p in parent.pending if p.child_run_id != child.run_id]
         seen = self._child_outcome(child, child.parent_call_id or "")
         surfaced = []
         for call in seen.pending or []:
             before = shown.get((call.tool_call_id, call.created_at))
-            surfaced.append(call.model_copy(update={"card": before.card}) if before else call)
+            kept = {"card": before.card, "announced": before.announced} if before else {}
+            surfaced.append(call.model_copy(update=kept))
         parent.pending = others + surfaced
         if seen.result is not None and child.parent_call_id is not None:
             parent.results[child.parent_call_id] = seen.result
-        return (parent.pending, parent.results) != was
+        # A child someone is driving (or that waits on its own) keeps the parent in
+        # flight, so a crash there is found even while siblings still wait.
+        busy = child.status == "running" or bool(child.busy_children)
+        parent.busy_children = [c for c in parent.busy_children if c != child.run_id]
+        if busy:
+            parent.busy_children.append(child.run_id)
+        return (parent.pending, parent.results, parent.busy_children) != was
 
     # -- crash recovery -------------------------------------------------------
 
@@ -342,26 +355,27 @@ class Engine(RunLoop):
                 chain, decision, value = retry
                 for snap in reversed(chain):
                     await self._save(snap)
-                known = {(p.tool_call_id, p.created_at) for p in top.pending}
                 assert call is not None
                 body = self._carry_out(chain, call, decision, value)
-                return Recovery(run=top, call=call, retry=self._session(run_id, known, body))
+                return Recovery(run=top, call=call, retry=self._session(run_id, body), dropped=[])
             top.status, top.finish_reason = "interrupted", "interrupted"
             top.error = (
                 INTERRUPTED_TOOL_TEXT.format(tool=call.tool_name) if call else INTERRUPTED_RUN_TEXT
             )
-            top.pending = []
+            # Every call still shown goes with the run: each is audited and returned,
+            # so its card can be closed and nobody clicks on a dead run.
+            dropped, top.pending, top.busy_children = top.pending, [], []
             await self._save(top)
-        for entry in executing:
+        for entry in dropped:
             await self._audit(top, entry, "interrupted")
         log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
-        return Recovery(run=top, call=call, retry=None)
+        return Recovery(run=top, call=call, retry=None, dropped=dropped)
 
     async def _plan_retry(
         self, top: RunSnapshot, executing: list[PendingCall]
     ) -> tuple[list[RunSnapshot], Decision, Any] | None:
         """The chain and fresh decision for a safe retry of the one decided call, if any."""
-        if top.status != "paused" or len(executing) != 1:
+        if top.status != "paused" or len(executing) != 1 or top.busy_children:
             return None
         entry = executing[0]
         decision = entry.decision

@@ -53,7 +53,8 @@ class RecoveredRun:
     Either ``stream`` carries out again a decision that is safe to repeat (a
     decline, an expiry, an idempotent tool): consume it; or the run is now
     ``interrupted`` and ``error`` says so, to be told to the people waiting.
-    ``pending`` is the decided call involved, if any (with its card).
+    ``pending`` is the decided call involved, if any (with its card); ``dropped``
+    lists every call the interrupted run still showed, whose cards should close.
     """
 
     run_id: str
@@ -63,6 +64,8 @@ class RecoveredRun:
     pending: PendingInfo | None
     stream: AgentStream | None
     error: str | None
+    dropped: tuple[PendingInfo, ...] = ()
+    """Calls that were still waiting on the interrupted run (their cards are void)."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -320,6 +323,7 @@ class Agent:
                     pending=PendingInfo.of(run_id, call) if call else None,
                     stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
                     error=run.error if recovery.retry is None else None,
+                    dropped=tuple(PendingInfo.of(run_id, p) for p in recovery.dropped),
                 )
             )
         return found

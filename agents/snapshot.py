@@ -74,6 +74,8 @@ class PendingCall(BaseModel):
     idempotent: bool = False
     approved: bool = False
     """A person already approved this call (a suspension after an approval)."""
+    announced: bool = False
+    """The top run's stream has announced it (each call is announced once)."""
     resume_data: Any = None
     """Resume data waiting behind this approval (see ``Engine._carry_out``)."""
     card: dict[str, Any] | None = None
@@ -109,6 +111,8 @@ class RunSnapshot(BaseModel):
     results: dict[str, ToolResultPart] = Field(default_factory=dict)
     pending: list[PendingCall] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
+    busy_children: list[str] = Field(default_factory=list)
+    """Sub-agent runs being driven (by some process) that this run waits on."""
     steps: int = 0
     text: str = ""
     tool_calls: list[ToolCallPart] = Field(default_factory=list)
@@ -140,7 +144,11 @@ class RunSnapshot(BaseModel):
             return True
         if self.status != "paused":
             return False
-        return not self.pending or any(p.state == "executing" for p in self.pending)
+        return (
+            not self.pending
+            or bool(self.busy_children)
+            or any(p.state == "executing" for p in self.pending)
+        )
 
     def next_expiry(self) -> datetime | None:
         """The earliest expiry among calls still waiting for a person."""

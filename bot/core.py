@@ -23,6 +23,7 @@ from agents import (
     ErrorChunk,
     ExpiredCall,
     FinishChunk,
+    LockTimeout,
     PendingInfo,
     RecoveredRun,
     ResumeDataInvalidError,
@@ -176,17 +177,30 @@ class ChatBot:
         questions = [p for p in waiting if p.kind == "suspension"]
         if questions:
             try:
-                return await self.agent.stream(
+                stream = await self.agent.stream(
                     message.text,
                     thread_id=thread.id,
                     resource_id=message.user_id,
                     auto_resume_suspended_tools=True,
+                    metadata=run_metadata(thread),
                 )
             except ResumeDataInvalidError as exc:
                 asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
                 again = prompt(asked or questions[-1], error="; ".join(exc.errors))
                 await self._say(messenger, thread, again)
                 return None
+            except (AlreadyDecidedError, ApprovalExpiredError, ToolCallNotPendingError):
+                # Another replica took the answer first, or the question expired meanwhile.
+                await self._say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+                return None
+            if stream.run_id in {q.run_id for q in questions}:
+                return stream
+            # The question went away between the look and the answer: the runtime
+            # would start a new run, which only a message addressed to the bot may do.
+            if not message.addressed:
+                return None
+            self.metrics.runs_started.inc()
+            return stream
         if not message.addressed:
             return None
         if waiting:
@@ -441,6 +455,8 @@ class ChatBot:
                 continue
             if entry.event == "expired":
                 return messages.CLICK_EXPIRED
+            if entry.event == "interrupted":
+                return messages.CLICK_INTERRUPTED
             if entry.event in _AUDIT_ACTIONS:
                 return self._already(_AUDIT_ACTIONS[entry.event], entry.actor)
         return messages.CLICK_UNKNOWN
@@ -500,7 +516,14 @@ class ChatBot:
                 info = item.pending
                 ref = card_ref(cards.get(info.tool_call_id, info))
                 if info.kind == "approval" and ref is not None:
-                    await self._update(messenger, thread, ref, self._card(info, status="expired"))
+                    expired = self._card(info, status="expired")
+                    # A quorum card's votes update it under this lock: take it too, so
+                    # a vote counted just before the expiry cannot show up after it.
+                    try:
+                        async with self.store.lock(votes_key(info.run_id, info.tool_call_id)):
+                            await self._update(messenger, thread, ref, expired)
+                    except LockTimeout:
+                        await self._update(messenger, thread, ref, expired)
                 template = (
                     messages.EXPIRED_APPROVAL
                     if info.kind == "approval"
@@ -554,6 +577,11 @@ class ChatBot:
             if item.stream is not None:
                 await self._consume(thread, messenger, item.stream)
                 return
+            # Cards of the dead run must not keep live buttons.
+            for call in item.dropped:
+                ref = card_ref(call)
+                if call.kind == "approval" and ref is not None:
+                    await self._update(messenger, thread, ref, self._card(call, status="expired"))
             requester = item.pending.requester if item.pending else item.requester
             who = self._who(requester) if requester else messages.NO_REQUESTER
             text = messages.INTERRUPTED.format(who=who, error=item.error)

@@ -17,6 +17,10 @@ APPROVAL_PENDING: Final = (
     "Use its Approve or Decline buttons; a message can't approve it. "
     "Send your message again once it is decided."
 )
+QUESTION_GONE: Final = (
+    "That question was already answered, or it expired; nothing was changed. "
+    "Send your message again if it was meant as a new request."
+)
 RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
@@ -44,6 +48,7 @@ QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."
 CLICK_ALREADY_DECIDED: Final = "This request was already {action} by {who}."
 CLICK_ALREADY_DECIDED_UNKNOWN: Final = "This request was already decided."
 CLICK_EXPIRED: Final = "This request expired; nothing was run."
+CLICK_INTERRUPTED: Final = "The bot stopped while working on this request, so it was closed."
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."

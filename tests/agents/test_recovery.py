@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from pydantic import BaseModel
 
 from agents import (
     Agent,
@@ -16,8 +17,11 @@ from agents import (
     Message,
     ModelResponse,
     RunNotFoundError,
+    RunNotPausedError,
     ToolCall,
     ToolCallApprovalChunk,
+    ToolCallSuspendedChunk,
+    ToolContext,
     tool,
 )
 from agents.models.base import ModelRequest
@@ -293,3 +297,85 @@ async def test_errors_about_a_run_name_the_call_too() -> None:
     with pytest.raises(RunNotFoundError, match="tool call 'c-9'") as info:
         await agent.approve_tool_call(run_id="run_x", tool_call_id="c-9")
     assert info.value.tool_call_id == "c-9"
+
+
+async def test_a_sub_agent_that_crashed_while_its_sibling_waits_is_found() -> None:
+    store = MemoryStore()
+    ran = Counter()
+
+    def build(gate: Gate) -> Agent:
+        @tool(require_approval=True)
+        def find_user(user_id: str) -> str:
+            """Find a user."""
+            ran(user_id=user_id)
+            return f"user {user_id}"
+
+        one = Agent(
+            id="one",
+            model=gated_model(gate, [ToolCall("find_user", {"user_id": "1"}, id="find-1")]),
+            tools=[find_user],
+        )
+        two = Agent(
+            id="two",
+            model=call_then_answer(ToolCall("find_user", {"user_id": "2"}, id="find-2")),
+            tools=[find_user],
+        )
+        return Agent(
+            id="sup",
+            model=call_then_answer(
+                ToolCall("agent-one", {"task": "1"}, id="d1"),
+                ToolCall("agent-two", {"task": "2"}, id="d2"),
+            ),
+            agents={"one": one, "two": two},
+            store=store,
+        )
+
+    gate = Gate()
+    sup = build(gate)
+    paused = await sup.generate("both", thread_id="t")
+    stream = await sup.approve_tool_call(run_id=paused.run_id, tool_call_id="find-1")
+    await crash_while(asyncio.create_task(stream.result()), gate)
+    assert await store.runs_in_flight() == [paused.run_id]
+
+    restarted = build(Gate())
+    (found,) = await restarted.recover_interrupted(older_than=timedelta(0))
+    assert [p.tool_call_id for p in found.dropped] == ["find-2"]
+    with pytest.raises(RunNotPausedError):
+        await restarted.approve_tool_call(run_id=paused.run_id, tool_call_id="find-2")
+    assert ran.calls == [{"user_id": "1"}]
+
+
+async def test_a_call_that_asks_again_after_sibling_decisions_is_announced_once() -> None:
+    class City(BaseModel):
+        city: str
+
+    @tool(require_approval=True, resume_schema=City)
+    def travel(ctx: ToolContext, who: str) -> str:
+        """Book travel; asks where to."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": f"Where should {who} go?"})
+        return f"{who} to {ctx.resume_data.city}"
+
+    store = MemoryStore()
+    agent = Agent(
+        id="t",
+        model=call_then_answer(
+            ToolCall("travel", {"who": "x"}, id="x"), ToolCall("travel", {"who": "y"}, id="y")
+        ),
+        tools=[travel],
+        store=store,
+    )
+    paused = await agent.generate("book both")
+    streams = [
+        await agent.approve_tool_call(run_id=paused.run_id, tool_call_id=call)
+        for call in ("x", "y")
+    ]
+    asked = [
+        chunk.payload.tool_call_id
+        for stream in streams
+        async for chunk in stream
+        if isinstance(chunk, ToolCallSuspendedChunk)
+    ]
+    assert sorted(asked) == ["x", "y"]
+    requested = [e.tool_call_id for e in await store.list_audit(run_id=paused.run_id)]
+    assert requested.count("x") == 3  # approval asked, approved, question asked
