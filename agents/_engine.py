@@ -347,7 +347,8 @@ class Engine(RunLoop):
                 return None
             executing = [p for p in top.pending if p.state == "executing"]
             decided = [p.decision.decided_at for p in executing if p.decision]
-            if max([top.updated_at, *decided]) > stale_before:
+            progress = await self._busy_progress(top)
+            if max([top.updated_at, *decided, *progress]) > stale_before:
                 return None
             call = executing[0] if executing else None
             retry = await self._plan_retry(top, executing)
@@ -370,6 +371,16 @@ class Engine(RunLoop):
             await self._audit(top, entry, "interrupted")
         log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
         return Recovery(run=top, call=call, retry=None, dropped=dropped)
+
+    async def _busy_progress(self, snap: RunSnapshot) -> list[datetime]:
+        """When each sub-agent run this one waits on (at any depth) last saved progress."""
+        times: list[datetime] = []
+        for child_id in snap.busy_children:
+            child = await self.store.load_run(child_id)
+            if child is not None:
+                times.append(child.updated_at)
+                times.extend(await self._busy_progress(child))
+        return times
 
     async def _plan_retry(
         self, top: RunSnapshot, executing: list[PendingCall]

@@ -167,6 +167,9 @@ class RunLoop:
                     snap.status = "paused"
                     break
                 self._close_batch(snap)
+                # A checkpoint per step: progress stays visible to crash recovery,
+                # which takes a run that has not changed for a while as crashed.
+                await self._save(snap)
         except ModelError as exc:
             log.warning("run %s: model error: %s", snap.run_id, exc)
             snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message

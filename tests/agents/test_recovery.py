@@ -379,3 +379,21 @@ async def test_a_call_that_asks_again_after_sibling_decisions_is_announced_once(
     assert sorted(asked) == ["x", "y"]
     requested = [e.tool_call_id for e in await store.list_audit(run_id=paused.run_id)]
     assert requested.count("x") == 3  # approval asked, approved, question asked
+
+
+async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashed() -> None:
+    store = MemoryStore()
+    gate = Gate()
+    sup = two_restarts_under_a_supervisor(Counter(), gate, store)
+    paused = await sup.generate("restart both", thread_id="t")
+    await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="r-api")
+    last = await sup.approve_tool_call(run_id=paused.run_id, tool_call_id="r-web")
+    await crash_while(asyncio.create_task(last.result()), gate)
+
+    top = store._runs[paused.run_id]
+    child_id = top.busy_children[0]
+    top.updated_at -= timedelta(hours=1)
+    assert await sup.recover_interrupted(older_than=timedelta(minutes=15)) == []
+
+    store._runs[child_id].updated_at -= timedelta(hours=1)
+    assert len(await sup.recover_interrupted(older_than=timedelta(minutes=15))) == 1
