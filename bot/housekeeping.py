@@ -1,0 +1,139 @@
+"""Housekeeping: the expiry sweep and crash recovery, with what people are told."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from datetime import datetime
+
+from agents import ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
+
+from . import messages
+from ._base import CoreBase
+from .tasks import every
+from .types import Notice, ThreadKey
+from .views import card_ref, card_thread, thread_of
+from .votes import votes_key
+
+log = logging.getLogger(__name__)
+
+
+class Housekeeping(CoreBase):
+    """Expires overdue calls and settles runs a crash left in flight, on a timer."""
+
+    # -- expiry -----------------------------------------------------------------
+
+    async def sweep_expired(self, now: datetime | None = None) -> int:
+        """Expire every call past its time; cards, notices and answers follow in the background.
+
+        Returns:
+            How many waiting calls expired.
+        """
+        expired = await self.agent.expire_due(now)
+        by_run: dict[str, list[ExpiredCall]] = defaultdict(list)
+        for item in expired:
+            self.metrics.decided("expired")
+            by_run[item.pending.run_id].append(item)
+        for run_id, items in by_run.items():
+            # One task per run: the runtime wants a run's streams consumed in order.
+            self.tasks.spawn(self._after_expiry(items), name=f"expiry:{run_id}")
+        return len(expired)
+
+    async def _after_expiry(self, items: list[ExpiredCall]) -> None:
+        run_id = items[0].pending.run_id
+        thread = await self._thread_of_run(run_id, items[0].pending)
+        messenger = self._messengers.get(thread.platform) if thread else None
+        if thread is None or messenger is None:
+            log.warning("run %s expired outside any known thread; finishing it quietly", run_id)
+            for item in items:
+                await item.stream.result()
+            return
+        async with self._locks.hold(thread.id):
+            # Read the cards now: one posted just before the sweep is attached by now.
+            cards = await self._cards(run_id)
+            for item in items:
+                info = item.pending
+                ref = card_ref(cards.get(info.tool_call_id, info))
+                if info.kind == "approval" and ref is not None:
+                    expired = self._card(info, status="expired")
+                    # A quorum card's votes update it under this lock: take it too, so
+                    # a vote counted just before the expiry cannot show up after it.
+                    try:
+                        async with self.store.lock(votes_key(info.run_id, info.tool_call_id)):
+                            await self._update(messenger, thread, ref, expired)
+                    except LockTimeout:
+                        await self._update(messenger, thread, ref, expired)
+                template = (
+                    messages.EXPIRED_APPROVAL
+                    if info.kind == "approval"
+                    else messages.EXPIRED_QUESTION
+                )
+                who = self._who(info.requester) if info.requester else messages.NO_REQUESTER
+                await self._say(
+                    messenger, thread, Notice(text=template.format(who=who, tool=info.tool_name))
+                )
+                await self._consume(thread, messenger, item.stream)
+
+    async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
+        """Where a run was asked: its card's thread, else what the run remembers."""
+        thread = card_thread(info) if info is not None else None
+        if thread is None:
+            try:
+                thread = thread_of((await self.agent.get_run(run_id)).metadata)
+            except RunNotFoundError:
+                return None
+        return thread
+
+    async def _cards(self, run_id: str) -> dict[str, PendingInfo]:
+        try:
+            snap = await self.agent.get_run(run_id)
+        except RunNotFoundError:
+            return {}
+        return {p.tool_call_id: PendingInfo.of(run_id, p) for p in snap.pending}
+
+    # -- crash recovery ---------------------------------------------------------
+
+    async def recover_interrupted(self, now: datetime | None = None) -> int:
+        """Report runs a crash left in flight (repeatable decisions are carried out again).
+
+        Returns:
+            How many runs were found.
+        """
+        found = await self.agent.recover_interrupted(older_than=self.interrupted_after, now=now)
+        for item in found:
+            self.tasks.spawn(self._after_interruption(item), name=f"recover:{item.run_id}")
+        return len(found)
+
+    async def _after_interruption(self, item: RecoveredRun) -> None:
+        thread = await self._thread_of_run(item.run_id, item.pending)
+        messenger = self._messengers.get(thread.platform) if thread else None
+        if thread is None or messenger is None:
+            log.warning("run %s was interrupted outside any known thread", item.run_id)
+            if item.stream is not None:
+                await item.stream.result()
+            return
+        async with self._locks.hold(thread.id):
+            if item.stream is not None:
+                await self._consume(thread, messenger, item.stream)
+                return
+            # Cards of the dead run must not keep live buttons.
+            for call in item.dropped:
+                ref = card_ref(call)
+                if call.kind == "approval" and ref is not None:
+                    await self._update(messenger, thread, ref, self._card(call, status="expired"))
+            requester = item.pending.requester if item.pending else item.requester
+            who = self._who(requester) if requester else messages.NO_REQUESTER
+            text = messages.INTERRUPTED.format(who=who, error=item.error)
+            await self._say(messenger, thread, Notice(text=text))
+
+    async def _housekeeping(self) -> None:
+        await self.sweep_expired()
+        await self.recover_interrupted()
+
+    def start_sweeper(self, interval: float = 30.0) -> None:
+        """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(
+                every(interval, self._housekeeping, what="expiry sweep"), name="expiry-sweeper"
+            )
