@@ -40,12 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DECLINED_TEXT = "Tool call was not approved by the user"
-EXPIRED_TEXT = "The approval request expired before anyone decided; the tool did not run."
-INTERRUPTED_TEXT = (
-    "The bot stopped while {tool} was running, so it may or may not have finished. "
-    "It was not run again because it is not marked idempotent; please check and ask again."
-)
 DELEGATION_PREFIX = "agent-"
 
 CallPredicate = Callable[[str, dict[str, Any]], Any]

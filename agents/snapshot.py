@@ -8,14 +8,15 @@ announced, so whoever sees the announcement can act on it from anywhere.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from .messages import Message, ToolCallPart, ToolResultPart
 from .usage import Usage
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION: Final = 1
+"""Bumped when the snapshot shape changes; an unknown version fails to load."""
 
 PendingKind = Literal["approval", "suspension"]
 RunStatus = Literal["running", "paused", "finished", "failed", "interrupted"]
@@ -92,7 +93,7 @@ class RunOptions(BaseModel):
 class RunSnapshot(BaseModel):
     """One agent run as persisted. Sub-agent runs have a parent."""
 
-    version: Literal[1] = 1
+    version: Literal[1] = SNAPSHOT_VERSION
     run_id: str
     agent_id: str
     agent_path: list[str]
@@ -173,7 +174,6 @@ class AuditEntry(BaseModel):
 
 
 SNAPSHOT_ADAPTER: TypeAdapter[RunSnapshot] = TypeAdapter(RunSnapshot)
-MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 AUDIT_ADAPTER: TypeAdapter[AuditEntry] = TypeAdapter(AuditEntry)
 
 

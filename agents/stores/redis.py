@@ -35,16 +35,16 @@ CONNECT_TIMEOUT = 5.0
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # paused-index prefix (to drop the run from a thread it no longer belongs to).
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
-_SAVE_RUN = """
-local stored = redis.call('HGET', KEYS[1], 'rev')
+_SAVE_RUN_TEMPLATE = """
+local stored = redis.call('HGET', KEYS[1], '$REV')
 local current = tonumber(stored or '0')
 if current ~= tonumber(ARGV[1]) then
   if stored then return {0, current} end
   return {0, -1}
 end
 local run_id = ARGV[4]
-local old_thread = redis.call('HGET', KEYS[1], 'thread')
-redis.call('HSET', KEYS[1], 'rev', current + 1, 'thread', ARGV[3], 'snapshot', ARGV[2])
+local old_thread = redis.call('HGET', KEYS[1], '$THREAD')
+redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT', ARGV[2])
 if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
   redis.call('ZREM', ARGV[9] .. '{' .. old_thread .. '}', run_id)
 end
@@ -67,6 +67,11 @@ else
 end
 return {1, current}
 """
+_SAVE_RUN = (
+    _SAVE_RUN_TEMPLATE.replace("$REV", k.RUN_REVISION_FIELD)
+    .replace("$THREAD", k.RUN_THREAD_FIELD)
+    .replace("$SNAPSHOT", k.RUN_SNAPSHOT_FIELD)
+)
 
 # KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
 # so a holder whose lease ran out cannot free the next holder's lock.

@@ -85,10 +85,6 @@ async def collect_into(seen: list[ModelEvent], model: Model, request: ModelReque
         seen.append(event)
 
 
-def test_adapter_satisfies_the_model_protocol() -> None:
-    assert isinstance(AnthropicModel(api_key="k"), Model)
-
-
 async def test_text_arrives_as_separate_deltas(fake: FakeAnthropic, model: AnthropicModel) -> None:
     fake.script(
         stream_reply(Text(pieces=["Hel", "lo, ", "world"]), input_tokens=31, output_tokens=4)
