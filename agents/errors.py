@@ -58,30 +58,30 @@ class ApprovalExpiredError(ToolCallNotPendingError):
         super().__init__(run_id, tool_call_id, "has expired")
 
 
-class ResumeDataInvalidError(AgentError):
+class _InvalidDataError(AgentError):
+    """Data for a tool call failed its schema; ``errors`` are the validation messages."""
+
+    what = "invalid data"
+
+    def __init__(self, run_id: str, tool_call_id: str, errors: Sequence[str]) -> None:
+        super().__init__(
+            f"run {run_id!r}: tool call {tool_call_id!r}: {self.what}: " + "; ".join(errors)
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.errors = list(errors)
+
+
+class ResumeDataInvalidError(_InvalidDataError):
     """Resume data failed the tool's ``resume_schema``; the run stays suspended."""
 
-    def __init__(self, run_id: str, tool_call_id: str, errors: Sequence[str]) -> None:
-        super().__init__(
-            f"run {run_id!r}: invalid resume data for tool call {tool_call_id!r}: "
-            + "; ".join(errors)
-        )
-        self.run_id = run_id
-        self.tool_call_id = tool_call_id
-        self.errors = list(errors)
+    what = "invalid resume data"
 
 
-class SuspendPayloadInvalidError(AgentError):
+class SuspendPayloadInvalidError(_InvalidDataError):
     """A tool called ``suspend()`` with a payload its ``suspend_schema`` rejects."""
 
-    def __init__(self, run_id: str, tool_call_id: str, errors: Sequence[str]) -> None:
-        super().__init__(
-            f"run {run_id!r}: tool call {tool_call_id!r} suspended with an invalid payload: "
-            + "; ".join(errors)
-        )
-        self.run_id = run_id
-        self.tool_call_id = tool_call_id
-        self.errors = list(errors)
+    what = "suspended with an invalid payload"
 
 
 def _call(tool_call_id: str | None) -> str:
