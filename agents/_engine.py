@@ -83,14 +83,17 @@ class Engine(RunLoop):
         """
         async for chunk in body:
             yield chunk
-        async with self.store.lock(lock_name(run_id)):
-            top = await self.load(run_id)
-            new = [p for p in top.pending if p.state == "pending" and not p.announced]
-            for call in new:
-                call.announced = True
-                await self._audit(top, call, "requested")
-            if new:
-                await self._save(top)
+        top = await self.load(run_id)
+        new = _unannounced(top)
+        if new:  # the lock only when there is something to announce (not on every answer)
+            async with self.store.lock(lock_name(run_id)):
+                top = await self.load(run_id)
+                new = _unannounced(top)
+                for call in new:
+                    call.announced = True
+                    await self._audit(top, call, "requested")
+                if new:
+                    await self._save(top)
         path = tuple(top.agent_path)
         for call in new:
             info = PendingInfo.of(run_id, call)
@@ -405,6 +408,11 @@ class Engine(RunLoop):
             assert call is not None
             call.decision = fresh
         return chain, fresh, value
+
+
+def _unannounced(snap: RunSnapshot) -> list[PendingCall]:
+    """Waiting calls no stream has announced yet."""
+    return [p for p in snap.pending if p.state == "pending" and not p.announced]
 
 
 def _record(snap: RunSnapshot, tool_call_id: str, outcome: _Outcome) -> None:
