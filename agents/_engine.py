@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ._loop import DELEGATION_PREFIX, RunLoop, _error, _error_chunk, _Outcome, lock_name
 from .chunks import (
@@ -35,7 +35,7 @@ from .errors import (
     validation_messages,
 )
 from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, utcnow
-from .tools import jsonable
+from .tools import Tool, jsonable
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,14 @@ EXPIRED_TEXT = "The approval request expired before anyone decided; the tool did
 INTERRUPTED_TOOL_TEXT = (
     "The bot stopped while {tool} was running, so it may or may not have finished. "
     "It was not run again; please check its effect and ask again."
+)
+APPROVED_ARGS_INVALID_TEXT = (
+    "The approved arguments of {tool} are no longer valid ({errors}); it did not run. "
+    "Please ask again."
+)
+APPROVED_ARGS_CHANGED_TEXT = (
+    "{tool} would not run with exactly the arguments that were approved, so it did not run. "
+    "Please ask again."
 )
 INTERRUPTED_RUN_TEXT = (
     "The bot stopped while working on this, so some steps may or may not have happened. "
@@ -203,13 +211,19 @@ class Engine(RunLoop):
         return chain
 
     def _validate_resume(self, owner: RunSnapshot, entry: PendingCall, data: Any) -> Any:
+        """The validated answer; it must also leave the call's arguments valid."""
         tool = self.agent_at(owner.agent_path).tool(entry.tool_name)
+        if tool is None:
+            return data
+        owned = owner.find_pending(entry.tool_call_id) or entry
         try:
-            return tool.validate_resume(data) if tool else data
+            answer = tool.validate_resume(data)
+            tool.answered_args(owned.args, answer)
         except ValidationError as exc:
             raise ResumeDataInvalidError(
                 owner.root_run_id, entry.tool_call_id, validation_messages(exc)
             ) from exc
+        return answer
 
     # -- carrying a decision out ----------------------------------------------
 
@@ -223,29 +237,41 @@ class Engine(RunLoop):
         leaf = chain[-1]
         outcomes: dict[str, _Outcome] = {}
         call = next(c for c in leaf.batch if c.tool_call_id == entry.tool_call_id)
+        owned = leaf.find_pending(entry.tool_call_id)
+        assert owned is not None
         agent = self.agent_at(leaf.agent_path)
+        tool = agent.tool(call.tool_name)
+        assert tool is not None
         if decision.action in ("decline", "expire"):
             text = EXPIRED_TEXT if decision.action == "expire" else DECLINED_TEXT
             if decision.action == "decline" and decision.reason:
                 text += f". Reason: {decision.reason}"
             outcomes[call.tool_call_id] = _error(call, text)
             yield _error_chunk(leaf, call, text)
+        elif decision.action == "approve":
+            # Exactly the approved arguments run, and nothing else: no resume data.
+            args = _approved_args(tool, owned)
+            if isinstance(args, str):
+                outcomes[call.tool_call_id] = _error(call, args)
+                yield _error_chunk(leaf, call, args)
+            else:
+                async for chunk in self._execute(
+                    agent, leaf, call, tool, args, outcomes, approved=True
+                ):
+                    yield chunk
         else:
-            tool = agent.tool(call.tool_name)
-            assert tool is not None
-            args = tool.validate_args(call.args)
-            if decision.action == "approve" and entry.resume_data is not None:
-                resume_data = tool.validate_resume(entry.resume_data)
-            ctx = self._context(leaf, call, resume_data=resume_data)
-            if (
-                decision.action == "resume"
-                and not entry.approved
-                and await tool.needs_approval(args, ctx)
-            ):
-                # The answer made the call one that needs a person (say, a version for
-                # production): ask for approval of the call as it will now run.
-                approval = self._pending(leaf, tool, call, "approval", resume_data=decision.data)
-                outcomes[call.tool_call_id] = _Outcome(pending=[approval])
+            # The answer fills the arguments it names (validated when it was claimed).
+            args = tool.answered_args(owned.args, resume_data)
+            # An approval holds for the arguments it was given; changed ones are
+            # gated again, as a new call would be.
+            approved = owned.approved and tool.dump_args(args) == owned.args
+            gated = None
+            if not approved:
+                gated = await self._gate(leaf, tool, call, args, resume_data=resume_data)
+            if gated is not None:
+                outcomes[call.tool_call_id] = gated
+                if gated.result is not None:
+                    yield _error_chunk(leaf, call, gated.result.content)
             else:
                 async for chunk in self._execute(
                     agent,
@@ -254,7 +280,7 @@ class Engine(RunLoop):
                     tool,
                     args,
                     outcomes,
-                    approved=decision.action == "approve" or entry.approved,
+                    approved=approved,
                     resume_data=resume_data,
                 ):
                     yield chunk
@@ -408,6 +434,19 @@ class Engine(RunLoop):
             assert call is not None
             call.decision = fresh
         return chain, fresh, value
+
+
+def _approved_args(tool: Tool, call: PendingCall) -> BaseModel | str:
+    """The arguments an approval was given, validated again, or why they cannot run."""
+    try:
+        args = tool.validate_args(call.args)
+    except ValidationError as exc:
+        return APPROVED_ARGS_INVALID_TEXT.format(
+            tool=call.tool_name, errors="; ".join(validation_messages(exc))
+        )
+    if tool.dump_args(args) != call.args:
+        return APPROVED_ARGS_CHANGED_TEXT.format(tool=call.tool_name)
+    return args
 
 
 def _unannounced(snap: RunSnapshot) -> list[PendingCall]:

@@ -219,21 +219,40 @@ class RunLoop:
                 outcomes[call.tool_call_id] = _error(call, error)
                 yield _error_chunk(snap, call, error)
                 continue
-            if await self._needs_approval(snap, tool, args, call):
-                outcomes[call.tool_call_id] = _Outcome(
-                    pending=[self._pending(snap, tool, call, "approval")]
-                )
+            gated = await self._gate(snap, tool, call, args)
+            if gated is not None:
+                outcomes[call.tool_call_id] = gated
+                if gated.result is not None:
+                    yield _error_chunk(snap, call, gated.result.content)
                 continue
             runs.append(self._execute(agent, snap, call, tool, args, outcomes))
         async for chunk in _merge(runs):
             yield chunk
 
+    async def _gate(
+        self,
+        snap: RunSnapshot,
+        tool: Tool,
+        call: ToolCallPart,
+        args: BaseModel,
+        *,
+        resume_data: Any = None,
+    ) -> _Outcome | None:
+        """Before a call runs: refused by its check, waiting for approval, or ``None`` (go)."""
+        ctx = self._context(snap, call, resume_data=resume_data)
+        refusal = await tool.refusal(args, ctx)
+        if refusal is not None:
+            return _error(call, f"Tool {call.tool_name} was not run: {refusal}")
+        if await self._needs_approval(snap, tool, args, ctx):
+            return _Outcome(pending=[self._pending(snap, tool, call, "approval", args)])
+        return None
+
     async def _needs_approval(
-        self, snap: RunSnapshot, tool: Tool, args: BaseModel, call: ToolCallPart
+        self, snap: RunSnapshot, tool: Tool, args: BaseModel, ctx: ToolContext
     ) -> bool:
         if tool.delegate_to is not None:  # the sub-agent's own tools are gated instead
             return False
-        if await tool.needs_approval(args, self._context(snap, call)):
+        if await tool.needs_approval(args, ctx):
             return True
         option = snap.options.require_tool_approval
         if option != "predicate":
@@ -242,7 +261,7 @@ class RunLoop:
         if predicate is None:  # cold resume: the predicate did not survive; fail closed
             return True
         try:
-            verdict = predicate(call.tool_name, call.args)
+            verdict = predicate(ctx.tool_name, tool.dump_args(args))
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             return bool(verdict)
@@ -274,11 +293,16 @@ class RunLoop:
         tool: Tool,
         call: ToolCallPart,
         kind: str,
+        args: BaseModel,
         suspend_payload: Any = None,
         *,
         approved: bool = False,
-        resume_data: Any = None,
     ) -> PendingCall:
+        """A waiting call, holding the validated arguments it runs with.
+
+        An approval is bound to exactly these arguments: they are what the card
+        shows, and what the tool runs with once approved (see ``Engine``).
+        """
         agent = self.agent_at(snap.agent_path)
         now = utcnow()
         ttl = (
@@ -286,13 +310,10 @@ class RunLoop:
             or tool.expires_in
             or agent.default_options.approval_ttl
         )
-        # An approval that waits on resume data shows that data with the arguments,
-        # so the approver sees exactly what will run.
-        shown = {**call.args, **resume_data} if isinstance(resume_data, dict) else call.args
         return PendingCall(
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
-            args=shown,
+            args=tool.dump_args(args),
             kind="approval" if kind == "approval" else "suspension",
             agent_path=list(snap.agent_path),
             suspend_payload=suspend_payload,
@@ -302,7 +323,6 @@ class RunLoop:
             requester=snap.resource_id,
             idempotent=tool.idempotent,
             approved=approved,
-            resume_data=resume_data,
         )
 
     async def _execute(
@@ -329,7 +349,7 @@ class RunLoop:
             outcomes[call.tool_call_id] = _Outcome(
                 pending=[
                     self._pending(
-                        snap, tool, call, "suspension", suspended.payload, approved=approved
+                        snap, tool, call, "suspension", args, suspended.payload, approved=approved
                     )
                 ]
             )

@@ -61,6 +61,7 @@ class PendingCall(BaseModel):
     tool_call_id: str
     tool_name: str
     args: dict[str, Any]
+    """The validated arguments the call runs with; an approval is bound to exactly these."""
     kind: PendingKind
     agent_path: list[str]
     suspend_payload: Any = None
@@ -77,8 +78,6 @@ class PendingCall(BaseModel):
     """A person already approved this call (a suspension after an approval)."""
     announced: bool = False
     """The top run's stream has announced it (each call is announced once)."""
-    resume_data: Any = None
-    """Resume data waiting behind this approval (see ``Engine._carry_out``)."""
     card: dict[str, Any] | None = None
 
 

@@ -18,6 +18,9 @@ from .models.base import ToolSpec
 ApprovalPredicate = Callable[..., bool | Awaitable[bool]]
 """``(args)`` or ``(args, ctx)`` -> bool, sync or async; ``args`` is the validated input."""
 
+ToolCheck = Callable[..., Awaitable[None] | None]
+"""``(args)`` or ``(args, ctx)``, sync or async: raises to refuse a call before anyone is asked."""
+
 
 class ToolSuspended(BaseException):
     """Raised by ``ToolContext.suspend``; ends the tool call and pauses the run.
@@ -36,7 +39,10 @@ class ToolContext:
 
     ``tool_call_id`` is stable across pauses, resumes and processes: use it as
     an idempotency key for side effects. ``resume_data`` is the validated data a
-    person supplied after ``suspend()`` (``None`` on the first attempt).
+    person supplied after ``suspend()`` (``None`` on the first attempt, and when
+    the call runs because it was approved: it then runs with exactly its approved
+    arguments). Fields of the answer that name arguments are already folded into
+    the arguments, so read them from there.
     """
 
     run_id: str
@@ -77,6 +83,8 @@ class Tool:
     suspend_schema: type[BaseModel] | None = None
     resume_schema: type[BaseModel] | None = None
     require_approval: bool | ApprovalPredicate = False
+    check: ToolCheck | None = None
+    """Refuses calls that can only fail (raise with a reason for the model), before any card."""
     expires_in: timedelta | None = None
     idempotent: bool = False
     context_param: str | None = None
@@ -96,6 +104,7 @@ class Tool:
         suspend_schema: type[BaseModel] | None = None,
         resume_schema: type[BaseModel] | None = None,
         require_approval: bool | ApprovalPredicate = False,
+        check: ToolCheck | None = None,
         expires_in: timedelta | None = None,
         idempotent: bool = False,
     ) -> Tool:
@@ -104,6 +113,8 @@ class Tool:
         The input schema comes from the signature unless ``input_model`` is given,
         in which case the function receives one validated model instance. A
         parameter annotated ``ToolContext`` receives the call's context.
+        ``check`` runs on the validated arguments before the approval rule: an
+        exception it raises refuses the call, and its message goes to the model.
         """
         hints = get_type_hints(fn, include_extras=True)
         params = inspect.signature(fn).parameters
@@ -120,6 +131,7 @@ class Tool:
             suspend_schema=suspend_schema,
             resume_schema=resume_schema,
             require_approval=require_approval,
+            check=check,
             expires_in=expires_in,
             idempotent=idempotent,
             context_param=context_param,
@@ -138,17 +150,45 @@ class Tool:
         """Validate the model's arguments (raises ``ValidationError``)."""
         return self.input_model.model_validate(args)
 
+    def dump_args(self, args: BaseModel) -> dict[str, Any]:
+        """Validated arguments as JSON: what a card shows and what an approval binds to."""
+        return args.model_dump(mode="json", by_alias=True)
+
+    def answered_args(self, args: dict[str, Any], answer: Any) -> BaseModel:
+        """The call's arguments with a person's answer folded in.
+
+        Each field of the (validated) answer that names an argument becomes that
+        argument, and the result is validated as the arguments are, so an answer
+        given before approval is checked, and shown, as what will run. Raises
+        ``ValidationError`` when the answer makes the arguments invalid.
+        """
+        given = (
+            answer.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            if isinstance(answer, BaseModel)
+            else answer
+        )
+        if not isinstance(given, dict):
+            return self.validate_args(args)
+        names = {f.alias or name for name, f in self.input_model.model_fields.items()}
+        return self.validate_args({**args, **{k: v for k, v in given.items() if k in names}})
+
+    async def refusal(self, args: BaseModel, ctx: ToolContext) -> str | None:
+        """Why ``check`` refuses this call, or ``None`` when it may go ahead."""
+        if self.check is None:
+            return None
+        try:
+            await _call_rule(self.check, args, ctx)
+        except Exception as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
     async def needs_approval(self, args: BaseModel, ctx: ToolContext) -> bool:
         """Whether this call must wait for a person. A failing predicate fails closed."""
         rule = self.require_approval
         if isinstance(rule, bool):
             return rule
         try:
-            takes_ctx = len(inspect.signature(rule).parameters) >= 2
-            verdict = rule(args, ctx) if takes_ctx else rule(args)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            return bool(verdict)
+            return bool(await _call_rule(rule, args, ctx))
         except Exception:
             return True
 
@@ -193,6 +233,15 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+async def _call_rule(rule: Callable[..., Any], args: BaseModel, ctx: ToolContext) -> Any:
+    """Call an ``(args)`` or ``(args, ctx)`` function, sync or async."""
+    takes_ctx = len(inspect.signature(rule).parameters) >= 2
+    verdict = rule(args, ctx) if takes_ctx else rule(args)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return verdict
+
+
 def _model_from_signature(
     fn: Callable[..., Any], hints: dict[str, Any], context_param: str | None
 ) -> type[BaseModel]:
@@ -221,6 +270,7 @@ def tool(
     suspend_schema: type[BaseModel] | None = None,
     resume_schema: type[BaseModel] | None = None,
     require_approval: bool | ApprovalPredicate = False,
+    check: ToolCheck | None = None,
     expires_in: timedelta | None = None,
     idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...

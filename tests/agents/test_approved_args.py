@@ -1,0 +1,253 @@
+"""What a person approves is exactly what runs.
+
+An answer given before approval fills the arguments it names and is validated
+with them; the card shows the validated arguments; an approved call runs with
+exactly those, and an answer that changes them after approval asks again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import pytest
+from pydantic import AfterValidator, BaseModel, BeforeValidator
+
+from agents import (
+    Agent,
+    MemoryStore,
+    ResumeDataInvalidError,
+    ToolCall,
+    ToolCallApprovalChunk,
+    ToolContext,
+    ToolErrorChunk,
+    tool,
+)
+
+from .helpers import call_then_answer
+
+
+def exact_version(value: str) -> str:
+    if re.fullmatch(r"\d+\.\d+\.\d+", value.strip()) is None:
+        raise ValueError(f"{value!r} is not a version such as 1.4.2")
+    return value.strip()
+
+
+Version = Annotated[str, AfterValidator(exact_version)]
+
+
+class VersionReply(BaseModel):
+    version: Version
+
+
+class Seen:
+    """What the tool body was called with, call by call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, Any], Any, bool]] = []
+
+    def __call__(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        self.calls.append((args, ctx.resume_data, ctx.approved))
+
+
+def deploy_agent(seen: Seen, *, store: MemoryStore | None = None) -> Agent:
+    def production(args: Any) -> bool:
+        return bool(args.environment == "production" and args.version)
+
+    @tool(require_approval=production, resume_schema=VersionReply)
+    def deploy(
+        ctx: ToolContext,
+        environment: Annotated[str, BeforeValidator(lambda v: {"prod": "production"}.get(v, v))],
+        version: Version | None = None,
+    ) -> str:
+        """Deploy; asks for the version when none is given."""
+        seen({"environment": environment, "version": version}, ctx)
+        if version is None:
+            ctx.suspend({"message": "Which version?"})
+        return f"deployed {version} to {environment}"
+
+    return Agent(
+        id="deployer",
+        model=call_then_answer(ToolCall("deploy", {"environment": "prod"}, id="d-1")),
+        tools=[deploy],
+        store=store or MemoryStore(),
+    )
+
+
+async def test_an_answer_fills_the_argument_it_names_and_the_card_shows_it() -> None:
+    seen = Seen()
+    agent = deploy_agent(seen)
+    first = await agent.generate("deploy to production")
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.kind == "suspension"
+
+    answered = await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
+    assert answered.suspend_payload is not None
+    assert answered.suspend_payload.kind == "approval"
+    # Validated: the model's "prod" is shown as the "production" that will run.
+    assert answered.suspend_payload.args == {"environment": "production", "version": "1.4.2"}
+    assert len(seen.calls) == 1  # asked, not run
+
+    final = await agent.approve_tool_call_generate(run_id=first.run_id, tool_call_id="d-1")
+    assert "deployed 1.4.2 to production" in final.text
+    assert seen.calls[-1] == ({"environment": "production", "version": "1.4.2"}, None, True)
+
+
+async def test_an_answer_that_is_not_a_valid_argument_is_refused_and_the_question_stays() -> None:
+    seen = Seen()
+    agent = deploy_agent(seen)
+    first = await agent.generate("deploy to production")
+    with pytest.raises(ResumeDataInvalidError) as info:
+        await agent.resume_generate({"version": "not 1.4.1 - use 1.5.0"}, run_id=first.run_id)
+    assert "is not a version" in "; ".join(info.value.errors)
+    assert [p.kind for p in (await agent.get_run(first.run_id)).pending] == ["suspension"]
+    answered = await agent.resume_generate({"version": "1.5.0"}, run_id=first.run_id)
+    assert answered.suspend_payload is not None
+    assert answered.suspend_payload.args["version"] == "1.5.0"
+
+
+async def test_an_approved_call_runs_with_its_card_arguments_whatever_the_model_asked() -> None:
+    store = MemoryStore()
+    seen = Seen()
+    agent = deploy_agent(seen, store=store)
+    first = await agent.generate("deploy to production")
+    await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
+    # Nothing outside the card decides what runs: not the model's own call, even
+    # if the record of it changes after the card was shown.
+    snap = await store.load_run(first.run_id)
+    assert snap is not None
+    snap.batch[0].args["version"] = "9.9.9"
+    await store.save_run(snap)
+    await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert seen.calls[-1][0] == {"environment": "production", "version": "1.4.2"}
+
+
+async def test_approved_arguments_that_no_longer_validate_do_not_run() -> None:
+    store = MemoryStore()
+    seen = Seen()
+    agent = deploy_agent(seen, store=store)
+    first = await agent.generate("deploy to production")
+    await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
+    snap = await store.load_run(first.run_id)
+    assert snap is not None
+    snap.pending[0].args["version"] = "latest"
+    await store.save_run(snap)
+    stream = await agent.approve_tool_call(run_id=first.run_id)
+    (error,) = [c.error async for c in stream if isinstance(c, ToolErrorChunk)]
+    assert "no longer valid" in error
+    assert len(seen.calls) == 1  # only the first attempt, which asked
+
+
+class Region(BaseModel):
+    region: str
+
+
+class Confirmation(BaseModel):
+    code: str
+
+
+def restart_agent(ran: list[tuple[str, Any]]) -> Agent:
+    @tool(require_approval=True, resume_schema=Region)
+    def restart(ctx: ToolContext, service: str, region: str = "") -> str:
+        """Restart a service; asks for the region after approval when none is given."""
+        if not region:
+            ctx.suspend({"message": "Which region?"})
+        ran.append((region, ctx.approved))
+        return f"restarted {service} in {region}"
+
+    return Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("restart", {"service": "api"}, id="r-1")),
+        tools=[restart],
+    )
+
+
+async def test_an_answer_after_approval_that_changes_the_arguments_asks_for_approval_again() -> (
+    None
+):
+    ran: list[tuple[str, Any]] = []
+    agent = restart_agent(ran)
+    first = await agent.generate("restart the api")
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.args == {"service": "api", "region": ""}
+    asked = await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert asked.suspend_payload is not None
+    assert asked.suspend_payload.kind == "suspension"
+
+    stream = await agent.resume_stream({"region": "eu-west"}, run_id=first.run_id)
+    cards = [c.payload async for c in stream if isinstance(c, ToolCallApprovalChunk)]
+    assert [c.args for c in cards] == [{"service": "api", "region": "eu-west"}]
+    assert ran == []  # approved for no region, so "eu-west" waits for its own approval
+
+    final = await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert ran == [("eu-west", True)]
+    assert "restarted api in eu-west" in final.text
+
+
+async def test_an_answer_after_approval_that_keeps_the_arguments_runs_as_approved() -> None:
+    codes: list[str] = []
+
+    @tool(require_approval=True, resume_schema=Confirmation)
+    def wipe(ctx: ToolContext, disk: str) -> str:
+        """Wipe a disk; asks for the confirmation code shown on the console."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Type the code shown on the console."})
+        codes.append(ctx.resume_data.code)
+        return f"wiped {disk}"
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("wipe", {"disk": "sdb"}, id="w-1")),
+        tools=[wipe],
+    )
+    first = await agent.generate("wipe sdb")
+    await agent.approve_tool_call_generate(run_id=first.run_id)
+    final = await agent.resume_generate({"code": "4711"}, run_id=first.run_id)
+    assert codes == ["4711"]
+    assert "wiped sdb" in final.text
+
+
+async def test_a_check_refuses_a_call_that_can_only_fail_before_any_card() -> None:
+    ran: list[str] = []
+    known = {"abc-123"}
+
+    def record_exists(args: Any) -> None:
+        if args.record_id not in known:
+            raise LookupError(f"No record with id {args.record_id!r}.")
+
+    @tool(require_approval=True, check=record_exists)
+    def delete_record(record_id: str) -> str:
+        """Delete a record."""
+        ran.append(record_id)
+        return "deleted"
+
+    agent = Agent(
+        id="records",
+        model=call_then_answer(ToolCall("delete_record", {"record_id": "nope-1"}, id="x-1")),
+        tools=[delete_record],
+    )
+    stream = await agent.stream("delete record nope-1")
+    chunks = [c async for c in stream]
+    assert not [c for c in chunks if isinstance(c, ToolCallApprovalChunk)]
+    (error,) = [c for c in chunks if isinstance(c, ToolErrorChunk)]
+    assert error.error == "Tool delete_record was not run: No record with id 'nope-1'."
+    result = await stream.result()
+    assert result.finish_reason == "stop"
+    assert "No record with id 'nope-1'" in result.text
+    assert ran == []
+
+
+async def test_a_check_that_passes_leaves_the_call_to_its_approval_rule() -> None:
+    @tool(require_approval=True, check=lambda args, ctx: None)
+    def delete_record(record_id: str) -> str:
+        """Delete a record."""
+        return "deleted"
+
+    agent = Agent(
+        id="records",
+        model=call_then_answer(ToolCall("delete_record", {"record_id": "abc-123"}, id="x-1")),
+        tools=[delete_record],
+    )
+    first = await agent.generate("delete record abc-123")
+    assert first.suspend_payload is not None
+    assert first.suspend_payload.kind == "approval"
