@@ -107,7 +107,7 @@ def validation_messages(exc: Exception) -> list[str]:
         message = (
             "is not in the expected format"
             if err["type"] == "string_pattern_mismatch"
-            else err["msg"]
+            else err["msg"].removeprefix("Value error, ")
         )
         out.append(f"{where}: {message}")
     return out

@@ -2,7 +2,9 @@
 
 Shows a threshold approval rule (a predicate over the validated arguments),
 argument constraints in the signature, money kept in integer cents, and a
-business rule enforced in the tool, where no model can talk its way past it.
+business rule enforced in the tool, where no model can talk its way past it,
+and checked before any card too, so nobody is asked to approve a refund that
+could only be refused.
 """
 
 from __future__ import annotations
@@ -42,8 +44,12 @@ def over_limit(args: Any) -> bool:
 def billing_tools(db: OpsDatabase) -> list[Tool]:
     """The billing tools, bound to one database."""
 
+    async def refund_fits(args: Any) -> None:
+        """Check: no card for a refund that could only be refused (no such order, too much)."""
+        await db.run(_refundable, args.order_id, _cents(args.amount))
+
     # One call refunds at most once (see _refund), so after a crash it is safe to rerun.
-    @tool(require_approval=over_limit, idempotent=True)
+    @tool(require_approval=over_limit, check=refund_fits, idempotent=True)
     async def refund(
         ctx: ToolContext,
         order_id: str = Field(description="The order's id, e.g. A-1001."),
@@ -54,8 +60,7 @@ def billing_tools(db: OpsDatabase) -> list[Tool]:
 
         Refuses to refund more than is left on the order.
         """
-        cents = round(amount * 100)
-        return await db.run(_refund, order_id, cents, ctx.tool_call_id, ctx.resource_id)
+        return await db.run(_refund, order_id, _cents(amount), ctx.tool_call_id, ctx.resource_id)
 
     return [refund]
 
@@ -72,6 +77,32 @@ def billing_agent(model: Model, db: OpsDatabase) -> Agent:
     )
 
 
+def _cents(amount: float) -> int:
+    return round(amount * 100)
+
+
+def _order(conn: sqlite3.Connection, order_id: str) -> sqlite3.Row:
+    order: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM orders WHERE id = ?", (order_id,)
+    ).fetchone()
+    if order is None:
+        raise LookupError(f"No order with id {order_id!r}; nothing was refunded.")
+    return order
+
+
+def _refundable(conn: sqlite3.Connection, order_id: str, cents: int) -> sqlite3.Row:
+    """The order, if ``cents`` fits what is left to refund on it; else why not."""
+    order = _order(conn, order_id)
+    left = order["total_cents"] - _refunded(conn, order_id)
+    if cents > left:
+        raise ValueError(
+            f"Refusing to refund {_money(cents)} {order['currency']} on order {order_id}: "
+            f"only {_money(left)} of its {_money(order['total_cents'])} total is left "
+            "to refund."
+        )
+    return order
+
+
 def _refund(
     conn: sqlite3.Connection,
     order_id: str,
@@ -79,19 +110,13 @@ def _refund(
     tool_call_id: str,
     requested_by: str | None,
 ) -> dict[str, Any]:
-    order = conn.execute("SELECT * FROM orders WHERE id = ?", (order_id,)).fetchone()
-    if order is None:
-        raise LookupError(f"No order with id {order_id!r}; nothing was refunded.")
+    order = _order(conn, order_id)
     # Same call id, same refund: a retried call must not pay out twice.
     done = conn.execute("SELECT * FROM refunds WHERE tool_call_id = ?", (tool_call_id,)).fetchone()
     if done is None:
-        left = order["total_cents"] - _refunded(conn, order_id)
-        if cents > left:
-            raise ValueError(
-                f"Refusing to refund {_money(cents)} {order['currency']} on order {order_id}: "
-                f"only {_money(left)} of its {_money(order['total_cents'])} total is left "
-                "to refund."
-            )
+        # Checked again here, in the refund's own transaction: other refunds may
+        # have been made since the check before the approval.
+        _refundable(conn, order_id, cents)
         cursor = conn.execute(
             "INSERT INTO refunds (order_id, amount_cents, tool_call_id, requested_by, refunded_at)"
             " VALUES (?, ?, ?, ?, ?)",

@@ -1,10 +1,11 @@
 """The deploy agent: deploys services, asking for approval and for missing input.
 
 Shows conditional approval (a predicate over the arguments: only production
-needs a person), arguments checked before anyone is asked (an unknown
-environment fails validation, an unknown service is reported without a card),
-``suspend()`` to ask for a missing version, and the tool call id as an
-idempotency key so one call never deploys twice.
+needs a person), a ``check`` that refuses what can only fail before anyone is
+asked (an unknown service), ``suspend()`` to ask for a missing version, whose
+answer fills the ``version`` argument and is validated with it *before* the
+approval card (so the card shows the exact version that will run), and the
+tool call id as an idempotency key so one call never deploys twice.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import sqlite3
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from agents import Agent, Model, Tool, ToolContext, tool
 
@@ -48,7 +49,28 @@ def _spelling(value: Any) -> Any:
     return ENVIRONMENTS.get(value.strip().lower(), value) if isinstance(value, str) else value
 
 
-VERSION = re.compile(r"\bv?\d+(?:\.\d+){0,3}(?:[-+][\w.]+)?\b")
+VERSION = re.compile(r"v?(\d+(?:\.\d+){1,3}(?:[-+][0-9A-Za-z.-]*[0-9A-Za-z])?)")
+"""A version such as 1.4.2, v2.0 or 1.5.0-rc.1: at least major.minor; a leading v is dropped."""
+
+
+def parse_version(text: str) -> str:
+    """``text`` as a bare version, when it is one and nothing else (``"v1.5.0"`` -> ``"1.5.0"``).
+
+    Raises:
+        ValueError: Anything else, such as ``"not 1.4.1 - use 1.5.0"`` or
+            ``"find user 42"``: picking a version out of a sentence could deploy
+            one the person did not mean, so they are asked again instead.
+    """
+    found = VERSION.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(
+            f"{text.strip()!r} is not a version; answer with just the version, such as 1.4.2"
+        )
+    return found.group(1)
+
+
+Version = Annotated[str, AfterValidator(parse_version)]
+"""A version argument: validated, and stored as the bare version that will be deployed."""
 
 
 class VersionQuestion(BaseModel):
@@ -58,9 +80,13 @@ class VersionQuestion(BaseModel):
 
 
 class VersionReply(BaseModel):
-    """The user's answer. One text field, so auto-resume passes the reply straight in."""
+    """The user's answer. Its field names the ``version`` argument, so the answer fills it.
 
-    version: str
+    One text field, so auto-resume passes the reply straight in; a reply that is
+    not exactly one version fails here and is asked again in the thread.
+    """
+
+    version: Version
 
 
 def outside_staging(args: Any) -> bool:
@@ -72,31 +98,26 @@ def outside_staging(args: Any) -> bool:
     return ENVIRONMENTS.get(str(args.environment).strip().lower()) != "staging"
 
 
-def has_version(args: Any, ctx: ToolContext) -> bool:
-    """Whether the call (or the user's answer to its question) names a version."""
-    version = ctx.resume_data.version if ctx.resume_data is not None else args.version
-    return bool(version) and VERSION.search(version) is not None
+def needs_approval(args: Any) -> bool:
+    """Approval rule: a deployment outside staging needs a person, once it names a version.
+
+    Asking for a missing version has no side effect, so it comes first; the
+    answer becomes the ``version`` argument, this rule is checked again with
+    it, and the approver then sees the exact version that will run.
+    """
+    return outside_staging(args) and args.version is not None
 
 
 def deploy_tools(db: OpsDatabase) -> list[Tool]:
     """The deploy tools, bound to one database."""
 
-    async def needs_approval(args: Any, ctx: ToolContext) -> bool:
-        """Approval rule: a deployment outside staging needs a person, once it can run.
-
-        Asking for a missing version has no side effect, so it comes first; the
-        runtime checks this rule again with the answer, and the approver then sees
-        the exact version that will run. An answer that is not a version is asked
-        again, and an unknown service is reported, before anyone is bothered:
-        the tool then runs at once and fails without changing anything. (Unknown
-        environments never get here: they fail argument validation.)
-        """
-        if not outside_staging(args) or not has_version(args, ctx):
-            return False
-        return await db.run(_service_exists, args.service)
+    async def known_service(args: Any) -> None:
+        """Check: no question and no card for a service that does not exist."""
+        await db.run(_check_service, args.service)
 
     @tool(
         require_approval=needs_approval,
+        check=known_service,
         suspend_schema=VersionQuestion,
         resume_schema=VersionReply,
         # One call deploys at most once (see _deploy), so after a crash it is safe to rerun.
@@ -110,40 +131,26 @@ def deploy_tools(db: OpsDatabase) -> list[Tool]:
         environment: Annotated[
             Literal["staging", "production"], BeforeValidator(_spelling)
         ] = Field(description="staging or production (stage and prod are accepted too)."),
-        version: str | None = Field(
-            default=None, description="The version to deploy; leave out to ask the user."
-        ),
+        version: Annotated[
+            Version | None, Field(description="The version to deploy; leave out to ask the user.")
+        ] = None,
     ) -> dict[str, Any]:
         """Deploy a version of a service to staging or production.
 
         Production needs approval. Without a version, asks the user which one.
         """
-        # Check what we can before asking: no point asking for a version of a
-        # service that does not exist.
-        await db.run(_check_service, service)
-        if ctx.resume_data is not None:  # the user's reply to our question
-            version = ctx.resume_data.version
-        if not version:
+        if version is None:
             ctx.suspend(
                 {"message": f"Which version of {service} should I deploy to {environment}?"}
             )
-        found = VERSION.search(version)
-        if found is None:
-            ctx.suspend(
-                {
-                    "message": f"{version!r} does not look like a version. Which version of "
-                    f"{service} should I deploy to {environment}? (for example 1.4.2)"
-                }
-            )
         if environment != "staging" and not ctx.approved:
-            # The approval rule let this call through because the service was
-            # unknown, and it has appeared since: never leave staging unapproved.
+            # Defence in depth: if the approval rule above is ever loosened by
+            # mistake, production still never changes without a person.
             raise PermissionError(
-                f"{service} did not exist when approval was checked; nothing was deployed. "
-                "Please ask again."
+                f"Deploying to {environment} needs approval; nothing was deployed."
             )
         return await db.run(
-            _deploy, service, environment, found.group(), ctx.tool_call_id, ctx.resource_id
+            _deploy, service, environment, version, ctx.tool_call_id, ctx.resource_id
         )
 
     return [deploy_service]

@@ -3,7 +3,8 @@
 Shows the two basic tool shapes: a read that any conversation may run, and a
 destructive write that waits for someone to press **Approve** and keeps a
 tombstone keyed on the tool call id, so a rerun of the same call reports the
-first deletion instead of failing.
+first deletion instead of failing. Its ``check`` refuses a record that does not
+exist before anyone is asked: a card is only shown for a call that can succeed.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ def records_tools(db: OpsDatabase) -> list[Tool]:
         """Look a user up by id: name, email, team, status and the ids of their records."""
         return await db.run(_find_user, user_id)
 
+    async def record_exists(args: Any) -> None:
+        """Check: no card for a record that is not there (the approver would approve a failure)."""
+        await db.run(_check_record, args.record_id)
+
     # Deleting cannot be undone, so every call waits for a person. One call
     # deletes at most once (see _delete_record), so after a crash it is safe to rerun.
-    @tool(require_approval=True, idempotent=True)
+    @tool(require_approval=True, check=record_exists, idempotent=True)
     async def delete_record(
         ctx: ToolContext,
         record_id: str = Field(description="The record's id, e.g. abc-123."),
@@ -77,6 +82,11 @@ def _find_user(conn: sqlite3.Connection, user_id: str) -> dict[str, Any]:
         raise LookupError(f"No user with id {user_id!r} in the ops database.")
     records = conn.execute("SELECT id FROM records WHERE user_id = ? ORDER BY id", (user_id,))
     return {**dict(row), "records": [r["id"] for r in records]}
+
+
+def _check_record(conn: sqlite3.Connection, record_id: str) -> None:
+    if conn.execute("SELECT 1 FROM records WHERE id = ?", (record_id,)).fetchone() is None:
+        raise LookupError(f"No record with id {record_id!r}; nothing was deleted.")
 
 
 def _delete_record(

@@ -13,6 +13,7 @@ from agents import (
     Agent,
     ErrorChunk,
     MemoryStore,
+    ResumeDataInvalidError,
     ToolCallApprovalChunk,
     ToolCallSuspendedChunk,
     ToolErrorChunk,
@@ -196,18 +197,56 @@ async def test_deploy_without_a_version_asks_and_the_reply_resumes(
     assert "version: 1.4.2" in final.text
 
 
-async def test_a_reply_that_is_not_a_version_is_asked_again(ops: Agent, db_path: Path) -> None:
+@pytest.mark.parametrize("reply", ["not 1.4.1 - use 1.5.0", "find user 42", "whenever you like"])
+async def test_a_reply_that_is_not_a_version_is_asked_again(
+    ops: Agent, db_path: Path, reply: str
+) -> None:
     first = await ops.generate("deploy web to staging", thread_id="t")
-    again = await ops.generate("whenever you like", thread_id="t")
-    assert again.run_id == first.run_id
-    assert again.finish_reason == "suspended"
-    assert again.suspend_payload is not None
-    assert "does not look like a version" in again.suspend_payload.suspend_payload["message"]
-    final = await ops.generate("let's go with v2.4.0", thread_id="t")
+    with pytest.raises(ResumeDataInvalidError) as info:
+        await ops.generate(reply, thread_id="t")
+    assert info.value.errors == [
+        f"version: {reply!r} is not a version; answer with just the version, such as 1.4.2"
+    ]
+    assert [p.kind for p in await ops.list_suspended_runs(thread_id="t")] == ["suspension"]
+    assert rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL") == []
+    final = await ops.generate("v2.4.0", thread_id="t")
+    assert final.run_id == first.run_id
     assert final.finish_reason == "stop"
-    assert [d["version"] for d in rows(db_path, "SELECT * FROM deployments WHERE service = 'web'")][
-        -1
-    ] == "v2.4.0"
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL")
+    assert [(d["service"], d["version"]) for d in deployed] == [("web", "2.4.0")]
+
+
+async def test_the_production_card_shows_the_checked_version_and_that_version_runs(
+    ops: Agent, db_path: Path
+) -> None:
+    await ops.generate("deploy worker to production", thread_id="t")
+    for reply in ("not 1.4.1 - use 1.5.0", "find user 42"):
+        with pytest.raises(ResumeDataInvalidError):
+            await ops.generate(reply, thread_id="t")
+    card = await ops.generate("1.5.0", thread_id="t")
+    assert card.suspend_payload is not None
+    assert card.suspend_payload.kind == "approval"
+    assert card.suspend_payload.args == {
+        "service": "worker",
+        "environment": "production",
+        "version": "1.5.0",
+    }
+    final = await ops.approve_tool_call_generate(run_id=card.run_id)
+    deployed = rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL")
+    assert [(d["service"], d["environment"], d["version"]) for d in deployed] == [
+        ("worker", "production", "1.5.0")
+    ]
+    assert "version: 1.5.0" in final.text
+
+
+async def test_deleting_a_record_that_is_not_there_shows_no_card(ops: Agent, db_path: Path) -> None:
+    stream = await ops.stream("delete record zzz-999")
+    chunks = [c async for c in stream]
+    result = await stream.result()
+    assert not [c for c in chunks if isinstance(c, ToolCallApprovalChunk)]
+    assert result.finish_reason == "stop"
+    assert "No record with id 'zzz-999'" in result.text
+    assert len(record_ids(db_path)) == 4
 
 
 async def test_an_unknown_service_is_reported_without_asking_for_a_version(ops: Agent) -> None:
@@ -268,6 +307,18 @@ async def test_a_refund_larger_than_the_order_is_refused(ops: Agent, db_path: Pa
     assert "Refusing to refund 90.00 USD on order A-1002" in result.text
     assert "only 80.00" in result.text
     assert rows(db_path, "SELECT * FROM refunds") == []
+
+
+async def test_a_refund_above_what_is_left_shows_no_card(ops: Agent, db_path: Path) -> None:
+    earlier = await ops.generate("refund order A-1003 700")
+    await ops.approve_tool_call_generate(run_id=earlier.run_id)
+    stream = await ops.stream("refund order A-1003 600")
+    chunks = [c async for c in stream]
+    result = await stream.result()
+    assert not [c for c in chunks if isinstance(c, ToolCallApprovalChunk)]
+    assert result.finish_reason == "stop"
+    assert "only 500.00 of its 1200.00 total is left" in result.text
+    assert [r["amount_cents"] for r in rows(db_path, "SELECT * FROM refunds")] == [70000]
 
 
 async def test_an_unknown_request_gets_the_help(ops: Agent) -> None:

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agents import Agent, Tool, ToolContext
-from examples.ops.deploy import outside_staging
+from examples.ops.deploy import outside_staging, parse_version
 
 from .conftest import rows
 
@@ -107,14 +107,56 @@ async def needs_approval(tool: Tool, args: dict[str, Any]) -> bool:
     return await tool.needs_approval(tool.validate_args(args), ctx)
 
 
-async def test_production_needs_approval_only_once_the_deploy_can_run(ops: Agent) -> None:
+async def test_production_needs_approval_once_the_version_is_known(ops: Agent) -> None:
     deploy = tool_of(ops, "deploy", "deploy_service")
     production = {"environment": "production", "version": "2.0.0"}
     assert await needs_approval(deploy, {"service": "api", **production})
+    # Asking for the version comes first; the answer is then checked for approval.
     assert not await needs_approval(deploy, {"service": "api", "environment": "production"})
-    assert not await needs_approval(deploy, {"service": "api", **production, "version": "soon"})
-    # An unknown service goes straight to the tool, which reports it: no card for nothing.
-    assert not await needs_approval(deploy, {"service": "billing-engine", **production})
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [("1.5.0", "1.5.0"), (" v2.4.0 ", "2.4.0"), ("2.0", "2.0"), ("1.5.0-rc.1", "1.5.0-rc.1")],
+)
+def test_a_version_is_stored_bare(text: str, version: str) -> None:
+    assert parse_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["not 1.4.1 - use 1.5.0", "find user 42", "42", "latest", ""])
+def test_anything_but_a_version_is_refused(ops: Agent, text: str) -> None:
+    with pytest.raises(ValueError, match="is not a version"):
+        parse_version(text)
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    with pytest.raises(ValidationError, match="is not a version"):
+        deploy.validate_args({"service": "api", "environment": "staging", "version": text})
+
+
+async def refusal(tool: Tool, args: dict[str, Any]) -> str | None:
+    ctx = ToolContext(run_id="r", tool_call_id="c", tool_name=tool.name)
+    return await tool.refusal(tool.validate_args(args), ctx)
+
+
+async def test_checks_refuse_before_any_card_what_can_only_fail(ops: Agent) -> None:
+    deploy = tool_of(ops, "deploy", "deploy_service")
+    delete = tool_of(ops, "records", "delete_record")
+    refund = tool_of(ops, "billing", "refund")
+    production = {"environment": "production", "version": "1.0.0"}
+    assert await refusal(deploy, {"service": "api", **production}) is None
+    assert await refusal(deploy, {"service": "billing-engine", **production}) == (
+        "Unknown service 'billing-engine'. Known services: api, web, worker."
+    )
+    assert await refusal(delete, {"record_id": "abc-123"}) is None
+    assert await refusal(delete, {"record_id": "nope"}) == (
+        "No record with id 'nope'; nothing was deleted."
+    )
+    assert await refusal(refund, {"order_id": "A-1003", "amount": 1200}) is None
+    assert await refusal(refund, {"order_id": "A-9", "amount": 5}) == (
+        "No order with id 'A-9'; nothing was refunded."
+    )
+    too_much = await refusal(refund, {"order_id": "A-1003", "amount": 1200.01})
+    assert too_much is not None
+    assert "only 1200.00 of its 1200.00 total is left" in too_much
 
 
 async def test_production_is_never_deployed_unapproved(ops: Agent, db_path: Path) -> None:
