@@ -1,7 +1,9 @@
-"""The composition root: ``python -m bot`` (HTTP server) and ``python -m bot console``.
+"""The composition root: ``python -m bot`` (HTTP server), ``python -m bot console``
+and ``python -m bot check`` (validate the configuration, start nothing).
 
 This is the only module of ``bot`` that imports adapters. Configuration errors
-(settings, policy, agent) end the process with one readable line and exit code 2.
+(settings, policy, agent) end the process with one readable line per problem
+and exit code 2.
 """
 
 from __future__ import annotations
@@ -206,17 +208,51 @@ async def console(settings: Settings, bot: ChatBot) -> None:
         await bot.aclose()
 
 
+class StartupError(Exception):
+    """Several configuration problems at once; ``lines`` says each in one line."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
+    """The policy and the model, or every problem with either of them."""
+    problems: list[str] = []
+    try:
+        policy = load_policy(settings)
+    except PolicyError as exc:
+        problems += exc.lines
+    try:
+        model = build_model(settings)
+    except SettingsError as exc:
+        problems += exc.lines
+    if problems:
+        raise StartupError(problems)
+    return policy, model
+
+
 async def run(command: str, settings: Settings) -> None:
-    """Wire store, model, agent, policy and bot, then run ``command``."""
-    policy = load_policy(settings)
-    model = build_model(settings)
+    """Wire store, model, agent, policy and bot, then run ``command``.
+
+    ``check`` stops once everything is built and validated (adapters included),
+    saying so on stdout, before anything listens or any chat starts.
+    """
+    policy, model = _policy_and_model(settings)
     store = open_store(settings.store_url)
     try:
         await _check_store(store)
         agent = await load_agent(settings.bot_agent, model, store)
         bot = ChatBot(agent, policy=policy)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
-        if command == "console":
+        if command == "check":
+            platforms = ", ".join(a.platform for a in build_adapters(settings, bot)) or "none"
+            print(
+                f"approval-bot: configuration OK: agent {agent.id}, model {model.name}, "
+                f"store {_redact(store.url)}, policy {policy.source or '(none: anyone decides)'}, "
+                f"platforms: {platforms}"
+            )
+        elif command == "console":
             await console(settings, bot)
         else:
             await serve(settings, bot)
@@ -274,16 +310,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=("serve", "console"),
-        help="serve HTTP (default) or chat in the terminal",
+        choices=("serve", "console", "check"),
+        help="serve HTTP (default), chat in the terminal, or check the configuration and exit",
     )
     args = parser.parse_args(argv)
-    _configure_logging(console=args.command == "console")
+    _configure_logging(console=args.command != "serve")
     try:
         settings = load_settings()
         asyncio.run(run(args.command, settings))
-    except (SettingsError, PolicyError) as exc:
-        print(f"approval-bot: {exc}", file=sys.stderr)
+    except (SettingsError, PolicyError, StartupError) as exc:
+        for line in exc.lines:
+            print(f"approval-bot: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -55,11 +55,10 @@ class CoreBase:
         self._locks = KeyedLocks()
         self._names: dict[str, str] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        tools, delegations = _tool_names(agent)
+        self.policy.check_tools(tools, sub_agents=delegations)
         # The policy's expiry is the runtime's: the sweep, clicks and replies agree.
         agent.set_expiry(self.policy.expires_in)
-        unknown = self.policy.tool_names - _tool_names(agent)
-        if unknown:
-            log.warning("approval policy names tools the agent does not have: %s", sorted(unknown))
 
     @property
     def store(self) -> Store:
@@ -223,11 +222,18 @@ class CoreBase:
         return ", ".join(self._who(user.strip()) for user in decided_by.split(",") if user.strip())
 
 
-def _tool_names(agent: Agent) -> set[str]:
-    names = {spec.name for spec in agent.tool_specs()}
+def _tool_names(agent: Agent) -> tuple[set[str], set[str]]:
+    """The tools of an agent tree that can be approved, and its delegation tools."""
+    tools: set[str] = set()
+    delegations: set[str] = set()
+    for spec in agent.tool_specs():
+        tool = agent.tool(spec.name)
+        (delegations if tool is not None and tool.delegate_to else tools).add(spec.name)
     for sub in agent.agents.values():
-        names |= _tool_names(sub)
-    return names
+        sub_tools, sub_delegations = _tool_names(sub)
+        tools |= sub_tools
+        delegations |= sub_delegations
+    return tools, delegations
 
 
 def _now() -> datetime:

@@ -14,7 +14,8 @@ expires_in = "30m"
 quorum = 2                     # two of the three approvers
 ```
 
-Without a file anyone may decide, the requester included. A requester may
+Without a file anyone may decide, the requester included. A section for a tool
+no agent has (a typo) stops the bot at start, like any other invalid field. A requester may
 always *decline* their own request (withdrawing it); self-approval rules only
 restrict approving. With a quorum above 1 each allowed Approve is one vote and
 the call runs once enough different people approved; a single allowed Decline
@@ -24,6 +25,7 @@ never be reached, so it is refused when the file is loaded.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Iterable
@@ -102,11 +104,15 @@ class PolicyError(Exception):
     """
 
     def __init__(self, path: str, problems: list[tuple[str | None, str]]) -> None:
-        lines = [f"{field}: {msg}" if field else msg for field, msg in problems]
-        super().__init__(f"approval policy {path}: " + "; ".join(lines))
         self.path = path
         self.problems = problems
         self.field = problems[0][0] if problems else None
+        self.lines = [
+            f"approval policy {path}: " + (f"{field}: {msg}" if field else msg)
+            for field, msg in problems
+        ]
+        """One readable line per problem."""
+        super().__init__("; ".join(self.lines))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +170,31 @@ class ApprovalPolicy:
     def tool_names(self) -> frozenset[str]:
         """The tools the file has a section for."""
         return frozenset(self.rules.tools)
+
+    def check_tools(self, tools: Iterable[str], *, sub_agents: Iterable[str] = ()) -> None:
+        """Fail closed on sections for tools the agents do not have.
+
+        A misspelled ``[tools.deploy_servise]`` would otherwise leave the real
+        tool to ``[default]``, silently letting other people approve it.
+
+        Raises:
+            PolicyError: One problem per section that names no tool.
+        """
+        known, delegations = sorted(set(tools)), set(sub_agents)
+        problems: list[tuple[str | None, str]] = []
+        for name in sorted(self.tool_names - set(known)):
+            if name in delegations:
+                message = (
+                    f"{name!r} hands work to a sub-agent and is never approved itself; "
+                    "name that agent's tools instead"
+                )
+            else:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+                message = f"no agent has a tool named {name!r} ({hint})"
+            problems.append((f"tools.{name}", message))
+        if problems:
+            raise PolicyError(self.source or "<policy>", problems)
 
     def rule(self, tool_name: str) -> EffectiveRule:
         """The merged rule for a tool."""

@@ -34,6 +34,8 @@ class SettingsError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("invalid configuration: " + "; ".join(problems))
         self.problems = problems
+        self.lines = [f"invalid configuration: {problem}" for problem in problems]
+        """One readable line per problem."""
 
 
 class Settings(BaseSettings):

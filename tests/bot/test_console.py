@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
+from contextlib import closing
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,19 +77,8 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     assert pending.tool_name == "restart_service"
 
 
-async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Path) -> None:
-    script = "\n".join(
-        [
-            "find user 12345",
-            "delete record abc-123",
-            "d keep it",
-            "deploy web to staging",
-            "9.9.9",
-            "delete record abc-123",
-            "a",
-            "",
-        ]
-    )
+async def console_demo(tmp_path: Path, *typed: str) -> str:
+    """``python -m bot console`` on the demo, fed ``typed`` line by line; its output."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -113,10 +104,25 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
         cwd=tmp_path,
         env=env,
     )
+    script = "\n".join([*typed, ""])
     stdout, stderr = await asyncio.wait_for(process.communicate(script.encode()), 60)
     out, err = stdout.decode(), stderr.decode()
     assert process.returncode == 0, err
     assert "Traceback" not in err
+    return out
+
+
+async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Path) -> None:
+    out = await console_demo(
+        tmp_path,
+        "find user 12345",
+        "delete record abc-123",
+        "d keep it",
+        "deploy web to staging",
+        "9.9.9",
+        "delete record abc-123",
+        "a",
+    )
     assert "you are grace" in out
     assert "- find user 12345: look a user up" in out  # the demo's help in the welcome
     assert "bot> User 12345: name: Ada Lovelace" in out
@@ -127,6 +133,39 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
     assert "[approved by grace] delete_record" in out
     assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
     assert (tmp_path / "bot.db").exists()
+
+
+async def test_the_console_card_shows_the_checked_version_and_that_version_deploys(
+    tmp_path: Path,
+) -> None:
+    out = await console_demo(
+        tmp_path,
+        "deploy worker to production",
+        "not 1.4.1 - use 1.5.0",
+        "find user 42",
+        "1.5.0",
+        "a",
+        "delete record zzz-999",
+    )
+    assert out.count("[question from deploy_service] Which version of worker") == 3
+    assert (
+        "That answer didn't fit: version: 'not 1.4.1 - use 1.5.0' is not a version; "
+        "answer with just the version, such as 1.4.2" in out
+    )
+    assert "That answer didn't fit: version: 'find user 42' is not a version" in out
+    card = out[out.index("[approval needed]") :]
+    assert "    version: 1.5.0\n" in card
+    assert "not 1.4.1" not in card
+    assert "Deployed worker to production: deployment id: 7; version: 1.5.0" in out
+    with closing(sqlite3.connect(tmp_path / "ops.db")) as conn:
+        deployed = conn.execute(
+            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
+        ).fetchall()
+    assert deployed == [("worker", "production", "1.5.0")]
+    # No card for a record that is not there: the answer says why instead.
+    assert out.count("[approval needed]") == 1
+    assert out.rstrip().splitlines()[-1].startswith("bot> I could not delete record zzz-999")
+    assert "No record with id 'zzz-999'" in out
 
 
 def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:

@@ -152,3 +152,27 @@ def test_the_quorum_is_one_unless_set_and_a_tool_section_overrides_it() -> None:
     assert policy.quorum("find_user") == 1
     # Without a list anyone may vote, so any quorum can be met.
     assert policy.quorum("refund") == 5
+
+
+def test_a_section_for_a_tool_no_agent_has_is_refused_with_a_suggestion() -> None:
+    policy = ApprovalPolicy.from_toml(
+        "[tools.deploy_servise]\napprovers = ['U1']\n[tools.launch_rockets]\n", source="p.toml"
+    )
+    with pytest.raises(PolicyError) as info:
+        policy.check_tools({"deploy_service", "refund"})
+    assert info.value.lines == [
+        "approval policy p.toml: tools.deploy_servise: no agent has a tool named "
+        "'deploy_servise' (did you mean 'deploy_service'?)",
+        "approval policy p.toml: tools.launch_rockets: no agent has a tool named "
+        "'launch_rockets' (known: deploy_service, refund)",
+    ]
+
+
+def test_a_section_for_a_sub_agent_is_refused_since_only_its_tools_are_approved() -> None:
+    policy = ApprovalPolicy.from_toml("[tools.agent-deploy]\nquorum = 1\n", source="p.toml")
+    with pytest.raises(PolicyError, match="hands work to a sub-agent"):
+        policy.check_tools({"deploy_service"}, sub_agents={"agent-deploy"})
+
+
+def test_sections_for_known_tools_pass() -> None:
+    ApprovalPolicy.from_toml(POLICY).check_tools({"restart_service", "find_user", "other"})

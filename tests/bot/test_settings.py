@@ -290,3 +290,84 @@ def test_a_failing_agent_factory_is_a_clear_start_up_error(
     assert line.startswith(
         "approval-bot: invalid configuration: BOT_AGENT=json:loads: building the agent failed:"
     )
+
+
+# -- fail closed on the policy, and `python -m bot check` ----------------------
+
+
+def write_policy(tmp_path: Path, text: str) -> Path:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(text)
+    return policy
+
+
+@pytest.fixture
+def demo_env(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    clean_env.setenv("BOT_MODEL", "demo")
+    clean_env.setenv("STORE_URL", "memory://")
+    clean_env.setenv("OPS_DB_PATH", str(tmp_path / "ops.db"))
+    clean_env.setenv("BOT_LOG_FILE", str(tmp_path / "bot.log"))
+    return clean_env
+
+
+@pytest.mark.parametrize("command", ["console", "serve", "check"])
+def test_a_policy_naming_an_unknown_tool_stops_every_mode(
+    demo_env: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    command: str,
+) -> None:
+    policy = write_policy(tmp_path, '[tools.deploy_servise]\napprovers = ["U034LEAD"]\n')
+    demo_env.setenv("APPROVAL_POLICY", str(policy))
+    assert main([command]) == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [
+        f"approval-bot: approval policy {policy}: tools.deploy_servise: no agent has a tool "
+        "named 'deploy_servise' (did you mean 'deploy_service'?)"
+    ]
+    assert out.out == ""
+
+
+def test_check_accepts_a_valid_configuration_and_starts_nothing(
+    demo_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = write_policy(tmp_path, '[tools.deploy_service]\napprovers = ["U034LEAD"]\n')
+    demo_env.setenv("APPROVAL_POLICY", str(policy))
+    assert main(["check"]) == 0
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert out.out.strip() == (
+        f"approval-bot: configuration OK: agent ops, model demo, store memory://, "
+        f"policy {policy}, platforms: none"
+    )
+
+
+def test_check_says_every_problem_on_its_own_line(
+    demo_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = write_policy(tmp_path, "[default]\nquorum = 0\nexpires = '1h'\n")
+    demo_env.setenv("APPROVAL_POLICY", str(policy))
+    demo_env.setenv("BOT_MODEL", "claude-sonnet-5-5")
+    assert main(["check"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"approval-bot: approval policy {policy}: default.quorum: "
+        "Input should be greater than or equal to 1",
+        f"approval-bot: approval policy {policy}: default.expires: unknown field "
+        "(known: approvers, allow_self_approval, expires_in, quorum)",
+        "approval-bot: invalid configuration: BOT_MODEL=claude-sonnet-5-5 needs "
+        "ANTHROPIC_API_KEY (or BOT_MODEL=demo for the offline demo model)",
+    ]
+
+
+def test_check_validates_the_platform_settings_too(
+    demo_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo_env.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    demo_env.setenv("SLACK_SIGNING_SECRET", "s")
+    demo_env.setenv("SLACK_CLIENT_ID", "c")
+    demo_env.setenv("SLACK_CLIENT_SECRET", "cs")
+    assert main(["check"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "approval-bot: invalid configuration: Slack: unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET: "
+        "this bot uses one token"
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,45 @@ async def test_a_declined_deletion_is_reported_with_the_reason(
     assert "keep it for the audit" in card_text(card)
     last = slack.in_thread(CHANNEL, root["ts"])[-1].text
     assert "not approved" in last.lower() or "declined" in last.lower()
+
+
+def deployed(db_path: Path) -> list[tuple[str, str, str]]:
+    with closing(sqlite3.connect(db_path)) as conn:
+        return conn.execute(
+            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
+        ).fetchall()
+
+
+async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(
+    ops: BotServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    root = mention_event("deploy worker to production")
+    await ops.send_event(root)
+    await ops.idle()
+    for reply in ("not 1.4.1 - use 1.5.0", "find user 42"):
+        await ops.send_event(message_event(reply, thread_ts=root["ts"]))
+        await ops.idle()
+        again = slack.in_thread(CHANNEL, root["ts"])[-1]
+        assert "Which version of worker should I deploy to production?" in card_text(again)
+        assert f"'{reply}' is not a version" in card_text(again)
+    assert not any(has_buttons(m) for m in slack.messages.values())
+
+    await ops.send_event(message_event("1.5.0", thread_ts=root["ts"]))
+    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
+    card = next(m for m in slack.messages.values() if has_buttons(m))
+    assert '"version": "1.5.0"' in card_text(card)
+    assert "not 1.4.1" not in card_text(card)
+    await ops.press(card, APPROVE_ACTION, user=BOB)
+    await ops.idle()
+    assert deployed(tmp_path / "ops.db") == [("worker", "production", "1.5.0")]
+    assert "version: 1.5.0" in answers(slack, root["ts"]).split("Approved by")[-1]
+
+
+async def test_deleting_a_record_that_is_not_there_gets_an_answer_and_no_card(
+    ops: BotServer, slack: FakeSlack
+) -> None:
+    root = mention_event("delete record zzz-999")
+    await ops.send_event(root)
+    await ops.idle()
+    assert not any(has_buttons(m) for m in slack.messages.values())
+    assert "No record with id 'zzz-999'" in slack.in_thread(CHANNEL, root["ts"])[-1].text

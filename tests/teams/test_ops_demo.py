@@ -71,3 +71,62 @@ async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_r
     await teams.post(act.message(connector.url, "1.4.2", conversation=chat, user=act.BOB))
     await teams.bot.drain()
     assert "Deployed web to staging" in connector.texts(act.GROUP_CHAT)[-1]
+
+
+def deployed(db_path: Path) -> list[tuple[str, str, str]]:
+    with closing(sqlite3.connect(db_path)) as conn:
+        return conn.execute(
+            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
+        ).fetchall()
+
+
+async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    db_path = tmp_path / "ops.db"
+    teams = await make_bot(agent=build_agent(DemoModel(), MemoryStore(), db_path=db_path))
+    chat = act.chat_conversation("groupChat")
+    await teams.post(
+        act.message(connector.url, "deploy worker to production", conversation=chat, mention=True)
+    )
+    await teams.bot.drain()
+    for reply in ("not 1.4.1 - use 1.5.0", "find user 42"):
+        await teams.post(act.message(connector.url, reply, conversation=chat))
+        await teams.bot.drain()
+        again = connector.texts(act.GROUP_CHAT)[-1]
+        assert "Which version of worker should I deploy to production?" in again
+        assert f"'{reply}' is not a version" in again
+    assert connector.cards(act.GROUP_CHAT) == []
+
+    await teams.post(act.message(connector.url, "1.5.0", conversation=chat))
+    await teams.bot.drain()
+    (posted,) = connector.cards(act.GROUP_CHAT)
+    assert posted.card is not None
+    facts = {
+        fact["title"]: fact["value"]
+        for element in posted.card["body"]
+        if element["type"] == "FactSet"
+        for fact in element["facts"]
+    }
+    assert facts["version"] == "1.5.0"
+    await teams.post(
+        act.execute(
+            connector.url, posted.card, "approve", conversation=chat, card_id=posted.response_id
+        )
+    )
+    await teams.bot.drain()
+    assert deployed(db_path) == [("worker", "production", "1.5.0")]
+    assert "version: 1.5.0" in connector.texts(act.GROUP_CHAT)[-1]
+
+
+async def test_deleting_a_record_that_is_not_there_gets_an_answer_and_no_card(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    teams = await make_bot(agent=build_agent(DemoModel(), MemoryStore(), db_path=tmp_path / "o.db"))
+    chat = act.chat_conversation("groupChat")
+    await teams.post(
+        act.message(connector.url, "delete record zzz-999", conversation=chat, mention=True)
+    )
+    await teams.bot.drain()
+    assert connector.cards(act.GROUP_CHAT) == []
+    assert "No record with id 'zzz-999'" in connector.texts(act.GROUP_CHAT)[-1]
