@@ -25,13 +25,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy agents bot examples adapters
+	$(BIN)/mypy agents bot examples adapters tests
 
 test: $(STAMP)
 	scripts/ensure-redis
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy agents bot examples adapters
+	$(BIN)/mypy agents bot examples adapters tests
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

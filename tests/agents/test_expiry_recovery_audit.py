@@ -93,7 +93,7 @@ async def test_a_crash_mid_tool_marks_a_non_idempotent_run_interrupted() -> None
     restarted = gated_agent(ran, store)
     assert await restarted.recover_interrupted() == []  # too recent: another replica may run it
     found = await restarted.recover_interrupted(older_than=timedelta(0))
-    assert [f.pending.tool_call_id for f in found] == ["r-1"]
+    assert [f.pending and f.pending.tool_call_id for f in found] == ["r-1"]
     assert found[0].stream is None
     snap = await restarted.get_run(run_id)
     assert snap.status == "interrupted"

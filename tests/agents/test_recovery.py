@@ -104,7 +104,7 @@ async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None
         id="a", model=gated_model(gate, [ToolCall("noop", {})]), tools=[noop], store=store
     )
     task = asyncio.create_task(agent.generate("go"))
-    await crash_while(task, gate)  # type: ignore[arg-type]
+    await crash_while(task, gate)
     assert await agent.recover_interrupted() == []  # the default waits 15 minutes
     assert len(await agent.recover_interrupted(older_than=timedelta(0))) == 1
 

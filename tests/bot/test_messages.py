@@ -17,7 +17,7 @@ from agents import (
     ModelResponse,
     ToolCall,
 )
-from agents.models.base import ModelRequest
+from agents.models.base import ModelRequest, StopReason
 from bot import ApprovalCard, ChatBot, Notice, Prompt, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
@@ -249,7 +249,7 @@ async def test_an_overheard_message_never_starts_a_run_but_answers_a_question() 
         ("max_tokens", "The answer was cut off: it reached the model's length limit."),
     ],
 )
-async def test_an_answer_that_stopped_early_says_so(stop: str, note: str) -> None:
+async def test_an_answer_that_stopped_early_says_so(stop: StopReason, note: str) -> None:
     from agents import FunctionModel, ModelResponse
 
     def handler(messages: list[Any], request: ModelRequest) -> ModelResponse:
