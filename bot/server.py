@@ -115,4 +115,4 @@ async def healthz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     """The bot's counters in the Prometheus text format."""
     body = request.app[BOT_KEY].metrics.render()
-    return web.Response(body=body.encode(), headers={"Content-Type": CONTENT_TYPE})
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -36,7 +36,7 @@ async def test_an_expired_card_is_updated_the_requester_told_and_the_run_finishe
     assert "expired" in messenger.views(Reply)[-1].text
     assert ran.count == 0
     assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
-    assert bot.metrics.decisions.get("expired") == 1
+    assert bot.metrics.value("approval_bot_decisions_total", outcome="expired") == 1
 
 
 async def test_a_click_after_the_sweep_says_it_expired() -> None:

@@ -127,7 +127,7 @@ async def test_a_redelivered_message_runs_once() -> None:
     await bot.drain()
     assert len(messenger.views(ApprovalCard)) == 1
     assert messenger.views(Notice) == []
-    assert bot.metrics.messages_duplicate.get() == 2
+    assert bot.metrics.value("approval_bot_messages_duplicate_total") == 2
 
 
 async def test_the_same_key_on_another_platform_is_not_a_duplicate() -> None:
@@ -151,7 +151,7 @@ async def test_a_model_failure_is_a_short_notice_not_a_trace() -> None:
     assert [v for _, v, _ in messenger.posts] == [
         Notice(text="I couldn't finish this: The model is busy; try again.")
     ]
-    assert bot.metrics.runs_failed.get() == 1
+    assert bot.metrics.value("approval_bot_runs_failed_total") == 1
 
 
 async def test_a_store_failure_is_a_short_notice(caplog: pytest.LogCaptureFixture) -> None:
@@ -223,8 +223,8 @@ async def test_a_sub_agents_failure_is_left_to_its_supervisor() -> None:
     assert messenger.views(Notice) == []
     (reply,) = messenger.views(Reply)
     assert reply.text == "Sorry: The records agent failed: The records model is down."
-    assert bot.metrics.runs_failed.get() == 0
-    assert bot.metrics.runs_finished.get() == 1
+    assert bot.metrics.value("approval_bot_runs_failed_total") == 0
+    assert bot.metrics.value("approval_bot_runs_finished_total") == 1
 
 
 async def test_an_overheard_message_never_starts_a_run_but_answers_a_question() -> None:

@@ -103,15 +103,15 @@ async def test_metrics_count_messages_clicks_decisions_and_runs(
     assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     lines = set((await response.text()).splitlines())
     assert {
-        "approval_bot_messages_received_total 2",
-        "approval_bot_messages_duplicate_total 1",
-        "approval_bot_clicks_total 2",
-        'approval_bot_decisions_total{outcome="approved"} 1',
-        'approval_bot_decisions_total{outcome="stale"} 1',
-        "approval_bot_runs_started_total 1",
-        "approval_bot_runs_finished_total 1",
-        "approval_bot_runs_failed_total 0",
-        "approval_bot_background_tasks 0",
+        "approval_bot_messages_received_total 2.0",
+        "approval_bot_messages_duplicate_total 1.0",
+        "approval_bot_clicks_total 2.0",
+        'approval_bot_decisions_total{outcome="approved"} 1.0',
+        'approval_bot_decisions_total{outcome="stale"} 1.0',
+        "approval_bot_runs_started_total 1.0",
+        "approval_bot_runs_finished_total 1.0",
+        "approval_bot_runs_failed_total 0.0",
+        "approval_bot_background_tasks 0.0",
         "# TYPE approval_bot_decisions_total counter",
         "# TYPE approval_bot_background_tasks gauge",
     } <= lines
