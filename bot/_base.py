@@ -10,6 +10,8 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
+from cachetools import LRUCache
+
 from agents import (
     Agent,
     AgentStream,
@@ -53,7 +55,7 @@ class CoreBase:
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
         self._messengers: dict[str, Messenger] = {}
         self._locks = KeyedLocks()
-        self._names: dict[str, str] = {}
+        self._names: LRUCache[str, str] = LRUCache(maxsize=_NAME_CACHE_SIZE)
         self._sweeper: asyncio.Task[None] | None = None
         tools, delegations = _tool_names(agent)
         self.policy.check_tools(tools, sub_agents=delegations)
@@ -208,11 +210,8 @@ class CoreBase:
             log.warning("setting the status in %s failed", thread.id, exc_info=True)
 
     def _remember_name(self, user_id: str, user_name: str | None) -> None:
-        if not user_name or self._names.get(user_id) == user_name:
-            return
-        if len(self._names) >= _NAME_CACHE_SIZE:
-            self._names.pop(next(iter(self._names)))
-        self._names[user_id] = user_name
+        if user_name:
+            self._names[user_id] = user_name
 
     def _who(self, user_id: str) -> str:
         return self._names.get(user_id, user_id)

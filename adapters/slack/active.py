@@ -12,7 +12,8 @@ never becomes inactive.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+
+from cachetools import LRUCache
 
 from agents import Store
 from bot import ThreadKey
@@ -30,8 +31,7 @@ class ActiveThreads:
 
     def __init__(self, store: Store, *, cache_size: int = CACHE_SIZE) -> None:
         self._store = store
-        self._known: OrderedDict[str, None] = OrderedDict()
-        self._cache_size = cache_size
+        self._known: LRUCache[str, bool] = LRUCache(maxsize=cache_size)
 
     async def mark(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in ``thread`` (a failure is logged, not raised)."""
@@ -42,19 +42,13 @@ class ActiveThreads:
         except Exception:
             log.exception("could not mark %s as active", thread.id)
             return
-        self._remember(thread.id)
+        self._known[thread.id] = True
 
     async def contains(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in ``thread``."""
-        if thread.id in self._known:
-            self._known.move_to_end(thread.id)
+        if self._known.get(thread.id):  # a read counts as a use: recent threads stay
             return True
         if await self._store.get_reference(KEY_PREFIX + thread.id) is None:
             return False
-        self._remember(thread.id)
+        self._known[thread.id] = True
         return True
-
-    def _remember(self, thread_id: str) -> None:
-        self._known[thread_id] = None
-        if len(self._known) > self._cache_size:
-            self._known.popitem(last=False)

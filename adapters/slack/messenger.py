@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 
 import aiohttp
+from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -36,7 +36,7 @@ class SlackMessenger:
         self.active = active
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
-        self._no_status: OrderedDict[str, None] = OrderedDict()
+        self._no_status: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STATUS_CACHE)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         """Post a view (several messages for a long answer); return where the first lives."""
@@ -79,9 +79,7 @@ class SlackMessenger:
             log.debug("Slack refused a status in %s: %s", thread.channel, error)
             if error not in _STATUS_NOT_ALLOWED:
                 return  # a passing refusal (rate limit, a bad thread): try again next time
-            self._no_status[thread.channel] = None
-            if len(self._no_status) > _REFUSED_STATUS_CACHE:
-                self._no_status.popitem(last=False)
+            self._no_status[thread.channel] = True
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             log.debug("no status in %s this time: %s", thread.channel, exc)
 
