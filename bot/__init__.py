@@ -4,6 +4,7 @@ Adapters import from here; ``bot`` itself imports only the public API of
 ``agents`` (and, in ``bot/__main__.py`` alone, the adapters it wires in).
 """
 
+from .chat_state import CardPlace, ChatState, MemoryChatState, open_chat_state
 from .core import ChatBot
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
@@ -19,6 +20,7 @@ from .types import (
     MessageRef,
     Messenger,
     Notice,
+    Person,
     Prompt,
     Reply,
     ThreadKey,
@@ -30,15 +32,19 @@ __all__ = [
     "Adapter",
     "ApprovalCard",
     "ApprovalPolicy",
+    "CardPlace",
     "CardStatus",
     "ChatBot",
+    "ChatState",
     "Click",
     "ClickResult",
     "IncomingMessage",
+    "MemoryChatState",
     "MessageRef",
     "Messenger",
     "Metrics",
     "Notice",
+    "Person",
     "PolicyError",
     "Prompt",
     "Reply",
@@ -49,4 +55,5 @@ __all__ = [
     "View",
     "build_app",
     "load_settings",
+    "open_chat_state",
 ]

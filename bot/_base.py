@@ -25,6 +25,8 @@ from agents import (
 )
 
 from . import messages
+from .chat_state import ChatState, open_chat_state
+from .following import Following
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .tasks import KeyedLocks, TaskTracker
@@ -44,12 +46,16 @@ class CoreBase:
         agent: Agent,
         *,
         policy: ApprovalPolicy | None = None,
+        chat: ChatState | None = None,
         dedupe_ttl: float = 3600.0,
         interrupted_after: timedelta = timedelta(minutes=15),
     ) -> None:
         self.agent = agent
         self.interrupted_after = interrupted_after
         self.policy = policy or ApprovalPolicy()
+        self._owns_chat = chat is None
+        self.chat = chat if chat is not None else open_chat_state(self.store)
+        self.following = Following(self.chat)
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
@@ -64,8 +70,12 @@ class CoreBase:
 
     @property
     def store(self) -> Store:
-        """The agent's store (paused runs, dedupe keys, references, audit)."""
+        """The agent's store (runs, thread history, audit)."""
         return self.agent.engine.store
+
+    async def follows(self, thread: ThreadKey) -> bool:
+        """Whether the bot takes part in ``thread``: replies there are for it."""
+        return await self.following.follows(thread)
 
     def register(self, platform: str, messenger: Messenger) -> None:
         """Answer threads of ``platform`` through ``messenger``."""
@@ -160,6 +170,8 @@ class CoreBase:
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         await self.tasks.aclose(timeout)
+        if self._owns_chat:
+            await self.chat.close()
 
     # -- views ------------------------------------------------------------------
 
@@ -190,10 +202,12 @@ class CoreBase:
     async def _say(self, messenger: Messenger, thread: ThreadKey, view: View) -> MessageRef | None:
         # A platform hiccup must not stop the run that is being streamed.
         try:
-            return await messenger.post(thread, view)
+            ref = await messenger.post(thread, view)
         except Exception:
             log.exception("posting a %s to %s failed", type(view).__name__, thread.id)
             return None
+        await self.following.follow(thread)
+        return ref
 
     async def _update(
         self, messenger: Messenger, thread: ThreadKey, ref: MessageRef, view: View

@@ -35,10 +35,11 @@ from .types import (
     MessageRef,
     Messenger,
     Notice,
+    Person,
     ThreadKey,
 )
 from .views import card_ref, prompt, run_metadata
-from .votes import audit_vote, load_votes, save_votes, votes_key
+from .votes import audit_vote
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class ChatBot(Housekeeping):
             self.metrics.messages_duplicate.inc()
             log.debug("dropping a redelivered message in %s", message.thread.id)
             return
+        if message.addressed:
+            await self.following.follow(message.thread)
         self.tasks.spawn(
             self._handle_message(message, messenger), name=f"message:{message.thread.id}"
         )
@@ -77,7 +80,7 @@ class ChatBot(Housekeeping):
         seen = False
         for key in message.dedupe_keys:
             try:
-                seen |= await self.store.seen_before(
+                seen |= await self.chat.seen_before(
                     f"dedupe:{message.thread.platform}:{key}", ttl=self.dedupe_ttl
                 )
             except Exception:
@@ -209,7 +212,7 @@ class ChatBot(Housekeeping):
         # Votes and declines on a quorum card are serialized by a store lock, across
         # replicas: a vote's count and card update finish before the next click on
         # the card is looked at, so the last card shown is the latest state.
-        async with self.store.lock(votes_key(call.run_id, call.tool_call_id)):
+        async with self.chat.card_lock(call.run_id, call.tool_call_id):
             # Look again under the lock: the vote that reached the quorum, or a
             # decline, may have decided the call since.
             call, refusal = await self._check(click)
@@ -222,29 +225,34 @@ class ChatBot(Housekeeping):
 
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
-        key = votes_key(call.run_id, call.tool_call_id)
-        votes = await load_votes(self.store, key)
-        for user, name in votes.items():
-            self._remember_name(user, name)  # another replica may have heard the name
-        voted = click.user_id in votes
+        votes = await self.chat.votes(call.run_id, call.tool_call_id)
+        for person in votes:
+            self._remember_name(person.id, person.name)  # another replica may have heard it
+        voted = any(person.id == click.user_id for person in votes)
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
             return self._refuse(messages.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
-        votes[click.user_id] = click.user_name or votes.get(click.user_id)
-        if len(votes) >= quorum:
+        me = Person(id=click.user_id, name=click.user_name)
+        ballot = votes if voted else [*votes, me]
+        voters = tuple(person.id for person in ballot)
+        if len(ballot) >= quorum:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
                 await audit_vote(self.store, click, call)
-            result = await self._carry_out(click, call, voters=tuple(votes))
-            if result.accepted:
+            result = await self._carry_out(click, call, voters=voters)
+            if result.accepted and not voted:
                 # Only a vote that decided is kept: a click that lost the decision
-                # (it expired meanwhile) leaves the list as it was.
-                await save_votes(self.store, key, votes)
+                # (it expired meanwhile) leaves the list as it was. By now the call
+                # is decided, so the list is only a record: a failure is logged.
+                try:
+                    await self.chat.add_vote(call.run_id, call.tool_call_id, me)
+                except Exception:
+                    log.exception("could not record the deciding vote on %s", call.tool_call_id)
             return result
-        await save_votes(self.store, key, votes, strict=True)
+        await self.chat.add_vote(call.run_id, call.tool_call_id, me)
         await audit_vote(self.store, click, call)
         self.metrics.decided("voted")
-        card = self._card(call, approvals=tuple(votes))
+        card = self._card(call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         ref = click.message_ref or card_ref(call)

@@ -14,7 +14,6 @@ from ._base import CoreBase
 from .tasks import every
 from .types import Notice, ThreadKey
 from .views import card_ref, card_thread, thread_of
-from .votes import votes_key
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class Housekeeping(CoreBase):
                     # A quorum card's votes update it under this lock: take it too, so
                     # a vote counted just before the expiry cannot show up after it.
                     try:
-                        async with self.store.lock(votes_key(info.run_id, info.tool_call_id)):
+                        async with self.chat.card_lock(info.run_id, info.tool_call_id):
                             await self._update(messenger, thread, ref, expired)
                     except LockTimeout:
                         await self._update(messenger, thread, ref, expired)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agents.stores import store_kind
 
 DEFAULT_AGENT = "examples.ops:build_agent"
 """The bundled example agent: ``module:attribute`` of an ``Agent`` or a factory."""
@@ -23,7 +24,6 @@ DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEMO_MODEL = "demo"
 
 _AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_STORE_SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix")
 
 AppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
 
@@ -81,8 +81,7 @@ class Settings(BaseSettings):
     @field_validator("store_url")
     @classmethod
     def _store_scheme(cls, value: str) -> str:
-        if urlsplit(value).scheme not in _STORE_SCHEMES:
-            raise ValueError(f"{value!r}: use memory://, sqlite:///path.db or redis://host:6379/0")
+        store_kind(value)  # raises for a scheme no store has
         return value
 
     @model_validator(mode="after")

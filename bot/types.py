@@ -16,6 +16,14 @@ MessageRef = dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
+class Person:
+    """Someone in a conversation: a platform user id, and a display name when known."""
+
+    id: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ThreadKey:
     """One conversation thread: Slack ``thread_ts or ts``; a Teams ``;messageid=`` root
     or a whole chat; a console session."""

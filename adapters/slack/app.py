@@ -32,7 +32,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ChatBot, Click, Settings, TaskTracker
 
 from . import texts
-from .active import ActiveThreads
 from .blocks import decline_modal
 from .convert import (
     PLATFORM,
@@ -87,7 +86,7 @@ class SlackAdapter:
                 AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
             ],
         )
-        self.messenger = SlackMessenger(self.client, ActiveThreads(bot.store))
+        self.messenger = SlackMessenger(self.client)
         self.tasks = TaskTracker()
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
@@ -214,11 +213,8 @@ class SlackAdapter:
         )
         if incoming is None:
             return
-        active = self.messenger.active
-        if message.kind == "thread_reply" and not await active.contains(incoming.thread):
+        if message.kind == "thread_reply" and not await self.bot.follows(incoming.thread):
             return
-        if message.kind == "mention":
-            await active.mark(incoming.thread)
         await self.bot.on_message(incoming)
 
     async def _click(self, click: Click) -> None:

@@ -11,7 +11,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import MessageRef, ThreadKey, View
 
-from .active import ActiveThreads
 from .blocks import SlackMessage, link_user_ids, render, to_mrkdwn
 from .convert import message_ref
 
@@ -27,20 +26,18 @@ _STATUS_NOT_ALLOWED = frozenset(
 class SlackMessenger:
     """Posts views in Slack threads through the Web API.
 
-    Every post goes into the thread (``thread_ts`` = the thread's root) and marks
-    it active, so that replies there reach the bot.
+    Every post goes into the thread (``thread_ts`` = the thread's root); the core
+    follows the thread, so that replies there reach the bot.
     """
 
-    def __init__(self, client: AsyncWebClient, active: ActiveThreads) -> None:
+    def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
-        self.active = active
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
         self._no_status: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STATUS_CACHE)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         """Post a view (several messages for a long answer); return where the first lives."""
-        await self.active.mark(thread)
         first: MessageRef | None = None
         for message in render(view):
             ref = await self._post(thread, message)

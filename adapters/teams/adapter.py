@@ -8,8 +8,7 @@ from typing import Final
 from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 
-from bot.core import ChatBot
-from bot.settings import Settings
+from bot import ChatBot, Settings
 
 from .auth import TeamsAuth
 from .convert import PLATFORM
@@ -46,8 +45,8 @@ class TeamsAdapter:
             )
         self.auth = TeamsAuth(settings)
         self._cloud = CloudAdapter(self.auth.framework)
-        self.messenger = TeamsMessenger(self._cloud, bot.store, self.auth)
-        self._handler = MessagesHandler(self._cloud, self.auth, Turns(bot, bot.store, self.auth))
+        self.messenger = TeamsMessenger(self._cloud, bot.chat, self.auth)
+        self._handler = MessagesHandler(self._cloud, self.auth, Turns(bot, bot.chat, self.auth))
 
     def routes(self) -> list[web.RouteDef]:
         """``POST /api/messages``."""

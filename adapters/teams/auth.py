@@ -46,7 +46,7 @@ from botframework.connector.auth import (
 )
 from botframework.connector.auth import jwt_token_extractor as _sdk_extractor
 
-from bot.settings import Settings
+from bot import Settings
 
 log = logging.getLogger(__name__)
 

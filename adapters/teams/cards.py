@@ -17,7 +17,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, assert_never
 
-from bot.types import ApprovalCard, Notice, Prompt, Reply
+from bot import ApprovalCard, Notice, Prompt, Reply
 
 from . import messages
 

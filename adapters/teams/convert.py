@@ -14,7 +14,7 @@ from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ConversationAccount
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.types import Click, IncomingMessage, MessageRef, ThreadKey
+from bot import Click, IncomingMessage, MessageRef, ThreadKey
 
 from .cards import KIND, REASON_INPUT
 

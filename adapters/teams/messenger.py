@@ -17,8 +17,7 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes, Attachment, ConversationReference
 from botframework.connector.aio import ConnectorClient
 
-from agents import Store
-from bot.types import ApprovalCard, MessageRef, Notice, ThreadKey, View
+from bot import ApprovalCard, ChatState, MessageRef, Notice, ThreadKey, View
 
 from . import cards
 from .auth import TeamsAuth
@@ -34,9 +33,9 @@ class MissingReference(LookupError):
 class TeamsMessenger:
     """The ``Messenger`` for Teams threads."""
 
-    def __init__(self, cloud: CloudAdapter, store: Store, auth: TeamsAuth) -> None:
+    def __init__(self, cloud: CloudAdapter, chat: ChatState, auth: TeamsAuth) -> None:
         self._cloud = cloud
-        self._store = store
+        self._chat = chat
         self._auth = auth
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
@@ -91,7 +90,7 @@ class TeamsMessenger:
         await self._continue(thread, send)
 
     async def _continue(self, thread: ThreadKey, send: Send) -> Any:
-        stored = await self._store.get_reference(thread.id)
+        stored = await self._chat.conversation_ref(thread.id)
         if stored is None:
             raise MissingReference(f"no conversation reference stored for {thread.id}")
         reference = ConversationReference().deserialize(stored)

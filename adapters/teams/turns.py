@@ -15,9 +15,7 @@ from typing import Any
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
-from agents import Store
-from bot.core import ChatBot
-from bot.types import Click, ClickResult
+from bot import ChatBot, ChatState, Click, ClickResult
 
 from . import cards, convert, messages
 from .auth import TeamsAuth
@@ -31,9 +29,9 @@ MESSAGE_RESPONSE_TYPE = "application/vnd.microsoft.activity.message"
 class Turns:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
-    def __init__(self, bot: ChatBot, store: Store, auth: TeamsAuth) -> None:
+    def __init__(self, bot: ChatBot, chat: ChatState, auth: TeamsAuth) -> None:
         self._bot = bot
-        self._store = store
+        self._chat = chat
         self._auth = auth
 
     async def on_turn(self, context: TurnContext) -> None:
@@ -53,7 +51,7 @@ class Turns:
         message = convert.incoming_message(activity, thread)
         if not message.text:
             return
-        known = await self._store.get_reference(thread.id) is not None
+        known = await self._bot.follows(thread)
         # With RSC the bot sees every message of a channel or group chat: take the
         # ones addressed to it, and replies in threads it already takes part in.
         mentioned = convert.is_personal(activity) or convert.mentions_bot(activity)
@@ -118,7 +116,7 @@ class Turns:
         """
         thread = convert.thread_of(activity)
         try:
-            await self._store.put_reference(thread.id, convert.reference_of(activity, thread))
+            await self._chat.set_conversation_ref(thread.id, convert.reference_of(activity, thread))
         except Exception:
             if required:
                 raise

@@ -1,10 +1,11 @@
 """The store protocol: one contract for the memory, SQLite and Redis stores.
 
-Everything a paused run needs to survive restarts and replicas lives here. The
-run loop keeps the logic; stores keep data and offer three atomic primitives:
-``save_run`` (compare-and-set on the snapshot's revision), ``lock`` (a named
-mutual-exclusion lease shared by every process on the store) and ``seen_before``
-(set-if-absent with a TTL).
+Everything a paused run needs to survive restarts and replicas lives here, and
+nothing else: runs, the run lock, thread history and the audit log. The run loop
+keeps the logic; stores keep data and offer two atomic primitives: ``save_run``
+(compare-and-set on the snapshot's revision) and ``lock`` (a named
+mutual-exclusion lease shared by every process on the store). The chat layer's
+own state (cards, references, votes, dedupe) is kept by the chat layer.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..messages import Message
 from ..snapshot import AuditEntry, RunSnapshot
@@ -82,18 +83,6 @@ class Store(Protocol):
         self, thread_id: str, messages: Sequence[Message], *, window: int
     ) -> None:
         """Append messages, keeping at most ``window`` (older ones are dropped)."""
-        ...
-
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        """Record ``key`` for ``ttl`` seconds; ``True`` if it was already there."""
-        ...
-
-    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
-        """Keep an opaque JSON reference per thread (for proactive messages)."""
-        ...
-
-    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
-        """The stored reference of a thread, or ``None``."""
         ...
 
     async def append_audit(self, entry: AuditEntry) -> None:

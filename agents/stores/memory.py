@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
 
 from ..messages import Message
 from ..snapshot import AuditEntry, RunSnapshot, utcnow
@@ -21,8 +19,6 @@ class MemoryStore:
         self.url = url
         self._runs: dict[str, RunSnapshot] = {}
         self._history: dict[str, list[Message]] = {}
-        self._seen: dict[str, float] = {}
-        self._references: dict[str, dict[str, Any]] = {}
         self._audit: list[AuditEntry] = []
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -80,21 +76,6 @@ class MemoryStore:
     ) -> None:
         kept = [*self._history.get(thread_id, []), *messages]
         self._history[thread_id] = kept[-window:] if window > 0 else []
-
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        now = time.monotonic()
-        expiry = self._seen.get(key)
-        if expiry is not None and expiry > now:
-            return True
-        self._seen[key] = now + ttl
-        return False
-
-    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
-        self._references[thread_id] = dict(reference)
-
-    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
-        reference = self._references.get(thread_id)
-        return dict(reference) if reference is not None else None
 
     async def append_audit(self, entry: AuditEntry) -> None:
         self._audit.append(entry)

@@ -3,18 +3,17 @@
 Values are JSON (never pickle); key names and their lifetimes are in
 ``redis_keys``. Each state change that must happen once is one Lua script or one
 ``MULTI`` block: ``save_run`` checks the revision and moves the run between its
-indexes atomically, a lock is ``SET NX PX`` released by compare-and-delete, and a
-dedupe key is ``SET NX PX``. Nothing on a hot path scans the keyspace.
+indexes atomically, and a lock is ``SET NX PX`` released by compare-and-delete.
+Nothing on a hot path scans the keyspace.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import Redis
@@ -189,27 +188,6 @@ class RedisStore:
                     pipe.rpush(key, *(m.model_dump_json() for m in messages))
                 pipe.ltrim(key, -window, -1)
             await pipe.execute()
-
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        """``SET NX PX``: ``False`` only for the caller that set it."""
-        was_set = await self._redis.set(self.keys.seen(key), "1", nx=True, px=_milliseconds(ttl))
-        return not was_set
-
-    async def put_reference(self, thread_id: str, reference: dict[str, Any]) -> None:
-        """Keep (or replace) the thread's opaque JSON reference."""
-        await self._redis.set(
-            self.keys.reference(thread_id), json.dumps(reference, ensure_ascii=False)
-        )
-
-    async def get_reference(self, thread_id: str) -> dict[str, Any] | None:
-        """The stored reference of a thread, or ``None``."""
-        data = await self._redis.get(self.keys.reference(thread_id))
-        if data is None:
-            return None
-        value = json.loads(data)
-        if not isinstance(value, dict):
-            raise ValueError(f"stored reference is not a JSON object: {data[:80]!r}")
-        return value
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to the run's, the thread's and the deployment's audit lists at once."""

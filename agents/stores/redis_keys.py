@@ -37,12 +37,6 @@ IN_FLIGHT = "in-flight"
 # List per thread of JSON messages, trimmed to the caller's window on append.
 # No TTL: thread memory lasts as long as the other stores keep it.
 HISTORY = "history"
-# Dedupe marker per platform delivery; its TTL is the caller's (the platform's
-# retry horizon), so no constant here.
-SEEN = "seen"
-# Opaque JSON per thread for proactive messages. No TTL: a card may be decided
-# long after the thread last spoke.
-REFERENCE = "ref"
 # Append-only audit lists: per run, per thread, and one for the whole
 # deployment. Never expire and never trimmed: they are the record of decisions.
 AUDIT_RUN = "audit:run"
@@ -89,14 +83,6 @@ class RedisKeys:
     def history(self, thread_id: str) -> str:
         """A thread's remembered conversation."""
         return f"{self.prefix}:{HISTORY}:{{{thread_id}}}"
-
-    def seen(self, key: str) -> str:
-        """A dedupe marker."""
-        return f"{self.prefix}:{SEEN}:{key}"
-
-    def reference(self, thread_id: str) -> str:
-        """A thread's opaque reference."""
-        return f"{self.prefix}:{REFERENCE}:{{{thread_id}}}"
 
     def audit_thread(self, thread_id: str) -> str:
         """The audit list of one thread."""

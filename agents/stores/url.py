@@ -1,26 +1,45 @@
-"""Choose a store from a URL: ``memory://``, ``sqlite:///path.db``, ``redis://host:6379/0``."""
+"""Open a store from its URL; the one place that knows the URL schemes."""
 
 from __future__ import annotations
 
+from typing import Literal
 from urllib.parse import urlsplit
 
 from .base import Store
 from .memory import MemoryStore
 
+StoreKind = Literal["memory", "sqlite", "redis"]
+
+_KINDS: dict[str, StoreKind] = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "redis": "redis",
+    "rediss": "redis",
+    "unix": "redis",
+}
+
+
+def store_kind(url: str) -> StoreKind:
+    """Which backend a store URL names (others keeping state beside a store use it too).
+
+    Raises:
+        ValueError: An unsupported scheme.
+    """
+    kind = _KINDS.get(urlsplit(url).scheme)
+    if kind is None:
+        raise ValueError(f"{url!r}: use memory://, sqlite:///path.db or redis://host:6379/0")
+    return kind
+
 
 def open_store(url: str) -> Store:
     """Build the store a URL names. Connections open lazily, on first use."""
-    scheme = urlsplit(url).scheme
-    if scheme == "memory":
+    kind = store_kind(url)
+    if kind == "memory":
         return MemoryStore(url)
-    if scheme == "sqlite":
+    if kind == "sqlite":
         from .sqlite import SQLiteStore
 
         return SQLiteStore(url)
-    if scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisStore
+    from .redis import RedisStore
 
-        return RedisStore(url)
-    raise ValueError(
-        f"unsupported STORE_URL {url!r}: use memory://, sqlite:///path.db or redis://host:6379/0"
-    )
+    return RedisStore(url)

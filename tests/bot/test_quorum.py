@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents import MemoryStore, Store, open_store
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, Reply
-from bot.votes import votes_key
+from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person, Reply
 from tests.agents.helpers import Counter
 
 from .helpers import THREAD, RecordingMessenger, click, message, restart_agent
@@ -102,9 +101,7 @@ async def test_approving_twice_is_refused_privately_and_changes_nothing() -> Non
     assert (messenger.updates, await audit(bot, card)) == before
     assert shown(messenger).approvals == ("U2",)
     assert ran.count == 0
-    assert await bot.store.get_reference(votes_key(card.run_id, card.tool_call_id)) == {
-        "votes": [{"user": "U2", "name": None}]
-    }
+    assert await bot.chat.votes(card.run_id, card.tool_call_id) == [Person(id="U2")]
 
 
 async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
@@ -202,8 +199,8 @@ async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
         second,
         f"U2,{second}",
     ]
-    stored = await bot.store.get_reference(votes_key(card.run_id, card.tool_call_id))
-    assert stored == {"votes": [{"user": "U2", "name": None}, {"user": second, "name": None}]}
+    stored = await bot.chat.votes(card.run_id, card.tool_call_id)
+    assert stored == [Person(id="U2"), Person(id=second)]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -234,13 +231,17 @@ async def test_simultaneous_approvals_count_once_each_and_decide_once(store: Sto
     refusals = [r.message or "" for r in results if not r.accepted]
     assert len(refusals) == 2
     assert all(m.startswith("This request was already approved by") for m in refusals)
+    await bot.aclose()
 
 
 async def test_votes_on_two_replicas_count_together() -> None:
     ran = Counter()
     store = MemoryStore()
     one, messenger, card = await started(ran, TWO_OF_THREE, store)
-    two = ChatBot(restart_agent(ran, store), policy=ApprovalPolicy.from_toml(TWO_OF_THREE))
+    # A second replica: the same store and the same chat state, as on one Redis.
+    two = ChatBot(
+        restart_agent(ran, store), policy=ApprovalPolicy.from_toml(TWO_OF_THREE), chat=one.chat
+    )
     other = RecordingMessenger()
     two.register("test", other)
 

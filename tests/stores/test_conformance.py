@@ -257,52 +257,6 @@ async def test_history_with_a_zero_window_forgets_everything(store: Store) -> No
     assert await store.load_history(THREAD) == []
 
 
-# Dedupe
-
-
-async def test_seen_before_is_false_once_then_true(store: Store) -> None:
-    assert await store.seen_before("slack:event:Ev1", ttl=60) is False
-    assert await store.seen_before("slack:event:Ev1", ttl=60) is True
-    assert await store.seen_before("slack:event:Ev2", ttl=60) is False
-
-
-async def test_seen_before_forgets_a_key_after_its_ttl(store: Store) -> None:
-    assert await store.seen_before("slack:event:short", ttl=0.05) is False
-
-    async def forgotten() -> bool:
-        return not await store.seen_before("slack:event:short", ttl=60)
-
-    await eventually(forgotten)
-    assert await store.seen_before("slack:event:short", ttl=60) is True
-
-
-async def test_concurrent_deliveries_see_a_key_as_new_exactly_once(store: Store) -> None:
-    answers = await asyncio.gather(
-        *(store.seen_before("teams:activity:42", ttl=60) for _ in range(20))
-    )
-
-    assert sorted(answers) == [False] + [True] * 19
-
-
-# References
-
-
-async def test_references_round_trip_per_thread(store: Store) -> None:
-    reference = {
-        "conversation": {"id": "19:abc@thread.tacv2;messageid=1", "name": "Équipe ✅"},
-        "serviceUrl": "https://smba.trafficmanager.net/emea/",
-        "ids": [1, 2, 3],
-    }
-
-    await store.put_reference(OTHER_THREAD, reference)
-    await store.put_reference(THREAD, {"channel": "C1"})
-    await store.put_reference(THREAD, {"channel": "C1", "ts": "1700000000.000100"})
-
-    assert await store.get_reference(OTHER_THREAD) == reference
-    assert await store.get_reference(THREAD) == {"channel": "C1", "ts": "1700000000.000100"}
-    assert await store.get_reference("slack:T1:C9:none") is None
-
-
 # Audit
 
 
@@ -445,7 +399,6 @@ async def test_state_survives_reopening_the_store(durable_store: Store) -> None:
     entry = audit(saved.run_id, THREAD, "requested", "U123")
     await durable_store.append_audit(entry)
     await durable_store.append_history(THREAD, [Message.user("remember me")], window=5)
-    await durable_store.put_reference(THREAD, {"channel": "C1"})
     await durable_store.close()
 
     reopened = open_store(durable_store.url)
@@ -454,7 +407,5 @@ async def test_state_survives_reopening_the_store(durable_store: Store) -> None:
         assert await reopened.paused_runs(THREAD) == [saved.run_id]
         assert await reopened.list_audit(run_id=saved.run_id) == [entry]
         assert await reopened.load_history(THREAD) == [Message.user("remember me")]
-        assert await reopened.get_reference(THREAD) == {"channel": "C1"}
-        assert await reopened.seen_before("k", ttl=60) is False
     finally:
         await reopened.close()

@@ -1,0 +1,143 @@
+"""One SQLite file, shared safely by every task of a process and every process on a host.
+
+WAL lets readers run beside the single writer, ``busy_timeout`` makes a writer
+wait its turn, and each unit of work is one statement or one ``BEGIN
+IMMEDIATE`` transaction on aiosqlite's worker thread, so the event loop never
+waits on the disk. The runtime's store and the chat layer's state each keep
+their tables in the same file through one of these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+T = TypeVar("T")
+
+URL_PREFIX = "sqlite:///"
+# Long enough to ride out another process's write transaction or a WAL checkpoint,
+# short enough that a wedged writer surfaces as an error instead of a hung bot.
+BUSY_TIMEOUT_MS = 5_000
+
+Work = Callable[[aiosqlite.Connection], Awaitable[T]]
+Migrate = Callable[[aiosqlite.Connection], Awaitable[None]]
+"""Creates or checks the tables, inside a write transaction, when the file is opened."""
+
+
+def database_path(url: str) -> str:
+    """The file path in a ``sqlite:///`` URL (three slashes: relative, four: absolute)."""
+    if not url.startswith(URL_PREFIX):
+        raise ValueError(f"not an SQLite URL: {url!r} (use sqlite:///path.db)")
+    path = url[len(URL_PREFIX) :].split("?", 1)[0]
+    if not path:
+        raise ValueError(f"SQLite URL without a path: {url!r}")
+    return path
+
+
+class SQLiteFile:
+    """A lazily opened connection to one file, with serialized units of work."""
+
+    def __init__(self, url: str, migrate: Migrate) -> None:
+        self.path = database_path(url)
+        self._migrate = migrate
+        self._db: aiosqlite.Connection | None = None
+        self._opening = asyncio.Lock()
+        # One connection: statements of concurrent tasks must not land in each
+        # other's transactions, so each unit of work holds this mutex.
+        self._mutex = asyncio.Lock()
+
+    async def run(self, work: Work[T], *, transaction: bool = False) -> T:
+        """Run ``work(db)`` alone on the connection, as a transaction if asked."""
+        # Shielded: a caller cancelled mid-way must not leave half a transaction open
+        # on the shared connection, so the unit of work always runs to its end.
+        return await asyncio.shield(self._serialized(work, transaction))
+
+    async def fetch(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one query."""
+
+        async def work(db: aiosqlite.Connection) -> list[Any]:
+            return list(await db.execute_fetchall(sql, params))
+
+        return await self.run(work)
+
+    async def changes(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+        """Run one statement; how many rows it changed."""
+        return await self.run(lambda db: changes(db, sql, params))
+
+    async def ping(self) -> bool:
+        """Whether the file opens and answers a query."""
+        try:
+            await self.fetch("SELECT 1", ())
+        except (sqlite3.Error, OSError, ValueError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Close the connection (and its worker thread); the next call reopens it."""
+        async with self._opening:
+            db, self._db = self._db, None
+            if db is not None:
+                async with self._mutex:
+                    await db.close()
+
+    async def _serialized(self, work: Work[T], transaction: bool) -> T:
+        db = await self._connection()
+        async with self._mutex, transaction_on(db, enabled=transaction):
+            return await work(db)
+
+    async def _connection(self) -> aiosqlite.Connection:
+        if self._db is None:
+            async with self._opening:
+                if self._db is None:
+                    self._db = await self._open()
+        return self._db
+
+    async def _open(self) -> aiosqlite.Connection:
+        if self.path != ":memory:":
+            await asyncio.to_thread(Path(self.path).parent.mkdir, parents=True, exist_ok=True)
+        # isolation_level=None: no implicit transactions; we issue BEGIN IMMEDIATE.
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await db.execute("PRAGMA journal_mode = WAL")
+            # FULL: a decision that was reported as saved survives a power cut, which
+            # at-most-once execution of non-idempotent tools depends on.
+            await db.execute("PRAGMA synchronous = FULL")
+            async with transaction_on(db, enabled=True):
+                await self._migrate(db)
+        except BaseException:
+            await db.close()
+            raise
+        return db
+
+
+@asynccontextmanager
+async def transaction_on(db: aiosqlite.Connection, *, enabled: bool) -> AsyncIterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any error), when enabled."""
+    if not enabled:
+        yield
+        return
+    # IMMEDIATE takes the write lock up front: a deferred transaction that reads
+    # then writes can fail with SQLITE_BUSY where waiting would have succeeded.
+    await db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        await db.commit()
+    except BaseException:
+        # Also after a failed COMMIT: the connection must leave the transaction.
+        await db.rollback()
+        raise
+
+
+async def changes(
+    db: aiosqlite.Connection, sql: str, params: Sequence[Any] | dict[str, Any]
+) -> int:
+    """Run one statement on ``db``; how many rows it changed."""
+    async with db.execute(sql, params) as cursor:
+        return cursor.rowcount

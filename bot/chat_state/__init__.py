@@ -1,0 +1,29 @@
+"""The chat layer's state (see ``base``), on the backend the store's URL names."""
+
+from __future__ import annotations
+
+from agents import Store
+from agents.stores import store_kind
+
+from .base import CardPlace, ChatState, card_lock_name
+from .memory import MemoryChatState
+
+__all__ = ["CardPlace", "ChatState", "MemoryChatState", "card_lock_name", "open_chat_state"]
+
+
+def open_chat_state(store: Store) -> ChatState:
+    """The chat state beside ``store``: in memory, in its SQLite file, or on its Redis.
+
+    Raises:
+        ValueError: The store's URL names no backend the chat state has.
+    """
+    kind = store_kind(store.url)
+    if kind == "memory":
+        return MemoryChatState(store)
+    if kind == "sqlite":
+        from .sqlite import SQLiteChatState
+
+        return SQLiteChatState(store.url, store)
+    from .redis import RedisChatState
+
+    return RedisChatState(store.url, store)

@@ -1,0 +1,100 @@
+"""The chat layer's own state: one protocol, one implementation per backend.
+
+The runtime's store keeps runs; everything the chat layer must remember across
+replicas and restarts is here, under named operations: the threads the bot
+follows, each thread's conversation reference (for proactive messages), where
+each card was posted, the votes on quorum cards, dedupe claims for platform
+redeliveries, and a lock per card. Backends: memory (tests, the console), the
+same SQLite file as the store, the same Redis; each passes ``tests/bot/
+test_chat_state.py``.
+
+A durable inbox for incoming messages and clicks (written before the ack,
+worked off by leased workers) belongs here too: it is chat state, shared by
+every replica, with the same backends.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import TypeAdapter
+
+from ..types import MessageRef, Person, ThreadKey
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardPlace:
+    """Where a waiting call's card (or question) was posted."""
+
+    thread: ThreadKey
+    ref: MessageRef
+
+
+CARD_PLACE = TypeAdapter(CardPlace)
+"""JSON for ``CardPlace`` (backends store it as text)."""
+PERSON = TypeAdapter(Person)
+"""JSON for ``Person`` (backends store votes as text)."""
+
+
+def card_lock_name(run_id: str, tool_call_id: str) -> str:
+    """The store lock of one card; the runtime's own locks are named ``run:<id>``."""
+    return f"card:{run_id}:{tool_call_id}"
+
+
+@runtime_checkable
+class ChatState(Protocol):
+    """What the chat layer keeps, shared by every process of one deployment."""
+
+    async def follow(self, thread_id: str) -> None:
+        """Remember that the bot takes part in a thread (replies there are for it)."""
+        ...
+
+    async def follows(self, thread_id: str) -> bool:
+        """Whether the bot takes part in a thread."""
+        ...
+
+    async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
+        """Keep (or replace) the platform's reference for messaging a thread unprompted."""
+        ...
+
+    async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
+        """The thread's conversation reference, or ``None``."""
+        ...
+
+    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+        """Remember where a waiting call's card was posted."""
+        ...
+
+    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        """Where a waiting call's card was posted, or ``None`` if it never was."""
+        ...
+
+    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+        """Add one approval vote, atomically; a second vote by the same person is no-op.
+
+        Returns every vote on the card, in voting order.
+        """
+        ...
+
+    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
+        """The votes on a card, in voting order (none yet: empty)."""
+        ...
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        """Claim ``key`` for ``ttl`` seconds; ``True`` if someone already had it."""
+        ...
+
+    def card_lock(
+        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold one card's lock across every process (votes, declines, expiry).
+
+        Raises ``LockTimeout`` when it cannot be had within ``ttl`` (see ``Store.lock``).
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...

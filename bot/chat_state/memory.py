@@ -1,0 +1,68 @@
+"""Chat state in this process only: tests and single-process runs on ``memory://``."""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from agents import Store
+
+from ..types import Person
+from .base import CardPlace, card_lock_name
+
+
+class MemoryChatState:
+    """Everything in dictionaries; card locks are the (memory) store's locks."""
+
+    def __init__(self, locks: Store) -> None:
+        self._locks = locks
+        self._followed: set[str] = set()
+        self._refs: dict[str, dict[str, Any]] = {}
+        self._cards: dict[tuple[str, str], CardPlace] = {}
+        self._votes: dict[tuple[str, str], list[Person]] = {}
+        self._seen: dict[str, float] = {}
+
+    async def follow(self, thread_id: str) -> None:
+        self._followed.add(thread_id)
+
+    async def follows(self, thread_id: str) -> bool:
+        return thread_id in self._followed
+
+    async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
+        self._refs[thread_id] = dict(ref)
+
+    async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
+        ref = self._refs.get(thread_id)
+        return dict(ref) if ref is not None else None
+
+    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+        self._cards[run_id, tool_call_id] = place
+
+    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        return self._cards.get((run_id, tool_call_id))
+
+    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+        votes = self._votes.setdefault((run_id, tool_call_id), [])
+        if all(v.id != voter.id for v in votes):
+            votes.append(voter)
+        return list(votes)
+
+    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
+        return list(self._votes.get((run_id, tool_call_id), []))
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        now = time.monotonic()
+        expiry = self._seen.get(key)
+        if expiry is not None and expiry > now:
+            return True
+        self._seen[key] = now + ttl
+        return False
+
+    def card_lock(
+        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        return self._locks.lock(card_lock_name(run_id, tool_call_id), ttl=ttl)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,96 @@
+"""Chat state on the store's Redis, under the same deployment prefix.
+
+JSON values, never pickle; key names and lifetimes are in ``redis_keys``. A
+dedupe claim is ``SET NX PX``; a vote is one Lua script (add if absent, return
+all), so votes clicked on different replicas at once all count, once each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import AbstractAsyncContextManager
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from agents import Store
+from agents.stores.redis import CONNECT_TIMEOUT, split_prefix
+
+from ..types import Person
+from . import redis_keys as k
+from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name
+
+# KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
+# unless that person already voted; returns the whole list.
+_ADD_VOTE = """
+for _, vote in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  if cjson.decode(vote)['id'] == ARGV[1] then
+    return redis.call('LRANGE', KEYS[1], 0, -1)
+  end
+end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+return redis.call('LRANGE', KEYS[1], 0, -1)
+"""
+
+
+class RedisChatState:
+    """The chat state on one Redis primary; card locks are the store's locks."""
+
+    def __init__(self, url: str, locks: Store) -> None:
+        server_url, prefix = split_prefix(url)
+        self.keys = k.ChatKeys(prefix)
+        self._locks = locks
+        # from_url connects lazily, on the first command.
+        self._redis = Redis.from_url(
+            server_url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
+        )
+        self._add_vote = self._redis.register_script(_ADD_VOTE)
+
+    async def follow(self, thread_id: str) -> None:
+        await self._redis.set(self.keys.follow(thread_id), "1")
+
+    async def follows(self, thread_id: str) -> bool:
+        return bool(await self._redis.exists(self.keys.follow(thread_id)))
+
+    async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
+        await self._redis.set(self.keys.reference(thread_id), json.dumps(ref, ensure_ascii=False))
+
+    async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
+        data = await self._redis.get(self.keys.reference(thread_id))
+        if data is None:
+            return None
+        value = json.loads(data)
+        if not isinstance(value, dict):
+            raise ValueError(f"stored reference is not a JSON object: {data[:80]!r}")
+        return value
+
+    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+        text = CARD_PLACE.dump_json(place).decode()
+        await self._redis.set(self.keys.card(run_id, tool_call_id), text)
+
+    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        data = await self._redis.get(self.keys.card(run_id, tool_call_id))
+        return CARD_PLACE.validate_json(data) if data is not None else None
+
+    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+        key = self.keys.votes(run_id, tool_call_id)
+        rows = await self._add_vote(keys=[key], args=[voter.id, PERSON.dump_json(voter).decode()])
+        return [PERSON.validate_json(row) for row in cast(list[str], rows)]
+
+    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
+        rows = await self._redis.lrange(self.keys.votes(run_id, tool_call_id), 0, -1)
+        return [PERSON.validate_json(row) for row in cast(list[str], rows)]
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        """``SET NX PX``: ``False`` only for the caller that set it."""
+        px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
+        return not await self._redis.set(self.keys.seen(key), "1", nx=True, px=px)
+
+    def card_lock(
+        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        return self._locks.lock(card_lock_name(run_id, tool_call_id), ttl=ttl)
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,129 @@
+"""Chat state in the store's SQLite file, in tables of its own.
+
+``seen`` and ``thread_refs`` keep the names (and rows) they had when the store
+kept them, so an upgrade carries dedupe claims and Teams references over.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import aiosqlite
+
+from agents import Store
+from agents.stores.sqlite_file import SQLiteFile, changes
+
+from ..types import Person
+from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name
+
+# Expired dedupe claims are harmless but would grow the file forever; one sweep a
+# minute per process keeps them bounded without a statement on every call.
+SEEN_SWEEP_INTERVAL = 60.0
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, expires_at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS seen_by_expiry ON seen (expires_at)",
+    """CREATE TABLE IF NOT EXISTS thread_refs (
+        thread_id TEXT PRIMARY KEY, reference TEXT NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS followed_threads (thread_id TEXT PRIMARY KEY)",
+    # Cards and votes are a few hundred bytes per waiting call, kept as a record.
+    """CREATE TABLE IF NOT EXISTS cards (
+        run_id TEXT NOT NULL, call_id TEXT NOT NULL, place TEXT NOT NULL,
+        PRIMARY KEY (run_id, call_id))""",
+    """CREATE TABLE IF NOT EXISTS votes (
+        seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
+)
+_MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
+    ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
+    WHERE seen.expires_at <= ?"""
+_VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
+
+
+class SQLiteChatState:
+    """The chat state over the store's file; card locks are the store's locks."""
+
+    def __init__(self, url: str, locks: Store) -> None:
+        self._file = SQLiteFile(url, _migrate)
+        self._locks = locks
+        self._next_seen_sweep = 0.0
+
+    async def follow(self, thread_id: str) -> None:
+        sql = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
+        await self._file.changes(sql, (thread_id,))
+
+    async def follows(self, thread_id: str) -> bool:
+        sql = "SELECT 1 FROM followed_threads WHERE thread_id = ?"
+        return bool(await self._file.fetch(sql, (thread_id,)))
+
+    async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
+        sql = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
+            ON CONFLICT (thread_id) DO UPDATE SET reference = excluded.reference"""
+        await self._file.changes(sql, (thread_id, json.dumps(ref, ensure_ascii=False)))
+
+    async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
+        sql = "SELECT reference FROM thread_refs WHERE thread_id = ?"
+        rows = await self._file.fetch(sql, (thread_id,))
+        if not rows:
+            return None
+        value = json.loads(rows[0][0])
+        if not isinstance(value, dict):
+            raise ValueError(f"stored reference is not a JSON object: {rows[0][0][:80]!r}")
+        return value
+
+    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+        sql = """INSERT INTO cards (run_id, call_id, place) VALUES (?, ?, ?)
+            ON CONFLICT (run_id, call_id) DO UPDATE SET place = excluded.place"""
+        text = CARD_PLACE.dump_json(place).decode()
+        await self._file.changes(sql, (run_id, tool_call_id, text))
+
+    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        sql = "SELECT place FROM cards WHERE run_id = ? AND call_id = ?"
+        rows = await self._file.fetch(sql, (run_id, tool_call_id))
+        return CARD_PLACE.validate_json(rows[0][0]) if rows else None
+
+    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+        insert = """INSERT OR IGNORE INTO votes (run_id, call_id, user_id, voter)
+            VALUES (?, ?, ?, ?)"""
+        params = (run_id, tool_call_id, voter.id, PERSON.dump_json(voter).decode())
+
+        async def work(db: aiosqlite.Connection) -> list[Any]:
+            await changes(db, insert, params)
+            return list(await db.execute_fetchall(_VOTES, (run_id, tool_call_id)))
+
+        rows = await self._file.run(work, transaction=True)
+        return [PERSON.validate_json(row[0]) for row in rows]
+
+    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
+        rows = await self._file.fetch(_VOTES, (run_id, tool_call_id))
+        return [PERSON.validate_json(row[0]) for row in rows]
+
+    async def seen_before(self, key: str, *, ttl: float) -> bool:
+        """Set-if-absent-or-expired in one statement."""
+        now = time.time()
+        sweep = now >= self._next_seen_sweep
+        if sweep:
+            self._next_seen_sweep = now + SEEN_SWEEP_INTERVAL
+
+        async def work(db: aiosqlite.Connection) -> int:
+            if sweep:
+                await changes(db, "DELETE FROM seen WHERE expires_at <= ?", (now,))
+            return await changes(db, _MARK_SEEN, (key, now + ttl, now))
+
+        return await self._file.run(work) == 0
+
+    def card_lock(
+        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        return self._locks.lock(card_lock_name(run_id, tool_call_id), ttl=ttl)
+
+    async def close(self) -> None:
+        await self._file.close()
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    for statement in _SCHEMA:
+        await db.execute(statement)

@@ -1,0 +1,177 @@
+"""The chat state contract, run unchanged on memory, SQLite (the store's file) and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents import LockTimeout, open_store
+from bot import CardPlace, ChatState, Person, ThreadKey, open_chat_state
+from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
+from tests.stores.test_conformance import eventually
+
+THREAD = "slack:T1:C1:1700000000.000100"
+OTHER_THREAD = "teams:tenant-1:19:abc@thread.tacv2;messageid=1700000000001"
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatState]:
+    """The chat state beside each store: memory, SQLite (a temporary file), Redis."""
+    async with store_url(request.param, tmp_path) as url:
+        store = open_store(url)
+        state = open_chat_state(store)
+        try:
+            yield state
+        finally:
+            await state.close()
+            await store.close()
+
+
+# Dedupe
+
+
+async def test_seen_before_is_false_once_then_true(chat: ChatState) -> None:
+    assert await chat.seen_before("slack:event:Ev1", ttl=60) is False
+    assert await chat.seen_before("slack:event:Ev1", ttl=60) is True
+    assert await chat.seen_before("slack:event:Ev2", ttl=60) is False
+
+
+async def test_seen_before_forgets_a_key_after_its_ttl(chat: ChatState) -> None:
+    assert await chat.seen_before("slack:event:short", ttl=0.05) is False
+
+    async def forgotten() -> bool:
+        return not await chat.seen_before("slack:event:short", ttl=60)
+
+    await eventually(forgotten)
+    assert await chat.seen_before("slack:event:short", ttl=60) is True
+
+
+async def test_concurrent_deliveries_see_a_key_as_new_exactly_once(chat: ChatState) -> None:
+    answers = await asyncio.gather(
+        *(chat.seen_before("teams:activity:42", ttl=60) for _ in range(20))
+    )
+
+    assert sorted(answers) == [False] + [True] * 19
+
+
+# Conversation references and followed threads
+
+
+async def test_conversation_references_round_trip_per_thread(chat: ChatState) -> None:
+    reference = {
+        "conversation": {"id": "19:abc@thread.tacv2;messageid=1", "name": "Équipe ✅"},
+        "serviceUrl": "https://smba.trafficmanager.net/emea/",
+        "ids": [1, 2, 3],
+    }
+
+    await chat.set_conversation_ref(OTHER_THREAD, reference)
+    await chat.set_conversation_ref(THREAD, {"channel": "C1"})
+    await chat.set_conversation_ref(THREAD, {"channel": "C1", "ts": "1700000000.000100"})
+
+    assert await chat.conversation_ref(OTHER_THREAD) == reference
+    assert await chat.conversation_ref(THREAD) == {"channel": "C1", "ts": "1700000000.000100"}
+    assert await chat.conversation_ref("slack:T1:C9:none") is None
+
+
+async def test_a_followed_thread_stays_followed_and_others_are_not(chat: ChatState) -> None:
+    assert await chat.follows(THREAD) is False
+    await chat.follow(THREAD)
+    await chat.follow(THREAD)
+    assert await chat.follows(THREAD) is True
+    assert await chat.follows(OTHER_THREAD) is False
+    # Following is not a conversation reference, and the reverse.
+    assert await chat.conversation_ref(THREAD) is None
+    await chat.set_conversation_ref(OTHER_THREAD, {"id": 1})
+    assert await chat.follows(OTHER_THREAD) is False
+
+
+# Cards
+
+
+def place(ts: str) -> CardPlace:
+    return CardPlace(
+        thread=ThreadKey(platform="slack", workspace="T1", channel="C1", root="1700000000.000100"),
+        ref={"channel": "C1", "ts": ts},
+    )
+
+
+async def test_a_card_place_is_kept_per_call(chat: ChatState) -> None:
+    await chat.set_card("run-1", "call-1", place("1.1"))
+    await chat.set_card("run-1", "call-2", place("1.2"))
+    await chat.set_card("run-1", "call-1", place("1.3"))  # posted again (a re-ask)
+
+    assert await chat.card_of("run-1", "call-1") == place("1.3")
+    assert await chat.card_of("run-1", "call-2") == place("1.2")
+    assert await chat.card_of("run-1", "call-9") is None
+    assert await chat.card_of("run-2", "call-1") is None
+
+
+# Votes
+
+
+async def test_votes_keep_their_order_their_names_and_each_person_once(chat: ChatState) -> None:
+    assert await chat.votes("run-1", "call-1") == []
+    grace = Person(id="U2", name="Grace")
+    assert await chat.add_vote("run-1", "call-1", grace) == [grace]
+    assert await chat.add_vote("run-1", "call-1", Person(id="U3")) == [grace, Person(id="U3")]
+    again = await chat.add_vote("run-1", "call-1", Person(id="U2", name="G."))
+    assert again == [grace, Person(id="U3")]
+    assert await chat.votes("run-1", "call-1") == again
+    assert await chat.votes("run-1", "call-2") == []
+
+
+async def test_simultaneous_votes_all_count_once(chat: ChatState) -> None:
+    voters = [Person(id=f"U{i}") for i in range(10)]
+    await asyncio.gather(*(chat.add_vote("run-1", "call-1", person) for person in voters * 2))
+    stored = await chat.votes("run-1", "call-1")
+    assert sorted(p.id for p in stored) == sorted(p.id for p in voters)
+
+
+# Card locks
+
+
+async def test_a_card_lock_excludes_a_second_holder_of_the_same_card(chat: ChatState) -> None:
+    async with chat.card_lock("run-1", "call-1"):
+        async with chat.card_lock("run-1", "call-2"):  # another card: not blocked
+            pass
+        with pytest.raises(LockTimeout):
+            async with chat.card_lock("run-1", "call-1", ttl=0.1):
+                pass
+    async with chat.card_lock("run-1", "call-1", ttl=0.1):  # free again
+        pass
+
+
+# Durability
+
+
+@pytest.fixture(params=DURABLE_KINDS)
+async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    async with store_url(request.param, tmp_path) as url:
+        yield url
+
+
+async def test_chat_state_survives_reopening(durable_url: str) -> None:
+    store = open_store(durable_url)
+    chat = open_chat_state(store)
+    await chat.follow(THREAD)
+    await chat.set_conversation_ref(THREAD, {"channel": "C1"})
+    await chat.set_card("run-1", "call-1", place("1.1"))
+    await chat.add_vote("run-1", "call-1", Person(id="U2", name="Grace"))
+    assert await chat.seen_before("k", ttl=60) is False
+    await chat.close()
+    await store.close()
+
+    store = open_store(durable_url)
+    reopened = open_chat_state(store)
+    try:
+        assert await reopened.follows(THREAD) is True
+        assert await reopened.conversation_ref(THREAD) == {"channel": "C1"}
+        assert await reopened.card_of("run-1", "call-1") == place("1.1")
+        assert await reopened.votes("run-1", "call-1") == [Person(id="U2", name="Grace")]
+        assert await reopened.seen_before("k", ttl=60) is True
+    finally:
+        await reopened.close()
+        await store.close()
