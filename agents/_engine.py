@@ -337,8 +337,8 @@ class Engine(RunLoop):
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
         """Make a parent's view of a child run current: its waiting calls or its answer.
 
-        A call the parent already shows keeps what only the parent knows (the
-        card the chat layer attached to it). Returns whether the parent changed.
+        A call the parent already shows keeps whether it was announced. Returns
+        whether the parent changed.
         """
         was = (list(parent.pending), dict(parent.results), list(parent.busy_children))
         shown = {(p.tool_call_id, p.created_at): p for p in parent.pending}
@@ -347,7 +347,7 @@ class Engine(RunLoop):
         surfaced = []
         for call in seen.pending or []:
             before = shown.get((call.tool_call_id, call.created_at))
-            kept = {"card": before.card, "announced": before.announced} if before else {}
+            kept = {"announced": before.announced} if before else {}
             surfaced.append(call.model_copy(update=kept))
         parent.pending = others + surfaced
         if seen.result is not None and child.parent_call_id is not None:
@@ -393,7 +393,7 @@ class Engine(RunLoop):
                 INTERRUPTED_TOOL_TEXT.format(tool=call.tool_name) if call else INTERRUPTED_RUN_TEXT
             )
             # Every call still shown goes with the run: each is audited and returned,
-            # so its card can be closed and nobody clicks on a dead run.
+            # so the caller can tell people it can no longer be decided.
             dropped, top.pending, top.busy_children = top.pending, [], []
             await self._save(top)
         for entry in dropped:

@@ -300,8 +300,8 @@ class RunLoop:
     ) -> PendingCall:
         """A waiting call, holding the validated arguments it runs with.
 
-        An approval is bound to exactly these arguments: they are what the card
-        shows, and what the tool runs with once approved (see ``Engine``).
+        An approval is bound to exactly these arguments: they are what the
+        approver is shown, and what the tool runs with once approved (see ``Engine``).
         """
         agent = self.agent_at(snap.agent_path)
         now = utcnow()

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._engine import Engine
-from ._loop import DELEGATION_PREFIX, CallPredicate, DelegationInput, lock_name, new_run_id
+from ._loop import DELEGATION_PREFIX, CallPredicate, DelegationInput, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError
 from .messages import Message, TextPart
@@ -53,8 +53,8 @@ class RecoveredRun:
     Either ``stream`` carries out again a decision that is safe to repeat (a
     decline, an expiry, an idempotent tool): consume it; or the run is now
     ``interrupted`` and ``error`` says so, to be told to the people waiting.
-    ``pending`` is the decided call involved, if any (with its card); ``dropped``
-    lists every call the interrupted run still showed, whose cards should close.
+    ``pending`` is the decided call involved, if any; ``dropped`` lists every
+    call the interrupted run still showed, which nobody can decide any more.
     """
 
     run_id: str
@@ -65,7 +65,7 @@ class RecoveredRun:
     stream: AgentStream | None
     error: str | None
     dropped: tuple[PendingInfo, ...] = ()
-    """Calls that were still waiting on the interrupted run (their cards are void)."""
+    """Calls that were still waiting on the interrupted run (now void)."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -258,17 +258,6 @@ class Agent:
         The chat layer sets it from its approval policy.
         """
         self.engine.expiry = expiry
-
-    async def attach_card(self, *, run_id: str, tool_call_id: str, card: dict[str, Any]) -> None:
-        """Remember where the chat layer showed a waiting call (kept in the snapshot)."""
-        engine = self.engine
-        async with engine.store.lock(lock_name(run_id)):
-            snap = await engine.load(run_id)
-            call = snap.find_pending(tool_call_id)
-            if call is None:
-                return
-            call.card = dict(card)
-            await engine.store.save_run(snap)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every waiting call past its expiry, each exactly once across processes.

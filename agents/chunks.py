@@ -35,7 +35,6 @@ class PendingInfo:
     created_at: datetime
     expires_at: datetime
     requester: str | None = None
-    card: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, run_id: str, call: PendingCall) -> PendingInfo:
@@ -52,7 +51,6 @@ class PendingInfo:
             created_at=call.created_at,
             expires_at=call.expires_at,
             requester=call.requester,
-            card=call.card,
         )
 
 

@@ -24,10 +24,8 @@ FinishReason = Literal[
     "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted"
 ]
 DecisionAction = Literal["approve", "decline", "resume", "expire"]
-AuditEvent = Literal[
-    "requested", "approved", "declined", "resumed", "expired", "interrupted", "voted"
-]
-"""``voted``: one person's approval towards a quorum (written by the chat layer)."""
+AuditEvent = Literal["requested", "approved", "declined", "resumed", "expired", "interrupted"]
+"""What the runtime writes to the audit log."""
 
 
 def utcnow() -> datetime:
@@ -78,7 +76,6 @@ class PendingCall(BaseModel):
     """A person already approved this call (a suspension after an approval)."""
     announced: bool = False
     """The top run's stream has announced it (each call is announced once)."""
-    card: dict[str, Any] | None = None
 
 
 class RunOptions(BaseModel):
@@ -160,7 +157,8 @@ class AuditEntry(BaseModel):
     """One line of the append-only audit log."""
 
     at: AwareDatetime = Field(default_factory=utcnow)
-    event: AuditEvent
+    event: AuditEvent | str
+    """One of the runtime's ``AuditEvent``; a caller sharing the log may add its own."""
     run_id: str
     thread_id: str | None = None
     tool_call_id: str

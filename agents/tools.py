@@ -84,7 +84,7 @@ class Tool:
     resume_schema: type[BaseModel] | None = None
     require_approval: bool | ApprovalPredicate = False
     check: ToolCheck | None = None
-    """Refuses calls that can only fail (raise with a reason for the model), before any card."""
+    """Refuses calls that can only fail (raise with a reason for the model) before approval."""
     expires_in: timedelta | None = None
     idempotent: bool = False
     context_param: str | None = None
@@ -151,7 +151,7 @@ class Tool:
         return self.input_model.model_validate(args)
 
     def dump_args(self, args: BaseModel) -> dict[str, Any]:
-        """Validated arguments as JSON: what a card shows and what an approval binds to."""
+        """Validated arguments as JSON: what an approver sees and what an approval binds to."""
         return args.model_dump(mode="json", by_alias=True)
 
     def answered_args(self, args: dict[str, Any], answer: Any) -> BaseModel:

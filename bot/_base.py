@@ -25,13 +25,13 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState, open_chat_state
+from .chat_state import CardPlace, ChatState, open_chat_state
 from .following import Following
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .tasks import KeyedLocks, TaskTracker
 from .types import ApprovalCard, CardStatus, MessageRef, Messenger, Notice, Reply, ThreadKey, View
-from .views import ReplyBuffer, approval_card, card_data, prompt
+from .views import ReplyBuffer, approval_card, prompt
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +149,18 @@ class CoreBase:
             return
         try:
             # The thread goes along so the expiry sweep knows where to say so.
-            await self.agent.attach_card(
-                run_id=info.run_id,
-                tool_call_id=info.tool_call_id,
-                card=card_data(ref, thread),
-            )
+            place = CardPlace(thread=thread, ref=ref)
+            await self.chat.set_card(info.run_id, info.tool_call_id, place)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+
+    async def _card_place(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        """Where a call's card was posted, if it was (a failing lookup is logged)."""
+        try:
+            return await self.chat.card_of(run_id, tool_call_id)
+        except Exception:
+            log.exception("could not find the card of %s/%s", run_id, tool_call_id)
+            return None
 
     # -- lifecycle --------------------------------------------------------------
 

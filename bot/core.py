@@ -38,7 +38,7 @@ from .types import (
     Person,
     ThreadKey,
 )
-from .views import card_ref, prompt, run_metadata
+from .views import prompt, run_metadata
 from .votes import audit_vote
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class ChatBot(Housekeeping):
 
     async def _is_duplicate(self, message: IncomingMessage) -> bool:
         # Record every key, not just up to the first hit: a later redelivery may
-        # carry only one of them (Slack's app_mention vs message events).
+        # carry only one of them (one message delivered as two kinds of event).
         seen = False
         for key in message.dedupe_keys:
             try:
@@ -169,7 +169,7 @@ class ChatBot(Housekeeping):
     async def check_click(self, click: Click) -> str | None:
         """Why this click would be refused, or ``None``; changes nothing.
 
-        For adapters that ask for more before deciding (Slack's reason dialog):
+        For adapters that ask for more before deciding (a reason dialog):
         a refusal is better said before someone types a reason.
         """
         _, refusal = await self._check(click)
@@ -255,7 +255,7 @@ class ChatBot(Housekeeping):
         card = self._card(call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
-        ref = click.message_ref or card_ref(call)
+        ref = click.message_ref or await self._card_ref(call)
         if ref is not None:
             await self._update(self.messenger(click.thread.platform), click.thread, ref, card)
         return ClickResult(accepted=True, card=card)
@@ -296,7 +296,7 @@ class ChatBot(Housekeeping):
         card = self._card(
             call, status=status, decided_by=decided_by, reason=reason, approvals=voters
         )
-        ref = click.message_ref or card_ref(call)
+        ref = click.message_ref or await self._card_ref(call)
         try:
             self.tasks.spawn(
                 self._after_decision(click.thread, messenger, ref, card, stream),
@@ -306,6 +306,10 @@ class ChatBot(Housekeeping):
             # The decision stands; only this process is going away before carrying it out.
             log.error("run %s: decided during shutdown, not continued here", call.run_id)
         return ClickResult(accepted=True, card=card)
+
+    async def _card_ref(self, call: PendingInfo) -> MessageRef | None:
+        place = await self._card_place(call.run_id, call.tool_call_id)
+        return place.ref if place is not None else None
 
     def _refuse(self, message: str, *, outcome: DecisionOutcome) -> ClickResult:
         self.metrics.decided(outcome)

@@ -13,7 +13,7 @@ from . import messages
 from ._base import CoreBase
 from .tasks import every
 from .types import Notice, ThreadKey
-from .views import card_ref, card_thread, thread_of
+from .views import thread_of
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,13 @@ class Housekeeping(CoreBase):
                 await item.stream.result()
             return
         async with self._locks.hold(thread.id):
-            # Read the cards now: one posted just before the sweep is attached by now.
-            cards = await self._cards(run_id)
             for item in items:
                 info = item.pending
-                ref = card_ref(cards.get(info.tool_call_id, info))
-                if info.kind == "approval" and ref is not None:
+                # Looked up under the thread's lock: a card posted just before the
+                # sweep is recorded by now.
+                place = await self._card_place(info.run_id, info.tool_call_id)
+                if info.kind == "approval" and place is not None:
+                    ref = place.ref
                     expired = self._card(info, status="expired")
                     # A quorum card's votes update it under this lock: take it too, so
                     # a vote counted just before the expiry cannot show up after it.
@@ -76,20 +77,14 @@ class Housekeeping(CoreBase):
 
     async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
         """Where a run was asked: its card's thread, else what the run remembers."""
-        thread = card_thread(info) if info is not None else None
+        place = await self._card_place(run_id, info.tool_call_id) if info is not None else None
+        thread = place.thread if place is not None else None
         if thread is None:
             try:
                 thread = thread_of((await self.agent.get_run(run_id)).metadata)
             except RunNotFoundError:
                 return None
         return thread
-
-    async def _cards(self, run_id: str) -> dict[str, PendingInfo]:
-        try:
-            snap = await self.agent.get_run(run_id)
-        except RunNotFoundError:
-            return {}
-        return {p.tool_call_id: PendingInfo.of(run_id, p) for p in snap.pending}
 
     # -- crash recovery ---------------------------------------------------------
 
@@ -118,9 +113,10 @@ class Housekeeping(CoreBase):
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:
-                ref = card_ref(call)
-                if call.kind == "approval" and ref is not None:
-                    await self._update(messenger, thread, ref, self._card(call, status="expired"))
+                place = await self._card_place(call.run_id, call.tool_call_id)
+                if call.kind == "approval" and place is not None:
+                    expired = self._card(call, status="expired")
+                    await self._update(messenger, thread, place.ref, expired)
             requester = item.pending.requester if item.pending else item.requester
             who = self._who(requester) if requester else messages.NO_REQUESTER
             text = messages.INTERRUPTED.format(who=who, error=item.error)

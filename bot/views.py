@@ -1,8 +1,6 @@
 """Building the chat-neutral views from the runtime's waiting calls.
 
-Also where the core keeps a card's whereabouts: the JSON it attaches to a
-waiting call (``{"ref": <MessageRef>, "thread": <ThreadKey fields>}``), which
-the expiry sweep reads back in whichever process runs it.
+Also the run metadata the core keeps with each run: the thread it was asked in.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 from agents import PendingInfo
 
 from . import messages
-from .types import ApprovalCard, CardStatus, MessageRef, Prompt, ThreadKey
+from .types import ApprovalCard, CardStatus, Prompt, ThreadKey
 
 
 def approval_card(
@@ -81,34 +79,18 @@ def question_text(info: PendingInfo) -> str:
     return fallback
 
 
-def card_data(ref: MessageRef, thread: ThreadKey) -> dict[str, Any]:
-    """What the core attaches to a waiting call once its card or question is posted."""
-    return {"ref": ref, "thread": asdict(thread)}
-
-
 def run_metadata(thread: ThreadKey) -> dict[str, Any]:
     """What the core keeps with a run: the thread it was asked in."""
     return {"thread": asdict(thread)}
 
 
 def thread_of(metadata: dict[str, Any]) -> ThreadKey | None:
-    """The thread a run's (or a card's) data names, if any."""
+    """The thread a run's metadata names, if any."""
     data = metadata.get("thread")
     try:
         return ThreadKey(**data) if isinstance(data, dict) else None
     except TypeError:
         return None
-
-
-def card_ref(info: PendingInfo) -> MessageRef | None:
-    """Where the call's card was posted, if the core attached it."""
-    ref = (info.card or {}).get("ref")
-    return ref if isinstance(ref, dict) else None
-
-
-def card_thread(info: PendingInfo) -> ThreadKey | None:
-    """The thread the call's card was posted in, if the core attached it."""
-    return thread_of(info.card or {})
 
 
 class ReplyBuffer:

@@ -8,6 +8,7 @@ the same ones; the core holds the card's lock while it reads and adds them.
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from agents import AuditEntry, PendingInfo, Store
 
@@ -15,12 +16,15 @@ from .types import Click
 
 log = logging.getLogger(__name__)
 
+VOTED: Final = "voted"
+"""The audit event of one vote towards a quorum (the runtime's own events are decisions)."""
+
 
 async def audit_vote(store: Store, click: Click, call: PendingInfo) -> None:
     """One line of the audit log for one vote."""
     await store.append_audit(
         AuditEntry(
-            event="voted",
+            event=VOTED,
             run_id=call.run_id,
             thread_id=click.thread.id,
             tool_call_id=call.tool_call_id,

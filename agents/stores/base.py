@@ -4,8 +4,8 @@ Everything a paused run needs to survive restarts and replicas lives here, and
 nothing else: runs, the run lock, thread history and the audit log. The run loop
 keeps the logic; stores keep data and offer two atomic primitives: ``save_run``
 (compare-and-set on the snapshot's revision) and ``lock`` (a named
-mutual-exclusion lease shared by every process on the store). The chat layer's
-own state (cards, references, votes, dedupe) is kept by the chat layer.
+mutual-exclusion lease shared by every process on the store). Callers keep
+their own state elsewhere.
 """
 
 from __future__ import annotations

@@ -218,16 +218,16 @@ async def test_a_claimed_decline_is_finished_after_a_crash_not_reported_as_maybe
     assert ran.count == 0
 
 
-async def test_deciding_one_call_keeps_the_card_of_its_sibling() -> None:
+async def test_deciding_one_call_keeps_its_sibling_announced_once() -> None:
     store = MemoryStore()
     sup = two_restarts_under_a_supervisor(Counter(), Gate(), store)
     paused = await sup.generate("restart both")
-    for call_id in ("r-api", "r-web"):
-        await sup.attach_card(run_id=paused.run_id, tool_call_id=call_id, card={"ref": call_id})
-    await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="r-api")
+    assert {p.tool_call_id for p in paused.pending} == {"r-api", "r-web"}
+    after = await sup.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="r-api")
     (left,) = (await sup.get_run(paused.run_id)).pending
     assert left.tool_call_id == "r-web"
-    assert left.card == {"ref": "r-web"}
+    assert left.announced  # what only the top run knew survives the sub-agent's update
+    assert [p.tool_call_id for p in after.pending] == ["r-web"]
 
 
 async def test_requests_are_audited_even_when_the_reader_stops_at_the_first_card() -> None:

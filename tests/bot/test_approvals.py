@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import timedelta
 
 from agents import Agent, AgentOptions, MemoryStore, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, Notice, Reply
+from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -43,7 +43,8 @@ async def test_a_message_posts_an_approval_card_and_remembers_where() -> None:
     assert card.agent_path == ("ops",)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     assert card.expires_at == pending.expires_at
-    assert pending.card == {"ref": messenger.ref_of(card), "thread": asdict(THREAD)}
+    place = await bot.chat.card_of(pending.run_id, pending.tool_call_id)
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(card))
     assert ran.count == 0
 
 

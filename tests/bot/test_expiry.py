@@ -71,7 +71,7 @@ async def test_an_unanswered_question_expires_with_a_notice() -> None:
 async def test_each_expired_run_is_swept_once_across_two_bots_on_one_store() -> None:
     store = MemoryStore()
     first = ChatBot(restart_agent(Counter(), store))
-    second = ChatBot(restart_agent(Counter(), store))
+    second = ChatBot(restart_agent(Counter(), store), chat=first.chat)  # one deployment
     messengers = [RecordingMessenger(), RecordingMessenger()]
     first.register("test", messengers[0])
     second.register("test", messengers[1])
@@ -115,7 +115,8 @@ async def test_a_crash_mid_tool_is_reported_in_the_thread_after_a_restart() -> N
     # The decision is claimed, then the process dies before the tool's outcome is saved.
     await before.agent.approve_tool_call(run_id=waiting.run_id, decided_by="U2")
 
-    after = ChatBot(restart_agent(ran, store), interrupted_after=timedelta(0))
+    # Restarted on the same (durable) state: the store and the chat state.
+    after = ChatBot(restart_agent(ran, store), chat=before.chat, interrupted_after=timedelta(0))
     messenger = RecordingMessenger()
     after.register("test", messenger)
     assert await after.recover_interrupted() == 1

@@ -18,7 +18,7 @@ from agents import (
     ToolCall,
 )
 from agents.models.base import ModelRequest, StopReason
-from bot import ApprovalCard, ChatBot, Notice, Prompt, Reply
+from bot import ApprovalCard, CardPlace, ChatBot, Notice, Prompt, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -89,8 +89,8 @@ async def test_a_question_is_posted_and_the_next_reply_resumes_the_tool() -> Non
     (prompt,) = messenger.views(Prompt)
     assert (prompt.question, prompt.fields, prompt.error) == ("Which city?", ("city",), None)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
-    assert pending.card is not None
-    assert pending.card["ref"] == messenger.ref_of(prompt)
+    place = await bot.chat.card_of(pending.run_id, pending.tool_call_id)
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(prompt))
     await bot.on_message(message("Berlin"))
     await bot.drain()
     assert messenger.views(Reply) == [Reply(text="The weather in Berlin: sunny")]
