@@ -9,7 +9,14 @@ from .core import ChatBot
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
 from .server import Adapter, build_app
-from .settings import DEFAULT_AGENT, Settings, SettingsError, load_settings
+from .settings import (
+    DEFAULT_AGENT,
+    ENV_CONFIG,
+    Settings,
+    SettingsError,
+    load_from_env,
+    load_settings,
+)
 from .tasks import TaskTracker
 from .types import (
     ApprovalCard,
@@ -29,6 +36,7 @@ from .types import (
 
 __all__ = [
     "DEFAULT_AGENT",
+    "ENV_CONFIG",
     "Adapter",
     "ApprovalCard",
     "ApprovalPolicy",
@@ -54,6 +62,7 @@ __all__ = [
     "ThreadKey",
     "View",
     "build_app",
+    "load_from_env",
     "load_settings",
     "open_chat_state",
 ]

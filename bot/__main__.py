@@ -19,7 +19,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
@@ -136,37 +136,64 @@ def load_policy(settings: Settings) -> ApprovalPolicy:
     return ApprovalPolicy.load(settings.approval_policy)
 
 
-def build_adapters(settings: Settings, bot: ChatBot) -> list[Adapter]:
-    """The platform adapters the settings configure."""
+PLATFORMS: tuple[str, ...] = ("adapters.slack", "adapters.teams")
+"""Every platform the bot can serve: the adapter packages, each offering
+``configured()`` and ``from_env(bot)`` (the adapter, or ``None`` when the
+environment does not configure it). Adding a platform is one entry here."""
+
+
+class _Platform(Protocol):
+    def configured(self) -> bool: ...
+
+    def from_env(self, bot: ChatBot) -> Adapter | None: ...
+
+
+def _platforms() -> list[tuple[str, _Platform]]:
+    return [(name, cast(_Platform, importlib.import_module(name))) for name in PLATFORMS]
+
+
+def platforms_configured() -> bool:
+    """Whether the environment configures any platform (``make run`` asks this).
+
+    A platform configured badly counts as configured: serving then says what is wrong.
+    """
+    for _, platform in _platforms():
+        try:
+            if platform.configured():
+                return True
+        except SettingsError:
+            return True
+    return False
+
+
+def build_adapters(bot: ChatBot) -> list[Adapter]:
+    """The platform adapters the environment configures.
+
+    Raises:
+        SettingsError: Every problem of every platform's settings.
+    """
     adapters: list[Adapter] = []
-    if settings.slack_enabled:
-        from adapters.slack import SlackAdapter
-
+    problems: list[str] = []
+    for name, platform in _platforms():
         try:
-            adapters.append(SlackAdapter(bot, settings))
+            adapter = platform.from_env(bot)
+        except SettingsError as exc:
+            problems += exc.problems
         except ValueError as exc:
-            raise SettingsError([f"Slack: {exc}"]) from exc
-    if settings.teams_enabled:
-        # The adapter itself warns loudly when it runs without authentication.
-        if settings.teams_allow_unauthenticated and not settings.teams_unauthenticated:
-            log.warning("TEAMS_ALLOW_UNAUTHENTICATED is ignored: MICROSOFT_APP_ID is set")
-        from adapters.teams import TeamsAdapter
-
-        try:
-            adapters.append(TeamsAdapter(bot, settings))
-        except ValueError as exc:
-            raise SettingsError([f"Teams: {exc}"]) from exc
+            problems.append(f"{name.rpartition('.')[2].title()}: {exc}")
+        else:
+            if adapter is not None:
+                adapters.append(adapter)
+    if problems:
+        raise SettingsError(problems)
     return adapters
 
 
 async def serve(settings: Settings, bot: ChatBot) -> None:
     """Serve HTTP on ``BOT_HOST:BOT_PORT`` until SIGTERM or SIGINT."""
-    adapters = build_adapters(settings, bot)
+    adapters = build_adapters(bot)
     if not adapters:
-        log.warning(
-            "no platform configured (SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET, MICROSOFT_APP_ID "
-            "or TEAMS_ALLOW_UNAUTHENTICATED=true): serving only /healthz and /metrics"
-        )
+        log.warning("no platform configured: serving only /healthz and /metrics")
     app = build_app(settings, bot, adapters, sweep_interval=SWEEP_INTERVAL)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
@@ -217,8 +244,17 @@ class StartupError(Exception):
 
 
 def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
-    """The policy and the model, or every problem with either of them."""
+    """The policy and the model, or every problem with them or the platforms' settings.
+
+    Platform settings are checked in every mode, the console included: a
+    half-configured platform is a deployment that cannot work.
+    """
     problems: list[str] = []
+    for _, platform in _platforms():
+        try:
+            platform.configured()
+        except SettingsError as exc:
+            problems += exc.lines
     try:
         policy = load_policy(settings)
     except PolicyError as exc:
@@ -246,7 +282,7 @@ async def run(command: str, settings: Settings) -> None:
         bot = ChatBot(agent, policy=policy)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
         if command == "check":
-            platforms = ", ".join(a.platform for a in build_adapters(settings, bot)) or "none"
+            platforms = ", ".join(a.platform for a in build_adapters(bot)) or "none"
             print(
                 f"approval-bot: configuration OK: agent {agent.id}, model {model.name}, "
                 f"store {_redact(store.url)}, policy {policy.source or '(none: anyone decides)'}, "

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents.stores import store_kind
@@ -20,12 +20,9 @@ DEFAULT_AGENT = "examples.ops:build_agent"
 """The bundled example agent: ``module:attribute`` of an ``Agent`` or a factory."""
 
 DEFAULT_STORE_URL = "sqlite:///data/approval-bot.db"
-DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEMO_MODEL = "demo"
 
 _AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-AppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
 
 
 class SettingsError(Exception):
@@ -38,25 +35,18 @@ class SettingsError(Exception):
         """One readable line per problem."""
 
 
-class Settings(BaseSettings):
-    """Every setting of the bot. Field ``slack_bot_token`` is env ``SLACK_BOT_TOKEN``, etc.
+ENV_CONFIG = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
+"""How every settings class reads the environment: empty variables count as unset."""
 
+
+class Settings(BaseSettings):
+    """The chat-neutral settings. Field ``store_url`` is env ``STORE_URL``, etc.
+
+    Each platform adapter reads its own (``adapters/<platform>/settings.py``).
     Secrets are left out of ``repr`` so that logging the settings leaks nothing.
-    Empty variables count as unset.
     """
 
-    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
-
-    slack_bot_token: str | None = Field(default=None, repr=False)
-    slack_signing_secret: str | None = Field(default=None, repr=False)
-    slack_app_token: str | None = Field(default=None, repr=False)
-    slack_api_url: str = DEFAULT_SLACK_API_URL
-
-    microsoft_app_id: str | None = None
-    microsoft_app_password: str | None = Field(default=None, repr=False)
-    microsoft_app_type: AppType = "MultiTenant"
-    microsoft_app_tenant_id: str | None = None
-    teams_allow_unauthenticated: bool = False
+    model_config = ENV_CONFIG
 
     anthropic_api_key: str | None = Field(default=None, repr=False)
     anthropic_base_url: str | None = None
@@ -84,54 +74,13 @@ class Settings(BaseSettings):
         store_kind(value)  # raises for a scheme no store has
         return value
 
-    @model_validator(mode="after")
-    def _complete(self) -> Settings:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    def problems(self) -> list[str]:
-        """Settings that only make sense together but were given alone."""
-        out: list[str] = []
-        if self.slack_bot_token and not self.slack_signing_secret:
-            out.append("SLACK_SIGNING_SECRET is required when SLACK_BOT_TOKEN is set")
-        if self.slack_signing_secret and not self.slack_bot_token:
-            out.append("SLACK_BOT_TOKEN is required when SLACK_SIGNING_SECRET is set")
-        if self.slack_app_token and not self.slack_bot_token:
-            out.append("SLACK_APP_TOKEN (Socket Mode) needs SLACK_BOT_TOKEN too")
-        if self.microsoft_app_password and not self.microsoft_app_id:
-            out.append("MICROSOFT_APP_ID is required when MICROSOFT_APP_PASSWORD is set")
-        if self.microsoft_app_id:
-            kind = self.microsoft_app_type
-            if kind != "UserAssignedMSI" and not self.microsoft_app_password:
-                out.append(
-                    f"MICROSOFT_APP_PASSWORD is required when MICROSOFT_APP_ID is set "
-                    f"(MICROSOFT_APP_TYPE={kind})"
-                )
-            if kind != "MultiTenant" and not self.microsoft_app_tenant_id:
-                out.append(f"MICROSOFT_APP_TENANT_ID is required for MICROSOFT_APP_TYPE={kind}")
-        return out
-
-    @property
-    def slack_enabled(self) -> bool:
-        """Whether the Slack adapter should run."""
-        return bool(self.slack_bot_token and self.slack_signing_secret)
-
-    @property
-    def teams_enabled(self) -> bool:
-        """Whether the Teams adapter should run (with or without authentication)."""
-        return bool(self.microsoft_app_id) or self.teams_allow_unauthenticated
-
-    @property
-    def teams_unauthenticated(self) -> bool:
-        """Teams runs without verifying Bot Framework tokens (local testing only)."""
-        return self.teams_allow_unauthenticated and not self.microsoft_app_id
-
     @property
     def use_demo_model(self) -> bool:
         """The offline demo model is used: asked for, or no Anthropic key to do better."""
         return self.bot_model == DEMO_MODEL or not self.anthropic_api_key
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -140,8 +89,20 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         SettingsError: A value is invalid or the configuration is incomplete.
     """
+    return load_from_env(Settings, **overrides)
+
+
+def load_from_env(cls: type[SettingsT], **overrides: Any) -> SettingsT:
+    """Read one settings class from the environment (``overrides`` win).
+
+    A model validator that raises ``ValueError("a; b")`` reports settings that
+    only make sense together; each becomes one problem.
+
+    Raises:
+        SettingsError: A value is invalid or the configuration is incomplete.
+    """
     try:
-        return Settings(**overrides)
+        return cls(**overrides)
     except ValidationError as exc:
         raise SettingsError(_problems(exc)) from exc
 

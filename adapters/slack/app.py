@@ -8,7 +8,6 @@ a slow store nor the agent can make Slack wait past its 3 seconds.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -29,7 +28,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ChatBot, Click, Settings, TaskTracker
+from bot import ChatBot, Click, TaskTracker
 
 from . import texts
 from .blocks import decline_modal
@@ -48,6 +47,7 @@ from .convert import (
     to_incoming,
 )
 from .messenger import SlackMessenger
+from .settings import SlackSettings
 from .wire import APPROVE_ACTION, DECLINE_ACTION, DECLINE_VIEW, DeclineMetadata, PayloadError
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,10 @@ class SlackAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, bot: ChatBot, settings: Settings) -> None:
+    def __init__(self, bot: ChatBot, settings: SlackSettings) -> None:
         token, secret = settings.slack_bot_token, settings.slack_signing_secret
         if not token or not secret:
             raise ValueError("Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
-        if os.environ.get("SLACK_CLIENT_ID") and os.environ.get("SLACK_CLIENT_SECRET"):
-            # Bolt would silently switch to OAuth (multi-workspace) mode.
-            raise ValueError("unset SLACK_CLIENT_ID/SLACK_CLIENT_SECRET: this bot uses one token")
         self.bot = bot
         self.client = AsyncWebClient(
             token=token,

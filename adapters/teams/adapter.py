@@ -8,12 +8,13 @@ from typing import Final
 from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 
-from bot import ChatBot, Settings
+from bot import ChatBot
 
 from .auth import TeamsAuth
 from .convert import PLATFORM
 from .handler import MessagesHandler
 from .messenger import TeamsMessenger
+from .settings import TeamsSettings
 from .turns import Turns
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ class TeamsAdapter:
 
     platform: Final = PLATFORM
 
-    def __init__(self, bot: ChatBot, settings: Settings) -> None:
-        if not settings.teams_enabled:
+    def __init__(self, bot: ChatBot, settings: TeamsSettings) -> None:
+        if not settings.enabled:
             raise TeamsNotConfigured(
                 "Teams is off: set MICROSOFT_APP_ID (or TEAMS_ALLOW_UNAUTHENTICATED=true "
                 "for local testing only)"

@@ -46,7 +46,7 @@ from botframework.connector.auth import (
 )
 from botframework.connector.auth import jwt_token_extractor as _sdk_extractor
 
-from bot import Settings
+from .settings import TeamsSettings
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class LocalToken:
 class TeamsAuth:
     """Authentication for one bot registration (or none, for local testing)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: TeamsSettings) -> None:
         self.app_id = settings.microsoft_app_id or ""
         self.enabled = bool(self.app_id)
         configuration = _SdkConfiguration(

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from adapters.slack import load_slack_settings
+from adapters.teams import load_teams_settings
 from agents import Agent, FunctionModel, MemoryStore, Model, Store
 from agents.models.anthropic import AnthropicModel
 from agents.models.demo import DemoModel
 from bot import DEFAULT_AGENT, SettingsError, load_settings
-from bot.__main__ import build_model, load_agent, main
+from bot.__main__ import build_model, load_agent, main, platforms_configured
 
 ENV = [
     "SLACK_BOT_TOKEN",
@@ -47,8 +49,9 @@ def test_the_defaults_run_the_console_demo() -> None:
     assert (settings.bot_host, settings.bot_port) == ("0.0.0.0", 3978)
     assert settings.bot_agent == DEFAULT_AGENT == "examples.ops:build_agent"
     assert settings.use_demo_model
-    assert not settings.slack_enabled
-    assert not settings.teams_enabled
+    assert not load_slack_settings().enabled
+    assert not load_teams_settings().enabled
+    assert not platforms_configured()
 
 
 def test_the_environment_names_of_design_md(clean_env: pytest.MonkeyPatch) -> None:
@@ -72,13 +75,15 @@ def test_the_environment_names_of_design_md(clean_env: pytest.MonkeyPatch) -> No
     }
     for name, value in values.items():
         clean_env.setenv(name, value)
-    settings = load_settings()
+    settings, slack, teams = load_settings(), load_slack_settings(), load_teams_settings()
     for name, value in values.items():
-        assert str(getattr(settings, name.lower())) == value
-    assert settings.slack_enabled
-    assert settings.teams_enabled
+        owner = slack if name.startswith("SLACK_") else teams if "_APP_" in name else settings
+        assert str(getattr(owner, name.lower())) == value
+    assert slack.enabled
+    assert teams.enabled
+    assert platforms_configured()
     assert not settings.use_demo_model
-    assert not settings.teams_unauthenticated
+    assert not teams.unauthenticated
 
 
 def test_secrets_stay_out_of_the_repr(clean_env: pytest.MonkeyPatch) -> None:
@@ -86,14 +91,14 @@ def test_secrets_stay_out_of_the_repr(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("SLACK_SIGNING_SECRET", "shh-secret")
     clean_env.setenv("ANTHROPIC_API_KEY", "sk-secret")
     assert "secret" not in repr(load_settings())
+    assert "secret" not in repr(load_slack_settings())
 
 
 def test_empty_variables_count_as_unset(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("SLACK_BOT_TOKEN", "")
     clean_env.setenv("BOT_PORT", "")
-    settings = load_settings()
-    assert settings.slack_bot_token is None
-    assert settings.bot_port == 3978
+    assert load_slack_settings().slack_bot_token is None
+    assert load_settings().bot_port == 3978
 
 
 @pytest.mark.parametrize(
@@ -125,24 +130,29 @@ def test_incomplete_or_invalid_configuration_is_a_clear_error(
 ) -> None:
     for name, value in env.items():
         clean_env.setenv(name, value)
-    with pytest.raises(SettingsError) as info:
-        load_settings()
-    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
-    assert str(info.value).startswith("invalid configuration: ")
+    errors: list[SettingsError] = []
+    for load in (load_settings, load_slack_settings, load_teams_settings):
+        try:
+            load()
+        except SettingsError as exc:
+            errors.append(exc)
+    problems = [p for error in errors for p in error.problems]
+    assert any(p.startswith(problem) for p in problems), problems
+    assert all(str(error).startswith("invalid configuration: ") for error in errors)
 
 
 def test_user_assigned_identity_needs_no_password(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("MICROSOFT_APP_ID", "x")
     clean_env.setenv("MICROSOFT_APP_TYPE", "UserAssignedMSI")
     clean_env.setenv("MICROSOFT_APP_TENANT_ID", "t")
-    assert load_settings().teams_enabled
+    assert load_teams_settings().enabled
 
 
 def test_teams_without_authentication_is_explicit(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("TEAMS_ALLOW_UNAUTHENTICATED", "true")
-    settings = load_settings()
-    assert settings.teams_enabled
-    assert settings.teams_unauthenticated
+    settings = load_teams_settings()
+    assert settings.enabled
+    assert settings.unauthenticated
 
 
 def test_a_bad_environment_exits_with_one_line(

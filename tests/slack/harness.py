@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
-from adapters.slack import SlackAdapter
+from adapters.slack import SlackAdapter, SlackSettings
 from agents import Agent
 from bot import ApprovalPolicy, ChatBot, Settings, build_app
 
@@ -234,7 +234,7 @@ async def start_bot(
     socket_mode: bool = False,
 ) -> BotServer:
     """Serve the Slack adapter over a ``ChatBot`` on a random local port."""
-    settings = Settings(
+    settings = SlackSettings(
         slack_bot_token=TOKEN,
         slack_signing_secret=SIGNING_SECRET,
         slack_app_token=APP_TOKEN if socket_mode else None,
@@ -242,6 +242,6 @@ async def start_bot(
     )
     bot = ChatBot(agent, policy=policy)
     adapter = SlackAdapter(bot, settings)
-    server = TestServer(build_app(settings, bot, [adapter]), host="127.0.0.1")
+    server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
     await server.start_server()
     return BotServer(slack, bot, adapter, server, aiohttp.ClientSession())

@@ -11,12 +11,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.teams import TeamsAdapter
+from adapters.teams import TeamsAdapter, TeamsSettings, load_teams_settings
 from agents import Agent, MemoryStore, Store
+from bot import Settings
 from bot.core import ChatBot
 from bot.policy import ApprovalPolicy
 from bot.server import build_app
-from bot.settings import Settings, load_settings
 
 from .fake_connector import FakeConnector
 from .scripted import build_agent
@@ -110,15 +110,15 @@ async def make_bot() -> AsyncIterator[MakeBot]:
         store: Store | None = None,
         policy: ApprovalPolicy | None = None,
         deployed: list[str] | None = None,
-        settings: Settings | None = None,
+        settings: TeamsSettings | None = None,
         agent: Agent | None = None,
     ) -> TeamsBot:
-        settings = settings or load_settings(teams_allow_unauthenticated=True)
+        settings = settings or load_teams_settings(teams_allow_unauthenticated=True)
         deployed = [] if deployed is None else deployed
         agent = agent or build_agent(store or MemoryStore(), deployed)
         bot = ChatBot(agent, policy=policy)
         adapter = TeamsAdapter(bot, settings)
-        runner = web.AppRunner(build_app(settings, bot, [adapter]))
+        runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
 from adapters.teams import auth as teams_auth
+from adapters.teams import load_teams_settings
 from adapters.teams.auth import (
     AUTH_WORKERS,
     ReusedCredentials,
@@ -41,7 +42,6 @@ from adapters.teams.auth import (
     check_token_locally,
 )
 from bot import messages as core_messages
-from bot.settings import load_settings
 
 from . import activities as act
 from .conftest import MakeBot, TeamsBot
@@ -98,7 +98,9 @@ async def openid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OpenIdServer]
 @pytest.fixture
 async def teams(make_bot: MakeBot) -> TeamsBot:
     return await make_bot(
-        settings=load_settings(microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret")
+        settings=load_teams_settings(
+            microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
+        )
     )
 
 
@@ -278,7 +280,7 @@ async def test_allow_unauthenticated_does_not_switch_off_auth_when_an_app_id_is_
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
     teams = await make_bot(
-        settings=load_settings(
+        settings=load_teams_settings(
             microsoft_app_id=APP_ID,
             microsoft_app_password="not-a-real-secret",
             teams_allow_unauthenticated=True,
@@ -376,7 +378,7 @@ def test_the_network_guard_sees_a_request(network_calls: list[str]) -> None:
 def test_every_app_type_configures_authentication_without_the_network(
     overrides: dict[str, Any], network_calls: list[str]
 ) -> None:
-    settings = load_settings(
+    settings = load_teams_settings(
         **{"microsoft_app_id": APP_ID, "microsoft_app_password": "secret", **overrides}
     )
     auth = TeamsAuth(settings)

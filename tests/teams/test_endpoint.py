@@ -6,10 +6,9 @@ import logging
 
 import pytest
 
-from adapters.teams import TeamsAdapter, TeamsNotConfigured
+from adapters.teams import TeamsAdapter, TeamsNotConfigured, TeamsSettings, load_teams_settings
 from agents import MemoryStore
 from bot.core import ChatBot
-from bot.settings import Settings, load_settings
 
 from . import activities as act
 from .conftest import MakeBot
@@ -79,12 +78,12 @@ async def test_an_unknown_card_verb_is_answered_for_the_clicker(
 async def test_the_adapter_refuses_to_start_without_an_app_id_or_the_local_switch() -> None:
     bot = ChatBot(build_agent(MemoryStore(), []))
     with pytest.raises(TeamsNotConfigured):
-        TeamsAdapter(bot, Settings())
+        TeamsAdapter(bot, TeamsSettings())
 
 
 async def test_unauthenticated_mode_is_logged_loudly(caplog: pytest.LogCaptureFixture) -> None:
     bot = ChatBot(build_agent(MemoryStore(), []))
-    adapter = TeamsAdapter(bot, load_settings(teams_allow_unauthenticated=True))
+    adapter = TeamsAdapter(bot, load_teams_settings(teams_allow_unauthenticated=True))
     with caplog.at_level(logging.WARNING, logger="adapters.teams"):
         await adapter.start()
     assert any(

@@ -1,0 +1,62 @@
+"""The Teams adapter's settings: ``MICROSOFT_APP_*`` and ``TEAMS_*``, checked together."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings
+
+from bot import ENV_CONFIG, load_from_env
+
+AppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
+
+
+class TeamsSettings(BaseSettings):
+    """Field ``microsoft_app_id`` is env ``MICROSOFT_APP_ID``, etc. Secrets stay out of ``repr``."""
+
+    model_config = ENV_CONFIG
+
+    microsoft_app_id: str | None = None
+    microsoft_app_password: str | None = Field(default=None, repr=False)
+    microsoft_app_type: AppType = "MultiTenant"
+    microsoft_app_tenant_id: str | None = None
+    teams_allow_unauthenticated: bool = False
+
+    @model_validator(mode="after")
+    def _complete(self) -> TeamsSettings:
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def problems(self) -> list[str]:
+        """Settings that only make sense together but were given alone."""
+        out: list[str] = []
+        if self.microsoft_app_password and not self.microsoft_app_id:
+            out.append("MICROSOFT_APP_ID is required when MICROSOFT_APP_PASSWORD is set")
+        if self.microsoft_app_id:
+            kind = self.microsoft_app_type
+            if kind != "UserAssignedMSI" and not self.microsoft_app_password:
+                out.append(
+                    f"MICROSOFT_APP_PASSWORD is required when MICROSOFT_APP_ID is set "
+                    f"(MICROSOFT_APP_TYPE={kind})"
+                )
+            if kind != "MultiTenant" and not self.microsoft_app_tenant_id:
+                out.append(f"MICROSOFT_APP_TENANT_ID is required for MICROSOFT_APP_TYPE={kind}")
+        return out
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the Teams adapter should run (with or without authentication)."""
+        return bool(self.microsoft_app_id) or self.teams_allow_unauthenticated
+
+    @property
+    def unauthenticated(self) -> bool:
+        """Teams runs without verifying Bot Framework tokens (local testing only)."""
+        return self.teams_allow_unauthenticated and not self.microsoft_app_id
+
+
+def load_teams_settings(**overrides: Any) -> TeamsSettings:
+    """The Teams settings from the environment (``overrides`` win); ``SettingsError`` if bad."""
+    return load_from_env(TeamsSettings, **overrides)
