@@ -120,7 +120,6 @@ class RunLoop:
                     system=agent.instructions,
                     messages=list(snap.messages),
                     tools=agent.tool_specs(),
-                    agent_id=agent.id,
                 )
                 async for event in agent.model.stream(request):
                     if isinstance(event, TextDelta):
@@ -389,7 +388,6 @@ class RunLoop:
         sub = agent.agents[key]
         child = RunSnapshot(
             run_id=new_run_id(),
-            agent_id=sub.id,
             agent_path=[*snap.agent_path, key],
             root_run_id=snap.root_run_id,
             parent_run_id=snap.run_id,

@@ -166,7 +166,6 @@ class Agent:
         run_id = new_run_id()
         snap = RunSnapshot(
             run_id=run_id,
-            agent_id=self.id,
             agent_path=[self.id],
             root_run_id=run_id,
             thread_id=thread_id,
@@ -175,7 +174,6 @@ class Agent:
             options=RunOptions(
                 require_tool_approval="predicate" if callable(rule) else bool(rule),
                 max_steps=max_steps or opts.max_steps,
-                auto_resume_suspended_tools=auto,
             ),
             history_len=len(history),
             messages=[*history, *new_messages],

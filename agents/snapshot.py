@@ -83,7 +83,6 @@ class RunOptions(BaseModel):
 
     require_tool_approval: bool | Literal["predicate"] = False
     max_steps: int = 10
-    auto_resume_suspended_tools: bool = False
 
 
 class RunSnapshot(BaseModel):
@@ -91,7 +90,6 @@ class RunSnapshot(BaseModel):
 
     version: Literal[1] = SNAPSHOT_VERSION
     run_id: str
-    agent_id: str
     agent_path: list[str]
     root_run_id: str
     parent_run_id: str | None = None

@@ -61,7 +61,6 @@ def typical_snapshot() -> RunSnapshot:
     now = utcnow()
     return RunSnapshot(
         run_id=run_id,
-        agent_id="support",
         agent_path=["support"],
         root_run_id=run_id,
         thread_id=THREAD,

@@ -28,7 +28,6 @@ class ModelRequest:
     system: str
     messages: Sequence[Message]
     tools: Sequence[ToolSpec] = ()
-    agent_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

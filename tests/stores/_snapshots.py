@@ -27,7 +27,6 @@ def paused_run(
     call = ToolCallPart(tool_call_id=f"call-{run_id}", tool_name="refund", args=args)
     return RunSnapshot(
         run_id=run_id,
-        agent_id="support",
         agent_path=["support"],
         root_run_id=parent_run_id or run_id,
         parent_run_id=parent_run_id,
