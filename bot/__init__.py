@@ -30,8 +30,11 @@ from .types import (
     Person,
     Prompt,
     Reply,
+    Text,
     ThreadKey,
     View,
+    naming,
+    plain_text,
 )
 
 __all__ = [
@@ -59,10 +62,13 @@ __all__ = [
     "Settings",
     "SettingsError",
     "TaskTracker",
+    "Text",
     "ThreadKey",
     "View",
     "build_app",
     "load_from_env",
     "load_settings",
+    "naming",
     "open_chat_state",
+    "plain_text",
 ]

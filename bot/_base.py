@@ -30,7 +30,17 @@ from .following import Following
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .tasks import KeyedLocks, TaskTracker
-from .types import ApprovalCard, CardStatus, MessageRef, Messenger, Notice, Reply, ThreadKey, View
+from .types import (
+    ApprovalCard,
+    CardStatus,
+    MessageRef,
+    Messenger,
+    Notice,
+    Person,
+    Reply,
+    ThreadKey,
+    View,
+)
 from .views import ReplyBuffer, approval_card, prompt
 
 log = logging.getLogger(__name__)
@@ -185,18 +195,18 @@ class CoreBase:
         info: PendingInfo,
         *,
         status: CardStatus = "pending",
-        decided_by: str | None = None,
+        decided_by: tuple[str, ...] = (),
         reason: str | None = None,
         approvals: tuple[str, ...] = (),
     ) -> ApprovalCard:
-        # Cards show people by name where an adapter told us one; ids stay in the
-        # snapshot, the audit log and the policy.
+        # Cards name people by what an adapter told us (ids stay in the snapshot,
+        # the audit log and the policy).
         return approval_card(
             info,
             expires_at=info.expires_at,
             status=status,
             requester=self._who(info.requester) if info.requester else None,
-            decided_by=self._who_all(decided_by) if decided_by else None,
+            decided_by=tuple(self._who(user) for user in decided_by),
             reason=reason,
             approvals=tuple(self._who(user) for user in approvals),
             quorum=self.policy.quorum(info.tool_name),
@@ -232,12 +242,15 @@ class CoreBase:
         if user_name:
             self._names[user_id] = user_name
 
-    def _who(self, user_id: str) -> str:
-        return self._names.get(user_id, user_id)
+    def _who(self, user_id: str) -> Person:
+        """A person by id, with the name an adapter told us (in this process) if any."""
+        return Person(id=user_id, name=self._names.get(user_id))
 
-    def _who_all(self, decided_by: str) -> str:
-        """``"U1,U2"`` (a quorum's voters, as the runtime records them) -> ``"Ann, Bob"``."""
-        return ", ".join(self._who(user.strip()) for user in decided_by.split(",") if user.strip())
+    def _notice_for(self, requester: str | None, text: str) -> Notice:
+        """A notice for whoever asked (named by each platform its way), or for everyone."""
+        if requester is None:
+            return Notice(text=messages.NO_REQUESTER.format(text=text))
+        return Notice(text=text, to=self._who(requester))
 
 
 def _tool_names(agent: Agent) -> tuple[set[str], set[str]]:

@@ -36,7 +36,9 @@ from .types import (
     Messenger,
     Notice,
     Person,
+    Text,
     ThreadKey,
+    naming,
 )
 from .views import prompt, run_metadata
 from .votes import audit_vote
@@ -164,9 +166,9 @@ class ChatBot(Housekeeping):
             return await self._decide(click)
         except Exception:
             log.exception("click on %s/%s failed", click.run_id, click.tool_call_id)
-            return ClickResult(accepted=False, message=messages.CLICK_UNAVAILABLE)
+            return ClickResult(accepted=False, said=(messages.CLICK_UNAVAILABLE,))
 
-    async def check_click(self, click: Click) -> str | None:
+    async def check_click(self, click: Click) -> Text | None:
         """Why this click would be refused, or ``None``; changes nothing.
 
         For adapters that ask for more before deciding (a reason dialog):
@@ -177,7 +179,7 @@ class ChatBot(Housekeeping):
 
     async def _check(
         self, click: Click
-    ) -> tuple[PendingInfo | None, tuple[str, DecisionOutcome] | None]:
+    ) -> tuple[PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
         """The waiting call a click is about, or why it is refused (and how to count it)."""
         waiting = await self.agent.list_suspended_runs(thread_id=click.thread.id)
         call = next(
@@ -191,14 +193,14 @@ class ChatBot(Housekeeping):
         if call is None:
             return None, (await self._why_not_pending(click), "stale")
         if call.kind != "approval":
-            return None, (messages.CLICK_NOT_AN_APPROVAL, "stale")
+            return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.expires_at <= _now():
-            return None, (messages.CLICK_EXPIRED, "stale")
+            return None, ((messages.CLICK_EXPIRED,), "stale")
         refusal = self.policy.check(
             call.tool_name, call.requester, click.user_id, action=click.action
         )
         if refusal is not None:
-            return None, (refusal, "refused")
+            return None, ((refusal,), "refused")
         return call, None
 
     async def _decide(self, click: Click) -> ClickResult:
@@ -269,7 +271,10 @@ class ChatBot(Housekeeping):
         """
         messenger = self.messenger(click.thread.platform)
         reason = (click.reason or "").strip() or None
-        decided_by = ",".join(voters) if voters else click.user_id
+        deciders = voters or (click.user_id,)
+        # The runtime keeps one label per decision (the audit's actor); the people
+        # themselves travel as values, and a quorum's voters are in the chat state.
+        decided_by = ",".join(deciders)
         try:
             if click.action == "approve":
                 stream = await self.agent.approve_tool_call(
@@ -283,7 +288,9 @@ class ChatBot(Housekeeping):
                     decided_by=decided_by,
                 )
         except AlreadyDecidedError as exc:
-            decided = self._already(exc.decision.action, exc.decision.decided_by)
+            decided = await self._already(
+                call.run_id, call.tool_call_id, exc.decision.action, exc.decision.decided_by
+            )
             return self._refuse(decided, outcome="stale")
         except ApprovalExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
@@ -293,9 +300,7 @@ class ChatBot(Housekeeping):
             "approved" if click.action == "approve" else "declined"
         )
         self.metrics.decided(status)
-        card = self._card(
-            call, status=status, decided_by=decided_by, reason=reason, approvals=voters
-        )
+        card = self._card(call, status=status, decided_by=deciders, reason=reason, approvals=voters)
         ref = click.message_ref or await self._card_ref(call)
         try:
             self.tasks.spawn(
@@ -311,40 +316,51 @@ class ChatBot(Housekeeping):
         place = await self._card_place(call.run_id, call.tool_call_id)
         return place.ref if place is not None else None
 
-    def _refuse(self, message: str, *, outcome: DecisionOutcome) -> ClickResult:
+    def _refuse(self, message: Text | str, *, outcome: DecisionOutcome) -> ClickResult:
         self.metrics.decided(outcome)
-        return ClickResult(accepted=False, message=message)
+        return ClickResult(accepted=False, said=(message,) if isinstance(message, str) else message)
 
-    async def _why_not_pending(self, click: Click) -> str:
+    async def _why_not_pending(self, click: Click) -> Text:
         """Explain a click on a call that no longer waits, naming who decided when known."""
         try:
             snap = await self.agent.get_run(click.run_id)
         except RunNotFoundError:
-            return messages.CLICK_UNKNOWN
+            return (messages.CLICK_UNKNOWN,)
         if snap.thread_id != click.thread.id:
-            return messages.CLICK_OTHER_THREAD
+            return (messages.CLICK_OTHER_THREAD,)
         call = snap.find_pending(click.tool_call_id)
         if call is not None and call.decision is not None:
-            return self._already(call.decision.action, call.decision.decided_by)
+            decision = call.decision
+            return await self._already(
+                click.run_id, click.tool_call_id, decision.action, decision.decided_by
+            )
         # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
         for entry in reversed(await self.store.list_audit(run_id=click.run_id)):
             if entry.tool_call_id != click.tool_call_id:
                 continue
             if entry.event == "expired":
-                return messages.CLICK_EXPIRED
+                return (messages.CLICK_EXPIRED,)
             if entry.event == "interrupted":
-                return messages.CLICK_INTERRUPTED
+                return (messages.CLICK_INTERRUPTED,)
             if entry.event in _AUDIT_ACTIONS:
-                return self._already(_AUDIT_ACTIONS[entry.event], entry.actor)
-        return messages.CLICK_UNKNOWN
+                action = _AUDIT_ACTIONS[entry.event]
+                return await self._already(click.run_id, click.tool_call_id, action, entry.actor)
+        return (messages.CLICK_UNKNOWN,)
 
-    def _already(self, action: str, decided_by: str | None) -> str:
+    async def _already(
+        self, run_id: str, tool_call_id: str, action: str, decided_by: str | None
+    ) -> Text:
+        """ "Already approved by ..." for a click on a decided call."""
         if action == "expire":
-            return messages.CLICK_EXPIRED
+            return (messages.CLICK_EXPIRED,)
         if decided_by is None:
-            return messages.CLICK_ALREADY_DECIDED_UNKNOWN
+            return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
+        # A quorum's voters are kept as people; anyone else decided alone.
+        people = await self.chat.votes(run_id, tool_call_id) if action == "approve" else []
+        if not people:
+            people = [self._who(decided_by)]
         past = messages.PAST_TENSE.get(action, messages.DECIDED)
-        return messages.CLICK_ALREADY_DECIDED.format(action=past, who=self._who_all(decided_by))
+        return naming(messages.CLICK_ALREADY_DECIDED, tuple(people), action=past)
 
     async def _after_decision(
         self,

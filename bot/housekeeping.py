@@ -12,7 +12,7 @@ from agents import ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFo
 from . import messages
 from ._base import CoreBase
 from .tasks import every
-from .types import Notice, ThreadKey
+from .types import ThreadKey
 from .views import thread_of
 
 log = logging.getLogger(__name__)
@@ -69,10 +69,8 @@ class Housekeeping(CoreBase):
                     if info.kind == "approval"
                     else messages.EXPIRED_QUESTION
                 )
-                who = self._who(info.requester) if info.requester else messages.NO_REQUESTER
-                await self._say(
-                    messenger, thread, Notice(text=template.format(who=who, tool=info.tool_name))
-                )
+                text = template.format(tool=info.tool_name)
+                await self._say(messenger, thread, self._notice_for(info.requester, text))
                 await self._consume(thread, messenger, item.stream)
 
     async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
@@ -118,9 +116,8 @@ class Housekeeping(CoreBase):
                     expired = self._card(call, status="expired")
                     await self._update(messenger, thread, place.ref, expired)
             requester = item.pending.requester if item.pending else item.requester
-            who = self._who(requester) if requester else messages.NO_REQUESTER
-            text = messages.INTERRUPTED.format(who=who, error=item.error)
-            await self._say(messenger, thread, Notice(text=text))
+            notice = self._notice_for(requester, item.error or messages.INTERNAL_ERROR)
+            await self._say(messenger, thread, notice)
 
     async def _housekeeping(self) -> None:
         await self.sweep_expired()

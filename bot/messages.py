@@ -1,7 +1,7 @@
 """Every user-facing string of the chat core, in one place.
 
-Placeholders are ``str.format`` fields. ``{who}`` is a person as the core knows
-them (their display name when an adapter supplied one, else their user id).
+Placeholders are ``str.format`` fields. ``{who}`` in a private answer is people
+by name (or id). A notice meant for someone names them itself (``Notice.to``).
 """
 
 from __future__ import annotations
@@ -26,21 +26,19 @@ INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
 )
 EXPIRED_APPROVAL: Final = (
-    "{who}: nobody decided on `{tool}` in time, so the request expired and the tool did not run."
+    "nobody decided on `{tool}` in time, so the request expired and the tool did not run."
 )
 EXPIRED_QUESTION: Final = (
-    "{who}: the question from `{tool}` expired without an answer, so the tool did not continue."
+    "the question from `{tool}` expired without an answer, so the tool did not continue."
 )
-INTERRUPTED: Final = "{who}: {error}"
-"""A run a crash left half-done; ``{error}`` is the runtime's explanation."""
 FINISH_NOTES: Final = {
     "refusal": "The model declined to help with this request.",
     "length": "The answer was cut off: it reached the model's length limit.",
     "max_steps": "I stopped after too many steps without finishing; please ask more narrowly.",
 }
 """Said after an answer that ended for a reason other than being done."""
-NO_REQUESTER: Final = "Heads up"
-"""Stands in for ``{who}`` when nobody is on record as having asked."""
+NO_REQUESTER: Final = "Heads up: {text}"
+"""A notice meant for whoever asked, when nobody is on record as having asked."""
 QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."
 
 # -- answers to a click, shown to the clicker only ----------------------------

@@ -77,8 +77,9 @@ CardStatus = Literal["pending", "approved", "declined", "expired"]
 class ApprovalCard:
     """What will run, who asks, and (once decided) who decided.
 
-    With a quorum above 1, ``approvals`` names who approved so far (while
-    pending) or everyone whose votes approved it (once approved).
+    People are values; each adapter renders them its way (a Slack mention, a
+    name). ``decided_by`` is everyone who decided it (every voter of a quorum);
+    with a quorum above 1, ``approvals`` names who approved so far.
     """
 
     run_id: str
@@ -86,12 +87,12 @@ class ApprovalCard:
     tool_name: str
     args: dict[str, Any]
     agent_path: tuple[str, ...]
-    requester: str | None
+    requester: Person | None
     expires_at: datetime
     status: CardStatus = "pending"
-    decided_by: str | None = None
+    decided_by: tuple[Person, ...] = ()
     reason: str | None = None
-    approvals: tuple[str, ...] = ()
+    approvals: tuple[Person, ...] = ()
     quorum: int = 1
 
 
@@ -120,21 +121,49 @@ class Reply:
 
 @dataclass(frozen=True, kw_only=True)
 class Notice:
-    """Something the bot says about itself: a pointer to a card, an error, an expiry."""
+    """Something the bot says about itself: a pointer to a card, an error, an expiry.
+
+    ``to`` is the person it is meant for, named before the text (a mention where
+    the platform has them).
+    """
 
     text: str
+    to: Person | None = None
 
 
 View = ApprovalCard | Prompt | Reply | Notice
 
 
+Text = tuple[str | Person, ...]
+"""Words and people: each adapter renders a ``Person`` its way (a mention, a name)."""
+
+
+def plain_text(text: Text) -> str:
+    """``text`` with each person as their name, else their id."""
+    return "".join(part if isinstance(part, str) else part.name or part.id for part in text)
+
+
+def naming(template: str, people: tuple[Person, ...], **fields: object) -> Text:
+    """``template`` with ``{who}`` as the people it names and other fields formatted."""
+    before, _, after = template.format(who="{who}", **fields).partition("{who}")
+    names: list[str | Person] = []
+    for i, person in enumerate(people):
+        names += [", ", person] if i else [person]
+    return (before, *names, after)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClickResult:
-    """The answer to a click: the updated card, or a message for the clicker only."""
+    """The answer to a click: the updated card, or words for the clicker only."""
 
     accepted: bool
     card: ApprovalCard | None = None
-    message: str | None = None
+    said: Text = ()
+
+    @property
+    def message(self) -> str | None:
+        """What was said to the clicker, as plain text (people by name or id)."""
+        return plain_text(self.said) if self.said else None
 
 
 class Messenger(Protocol):
@@ -148,7 +177,7 @@ class Messenger(Protocol):
         """Replace a posted view for everyone."""
         ...
 
-    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something to one person only (ephemeral / private)."""
         ...
 

@@ -13,7 +13,7 @@ from typing import Any
 from agents import PendingInfo
 
 from . import messages
-from .types import ApprovalCard, CardStatus, Prompt, ThreadKey
+from .types import ApprovalCard, CardStatus, Person, Prompt, ThreadKey
 
 
 def approval_card(
@@ -21,10 +21,10 @@ def approval_card(
     *,
     expires_at: datetime,
     status: CardStatus = "pending",
-    requester: str | None = None,
-    decided_by: str | None = None,
+    requester: Person | None = None,
+    decided_by: tuple[Person, ...] = (),
     reason: str | None = None,
-    approvals: tuple[str, ...] = (),
+    approvals: tuple[Person, ...] = (),
     quorum: int = 1,
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).

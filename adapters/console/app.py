@@ -17,7 +17,17 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Literal, TextIO
 
-from bot import ApprovalCard, ChatBot, Click, IncomingMessage, MessageRef, ThreadKey, View
+from bot import (
+    ApprovalCard,
+    ChatBot,
+    Click,
+    IncomingMessage,
+    MessageRef,
+    Text,
+    ThreadKey,
+    View,
+    plain_text,
+)
 
 from . import texts
 from .render import render
@@ -48,9 +58,9 @@ class ConsoleMessenger:
         if isinstance(view, ApprovalCard) and view.status != "pending":
             self.forget(ref)
 
-    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Print a private message (there is only one person at a console)."""
-        self.write(texts.PRIVATE.format(text=text))
+        self.write(texts.PRIVATE.format(text=plain_text(text)))
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         """Show the status on a terminal; piped output stays free of it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Prompt, Reply, View
+from bot import ApprovalCard, Notice, Person, Prompt, Reply, View
 
 from . import texts
 
@@ -19,15 +19,14 @@ def render(view: View) -> str:
     if isinstance(view, Reply):
         return texts.REPLY.format(text=_indent(view.text))
     if isinstance(view, Notice):
-        return texts.NOTICE.format(text=_indent(view.text))
+        text = view.text if view.to is None else f"{name(view.to)}: {view.text}"
+        return texts.NOTICE.format(text=_indent(text))
     assert_never(view)
 
 
 def render_card(card: ApprovalCard) -> str:
     """A pending card in full; a decided or expired one as a one-line update."""
-    who = card.decided_by or texts.SOMEONE
-    if card.status == "approved" and card.approvals:
-        who = ", ".join(card.approvals)
+    who = names(card.decided_by) or texts.SOMEONE
     if card.status == "approved":
         return texts.CARD_APPROVED.format(who=who, tool=card.tool_name)
     if card.status == "declined":
@@ -42,14 +41,26 @@ def render_card(card: ApprovalCard) -> str:
     lines += [texts.CARD_ARG.format(name=k, value=_value(v)) for k, v in card.args.items()]
     expires = card.expires_at.astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines.append(
-        texts.CARD_FOOTER.format(requester=card.requester or texts.SOMEONE, expires=expires)
+        texts.CARD_FOOTER.format(
+            requester=name(card.requester) if card.requester else texts.SOMEONE, expires=expires
+        )
     )
     if card.quorum > 1:
-        who = ", ".join(card.approvals) or texts.NO_APPROVALS
+        who = names(card.approvals) or texts.NO_APPROVALS
         lines.append(
             texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
         )
     return "\n".join(lines)
+
+
+def name(person: Person) -> str:
+    """A person as the terminal shows them: their name, else their id."""
+    return person.name or person.id
+
+
+def names(people: tuple[Person, ...]) -> str:
+    """People as a comma-separated list."""
+    return ", ".join(name(person) for person in people)
 
 
 def render_prompt(prompt: Prompt) -> str:

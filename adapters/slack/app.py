@@ -216,8 +216,8 @@ class SlackAdapter:
 
     async def _click(self, click: Click) -> None:
         result = await self.bot.on_click(click)
-        if not result.accepted and result.message:
-            await self.messenger.tell(click.thread, click.user_id, result.message)
+        if not result.accepted and result.said:
+            await self.messenger.tell(click.thread, click.user_id, result.said)
 
     def _spawn(self, work: Awaitable[Any], name: str) -> None:
         async def run() -> None:

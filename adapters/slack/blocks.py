@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Prompt, Reply, View
+from bot import ApprovalCard, Notice, Person, Prompt, Reply, Text, View
 
 from . import texts
 from .wire import (
@@ -32,9 +32,6 @@ MESSAGE_TEXT_LIMIT = 12000
 
 Block = dict[str, Any]
 
-_USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
-# A whole word, upper case with at least one digit: "U0BOB0001", not "UNDEFINED".
-_BARE_USER_ID = re.compile(r"(?<![\w@<|/])([UW](?=[A-Z]*\d)[A-Z0-9]{6,})(?![\w>|])")
 _FENCE = "```"
 _FENCE_BROKEN = "`\u200b`\u200b`"  # looks the same, cannot close the code block
 
@@ -57,7 +54,8 @@ def render(view: View) -> list[SlackMessage]:
         case Reply():
             return long_text(view.text)
         case Notice():
-            return long_text(view.text, link_users=True)
+            lead = f"{mention(view.to)}: " if view.to is not None else ""
+            return long_text(view.text, lead=lead)
         case _:
             assert_never(view)
 
@@ -68,7 +66,7 @@ def render(view: View) -> list[SlackMessage]:
 def approval_card(card: ApprovalCard) -> SlackMessage:
     """The card: what runs, who asks, until when; buttons while pending, the outcome after."""
     tool = escape(card.tool_name)
-    requester = mention(card.requester)
+    requester = mention(card.requester) if card.requester else texts.UNKNOWN_PERSON
     facts = [
         texts.CARD_AGENT.format(path=escape(texts.AGENT_PATH_SEPARATOR.join(card.agent_path))),
         texts.CARD_REQUESTER.format(requester=requester),
@@ -94,17 +92,15 @@ def approval_card(card: ApprovalCard) -> SlackMessage:
 
 def approvals_text(card: ApprovalCard) -> str:
     """ "Approvals: @a (1 of 2)" on a pending card that needs several approvals."""
-    who = ", ".join(mention(a) for a in card.approvals) or texts.NO_APPROVALS
+    who = mentions(card.approvals) or texts.NO_APPROVALS
     return texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
 
 
 def outcome_text(card: ApprovalCard) -> str:
     """ "Approved by @x" (or "@x, @y" for a quorum), "Declined by @x: reason" or "Expired"."""
-    who = mention(card.decided_by)
+    who = mentions(card.decided_by) or texts.UNKNOWN_PERSON
     match card.status:
         case "approved":
-            if card.approvals:
-                who = ", ".join(mention(a) for a in card.approvals)
             return texts.APPROVED_BY.format(who=who)
         case "declined" if card.reason:
             reason, _ = cut(escape(card.reason), REASON_LIMIT)
@@ -208,17 +204,15 @@ def prompt(view: Prompt) -> SlackMessage:
     return SlackMessage(text=fallback, blocks=blocks)
 
 
-def long_text(text: str, *, link_users: bool = False) -> list[SlackMessage]:
+def long_text(text: str, *, lead: str = "") -> list[SlackMessage]:
     """An answer as sections of at most 3000 characters, several messages if needed.
 
-    ``link_users`` turns bare Slack user ids (which the core uses for people) into
-    mentions; it is off for the agent's own words, which should never ping anyone.
+    ``lead`` is mrkdwn put before the text (a mention of whom a notice is for);
+    the text itself is escaped, so the agent's own words never ping anyone.
     """
     messages: list[SlackMessage] = []
     chunks: list[str] = []
-    mrkdwn_text = to_mrkdwn(text)
-    if link_users:
-        mrkdwn_text = link_user_ids(mrkdwn_text)
+    mrkdwn_text = lead + to_mrkdwn(text)
     for chunk in split(mrkdwn_text, SECTION_LIMIT):
         if chunks and sum(map(len, chunks)) + len(chunk) > MESSAGE_TEXT_LIMIT:
             messages.append(_text_message(chunks))
@@ -239,11 +233,6 @@ def to_mrkdwn(markdown: str) -> str:
     text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", text)
     text = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", text, flags=re.MULTILINE)
     return re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", text)
-
-
-def link_user_ids(text: str) -> str:
-    """``U0123ABCD`` -> ``<@U0123ABCD>`` (ids the core names people by)."""
-    return _BARE_USER_ID.sub(r"<@\1>", text)
 
 
 def split(text: str, limit: int) -> list[str]:
@@ -292,11 +281,19 @@ def _unescape(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def mention(user_id: str | None) -> str:
-    """``<@U…>`` for a Slack user id, the escaped text otherwise."""
-    if not user_id:
-        return texts.UNKNOWN_PERSON
-    return f"<@{user_id}>" if _USER_ID.fullmatch(user_id) else escape(user_id)
+def mention(person: Person) -> str:
+    """``<@U…>``: Slack shows everyone the person's current name, and links it."""
+    return f"<@{escape(person.id)}>"
+
+
+def text_mrkdwn(text: Text) -> str:
+    """Words as mrkdwn and people as mentions."""
+    return "".join(to_mrkdwn(part) if isinstance(part, str) else mention(part) for part in text)
+
+
+def mentions(people: tuple[Person, ...]) -> str:
+    """People as comma-separated mentions."""
+    return ", ".join(mention(person) for person in people)
 
 
 def slack_date(when: datetime) -> str:

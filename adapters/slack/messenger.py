@@ -9,9 +9,9 @@ from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import MessageRef, ThreadKey, View
+from bot import MessageRef, Text, ThreadKey, View
 
-from .blocks import SlackMessage, link_user_ids, render, to_mrkdwn
+from .blocks import SlackMessage, render, text_mrkdwn
 from .convert import message_ref
 
 log = logging.getLogger(__name__)
@@ -54,13 +54,10 @@ class SlackMessenger:
         for message in rest:
             await self._post(thread, message)
 
-    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something only ``user_id`` sees, in the thread (``chat.postEphemeral``)."""
         await self.client.chat_postEphemeral(
-            channel=thread.channel,
-            user=user_id,
-            thread_ts=thread.root,
-            text=link_user_ids(to_mrkdwn(text)),
+            channel=thread.channel, user=user_id, thread_ts=thread.root, text=text_mrkdwn(text)
         )
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:

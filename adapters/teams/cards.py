@@ -17,7 +17,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, assert_never
 
-from bot import ApprovalCard, Notice, Prompt, Reply
+from bot import ApprovalCard, Notice, Person, Prompt, Reply
 
 from . import messages
 
@@ -91,7 +91,18 @@ def text_of(view: Prompt | Reply | Notice) -> str:
     """Markdown for the views that are plain messages."""
     if isinstance(view, Prompt):
         return prompt_text(view)
+    if isinstance(view, Notice) and view.to is not None:
+        return f"{person_text(view.to)}: {view.text}"
     return view.text
+
+
+def person_text(person: Person) -> str:
+    """A person as a card or message names them: their name, else their id (escaped)."""
+    return escape(_cut(person.name or person.id, _MAX_NAME))
+
+
+def _people(people: tuple[Person, ...]) -> str:
+    return ", ".join(person_text(person) for person in people)
 
 
 def prompt_text(prompt: Prompt) -> str:
@@ -158,9 +169,7 @@ def _approval_card(
 
 
 def _title(card: ApprovalCard) -> str:
-    who = escape(_cut(card.decided_by, _MAX_NAME)) if card.decided_by else messages.CARD_SOMEONE
-    if card.status == "approved" and card.approvals:
-        who = ", ".join(escape(_cut(a, _MAX_NAME)) for a in card.approvals)
+    who = _people(card.decided_by) or messages.CARD_SOMEONE
     match card.status:
         case "pending":
             return messages.CARD_TITLE_PENDING
@@ -211,10 +220,9 @@ def _about(card: ApprovalCard) -> list[dict[str, str]]:
     agent = escape(_cut(_agent(card.agent_path), _MAX_NAME))
     facts = [{"title": messages.CARD_AGENT, "value": agent}]
     if card.requester:
-        requester = escape(_cut(card.requester, _MAX_NAME))
-        facts.append({"title": messages.CARD_ASKED_BY, "value": requester})
+        facts.append({"title": messages.CARD_ASKED_BY, "value": person_text(card.requester)})
     if card.status == "pending" and card.quorum > 1:
-        who = ", ".join(escape(_cut(a, _MAX_NAME)) for a in card.approvals)
+        who = _people(card.approvals)
         value = messages.CARD_APPROVALS_SO_FAR.format(
             who=who or messages.CARD_NO_APPROVALS, count=len(card.approvals), quorum=card.quorum
         )

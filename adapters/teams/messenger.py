@@ -17,7 +17,7 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes, Attachment, ConversationReference
 from botframework.connector.aio import ConnectorClient
 
-from bot import ApprovalCard, ChatState, MessageRef, Notice, ThreadKey, View
+from bot import ApprovalCard, ChatState, MessageRef, Notice, Text, ThreadKey, View, plain_text
 
 from . import cards
 from .auth import TeamsAuth
@@ -67,13 +67,13 @@ class TeamsMessenger:
 
         await self._continue(thread, send)
 
-    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something meant for one person.
 
         Teams has no private messages inside a channel thread or group chat, so
         this posts in the thread.
         """
-        await self.post(thread, Notice(text=text))
+        await self.post(thread, Notice(text=plain_text(text)))
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         """Show the typing indicator while the agent works (Teams has no status text).

@@ -106,7 +106,7 @@ class Turns:
             return await self._bot.on_click(click)
         except Exception:
             log.exception("a Teams card click failed")
-            return ClickResult(accepted=False, message=messages.ACTION_FAILED)
+            return ClickResult(accepted=False, said=(messages.ACTION_FAILED,))
 
     async def _remember(self, activity: Activity, *, required: bool = True) -> None:
         """Keep where to post in this thread later, when the agent has something to say.

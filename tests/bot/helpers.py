@@ -28,8 +28,10 @@ from bot import (
     Notice,
     Prompt,
     Reply,
+    Text,
     ThreadKey,
     View,
+    plain_text,
 )
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
@@ -60,8 +62,8 @@ class RecordingMessenger:
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         self.updates.append((thread, ref, view))
 
-    async def tell(self, thread: ThreadKey, user_id: str, text: str) -> None:
-        self.tells.append((thread, user_id, text))
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
+        self.tells.append((thread, user_id, plain_text(text)))
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         self.statuses.append((thread, status))

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from agents import Agent, AgentOptions, MemoryStore, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Reply
+from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -39,7 +39,7 @@ async def test_a_message_posts_an_approval_card_and_remembers_where() -> None:
     assert card.status == "pending"
     assert card.tool_name == "restart_service"
     assert card.args == {"service": "api"}
-    assert card.requester == "U1"
+    assert card.requester == Person(id="U1")
     assert card.agent_path == ("ops",)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     assert card.expires_at == pending.expires_at
@@ -65,7 +65,7 @@ async def test_approving_decides_at_once_updates_the_card_and_posts_the_answer()
     result = await bot.on_click(click(card, user="U2"))
     assert result.accepted
     assert result.card is not None
-    assert (result.card.status, result.card.decided_by) == ("approved", "U2")
+    assert (result.card.status, result.card.decided_by) == ("approved", (Person(id="U2"),))
     # Decided before returning: the call no longer waits, even before the work ran.
     assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
     await bot.drain()

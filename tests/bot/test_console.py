@@ -16,7 +16,7 @@ from pathlib import Path
 from adapters.console import ConsoleAdapter
 from adapters.console.render import render
 from agents import Agent
-from bot import ApprovalCard, ChatBot
+from bot import ApprovalCard, ChatBot, Person
 from tests.agents.helpers import Counter
 
 from .helpers import restart_agent, weather_agent
@@ -175,12 +175,13 @@ def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:
         tool_name="deploy",
         args={"service": "api"},
         agent_path=("ops",),
-        requester="ann",
+        requester=Person(id="U1", name="ann"),
         expires_at=datetime(2030, 1, 2, 3, 4, tzinfo=UTC),
         quorum=2,
-        approvals=("bob",),
+        approvals=(Person(id="U2", name="bob"),),
     )
     assert render(card).splitlines()[-1] == "    approvals: bob (1 of 2)"
     assert "approvals" not in render(replace(card, quorum=1, approvals=()))
-    approved = replace(card, status="approved", decided_by="bob, cy", approvals=("bob", "cy"))
-    assert render(approved) == "[approved by bob, cy] deploy"
+    voters = (Person(id="U2", name="bob"), Person(id="U3"))
+    approved = replace(card, status="approved", decided_by=voters, approvals=voters)
+    assert render(approved) == "[approved by bob, U3] deploy"

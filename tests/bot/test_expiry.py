@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from agents import MemoryStore
-from bot import ApprovalCard, ChatBot, Notice, Prompt, Reply
+from bot import ApprovalCard, ChatBot, Notice, Person, Prompt, Reply
 from tests.agents.helpers import Counter
 
 from .helpers import THREAD, RecordingMessenger, click, message, restart_agent, weather_agent
@@ -30,7 +30,8 @@ async def test_an_expired_card_is_updated_the_requester_told_and_the_run_finishe
     assert isinstance(updated, ApprovalCard)
     assert updated.status == "expired"
     (notice,) = messenger.views(Notice)
-    assert notice.text.startswith("U1: ")
+    assert notice.to == Person(id="U1")
+    assert notice.text.startswith("nobody decided on `restart_service` in time")
     assert "`restart_service`" in notice.text
     assert "expired" in notice.text
     assert "expired" in messenger.views(Reply)[-1].text
@@ -64,7 +65,8 @@ async def test_an_unanswered_question_expires_with_a_notice() -> None:
     await bot.drain()
     assert messenger.updates == []  # a question has no status to update
     (notice,) = messenger.views(Notice)
-    assert notice.text.startswith("U7: ")
+    assert notice.to == Person(id="U7")
+    assert notice.text.startswith("the question from `weather` expired")
     assert "`weather`" in notice.text
 
 
@@ -122,6 +124,7 @@ async def test_a_crash_mid_tool_is_reported_in_the_thread_after_a_restart() -> N
     assert await after.recover_interrupted() == 1
     await after.drain()
     (notice,) = messenger.views(Notice)
-    assert notice.text.startswith("U1: The bot stopped while restart_service was running")
+    assert notice.to == Person(id="U1")
+    assert notice.text.startswith("The bot stopped while restart_service was running")
     assert ran.count == 0
     assert await after.recover_interrupted() == 0

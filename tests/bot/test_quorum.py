@@ -74,7 +74,7 @@ async def test_a_first_approval_is_counted_on_the_card_and_runs_nothing() -> Non
     assert result.card is not None
     assert (result.card.status, result.card.approvals, result.card.quorum) == (
         "pending",
-        ("U2",),
+        (Person(id="U2"),),
         2,
     )
     # Updated for everyone, right away, where the card was posted.
@@ -99,7 +99,7 @@ async def test_approving_twice_is_refused_privately_and_changes_nothing() -> Non
     assert again.message == "You already approved; waiting for 1 more."
     await bot.drain()
     assert (messenger.updates, await audit(bot, card)) == before
-    assert shown(messenger).approvals == ("U2",)
+    assert shown(messenger).approvals == (Person(id="U2"),)
     assert ran.count == 0
     assert await bot.chat.votes(card.run_id, card.tool_call_id) == [Person(id="U2")]
 
@@ -113,14 +113,15 @@ async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
 
     assert final.accepted
     assert final.card is not None
-    assert (final.card.status, final.card.approvals) == ("approved", ("U2", "U3"))
-    assert final.card.decided_by == "U2, U3"
+    both = (Person(id="U2"), Person(id="U3"))
+    assert (final.card.status, final.card.approvals) == ("approved", both)
+    assert final.card.decided_by == both
     await bot.drain()
     assert ran.calls == [{"service": "api"}]
     assert shown(messenger) == final.card
     assert [view.approvals for _, _, view in messenger.updates] == [  # type: ignore[union-attr]
-        ("U2",),
-        ("U2", "U3"),
+        (Person(id="U2"),),
+        both,
     ]
     assert messenger.views(Reply)[-1].text == "Done. restart_service ok: restarted api"
     assert await audit(bot, card) == [
@@ -140,7 +141,9 @@ async def test_voters_are_named_by_display_name_when_known() -> None:
     await bot.on_click(replace(click(card, user="U2"), user_name="Grace"))
     final = await bot.on_click(replace(click(card, user="U3"), user_name="Linus"))
     assert final.card is not None
-    assert final.card.approvals == ("Grace", "Linus")
+    named = (Person(id="U2", name="Grace"), Person(id="U3", name="Linus"))
+    assert final.card.approvals == named
+    assert final.card.decided_by == named
     refused = await bot.on_click(click(card, user="U4"))
     assert refused.message == "This request was already approved by Grace, Linus."
 
@@ -154,7 +157,7 @@ async def test_one_decline_after_a_vote_declines_at_once() -> None:
 
     assert declined.accepted
     assert declined.card is not None
-    assert (declined.card.status, declined.card.decided_by) == ("declined", "U4")
+    assert (declined.card.status, declined.card.decided_by) == ("declined", (Person(id="U4"),))
     await bot.drain()
     assert ran.count == 0
     assert shown(messenger).status == "declined"
@@ -189,7 +192,7 @@ async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
     (winner,) = [r for r in results if r.accepted]
     assert winner.card is not None
     assert winner.card.status == "approved"
-    (second,) = (v for v in winner.card.approvals if v != "U2")
+    (second,) = (v.id for v in winner.card.approvals if v.id != "U2")
     for loser in (r for r in results if not r.accepted):
         assert loser.message == f"This request was already approved by U2, {second}."
     assert ran.count == 1
@@ -252,11 +255,11 @@ async def test_votes_on_two_replicas_count_together() -> None:
     await two.drain()
 
     assert first.accepted
-    assert shown(messenger).approvals == ("Grace",)
+    assert shown(messenger).approvals == (Person(id="U2", name="Grace"),)
     assert again.message == "You already approved; waiting for 1 more."
     assert final.card is not None
     # The second replica never saw Grace click, yet names her: the vote remembers.
-    assert final.card.approvals == ("Grace", "U3")
+    assert final.card.approvals == (Person(id="U2", name="Grace"), Person(id="U3"))
     assert shown(other) == final.card
     assert ran.count == 1
 
@@ -285,7 +288,7 @@ async def test_a_quorum_of_one_decides_on_the_first_click_as_before() -> None:
     assert result.card is not None
     assert (result.card.status, result.card.decided_by, result.card.approvals) == (
         "approved",
-        "U2",
+        (Person(id="U2"),),
         (),
     )
     await bot.drain()

@@ -15,6 +15,7 @@ from adapters.slack.blocks import (
     escape,
     long_text,
     mention,
+    render,
     slack_date,
     split,
 )
@@ -26,7 +27,7 @@ from adapters.slack.wire import (
     decode_metadata,
     encode_button_value,
 )
-from bot import ApprovalCard, CardStatus
+from bot import ApprovalCard, CardStatus, Notice, Person, Reply
 
 from .fake_slack import FakeSlack, _block_problem
 from .harness import CHANNEL, BotServer, mention_event
@@ -34,8 +35,16 @@ from .harness import CHANNEL, BotServer, mention_event
 EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
 
 
+ALICE = Person(id="U0ALICE01", name="Alice")
+BOB = Person(id="U0BOB0001")
+
+
 def card(
-    *, args: dict[str, Any] | None = None, status: CardStatus = "pending", **extra: Any
+    *,
+    args: dict[str, Any] | None = None,
+    status: CardStatus = "pending",
+    requester: Person | None = ALICE,
+    **extra: Any,
 ) -> ApprovalCard:
     return ApprovalCard(
         run_id="run-1",
@@ -43,7 +52,7 @@ def card(
         tool_name="deploy",
         args={"service": "api"} if args is None else args,
         agent_path=("ops", "deploy"),
-        requester="U0ALICE01",
+        requester=requester,
         expires_at=EXPIRES,
         status=status,
         **extra,
@@ -79,13 +88,13 @@ def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons()
 @pytest.mark.parametrize(
     ("status", "extra", "expected"),
     [
-        ("approved", {"decided_by": "U0BOB0001"}, "Approved by <@U0BOB0001>"),
+        ("approved", {"decided_by": (BOB,)}, "Approved by <@U0BOB0001>"),
         (
             "declined",
-            {"decided_by": "U0BOB0001", "reason": "a <b> & c"},
+            {"decided_by": (BOB,), "reason": "a <b> & c"},
             "Declined by <@U0BOB0001>: a &lt;b&gt; &amp; c",
         ),
-        ("declined", {"decided_by": "U0BOB0001"}, "Declined by <@U0BOB0001>"),
+        ("declined", {"decided_by": (BOB,)}, "Declined by <@U0BOB0001>"),
         ("expired", {}, "Expired"),
     ],
 )
@@ -117,11 +126,14 @@ def test_cutting_never_splits_an_entity() -> None:
         assert dropped >= 0
 
 
-def test_mentions_only_for_slack_user_ids() -> None:
-    assert mention("U0ALICE01") == "<@U0ALICE01>"
-    assert mention("console-user") == "console-user"
-    assert mention("<!channel>") == "&lt;!channel&gt;"
-    assert mention(None) == "someone"
+def test_people_are_mentioned_from_their_ids_never_found_in_text() -> None:
+    assert mention(Person(id="U0ALICE01", name="Alice")) == "<@U0ALICE01>"
+    assert mention(Person(id="<!channel>")) == "<@&lt;!channel&gt;>"  # cannot ping a channel
+    assert "*Asked by:* someone" in all_text(approval_card(card(requester=None)).blocks)
+    (notice,) = render(Notice(text="your request <expired>", to=BOB))
+    assert notice.text == "<@U0BOB0001>: your request &lt;expired&gt;"
+    (reply,) = render(Reply(text="U0BOB0001 asked for it"))
+    assert "<@" not in reply.text  # the agent's words never ping anyone
 
 
 def test_a_naive_expiry_is_read_as_utc() -> None:
@@ -183,13 +195,12 @@ def test_a_quorum_card_lists_the_approvals_so_far_and_then_everyone_who_approved
     plain = all_text(approval_card(card()).blocks)
     assert "Approvals" not in plain, "a quorum of one shows as before"
 
-    pending = approval_card(card(quorum=3, approvals=("U0BOB0001", "<Eve & co>")))
-    assert "*Approvals:* <@U0BOB0001>, &lt;Eve &amp; co&gt; (2 of 3)" in all_text(pending.blocks)
+    pending = approval_card(card(quorum=3, approvals=(BOB, Person(id="<Eve & co>"))))
+    assert "*Approvals:* <@U0BOB0001>, <@&lt;Eve &amp; co&gt;> (2 of 3)" in all_text(pending.blocks)
     assert any(b["type"] == "actions" for b in pending.blocks)
 
-    approved = approval_card(
-        card(status="approved", quorum=2, approvals=("U0BOB0001", "U0CAROL01"))
-    )
+    both = (BOB, Person(id="U0CAROL01"))
+    approved = approval_card(card(status="approved", quorum=2, decided_by=both, approvals=both))
     shown = all_text(approved.blocks)
     assert "Approved by <@U0BOB0001>, <@U0CAROL01>" in shown
     assert "Approvals:" not in shown

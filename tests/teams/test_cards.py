@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.teams import cards, messages
-from bot.types import ApprovalCard, CardStatus, Prompt
+from bot import ApprovalCard, CardStatus, Notice, Person, Prompt
 
 EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
 
@@ -24,7 +24,7 @@ def approval(
         "tool_name": "refund",
         "args": {"order_id": "A-1001", "amount": 250.0} if args is None else args,
         "agent_path": ("ops", "billing"),
-        "requester": "Alice",
+        "requester": Person(id="aad-alice", name="Alice"),
         "expires_at": EXPIRES,
         "status": status,
     }
@@ -92,7 +92,8 @@ def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> Non
     ],
 )
 def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, title: str) -> None:
-    card = cards.approval_card(approval(status=status, decided_by="Bob", reason="too much"))
+    bob = (Person(id="aad-bob", name="Bob"),)
+    card = cards.approval_card(approval(status=status, decided_by=bob, reason="too much"))
     assert texts(card)[0] == title
     assert "actions" not in card
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
@@ -167,7 +168,7 @@ def assert_literal(rendered: str, original: str) -> None:
 def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) -> None:
     nested = {"note": payload}
     pending = cards.approval_card(
-        approval(args={payload: payload, "nested": nested}, requester=payload)
+        approval(args={payload: payload, "nested": nested}, requester=Person(id="x", name=payload))
     )
     facts = {
         unescape(f["title"]): f
@@ -182,7 +183,7 @@ def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) ->
     assert_literal(pending["fallbackText"], "ops → billing wants to run refund")
 
     decided = cards.approval_card(
-        approval(status="declined", decided_by=payload, reason=payload, requester="Alice")
+        approval(status="declined", decided_by=(Person(id=payload),), reason=payload)
     )
     title = texts(decided)[0]
     assert title.startswith("❌ Declined by ")
@@ -224,10 +225,20 @@ def test_a_prompt_cannot_be_given_markup_by_its_question_or_the_reply_it_quotes(
 def test_a_quorum_card_lists_the_approvals_so_far_escaped_and_then_who_approved() -> None:
     assert not any(t.startswith("Approvals") for t in texts(cards.approval_card(approval())))
 
-    pending = cards.approval_card(approval(quorum=2, approvals=("[Bob](https://x.example)",)))
+    link = Person(id="aad-bob", name="[Bob](https://x.example)")
+    pending = cards.approval_card(approval(quorum=2, approvals=(link,)))
     assert r"Approvals: \[Bob\](https://x.example) (1 of 2)" in texts(pending)
     assert "actions" in pending
 
-    approved = cards.approval_card(approval(status="approved", quorum=2, approvals=("Bob", "*C*")))
+    both = (Person(id="aad-bob", name="Bob"), Person(id="*C*"))
+    approved = cards.approval_card(
+        approval(status="approved", quorum=2, decided_by=both, approvals=both)
+    )
     assert texts(approved)[0] == r"✅ Approved by Bob, \*C\*"
     assert not any(t.startswith("Approvals") for t in texts(approved))
+
+
+def test_a_notice_names_whom_it_is_for_escaped() -> None:
+    notice = Notice(text="your request expired", to=Person(id="aad-1", name="*Ann*"))
+    assert cards.text_of(notice) == r"\*Ann\*: your request expired"
+    assert cards.text_of(Notice(text="plain")) == "plain"
