@@ -1,0 +1,302 @@
+"""Decisions on cards: clicks, the approval policy, quorum votes, and what follows.
+
+A click is checked against the waiting call and the policy, then decided in
+the runtime (an atomic claim: exactly one decision wins across replicas). A
+quorum card collects votes in the chat state under the card's lock; the vote
+that reaches the quorum decides. The card is updated for everyone and the run
+continues in the background, in the thread's order. Locks: ``CONCURRENCY.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Literal
+
+from agents import (
+    Agent,
+    AgentStream,
+    AlreadyDecidedError,
+    ApprovalExpiredError,
+    PendingInfo,
+    RunNotFoundError,
+    RunNotPausedError,
+    Store,
+    ToolCallNotPendingError,
+)
+
+from . import messages
+from .chat_state import ChatState
+from .metrics import DecisionOutcome, Metrics
+from .policy import ApprovalPolicy
+from .presenter import Presenter
+from .tasks import KeyedLocks, TaskTracker
+from .types import (
+    ApprovalCard,
+    Click,
+    ClickResult,
+    MessageRef,
+    Messenger,
+    Person,
+    Text,
+    ThreadKey,
+    naming,
+)
+from .votes import audit_vote
+
+log = logging.getLogger(__name__)
+
+_AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
+
+
+class Decisions:
+    """Takes clicks on approval cards and carries out what they decide.
+
+    Args:
+        agent: The root agent, whose runtime decides.
+        policy: Who may decide what, and how many must approve.
+        chat: Votes and card locks.
+        presenter: How cards and answers reach people.
+        tasks: Where the work a decision unlocks runs.
+        threads: The per-thread locks that keep a thread's replies in order.
+        metrics: Click outcomes are counted here.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        policy: ApprovalPolicy,
+        chat: ChatState,
+        presenter: Presenter,
+        tasks: TaskTracker,
+        threads: KeyedLocks,
+        metrics: Metrics,
+    ) -> None:
+        self._agent = agent
+        self._store: Store = agent.engine.store
+        self._policy = policy
+        self._chat = chat
+        self._presenter = presenter
+        self._tasks = tasks
+        self._threads = threads
+        self._metrics = metrics
+
+    async def on_click(self, click: Click) -> ClickResult:
+        """Decide on a card now; update it and continue the run in the background."""
+        self._metrics.clicks.inc()
+        self._presenter.remember_name(click.user_id, click.user_name)
+        try:
+            return await self._decide(click)
+        except Exception:
+            log.exception("click on %s/%s failed", click.run_id, click.tool_call_id)
+            return ClickResult(accepted=False, said=(messages.CLICK_UNAVAILABLE,))
+
+    async def check(self, click: Click) -> Text | None:
+        """Why this click would be refused, or ``None``; changes nothing.
+
+        For adapters that ask for more before deciding (a reason dialog):
+        a refusal is better said before someone types a reason.
+        """
+        _, refusal = await self._check(click)
+        return refusal[0] if refusal else None
+
+    async def _check(
+        self, click: Click
+    ) -> tuple[PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
+        """The waiting call a click is about, or why it is refused (and how to count it)."""
+        waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
+        call = next(
+            (
+                p
+                for p in waiting
+                if p.run_id == click.run_id and p.tool_call_id == click.tool_call_id
+            ),
+            None,
+        )
+        if call is None:
+            return None, (await self._why_not_pending(click), "stale")
+        if call.kind != "approval":
+            return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
+        if call.expires_at <= datetime.now(UTC):
+            return None, ((messages.CLICK_EXPIRED,), "stale")
+        refusal = self._policy.check(
+            call.tool_name, call.requester, click.user_id, action=click.action
+        )
+        if refusal is not None:
+            return None, ((refusal,), "refused")
+        return call, None
+
+    async def _decide(self, click: Click) -> ClickResult:
+        call, refusal = await self._check(click)
+        if call is None:
+            assert refusal is not None
+            return self._refuse(refusal[0], outcome=refusal[1])
+        quorum = self._policy.quorum(call.tool_name)
+        if quorum == 1:
+            return await self._carry_out(click, call)
+        # Votes and declines on a quorum card are serialized by a store lock, across
+        # replicas: a vote's count and card update finish before the next click on
+        # the card is looked at, so the last card shown is the latest state.
+        async with self._chat.card_lock(call.run_id, call.tool_call_id):
+            # Look again under the lock: the vote that reached the quorum, or a
+            # decline, may have decided the call since.
+            call, refusal = await self._check(click)
+            if call is None:
+                assert refusal is not None
+                return self._refuse(refusal[0], outcome=refusal[1])
+            if click.action == "decline":
+                return await self._carry_out(click, call)
+            return await self._vote(click, call, quorum)
+
+    async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
+        """Count an allowed Approve towards the quorum (under the card's vote lock)."""
+        votes = await self._chat.votes(call.run_id, call.tool_call_id)
+        for person in votes:
+            self._presenter.remember_name(
+                person.id, person.name
+            )  # another replica may have heard it
+        voted = any(person.id == click.user_id for person in votes)
+        if voted and len(votes) < quorum:
+            more = quorum - len(votes)
+            return self._refuse(messages.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
+        me = Person(id=click.user_id, name=click.user_name)
+        ballot = votes if voted else [*votes, me]
+        voters = tuple(person.id for person in ballot)
+        if len(ballot) >= quorum:
+            if not voted:
+                # Logged before the decision, so the audit reads "voted, ..., approved".
+                await audit_vote(self._store, click, call)
+            result = await self._carry_out(click, call, voters=voters)
+            if result.accepted and not voted:
+                # Only a vote that decided is kept: a click that lost the decision
+                # (it expired meanwhile) leaves the list as it was. By now the call
+                # is decided, so the list is only a record: a failure is logged.
+                try:
+                    await self._chat.add_vote(call.run_id, call.tool_call_id, me)
+                except Exception:
+                    log.exception("could not record the deciding vote on %s", call.tool_call_id)
+            return result
+        await self._chat.add_vote(call.run_id, call.tool_call_id, me)
+        await audit_vote(self._store, click, call)
+        self._metrics.decided("voted")
+        card = self._presenter.card(call, approvals=voters)
+        # Updated before the lock is released, so no later decision's card can be
+        # overwritten by this one.
+        ref = click.message_ref or await self._presenter.card_ref(call)
+        if ref is not None:
+            await self._presenter.update(
+                self._presenter.messenger(click.thread.platform), click.thread, ref, card
+            )
+        return ClickResult(accepted=True, card=card)
+
+    async def _carry_out(
+        self, click: Click, call: PendingInfo, *, voters: tuple[str, ...] = ()
+    ) -> ClickResult:
+        """Approve or decline ``call`` in the runtime; the card and the run follow.
+
+        ``voters`` are the user ids whose votes approve it, when a quorum does.
+        """
+        messenger = self._presenter.messenger(click.thread.platform)
+        reason = (click.reason or "").strip() or None
+        deciders = voters or (click.user_id,)
+        # The runtime keeps one label per decision (the audit's actor); the people
+        # themselves travel as values, and a quorum's voters are in the chat state.
+        decided_by = ",".join(deciders)
+        try:
+            if click.action == "approve":
+                stream = await self._agent.approve_tool_call(
+                    run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=decided_by
+                )
+            else:
+                stream = await self._agent.decline_tool_call(
+                    run_id=call.run_id,
+                    tool_call_id=call.tool_call_id,
+                    reason=reason,
+                    decided_by=decided_by,
+                )
+        except AlreadyDecidedError as exc:
+            decided = await self._already(
+                call.run_id, call.tool_call_id, exc.decision.action, exc.decision.decided_by
+            )
+            return self._refuse(decided, outcome="stale")
+        except ApprovalExpiredError:
+            return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
+        except (ToolCallNotPendingError, RunNotPausedError, RunNotFoundError):
+            return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")
+        status: Literal["approved", "declined"] = (
+            "approved" if click.action == "approve" else "declined"
+        )
+        self._metrics.decided(status)
+        card = self._presenter.card(
+            call, status=status, decided_by=deciders, reason=reason, approvals=voters
+        )
+        ref = click.message_ref or await self._presenter.card_ref(call)
+        try:
+            self._tasks.spawn(
+                self._after_decision(click.thread, messenger, ref, card, stream),
+                name=f"decision:{call.run_id}",
+            )
+        except RuntimeError:
+            # The decision stands; only this process is going away before carrying it out.
+            log.error("run %s: decided during shutdown, not continued here", call.run_id)
+        return ClickResult(accepted=True, card=card)
+
+    def _refuse(self, message: Text | str, *, outcome: DecisionOutcome) -> ClickResult:
+        self._metrics.decided(outcome)
+        return ClickResult(accepted=False, said=(message,) if isinstance(message, str) else message)
+
+    async def _why_not_pending(self, click: Click) -> Text:
+        """Explain a click on a call that no longer waits, naming who decided when known."""
+        try:
+            snap = await self._agent.get_run(click.run_id)
+        except RunNotFoundError:
+            return (messages.CLICK_UNKNOWN,)
+        if snap.thread_id != click.thread.id:
+            return (messages.CLICK_OTHER_THREAD,)
+        call = snap.find_pending(click.tool_call_id)
+        if call is not None and call.decision is not None:
+            decision = call.decision
+            return await self._already(
+                click.run_id, click.tool_call_id, decision.action, decision.decided_by
+            )
+        # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
+        for entry in reversed(await self._store.list_audit(run_id=click.run_id)):
+            if entry.tool_call_id != click.tool_call_id:
+                continue
+            if entry.event == "expired":
+                return (messages.CLICK_EXPIRED,)
+            if entry.event == "interrupted":
+                return (messages.CLICK_INTERRUPTED,)
+            if entry.event in _AUDIT_ACTIONS:
+                action = _AUDIT_ACTIONS[entry.event]
+                return await self._already(click.run_id, click.tool_call_id, action, entry.actor)
+        return (messages.CLICK_UNKNOWN,)
+
+    async def _already(
+        self, run_id: str, tool_call_id: str, action: str, decided_by: str | None
+    ) -> Text:
+        """ "Already approved by ..." for a click on a decided call."""
+        if action == "expire":
+            return (messages.CLICK_EXPIRED,)
+        if decided_by is None:
+            return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
+        # A quorum's voters are kept as people; anyone else decided alone.
+        people = await self._chat.votes(run_id, tool_call_id) if action == "approve" else []
+        if not people:
+            people = [self._presenter.who(decided_by)]
+        past = messages.PAST_TENSE.get(action, messages.DECIDED)
+        return naming(messages.CLICK_ALREADY_DECIDED, tuple(people), action=past)
+
+    async def _after_decision(
+        self,
+        thread: ThreadKey,
+        messenger: Messenger,
+        ref: MessageRef | None,
+        card: ApprovalCard,
+        stream: AgentStream,
+    ) -> None:
+        if ref is not None:
+            await self._presenter.update(messenger, thread, ref, card)
+        async with self._threads.hold(thread.id):
+            await self._presenter.consume(thread, messenger, stream)

@@ -1,0 +1,238 @@
+"""How the core speaks: agent streams into views, posting and updating them, and people.
+
+The presenter owns the platforms' messengers, the in-process directory of
+people's names, and where cards were posted (in the chat state). The core's
+other parts (messages, decisions, housekeeping) speak only through it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cachetools import LRUCache
+
+from agents import (
+    AgentStream,
+    ErrorChunk,
+    FinishChunk,
+    PendingInfo,
+    TextDeltaChunk,
+    ToolCallApprovalChunk,
+    ToolCallSuspendedChunk,
+)
+
+from . import messages
+from .chat_state import CardPlace, ChatState
+from .following import Following
+from .metrics import Metrics
+from .policy import ApprovalPolicy
+from .types import (
+    ApprovalCard,
+    CardStatus,
+    MessageRef,
+    Messenger,
+    Notice,
+    Person,
+    Reply,
+    ThreadKey,
+    View,
+)
+from .views import ReplyBuffer, approval_card, prompt
+
+log = logging.getLogger(__name__)
+
+NAME_CACHE_SIZE = 10_000
+"""People whose display names one process remembers (ids are always known)."""
+
+
+class Presenter:
+    """Streams into views, posting and updating them, statuses, and naming people.
+
+    Args:
+        agent_id: The top agent: only its own words are the answer.
+        chat: Where each card's place is kept.
+        following: Threads the bot posts in become followed.
+        policy: For how many approvals a card asks.
+        metrics: Runs finished and failed are counted here.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent_id: str,
+        chat: ChatState,
+        following: Following,
+        policy: ApprovalPolicy,
+        metrics: Metrics,
+    ) -> None:
+        self._top = (agent_id,)
+        self._chat = chat
+        self._following = following
+        self._policy = policy
+        self._metrics = metrics
+        self._messengers: dict[str, Messenger] = {}
+        self._names: LRUCache[str, str] = LRUCache(maxsize=NAME_CACHE_SIZE)
+
+    # -- platforms --------------------------------------------------------------
+
+    def register(self, platform: str, messenger: Messenger) -> None:
+        """Answer threads of ``platform`` through ``messenger``."""
+        self._messengers[platform] = messenger
+
+    def messenger(self, platform: str) -> Messenger:
+        """The messenger registered for a platform.
+
+        Raises:
+            LookupError: No adapter registered one (a wiring bug).
+        """
+        try:
+            return self._messengers[platform]
+        except KeyError:
+            raise LookupError(f"no messenger registered for platform {platform!r}") from None
+
+    def messenger_of(self, thread: ThreadKey | None) -> Messenger | None:
+        """The messenger of a thread's platform, if this process serves it."""
+        return self._messengers.get(thread.platform) if thread is not None else None
+
+    # -- streams ----------------------------------------------------------------
+
+    async def consume(self, thread: ThreadKey, messenger: Messenger, stream: AgentStream) -> None:
+        """Drive a run segment to its end, posting cards, questions, errors and the answer."""
+        reply = ReplyBuffer()
+        await self.status(messenger, thread, messages.THINKING)
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, TextDeltaChunk):
+                    if chunk.agent_path == self._top:
+                        reply.add(chunk.text)
+                    continue
+                reply.step_ended()
+                if isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
+                    # The text so far introduces the card: keep it above the card.
+                    await self._flush(messenger, thread, reply)
+                    await self._show_waiting(messenger, thread, chunk.payload)
+                elif isinstance(chunk, ErrorChunk):
+                    if chunk.agent_path != self._top:
+                        # A sub-agent's failure is its supervisor's tool result to handle.
+                        log.info("sub-agent %s failed: %s", chunk.agent_path, chunk.error)
+                        continue
+                    await self._flush(messenger, thread, reply)
+                    self._metrics.runs_failed.inc()
+                    error = messages.RUN_FAILED.format(error=chunk.error)
+                    await self.say(messenger, thread, Notice(text=error))
+                elif isinstance(chunk, FinishChunk):
+                    await self._flush(messenger, thread, reply)
+                    if chunk.finish_reason not in ("suspended", "error"):
+                        self._metrics.runs_finished.inc()
+                    # A model that stops for its own reasons must not leave the thread silent.
+                    why = messages.FINISH_NOTES.get(chunk.finish_reason)
+                    if why is not None and chunk.agent_path == self._top:
+                        await self.say(messenger, thread, Notice(text=why))
+        except Exception:
+            log.exception("run %s failed while streaming in %s", stream.run_id, thread.id)
+            self._metrics.runs_failed.inc()
+            await self._flush(messenger, thread, reply)
+            await self.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
+        finally:
+            await self.status(messenger, thread, None)
+
+    async def _flush(self, messenger: Messenger, thread: ThreadKey, reply: ReplyBuffer) -> None:
+        text = reply.take()
+        if text:
+            await self.say(messenger, thread, Reply(text=text))
+
+    async def _show_waiting(
+        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
+    ) -> None:
+        view: View = self.card(info) if info.kind == "approval" else prompt(info)
+        ref = await self.say(messenger, thread, view)
+        if ref is None:
+            return
+        try:
+            # The thread goes along so the expiry sweep knows where to say so.
+            place = CardPlace(thread=thread, ref=ref)
+            await self._chat.set_card(info.run_id, info.tool_call_id, place)
+        except Exception:
+            log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+
+    # -- cards ------------------------------------------------------------------
+
+    def card(
+        self,
+        info: PendingInfo,
+        *,
+        status: CardStatus = "pending",
+        decided_by: tuple[str, ...] = (),
+        reason: str | None = None,
+        approvals: tuple[str, ...] = (),
+    ) -> ApprovalCard:
+        """The card of a waiting (or decided) call, people named as far as known."""
+        # Ids stay in the snapshot, the audit log and the policy.
+        return approval_card(
+            info,
+            expires_at=info.expires_at,
+            status=status,
+            requester=self.who(info.requester) if info.requester else None,
+            decided_by=tuple(self.who(user) for user in decided_by),
+            reason=reason,
+            approvals=tuple(self.who(user) for user in approvals),
+            quorum=self._policy.quorum(info.tool_name),
+        )
+
+    async def card_place(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+        """Where a call's card was posted, if it was (a failing lookup is logged)."""
+        try:
+            return await self._chat.card_of(run_id, tool_call_id)
+        except Exception:
+            log.exception("could not find the card of %s/%s", run_id, tool_call_id)
+            return None
+
+    async def card_ref(self, call: PendingInfo) -> MessageRef | None:
+        """The message of a call's card, if it was posted."""
+        place = await self.card_place(call.run_id, call.tool_call_id)
+        return place.ref if place is not None else None
+
+    # -- speaking ---------------------------------------------------------------
+
+    async def say(self, messenger: Messenger, thread: ThreadKey, view: View) -> MessageRef | None:
+        """Post a view; a platform hiccup is logged and must not stop the run."""
+        try:
+            ref = await messenger.post(thread, view)
+        except Exception:
+            log.exception("posting a %s to %s failed", type(view).__name__, thread.id)
+            return None
+        await self._following.follow(thread)
+        return ref
+
+    async def update(
+        self, messenger: Messenger, thread: ThreadKey, ref: MessageRef, view: View
+    ) -> None:
+        """Replace a posted view (a failure is logged)."""
+        try:
+            await messenger.update(thread, ref, view)
+        except Exception:
+            log.exception("updating a %s in %s failed", type(view).__name__, thread.id)
+
+    async def status(self, messenger: Messenger, thread: ThreadKey, status: str | None) -> None:
+        """Show or clear "is thinking…" (a failure is logged)."""
+        try:
+            await messenger.set_status(thread, status)
+        except Exception:
+            log.warning("setting the status in %s failed", thread.id, exc_info=True)
+
+    def notice_for(self, requester: str | None, text: str) -> Notice:
+        """A notice for whoever asked (named by each platform its way), or for everyone."""
+        if requester is None:
+            return Notice(text=messages.NO_REQUESTER.format(text=text))
+        return Notice(text=text, to=self.who(requester))
+
+    # -- people -----------------------------------------------------------------
+
+    def remember_name(self, user_id: str, user_name: str | None) -> None:
+        """Keep a display name an adapter told us."""
+        if user_name:
+            self._names[user_id] = user_name
+
+    def who(self, user_id: str) -> Person:
+        """A person by id, with the name an adapter told us (in this process) if any."""
+        return Person(id=user_id, name=self._names.get(user_id))
