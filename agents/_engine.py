@@ -4,7 +4,8 @@ A decision takes the top run's store lock, so exactly one decision wins per
 waiting call across every process. The work it unlocks (the tool) runs outside
 the lock; its outcome is then recorded in locked passes that bring every run
 above it up to date. A run whose batch is complete is set running under the
-lock, so exactly one process continues it.
+lock, so exactly one process continues it. Every lock and their order:
+``bot/CONCURRENCY.md``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ from .errors import (
     AlreadyDecidedError,
     ApprovalExpiredError,
     ResumeDataInvalidError,
+    RunChangedError,
     RunNotFoundError,
     RunNotPausedError,
     ToolCallNotPendingError,
     validation_messages,
 )
 from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .stores.base import StoreConflict
 from .tools import Tool, jsonable
 
 log = logging.getLogger(__name__)
@@ -167,8 +170,13 @@ class Engine(RunLoop):
             )
             await self._audit(top, entry, event, decision)
             # The top last: until it is saved, the claim has not happened.
-            for snap in reversed(chain):
-                await self._save(snap)
+            try:
+                for snap in reversed(chain):
+                    await self._save(snap)
+            except StoreConflict as exc:
+                # Someone wrote the run without its lock (a lease that ran out):
+                # this claim lost, and says so instead of a storage error.
+                raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
 
     def _select(

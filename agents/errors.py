@@ -58,6 +58,21 @@ class ApprovalExpiredError(ToolCallNotPendingError):
         super().__init__(run_id, tool_call_id, "has expired")
 
 
+class RunChangedError(AgentError):
+    """The run was changed by someone else while this decision was taken.
+
+    The store's compare-and-set refused the write, so this decision did not
+    happen; trying again sees the run as it is now.
+    """
+
+    def __init__(self, run_id: str, tool_call_id: str | None = None) -> None:
+        super().__init__(
+            f"run {run_id!r} changed while deciding{_call(tool_call_id)}; nothing was decided"
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+
+
 class _InvalidDataError(AgentError):
     """Data for a tool call failed its schema; ``errors`` are the validation messages."""
 

@@ -24,6 +24,7 @@ from agents import (
     ApprovalExpiredError,
     PendingInfo,
     ResumeDataInvalidError,
+    RunChangedError,
     Store,
     ToolCallNotPendingError,
 )
@@ -238,6 +239,9 @@ class ChatBot:
             except (AlreadyDecidedError, ApprovalExpiredError, ToolCallNotPendingError):
                 # Another replica took the answer first, or the question expired meanwhile.
                 await self.presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+                return None
+            except RunChangedError:
+                await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
                 return None
             if stream.run_id in {q.run_id for q in questions}:
                 return stream

@@ -19,6 +19,7 @@ from agents import (
     AlreadyDecidedError,
     ApprovalExpiredError,
     PendingInfo,
+    RunChangedError,
     RunNotFoundError,
     RunNotPausedError,
     Store,
@@ -224,6 +225,8 @@ class Decisions:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
         except (ToolCallNotPendingError, RunNotPausedError, RunNotFoundError):
             return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")
+        except RunChangedError:
+            return self._refuse(messages.CLICK_RACED, outcome="stale")
         status: Literal["approved", "declined"] = (
             "approved" if click.action == "approve" else "declined"
         )

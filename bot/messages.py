@@ -17,6 +17,10 @@ APPROVAL_PENDING: Final = (
     "Use its Approve or Decline buttons; a message can't approve it. "
     "Send your message again once it is decided."
 )
+ANSWER_RACED: Final = (
+    "Someone changed this request at the same moment, so your answer did not count. "
+    "Please send it again."
+)
 QUESTION_GONE: Final = (
     "That question was already answered, or it expired; nothing was changed. "
     "Send your message again if it was meant as a new request."
@@ -52,6 +56,10 @@ CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
 CLICK_ALREADY_VOTED: Final = "You already approved; waiting for {more} more."
 CLICK_UNAVAILABLE: Final = "I can't record decisions right now; please try again in a moment."
+CLICK_RACED: Final = (
+    "Someone changed this request at the same moment, so your click did not count. "
+    "Please look at the card again."
+)
 
 # -- approval policy refusals --------------------------------------------------
 

@@ -28,13 +28,13 @@ GiveBackLease = Callable[[str], Awaitable[None]]
 
 @asynccontextmanager
 async def hold_lease(
-    name: str, ttl: float, *, take: TakeLease, give_back: GiveBackLease
+    name: str, wait: float, *, take: TakeLease, give_back: GiveBackLease
 ) -> AsyncIterator[None]:
-    """Hold a lease for the ``async with`` block, polling ``take`` for up to ``ttl``.
+    """Hold a lease for the ``async with`` block, polling ``take`` for up to ``wait``.
 
     Args:
         name: The lock's name, for the ``LockTimeout`` message.
-        ttl: How long to wait for the lease; the stores also use it as the lease length.
+        wait: How long to try for the lease (its length is ``take``'s business).
         take: Try once to take the lease for a token; ``True`` when taken.
         give_back: Delete the lease if it still holds the token.
 
@@ -43,14 +43,14 @@ async def hold_lease(
     """
     token = secrets.token_hex(16)
     try:
-        taken = await _poll(take, token, ttl)
+        taken = await _poll(take, token, wait)
     except BaseException:
         # A cancelled attempt may have reached the store anyway; only this token can
         # be deleted, so giving it back is always safe.
         await asyncio.shield(give_back(token))
         raise
     if not taken:
-        raise LockTimeout(f"lock {name!r} not acquired within {ttl:g}s")
+        raise LockTimeout(f"lock {name!r} not acquired within {wait:g}s")
     try:
         yield
     finally:
@@ -59,8 +59,8 @@ async def hold_lease(
         await asyncio.shield(give_back(token))
 
 
-async def _poll(take: TakeLease, token: str, ttl: float) -> bool:
-    deadline = time.monotonic() + ttl
+async def _poll(take: TakeLease, token: str, wait: float) -> bool:
+    deadline = time.monotonic() + wait
     delay = LOCK_POLL_FIRST
     while not await take(token):
         remaining = deadline - time.monotonic()

@@ -52,11 +52,13 @@ class Store(Protocol):
         """
         ...
 
-    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+    def lock(
+        self, name: str, *, ttl: float = 30.0, wait: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """Hold a named lock across every process of the store.
 
-        ``ttl`` bounds how long a crashed holder keeps it. Raises ``LockTimeout``
-        when it cannot be had within ``ttl``.
+        ``ttl`` is the lease: how long a crashed holder keeps it. ``wait`` is how
+        long to try before ``LockTimeout`` (``ttl`` when not given).
         """
         ...
 

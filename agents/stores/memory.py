@@ -38,10 +38,13 @@ class MemoryStore:
         return saved.model_copy(deep=True)
 
     @asynccontextmanager
-    async def lock(self, name: str, *, ttl: float = 30.0) -> AsyncIterator[None]:
+    async def lock(
+        self, name: str, *, ttl: float = 30.0, wait: float | None = None
+    ) -> AsyncIterator[None]:
+        # One process: a holder cannot crash and keep it, so there is no lease.
         lock = self._locks.setdefault(name, asyncio.Lock())
         try:
-            await asyncio.wait_for(lock.acquire(), timeout=ttl)
+            await asyncio.wait_for(lock.acquire(), timeout=ttl if wait is None else wait)
         except TimeoutError as exc:
             raise LockTimeout(name) from exc
         try:

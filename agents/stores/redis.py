@@ -145,7 +145,9 @@ class RedisStore:
             raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
         return saved
 
-    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+    def lock(
+        self, name: str, *, ttl: float = 30.0, wait: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """A ``SET NX PX`` lease with a random token, released by compare-and-delete."""
         key = self.keys.lock(name)
 
@@ -155,7 +157,7 @@ class RedisStore:
         async def give_back(token: str) -> None:
             await self._release(keys=[key], args=[token])
 
-        return hold_lease(name, ttl, take=take, give_back=give_back)
+        return hold_lease(name, ttl if wait is None else wait, take=take, give_back=give_back)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread waiting for a person, oldest first."""

@@ -119,7 +119,9 @@ class SQLiteStore:
             raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
         return saved
 
-    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+    def lock(
+        self, name: str, *, ttl: float = 30.0, wait: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """A lease row in the ``locks`` table, taken when free or expired."""
 
         async def take(token: str) -> bool:
@@ -131,7 +133,7 @@ class SQLiteStore:
             sql = "DELETE FROM locks WHERE name = ? AND token = ?"
             await self._run(lambda db: changes(db, sql, (name, token)))
 
-        return hold_lease(name, ttl, take=take, give_back=give_back)
+        return hold_lease(name, ttl if wait is None else wait, take=take, give_back=give_back)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread waiting for a person, oldest first."""

@@ -87,11 +87,11 @@ class ChatState(Protocol):
         ...
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
         """Hold one card's lock across every process (votes, declines, expiry).
 
-        Raises ``LockTimeout`` when it cannot be had within ``ttl`` (see ``Store.lock``).
+        Raises ``LockTimeout`` when it cannot be had within ``wait`` (see ``Store.lock``).
         """
         ...
 

@@ -60,9 +60,9 @@ class MemoryChatState:
         return False
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, ttl: float = 30.0
+        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, tool_call_id), ttl=ttl)
+        return self._locks.lock(card_lock_name(run_id, tool_call_id), wait=wait)
 
     async def close(self) -> None:
         return None

@@ -8,8 +8,11 @@ from agents import (
     Agent,
     AlreadyDecidedError,
     MemoryStore,
+    RunChangedError,
     RunNotFoundError,
     RunNotPausedError,
+    RunSnapshot,
+    StoreConflict,
     TextDeltaChunk,
     ToolCall,
     ToolCallApprovalChunk,
@@ -268,3 +271,37 @@ async def test_tool_result_chunk_carries_the_output() -> None:
     stream = await agent.approve_tool_call(run_id=output.run_id)
     results = [c async for c in stream if isinstance(c, ToolResultChunk)]
     assert results[0].result == {"deleted": True}
+
+
+async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_nothing() -> None:
+    class Raced(MemoryStore):
+        conflicts = 0
+
+        async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+            if self.conflicts:
+                self.conflicts -= 1
+                raise StoreConflict(snapshot.run_id, snapshot.revision, None)
+            return await super().save_run(snapshot)
+
+    store = Raced()
+
+    @tool(require_approval=True)
+    def wipe(disk: str) -> str:
+        """Wipe a disk."""
+        return "wiped"
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("wipe", {"disk": "sdb"}, id="w-1")),
+        tools=[wipe],
+        store=store,
+    )
+    paused = await agent.generate("wipe sdb")
+    store.conflicts = 1
+    with pytest.raises(RunChangedError) as info:
+        await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w-1")
+    assert (info.value.run_id, info.value.tool_call_id) == (paused.run_id, "w-1")
+    snap = await agent.get_run(paused.run_id)
+    assert [(p.tool_call_id, p.state) for p in snap.pending] == [("w-1", "pending")]
+    final = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w-1")
+    assert "wipe ok: wiped" in final.text

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 from datetime import timedelta
 
-from agents import Agent, AgentOptions, MemoryStore, ToolCall, tool
+from agents import Agent, AgentOptions, MemoryStore, RunSnapshot, StoreConflict, ToolCall, tool
 from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
@@ -252,3 +252,43 @@ async def test_the_runtime_expiry_is_kept_when_the_policy_sets_none() -> None:
     (card,) = messenger.views(ApprovalCard)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     assert card.expires_at == pending.created_at + timedelta(hours=2)
+
+
+class RacedStore(MemoryStore):
+    """A store on which another writer slips in: the next save of a run conflicts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conflicts = 0
+
+    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise StoreConflict(snapshot.run_id, snapshot.revision, snapshot.revision + 1)
+        return await super().save_run(snapshot)
+
+
+async def test_a_click_that_loses_a_write_race_is_told_so_and_changes_nothing() -> None:
+    ran = Counter()
+    store = RacedStore()
+    bot = ChatBot(restart_agent(ran, store))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart the api"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+
+    store.conflicts = 1
+    result = await bot.on_click(click(card, user="U2"))
+
+    assert not result.accepted
+    assert result.message == (
+        "Someone changed this request at the same moment, so your click did not count. "
+        "Please look at the card again."
+    )
+    assert messenger.updates == []
+    (still,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert still.tool_call_id == card.tool_call_id
+    assert (await bot.on_click(click(card, user="U2"))).accepted  # the next click counts
+    await bot.drain()
+    assert ran.count == 1

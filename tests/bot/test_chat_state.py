@@ -138,9 +138,9 @@ async def test_a_card_lock_excludes_a_second_holder_of_the_same_card(chat: ChatS
         async with chat.card_lock("run-1", "call-2"):  # another card: not blocked
             pass
         with pytest.raises(LockTimeout):
-            async with chat.card_lock("run-1", "call-1", ttl=0.1):
+            async with chat.card_lock("run-1", "call-1", wait=0.1):
                 pass
-    async with chat.card_lock("run-1", "call-1", ttl=0.1):  # free again
+    async with chat.card_lock("run-1", "call-1", wait=0.1):  # free again
         pass
 
 

@@ -343,6 +343,20 @@ async def test_lock_times_out_while_someone_holds_it_too_long(store: Store) -> N
         pass
 
 
+async def test_a_short_wait_gives_up_without_shortening_the_lease(
+    durable_store: Store,
+) -> None:
+    crashed = durable_store.lock("run:r1", ttl=0.3, wait=5)
+    await crashed.__aenter__()  # never exited, like a process that died
+    started = time.monotonic()
+    with pytest.raises(LockTimeout):
+        async with durable_store.lock("run:r1", ttl=30, wait=0.05):
+            pytest.fail("entered a lock that was held")
+    assert time.monotonic() - started < 0.3  # gave up after its wait, not the lease
+    async with durable_store.lock("run:r1", ttl=30, wait=5):  # the lease ran out
+        pass
+
+
 async def test_locks_with_different_names_do_not_exclude_each_other(store: Store) -> None:
     async with store.lock("run:r1"), store.lock("run:r2", ttl=1):
         pass
