@@ -26,13 +26,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy agents bot examples adapters tests
+	$(BIN)/mypy agents bot examples adapters tests bench
 
 test: $(STAMP)
 	scripts/ensure-redis
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy agents bot examples adapters tests
+	$(BIN)/mypy agents bot examples adapters tests bench
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -1,6 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
-from .agent import Agent, AgentOptions, ExpiredCall, RecoveredRun
+from .agent import Agent, ExpiredCall, RecoveredRun
 from .chunks import (
     AgentResult,
     Chunk,
@@ -30,6 +30,7 @@ from .models.base import Model, ModelError
 from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
+from .spec import AgentOptions, AgentSpec
 from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store
 from .stream import AgentStream
 from .tools import Tool, ToolContext, tool
@@ -42,6 +43,7 @@ __all__ = [
     "AgentError",
     "AgentOptions",
     "AgentResult",
+    "AgentSpec",
     "AgentStream",
     "AlreadyDecidedError",
     "ApprovalExpiredError",

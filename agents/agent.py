@@ -4,38 +4,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from ._engine import Engine
-from ._loop import DELEGATION_PREFIX, CallPredicate, DelegationInput, new_run_id
+from ._turns import CallPredicate, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError
 from .messages import Message, TextPart
 from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .snapshot import Decision, RunOptions, RunSnapshot, utcnow
+from .spec import AgentOptions, AgentSpec, tools_by_name
 from .stores.base import Store
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import Tool
 
 Input = str | Message | Sequence[str | Message]
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentOptions:
-    """Defaults for every call of an agent; most can be overridden per call.
-
-    ``history_window`` bounds the messages a thread remembers; ``approval_ttl``
-    is how long a waiting call stays decidable unless its tool says otherwise.
-    """
-
-    require_tool_approval: bool = False
-    auto_resume_suspended_tools: bool = False
-    max_steps: int = 10
-    history_window: int = 50
-    approval_ttl: timedelta = timedelta(hours=24)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,21 +74,8 @@ class Agent:
     default_options: AgentOptions = field(default_factory=AgentOptions)
 
     def __post_init__(self) -> None:
-        if isinstance(self.tools, Mapping):
-            self._tools = {key: replace(t, name=key) for key, t in self.tools.items()}
-        else:
-            self._tools = {t.name: t for t in self.tools}
-        for key, sub in self.agents.items():
-            name = f"{DELEGATION_PREFIX}{key}"
-            if name in self._tools:
-                raise ValueError(f"agent {self.id!r}: tool {name!r} clashes with sub-agent {key!r}")
-            self._tools[name] = Tool(
-                name=name,
-                description=sub.description or f"Delegate a task to the {key} agent.",
-                fn=_never_called,
-                input_model=DelegationInput,
-                delegate_to=key,
-            )
+        descriptions = {key: sub.description for key, sub in self.agents.items()}
+        self._tools = tools_by_name(self.id, self.tools, descriptions)
         self.name = self.name or self.id
         self._engine: Engine | None = None
 
@@ -122,8 +95,19 @@ class Agent:
         if self._engine is None:
             if self.store is None:
                 self.store = MemoryStore()
-            self._engine = Engine(self, self.store)
+            self._engine = Engine(self.spec(), self.store)
         return self._engine
+
+    def spec(self) -> AgentSpec:
+        """This agent and its sub-agents, frozen as the runtime runs them."""
+        return AgentSpec(
+            id=self.id,
+            instructions=self.instructions,
+            model=self.model,
+            tools=dict(self._tools),
+            agents={key: sub.spec() for key, sub in self.agents.items()},
+            options=self.default_options,
+        )
 
     # -- starting runs --------------------------------------------------------
 
@@ -255,7 +239,7 @@ class Agent:
         agents' ``approval_ttl``; ``None`` from it (or no function) keeps those.
         The chat layer sets it from its approval policy.
         """
-        self.engine.expiry = expiry
+        self.engine.set_expiry(expiry)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every waiting call past its expiry, each exactly once across processes.
@@ -370,10 +354,6 @@ class Agent:
             raise ResumeDataInvalidError(
                 call.run_id, call.tool_call_id, [exc.user_message]
             ) from exc
-
-
-async def _never_called(**_: Any) -> None:
-    raise AssertionError("delegation tools are run by the engine")
 
 
 def _as_messages(messages: Input) -> list[Message]:

@@ -50,9 +50,11 @@ class CountingStore:
 
         return counted
 
-    def lock(self, name: str, *, ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+    def lock(
+        self, name: str, *, ttl: float = 30.0, wait: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
         self.calls["lock"] += 1
-        return self.inner.lock(name, ttl=ttl)
+        return self.inner.lock(name, ttl=ttl, wait=wait)
 
 
 def approval_agent(store: Store) -> Agent:

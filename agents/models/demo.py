@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._engine import DELEGATION_PREFIX
 from ..messages import Message, ToolCallPart, ToolResultPart
+from ..spec import DELEGATION_PREFIX
 from ..usage import Usage
 from .base import (
     ModelEvent,

@@ -1,7 +1,9 @@
-"""The run loop: model turns, tool batches, pauses and delegation to sub-agents.
+"""Turns of a run: model turns, tool batches, gating, pauses and delegation.
 
-All state that must survive a restart is in the snapshot, saved with a
-compare-and-set on its revision. Decisions on paused runs live in ``_engine``.
+``Turns`` takes the frozen agent spec and a snapshot and moves the run on
+until it finishes or pauses. All state that must survive a restart is in the
+snapshot, saved with a compare-and-set on its revision. Decisions on paused
+runs are ``_decide``'s; crash recovery is ``_recover``'s.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from . import texts
 from .chunks import (
     Chunk,
     ErrorChunk,
@@ -32,32 +35,22 @@ from .errors import (
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models.base import ModelError, ModelFinish, ModelRequest, TextDelta, ToolCallEvent
 from .snapshot import AuditEntry, Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .spec import DELEGATION_PREFIX, AgentSpec, DelegationInput
 from .stores.base import Store
 from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
 log = logging.getLogger(__name__)
-
-DELEGATION_PREFIX = "agent-"
 
 CallPredicate = Callable[[str, dict[str, Any]], Any]
 """Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
 
 
 @dataclass
-class _Outcome:
+class Outcome:
     """What one tool call came to: a result for the model, or calls left waiting."""
 
     result: ToolResultPart | None = None
     pending: list[PendingCall] | None = None
-
-
-class DelegationInput(BaseModel):
-    """The input of an ``agent-<key>`` tool: the task handed to the sub-agent."""
-
-    task: str
 
 
 def lock_name(root_run_id: str) -> str:
@@ -65,10 +58,10 @@ def lock_name(root_run_id: str) -> str:
     return f"run:{root_run_id}"
 
 
-class RunLoop:
+class Turns:
     """Drives the runs of one agent tree over one store: model turns and tool batches."""
 
-    def __init__(self, root: Agent, store: Store) -> None:
+    def __init__(self, root: AgentSpec, store: Store) -> None:
         self.root = root
         self.store = store
         self._predicates: dict[str, CallPredicate] = {}
@@ -77,12 +70,9 @@ class RunLoop:
 
     # -- lookups --------------------------------------------------------------
 
-    def agent_at(self, path: Sequence[str]) -> Agent:
+    def agent_at(self, path: Sequence[str]) -> AgentSpec:
         """The agent a snapshot's ``agent_path`` names, from the top."""
-        agent = self.root
-        for key in path[1:]:
-            agent = agent.agents[key]
-        return agent
+        return self.root.at(path)
 
     def register_predicate(self, root_run_id: str, predicate: CallPredicate) -> None:
         """Keep a per-call approval predicate for a run (in this process only)."""
@@ -95,14 +85,14 @@ class RunLoop:
             raise RunNotFoundError(run_id)
         return snap
 
-    async def _save(self, snap: RunSnapshot) -> None:
+    async def save(self, snap: RunSnapshot) -> None:
         saved = await self.store.save_run(snap)
         snap.revision = saved.revision
         snap.updated_at = saved.updated_at
 
     # -- the model loop -------------------------------------------------------
 
-    async def _drive(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
+    async def drive(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
         """Continue a running run: model turns and tool batches until done or paused."""
         agent = self.agent_at(snap.agent_path)
         path = tuple(snap.agent_path)
@@ -147,7 +137,7 @@ class RunLoop:
                         tool_name=call.tool_name,
                         args=call.args,
                     )
-                outcomes: dict[str, _Outcome] = {}
+                outcomes: dict[str, Outcome] = {}
                 async for chunk in self._run_batch(agent, snap, calls, outcomes):
                     yield chunk
                 for call in calls:
@@ -162,26 +152,24 @@ class RunLoop:
                 self._close_batch(snap)
                 # A checkpoint per step: progress stays visible to crash recovery,
                 # which takes a run that has not changed for a while as crashed.
-                await self._save(snap)
+                await self.save(snap)
         except ModelError as exc:
             log.warning("run %s: model error: %s", snap.run_id, exc)
             snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message
             yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=exc.user_message)
         except Exception:
             log.exception("run %s failed", snap.run_id)
-            message = (
-                "Something went wrong while working on this; the details are in the bot's log."
-            )
+            message = texts.RUN_CRASHED
             snap.status, snap.finish_reason, snap.error = "failed", "error", message
             yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=message)
-        await self._save(snap)
+        await self.save(snap)
         if snap.is_root and snap.status != "paused":
             self._predicates.pop(snap.run_id, None)
         if snap.is_root and snap.thread_id and snap.status in ("finished", "failed"):
             await self.store.append_history(
                 snap.thread_id,
                 snap.messages[snap.history_len :],
-                window=agent.default_options.history_window,
+                window=agent.options.history_window,
             )
 
     def _close_batch(self, snap: RunSnapshot) -> None:
@@ -197,38 +185,38 @@ class RunLoop:
 
     async def _run_batch(
         self,
-        agent: Agent,
+        agent: AgentSpec,
         snap: RunSnapshot,
         calls: list[ToolCallPart],
-        outcomes: dict[str, _Outcome],
+        outcomes: dict[str, Outcome],
     ) -> AsyncIterator[Chunk]:
         """Gate every call, then run the ungated ones concurrently."""
         runs: list[AsyncIterator[Chunk]] = []
         for call in calls:
             tool = agent.tool(call.tool_name)
             if tool is None:
-                error = f"Unknown tool {call.tool_name!r}."
-                outcomes[call.tool_call_id] = _error(call, error)
-                yield _error_chunk(snap, call, error)
+                error = texts.UNKNOWN_TOOL.format(tool=call.tool_name)
+                outcomes[call.tool_call_id] = error_outcome(call, error)
+                yield error_chunk(snap, call, error)
                 continue
             try:
                 args = tool.validate_args(call.args)
             except ValidationError as exc:
-                error = "Invalid arguments: " + "; ".join(validation_messages(exc))
-                outcomes[call.tool_call_id] = _error(call, error)
-                yield _error_chunk(snap, call, error)
+                error = texts.INVALID_ARGUMENTS.format(errors="; ".join(validation_messages(exc)))
+                outcomes[call.tool_call_id] = error_outcome(call, error)
+                yield error_chunk(snap, call, error)
                 continue
-            gated = await self._gate(snap, tool, call, args)
+            gated = await self.gate(snap, tool, call, args)
             if gated is not None:
                 outcomes[call.tool_call_id] = gated
                 if gated.result is not None:
-                    yield _error_chunk(snap, call, gated.result.content)
+                    yield error_chunk(snap, call, gated.result.content)
                 continue
-            runs.append(self._execute(agent, snap, call, tool, args, outcomes))
+            runs.append(self.execute(agent, snap, call, tool, args, outcomes))
         async for chunk in _merge(runs):
             yield chunk
 
-    async def _gate(
+    async def gate(
         self,
         snap: RunSnapshot,
         tool: Tool,
@@ -236,14 +224,16 @@ class RunLoop:
         args: BaseModel,
         *,
         resume_data: Any = None,
-    ) -> _Outcome | None:
+    ) -> Outcome | None:
         """Before a call runs: refused by its check, waiting for approval, or ``None`` (go)."""
-        ctx = self._context(snap, call, resume_data=resume_data)
+        ctx = self.context(snap, call, resume_data=resume_data)
         refusal = await tool.refusal(args, ctx)
         if refusal is not None:
-            return _error(call, f"Tool {call.tool_name} was not run: {refusal}")
+            return error_outcome(
+                call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
+            )
         if await self._needs_approval(snap, tool, args, ctx):
-            return _Outcome(pending=[self._pending(snap, tool, call, "approval", args)])
+            return Outcome(pending=[self.pending(snap, tool, call, "approval", args)])
         return None
 
     async def _needs_approval(
@@ -267,7 +257,7 @@ class RunLoop:
         except Exception:
             return True
 
-    def _context(
+    def context(
         self,
         snap: RunSnapshot,
         call: ToolCallPart,
@@ -286,7 +276,7 @@ class RunLoop:
             resume_data=resume_data,
         )
 
-    def _pending(
+    def pending(
         self,
         snap: RunSnapshot,
         tool: Tool,
@@ -307,7 +297,7 @@ class RunLoop:
         ttl = (
             (self.expiry(tool.name) if self.expiry else None)
             or tool.expires_in
-            or agent.default_options.approval_ttl
+            or agent.options.approval_ttl
         )
         return PendingCall(
             tool_call_id=call.tool_call_id,
@@ -324,14 +314,14 @@ class RunLoop:
             approved=approved,
         )
 
-    async def _execute(
+    async def execute(
         self,
-        agent: Agent,
+        agent: AgentSpec,
         snap: RunSnapshot,
         call: ToolCallPart,
         tool: Tool,
         args: BaseModel,
-        outcomes: dict[str, _Outcome],
+        outcomes: dict[str, Outcome],
         *,
         approved: bool = False,
         resume_data: Any = None,
@@ -341,13 +331,13 @@ class RunLoop:
             async for chunk in self._delegate(agent, snap, call, tool.delegate_to, args, outcomes):
                 yield chunk
             return
-        ctx = self._context(snap, call, approved=approved, resume_data=resume_data)
+        ctx = self.context(snap, call, approved=approved, resume_data=resume_data)
         try:
             value = await tool.invoke(args, ctx)
         except ToolSuspended as suspended:
-            outcomes[call.tool_call_id] = _Outcome(
+            outcomes[call.tool_call_id] = Outcome(
                 pending=[
-                    self._pending(
+                    self.pending(
                         snap, tool, call, "suspension", args, suspended.payload, approved=approved
                     )
                 ]
@@ -355,11 +345,11 @@ class RunLoop:
             return
         except Exception as exc:
             log.info("tool %s failed: %r", call.tool_name, exc)
-            error = f"Tool {call.tool_name} failed: {exc}"
-            outcomes[call.tool_call_id] = _error(call, error)
-            yield _error_chunk(snap, call, error)
+            error = texts.TOOL_FAILED.format(tool=call.tool_name, error=exc)
+            outcomes[call.tool_call_id] = error_outcome(call, error)
+            yield error_chunk(snap, call, error)
             return
-        outcomes[call.tool_call_id] = _Outcome(
+        outcomes[call.tool_call_id] = Outcome(
             result=ToolResultPart(
                 tool_call_id=call.tool_call_id,
                 tool_name=call.tool_name,
@@ -376,12 +366,12 @@ class RunLoop:
 
     async def _delegate(
         self,
-        agent: Agent,
+        agent: AgentSpec,
         snap: RunSnapshot,
         call: ToolCallPart,
         key: str,
         args: BaseModel,
-        outcomes: dict[str, _Outcome],
+        outcomes: dict[str, Outcome],
     ) -> AsyncIterator[Chunk]:
         """Hand a task to a sub-agent in a child run, streaming its chunks through."""
         assert isinstance(args, DelegationInput)
@@ -394,13 +384,13 @@ class RunLoop:
             parent_call_id=call.tool_call_id,
             thread_id=snap.thread_id,
             resource_id=snap.resource_id,
-            options=snap.options.model_copy(update={"max_steps": sub.default_options.max_steps}),
+            options=snap.options.model_copy(update={"max_steps": sub.options.max_steps}),
             messages=[Message.user(args.task)],
         )
-        await self._save(child)
-        async for chunk in self._drive(child):
+        await self.save(child)
+        async for chunk in self.drive(child):
             yield chunk
-        outcomes[call.tool_call_id] = self._child_outcome(child, call.tool_call_id)
+        outcomes[call.tool_call_id] = self.child_outcome(child, call.tool_call_id)
         if outcomes[call.tool_call_id].result is not None:
             yield ToolResultChunk(
                 run_id=snap.run_id,
@@ -410,13 +400,13 @@ class RunLoop:
                 result=child.text,
             )
 
-    def _child_outcome(self, child: RunSnapshot, via_call_id: str) -> _Outcome:
+    def child_outcome(self, child: RunSnapshot, via_call_id: str) -> Outcome:
         """A child run as seen by its parent: its answer, its waiting calls, or (while
         another process drives it) neither."""
         if child.status == "running":
-            return _Outcome()
+            return Outcome()
         if child.status == "paused":
-            return _Outcome(
+            return Outcome(
                 pending=[
                     call.model_copy(
                         update={"via_call_id": via_call_id, "child_run_id": child.run_id}
@@ -426,23 +416,23 @@ class RunLoop:
             )
         tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
         if child.status in ("failed", "interrupted"):
-            content = f"The {child.agent_path[-1]} agent failed: {child.error}"
-            return _Outcome(
+            content = texts.SUB_AGENT_FAILED.format(agent=child.agent_path[-1], error=child.error)
+            return Outcome(
                 result=ToolResultPart(
                     tool_call_id=via_call_id, tool_name=tool_name, content=content, is_error=True
                 )
             )
-        return _Outcome(
+        return Outcome(
             result=ToolResultPart(
                 tool_call_id=via_call_id,
                 tool_name=tool_name,
-                content=child.text or "(the agent finished without an answer)",
+                content=child.text or texts.SUB_AGENT_SILENT,
             )
         )
 
     # -- audit ----------------------------------------------------------------
 
-    async def _audit(
+    async def audit(
         self,
         top: RunSnapshot,
         call: PendingCall,
@@ -469,15 +459,15 @@ def _finish_reason(stop: str) -> FinishReason:
     return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
 
 
-def _error(call: ToolCallPart, text: str) -> _Outcome:
-    return _Outcome(
+def error_outcome(call: ToolCallPart, text: str) -> Outcome:
+    return Outcome(
         result=ToolResultPart(
             tool_call_id=call.tool_call_id, tool_name=call.tool_name, content=text, is_error=True
         )
     )
 
 
-def _error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
+def error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
     return ToolErrorChunk(
         run_id=snap.run_id,
         agent_path=tuple(snap.agent_path),

@@ -1,0 +1,312 @@
+"""Deciding a paused run: claiming a waiting call, carrying the decision out.
+
+A decision takes the top run's store lock, so exactly one decision wins per
+waiting call across every process. The work it unlocks (the tool) runs outside
+the lock; its outcome is then recorded in locked passes that bring every run
+above it up to date. A run whose batch is complete is set running under the
+lock, so exactly one process continues it. Every lock and their order:
+``bot/CONCURRENCY.md``.
+
+Why a supervisor's run keeps a copy of each waiting call of its sub-agents
+(any depth) in its own ``pending``: the store's indexes (a thread's waiting
+runs, the earliest expiry) are computed from root snapshots alone, in one
+write, and a decision names the top run; with the calls only in the owners'
+runs, each index update and each lookup would need the whole tree. The run
+that owns the tool holds the call itself; every copy is derived from it by
+``_sync`` (which keeps only the top's ``announced`` flag), under the run lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from . import texts
+from ._turns import Outcome, Turns, error_chunk, error_outcome, lock_name
+from .chunks import Chunk
+from .errors import (
+    AlreadyDecidedError,
+    ApprovalExpiredError,
+    ResumeDataInvalidError,
+    RunChangedError,
+    RunNotFoundError,
+    RunNotPausedError,
+    ToolCallNotPendingError,
+    validation_messages,
+)
+from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
+from .stores.base import StoreConflict
+from .tools import Tool
+
+
+class Decider:
+    """Claims decisions on waiting calls and carries them out, over one ``Turns``."""
+
+    def __init__(self, turns: Turns) -> None:
+        self._turns = turns
+
+    async def claim(
+        self,
+        run_id: str,
+        tool_call_id: str | None,
+        decision: Decision,
+        resume_data: Any = None,
+    ) -> tuple[list[RunSnapshot], PendingCall, Any]:
+        """Atomically claim a waiting call for a decision.
+
+        Returns the chain of snapshots from the top run to the run owning the
+        call, the call and the validated resume data. Raises a typed error,
+        changing nothing, when the decision cannot be taken.
+        """
+        async with self._turns.store.lock(lock_name(run_id)):
+            top = await self._turns.store.load_run(run_id)
+            if top is None:
+                raise RunNotFoundError(run_id, tool_call_id)
+            if not top.is_root:
+                raise ToolCallNotPendingError(
+                    run_id, tool_call_id or "", "belongs to a sub-agent; use the top run id"
+                )
+            entry = self._select(top, tool_call_id, decision)
+            chain = await self.chain(top, entry.tool_call_id)
+            value = resume_data
+            if decision.action == "resume":
+                value = self.validate_resume(chain[-1], entry, resume_data)
+            for snap in chain:
+                call = snap.find_pending(entry.tool_call_id)
+                assert call is not None
+                call.state, call.decision = "executing", decision
+            top.decisions[entry.tool_call_id] = decision
+            # Audited before anything is saved: if the log cannot be written, the
+            # claim has not happened either.
+            event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
+                decision.action, "expired"
+            )
+            await self._turns.audit(top, entry, event, decision)
+            # The top last: until it is saved, the claim has not happened.
+            try:
+                for snap in reversed(chain):
+                    await self._turns.save(snap)
+            except StoreConflict as exc:
+                # Someone wrote the run without its lock (a lease that ran out):
+                # this claim lost, and says so instead of a storage error.
+                raise RunChangedError(run_id, entry.tool_call_id) from exc
+        return chain, entry, value
+
+    def _select(
+        self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
+    ) -> PendingCall:
+        """The waiting call a decision is about, or the typed error saying why not."""
+        entry = top.find_pending(tool_call_id) if tool_call_id else None
+        if entry is None and tool_call_id in top.decisions:
+            raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
+        if top.status != "paused":
+            raise RunNotPausedError(top.run_id, top.status, tool_call_id)
+        if tool_call_id is None:
+            waiting = [p for p in top.pending if p.state == "pending"]
+            if not waiting:
+                raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
+            entry = max(waiting, key=lambda p: p.created_at)
+        if entry is None:
+            raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
+        if entry.decision is not None:
+            raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
+        wants = "suspension" if decision.action == "resume" else "approval"
+        if decision.action != "expire" and entry.kind != wants:
+            detail = (
+                "waits for resume data, not for approval"
+                if entry.kind == "suspension"
+                else "waits for approval, not for resume data"
+            )
+            raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
+        if decision.action != "expire" and entry.expires_at <= utcnow():
+            raise ApprovalExpiredError(top.run_id, entry.tool_call_id)
+        return entry
+
+    async def chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
+        """The runs from the top down to the one that owns a waiting call."""
+        chain = [top]
+        link = top.find_pending(tool_call_id)
+        while link is not None and link.child_run_id:
+            chain.append(await self._turns.load(link.child_run_id))
+            link = chain[-1].find_pending(tool_call_id)
+        return chain
+
+    def validate_resume(self, owner: RunSnapshot, entry: PendingCall, data: Any) -> Any:
+        """The validated answer; it must also leave the call's arguments valid."""
+        tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
+        if tool is None:
+            return data
+        owned = owner.find_pending(entry.tool_call_id) or entry
+        try:
+            answer = tool.validate_resume(data)
+            tool.answered_args(owned.args, answer)
+        except ValidationError as exc:
+            raise ResumeDataInvalidError(
+                owner.root_run_id, entry.tool_call_id, validation_messages(exc)
+            ) from exc
+        return answer
+
+    async def carry_out(
+        self,
+        chain: list[RunSnapshot],
+        entry: PendingCall,
+        decision: Decision,
+        resume_data: Any,
+    ) -> AsyncIterator[Chunk]:
+        leaf = chain[-1]
+        outcomes: dict[str, Outcome] = {}
+        call = next(c for c in leaf.batch if c.tool_call_id == entry.tool_call_id)
+        owned = leaf.find_pending(entry.tool_call_id)
+        assert owned is not None
+        agent = self._turns.agent_at(leaf.agent_path)
+        tool = agent.tool(call.tool_name)
+        assert tool is not None
+        if decision.action in ("decline", "expire"):
+            text = texts.EXPIRED if decision.action == "expire" else texts.DECLINED
+            if decision.action == "decline" and decision.reason:
+                text += texts.DECLINED_REASON.format(reason=decision.reason)
+            outcomes[call.tool_call_id] = error_outcome(call, text)
+            yield error_chunk(leaf, call, text)
+        elif decision.action == "approve":
+            # Exactly the approved arguments run, and nothing else: no resume data.
+            args = _approved_args(tool, owned)
+            if isinstance(args, str):
+                outcomes[call.tool_call_id] = error_outcome(call, args)
+                yield error_chunk(leaf, call, args)
+            else:
+                async for chunk in self._turns.execute(
+                    agent, leaf, call, tool, args, outcomes, approved=True
+                ):
+                    yield chunk
+        else:
+            # The answer fills the arguments it names (validated when it was claimed).
+            args = tool.answered_args(owned.args, resume_data)
+            # An approval holds for the arguments it was given; changed ones are
+            # gated again, as a new call would be.
+            approved = owned.approved and tool.dump_args(args) == owned.args
+            gated = None
+            if not approved:
+                gated = await self._turns.gate(leaf, tool, call, args, resume_data=resume_data)
+            if gated is not None:
+                outcomes[call.tool_call_id] = gated
+                if gated.result is not None:
+                    yield error_chunk(leaf, call, gated.result.content)
+            else:
+                async for chunk in self._turns.execute(
+                    agent,
+                    leaf,
+                    call,
+                    tool,
+                    args,
+                    outcomes,
+                    approved=approved,
+                    resume_data=resume_data,
+                ):
+                    yield chunk
+        ids = [snap.run_id for snap in chain]
+        async for chunk in self._settle(ids, call.tool_call_id, outcomes[call.tool_call_id]):
+            yield chunk
+
+    async def _settle(
+        self, chain_ids: list[str], tool_call_id: str, outcome: Outcome
+    ) -> AsyncIterator[Chunk]:
+        """Record a call's outcome where it belongs, then continue what it completed.
+
+        Each locked pass brings every run above the changed one up to date; a
+        run whose batch is complete is set running (by this process only) and
+        driven outside the lock, after which the next pass carries its answer
+        up. Runs in between never continue: while a child is paused or running,
+        its parent lacks that child's result.
+        """
+        low = len(chain_ids) - 1
+        record: Outcome | None = outcome
+        while low >= 0:
+            async with self._turns.store.lock(lock_name(chain_ids[0])):
+                snaps = [await self._turns.load(run_id) for run_id in chain_ids[: low + 1]]
+                changed = {snaps[-1].run_id} if record is not None else set()
+                if record is not None:
+                    _record(snaps[-1], tool_call_id, record)
+                    record = None
+                for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
+                    if self._sync(parent, child):
+                        changed.add(parent.run_id)
+                target = next((s for s in reversed(snaps) if _batch_complete(s)), None)
+                if target is not None:
+                    target.status = "running"
+                    changed.add(target.run_id)
+                    # The runs above now wait on a busy child: say so all the way up.
+                    for parent, child in zip(
+                        reversed(snaps[:-1]), reversed(snaps[1:]), strict=True
+                    ):
+                        if self._sync(parent, child):
+                            changed.add(parent.run_id)
+                # Only what changed is written: a run another process is driving
+                # must keep its revision.
+                for snap in reversed(snaps):
+                    if snap.run_id in changed:
+                        await self._turns.save(snap)
+            if target is None:
+                return
+            async for chunk in self._turns.drive(target):
+                yield chunk
+            low = chain_ids.index(target.run_id)
+            if low == 0:
+                return
+
+    def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
+        """Make a parent's view of a child run current: its waiting calls or its answer.
+
+        A call the parent already shows keeps whether it was announced. Returns
+        whether the parent changed.
+        """
+        was = (list(parent.pending), dict(parent.results), list(parent.busy_children))
+        shown = {(p.tool_call_id, p.created_at): p for p in parent.pending}
+        others = [p for p in parent.pending if p.child_run_id != child.run_id]
+        seen = self._turns.child_outcome(child, child.parent_call_id or "")
+        surfaced = []
+        for call in seen.pending or []:
+            before = shown.get((call.tool_call_id, call.created_at))
+            kept = {"announced": before.announced} if before else {}
+            surfaced.append(call.model_copy(update=kept))
+        parent.pending = others + surfaced
+        if seen.result is not None and child.parent_call_id is not None:
+            parent.results[child.parent_call_id] = seen.result
+        # A child someone is driving (or that waits on its own) keeps the parent in
+        # flight, so a crash there is found even while siblings still wait.
+        busy = child.status == "running" or bool(child.busy_children)
+        parent.busy_children = [c for c in parent.busy_children if c != child.run_id]
+        if busy:
+            parent.busy_children.append(child.run_id)
+        return (parent.pending, parent.results, parent.busy_children) != was
+
+
+def _approved_args(tool: Tool, call: PendingCall) -> BaseModel | str:
+    """The arguments an approval was given, validated again, or why they cannot run."""
+    try:
+        args = tool.validate_args(call.args)
+    except ValidationError as exc:
+        return texts.APPROVED_ARGS_INVALID.format(
+            tool=call.tool_name, errors="; ".join(validation_messages(exc))
+        )
+    if tool.dump_args(args) != call.args:
+        return texts.APPROVED_ARGS_CHANGED.format(tool=call.tool_name)
+    return args
+
+
+def _record(snap: RunSnapshot, tool_call_id: str, outcome: Outcome) -> None:
+    """Put one call's outcome into the run that owns it."""
+    snap.pending = [p for p in snap.pending if p.tool_call_id != tool_call_id]
+    if outcome.result is not None:
+        snap.results[tool_call_id] = outcome.result
+    snap.pending.extend(outcome.pending or [])
+
+
+def _batch_complete(snap: RunSnapshot) -> bool:
+    """A paused run whose every call of the current batch has its result."""
+    return (
+        snap.status == "paused"
+        and not snap.pending
+        and all(c.tool_call_id in snap.results for c in snap.batch)
+    )

@@ -1,0 +1,117 @@
+"""Crash recovery: runs a crash left in flight, each settled exactly once.
+
+A run counts as crashed when it (and every sub-agent run it waits on) has not
+changed for a while. Under the run's lock, a single decided call whose owner
+still waits on it is carried out again when that is safe (a decline, an
+expiry, an idempotent tool); anything else marks the run interrupted, so no
+side effect happens twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from . import texts
+from ._decide import Decider
+from ._turns import Turns, lock_name
+from .chunks import Chunk
+from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recovery:
+    """What recovering one run came to: a retry to consume, or an interruption."""
+
+    run: RunSnapshot
+    call: PendingCall | None
+    retry: AsyncIterator[Chunk] | None
+    dropped: list[PendingCall]
+
+
+class Recoverer:
+    """Finds and settles crashed runs, over one ``Turns`` and its ``Decider``."""
+
+    def __init__(self, turns: Turns, decider: Decider) -> None:
+        self._turns = turns
+        self._decider = decider
+
+    async def recover(self, run_id: str, stale_before: datetime) -> Recovery | None:
+        """Deal with a run a crash left in flight, if it has been quiet since ``stale_before``.
+
+        A single decided call whose owner still waits on it is carried out
+        again when that is safe (a decline, an expiry, or an idempotent tool);
+        anything else marks the run interrupted, so no side effect happens
+        twice. Returns ``None`` when there is nothing to do.
+        """
+        async with self._turns.store.lock(lock_name(run_id)):
+            top = await self._turns.store.load_run(run_id)
+            if top is None or not top.is_root or not top.in_flight:
+                return None
+            executing = [p for p in top.pending if p.state == "executing"]
+            decided = [p.decision.decided_at for p in executing if p.decision]
+            progress = await self._busy_progress(top)
+            if max([top.updated_at, *decided, *progress]) > stale_before:
+                return None
+            call = executing[0] if executing else None
+            retry = await self._plan_retry(top, executing)
+            if retry is not None:
+                chain, decision, value = retry
+                for snap in reversed(chain):
+                    await self._turns.save(snap)
+                assert call is not None
+                body = self._decider.carry_out(chain, call, decision, value)
+                return Recovery(run=top, call=call, retry=body, dropped=[])
+            top.status, top.finish_reason = "interrupted", "interrupted"
+            top.error = (
+                texts.INTERRUPTED_TOOL.format(tool=call.tool_name)
+                if call
+                else texts.INTERRUPTED_RUN
+            )
+            # Every call still shown goes with the run: each is audited and returned,
+            # so the caller can tell people it can no longer be decided.
+            dropped, top.pending, top.busy_children = top.pending, [], []
+            await self._turns.save(top)
+        for entry in dropped:
+            await self._turns.audit(top, entry, "interrupted")
+        log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
+        return Recovery(run=top, call=call, retry=None, dropped=dropped)
+
+    async def _busy_progress(self, snap: RunSnapshot) -> list[datetime]:
+        """When each sub-agent run this one waits on (at any depth) last saved progress."""
+        times: list[datetime] = []
+        for child_id in snap.busy_children:
+            child = await self._turns.store.load_run(child_id)
+            if child is not None:
+                times.append(child.updated_at)
+                times.extend(await self._busy_progress(child))
+        return times
+
+    async def _plan_retry(
+        self, top: RunSnapshot, executing: list[PendingCall]
+    ) -> tuple[list[RunSnapshot], Decision, Any] | None:
+        """The chain and fresh decision for a safe retry of the one decided call, if any."""
+        if top.status != "paused" or len(executing) != 1 or top.busy_children:
+            return None
+        entry = executing[0]
+        decision = entry.decision
+        if decision is None or not (decision.action in ("decline", "expire") or entry.idempotent):
+            return None
+        chain = await self._decider.chain(top, entry.tool_call_id)
+        owner = chain[-1].find_pending(entry.tool_call_id)
+        if owner is None or owner.child_run_id is not None:
+            return None  # the outcome was recorded below; what came after is unknown
+        value = decision.data
+        if decision.action == "resume":
+            value = self._decider.validate_resume(chain[-1], entry, decision.data)
+        fresh = decision.model_copy(update={"decided_at": utcnow()})
+        for snap in chain:
+            call = snap.find_pending(entry.tool_call_id)
+            assert call is not None
+            call.decision = fresh
+        return chain, fresh, value

@@ -1,0 +1,44 @@
+"""Every text of the runtime that a person or a model reads, in one place.
+
+Tool results go to the model, which tells the person; run errors reach the
+chat as they are. Placeholders are ``str.format`` fields.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- tool results the model sees ----------------------------------------------
+
+UNKNOWN_TOOL: Final = "Unknown tool {tool!r}."
+INVALID_ARGUMENTS: Final = "Invalid arguments: {errors}"
+TOOL_FAILED: Final = "Tool {tool} failed: {error}"
+TOOL_REFUSED: Final = "Tool {tool} was not run: {reason}"
+DECLINED: Final = "Tool call was not approved by the user"
+"""The reference's wording; a reason, when given, follows as ". Reason: ..."."""
+DECLINED_REASON: Final = ". Reason: {reason}"
+EXPIRED: Final = "The approval request expired before anyone decided; the tool did not run."
+APPROVED_ARGS_INVALID: Final = (
+    "The approved arguments of {tool} are no longer valid ({errors}); it did not run. "
+    "Please ask again."
+)
+APPROVED_ARGS_CHANGED: Final = (
+    "{tool} would not run with exactly the arguments that were approved, so it did not run. "
+    "Please ask again."
+)
+SUB_AGENT_FAILED: Final = "The {agent} agent failed: {error}"
+SUB_AGENT_SILENT: Final = "(the agent finished without an answer)"
+DELEGATE: Final = "Delegate a task to the {key} agent."
+"""The description of an ``agent-<key>`` tool whose sub-agent has none."""
+
+# -- run errors people read ----------------------------------------------------
+
+RUN_CRASHED: Final = "Something went wrong while working on this; the details are in the bot's log."
+INTERRUPTED_TOOL: Final = (
+    "The bot stopped while {tool} was running, so it may or may not have finished. "
+    "It was not run again; please check its effect and ask again."
+)
+INTERRUPTED_RUN: Final = (
+    "The bot stopped while working on this, so some steps may or may not have happened. "
+    "Nothing was run again; please check and ask again."
+)
