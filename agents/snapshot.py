@@ -7,6 +7,7 @@ announced, so whoever sees the announcement can act on it from anywhere.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
@@ -149,6 +150,36 @@ class RunSnapshot(BaseModel):
         """The earliest expiry among calls still waiting for a person."""
         waiting = [p.expires_at for p in self.pending if p.state == "pending"]
         return min(waiting) if waiting else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunIndex:
+    """What the stores index a run by, computed once from its snapshot (``run_index``).
+
+    Stores persist these fields and never decide them: a store's query for the
+    runs a thread waits on, the expiry sweep's and crash recovery's all read them.
+    """
+
+    thread_id: str | None
+    waiting: bool
+    """A top-level run paused for a person: listed under its thread."""
+    expires_at: datetime | None
+    """When the first of a waiting run's calls expires (``None`` unless waiting)."""
+    in_flight: bool
+    """A top-level run with work under way, which a crash would leave to recover."""
+    created_at: datetime
+
+
+def run_index(snap: RunSnapshot) -> RunIndex:
+    """How the stores index ``snap``."""
+    waiting = snap.is_root and snap.status == "paused"
+    return RunIndex(
+        thread_id=snap.thread_id,
+        waiting=waiting,
+        expires_at=snap.next_expiry() if waiting else None,
+        in_flight=snap.is_root and snap.in_flight,
+        created_at=snap.created_at,
+    )
 
 
 class AuditEntry(BaseModel):

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from ..messages import Message
-from ..snapshot import AuditEntry, RunSnapshot, utcnow
+from ..snapshot import AuditEntry, RunIndex, RunSnapshot, run_index, utcnow
 from .base import LockTimeout, StoreConflict
 
 
@@ -52,24 +52,23 @@ class MemoryStore:
         finally:
             lock.release()
 
-    def _root_runs(self) -> list[RunSnapshot]:
-        return sorted((r for r in self._runs.values() if r.is_root), key=lambda r: r.created_at)
+    def _indexed(self) -> list[tuple[str, RunIndex]]:
+        indexed = [(run_id, run_index(run)) for run_id, run in self._runs.items()]
+        return sorted(indexed, key=lambda item: item[1].created_at)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
-        return [
-            r.run_id for r in self._root_runs() if r.thread_id == thread_id and r.status == "paused"
-        ]
+        return [i for i, ix in self._indexed() if ix.waiting and ix.thread_id == thread_id]
 
     async def runs_expiring(self, before: datetime) -> list[str]:
-        out = []
-        for run in self._root_runs():
-            expiry = run.next_expiry() if run.status == "paused" else None
-            if expiry is not None and expiry < before:
-                out.append(run.run_id)
-        return out
+        due = [
+            (ix.expires_at, i)
+            for i, ix in self._indexed()
+            if ix.expires_at and ix.expires_at < before
+        ]
+        return [i for _, i in sorted(due, key=lambda item: item[0])]
 
     async def runs_in_flight(self) -> list[str]:
-        return [r.run_id for r in self._root_runs() if r.in_flight]
+        return [i for i, ix in self._indexed() if ix.in_flight]
 
     async def load_history(self, thread_id: str) -> list[Message]:
         return list(self._history.get(thread_id, []))

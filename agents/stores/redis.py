@@ -20,7 +20,15 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ..messages import Message
-from ..snapshot import AUDIT_ADAPTER, AuditEntry, RunSnapshot, dump_snapshot, load_snapshot, utcnow
+from ..snapshot import (
+    AUDIT_ADAPTER,
+    AuditEntry,
+    RunSnapshot,
+    dump_snapshot,
+    load_snapshot,
+    run_index,
+    utcnow,
+)
 from . import redis_keys as k
 from ._lease import hold_lease
 from .base import StoreConflict
@@ -123,9 +131,8 @@ class RedisStore:
             deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
         )
         run_id = saved.run_id
-        waiting = saved.is_root and saved.status == "paused"
-        expiry = saved.next_expiry() if waiting else None
-        in_flight = saved.is_root and saved.in_flight
+        index = run_index(saved)
+        waiting, expiry, in_flight = index.waiting, index.expires_at, index.in_flight
         keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.in_flight()]
         if saved.thread_id is not None:
             keys.append(self.keys.paused(saved.thread_id))

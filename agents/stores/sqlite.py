@@ -15,15 +15,30 @@ from typing import Any
 import aiosqlite
 
 from ..messages import Message
-from ..snapshot import AUDIT_ADAPTER, AuditEntry, RunSnapshot, dump_snapshot, load_snapshot, utcnow
+from ..snapshot import (
+    AUDIT_ADAPTER,
+    AuditEntry,
+    RunSnapshot,
+    dump_snapshot,
+    load_snapshot,
+    run_index,
+    utcnow,
+)
 from ._lease import hold_lease
 from .base import StoreConflict
 from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``runs.waiting`` and index columns written from ``run_index`` alone."""
 
+# Partial indexes: only the runs a person or the recovery sweep cares about.
+_RUN_INDEXES = (
+    "CREATE INDEX runs_waiting_by_thread ON runs (thread_id, created_at) WHERE waiting = 1",
+    "CREATE INDEX runs_waiting_by_expiry ON runs (next_expiry) WHERE waiting = 1",
+    "CREATE INDEX runs_in_flight ON runs (created_at) WHERE in_flight = 1",
+)
 _SCHEMA = (
     """CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
@@ -31,17 +46,13 @@ _SCHEMA = (
         thread_id TEXT,
         status TEXT NOT NULL,
         is_root INTEGER NOT NULL,
+        waiting INTEGER NOT NULL DEFAULT 0,
         next_expiry REAL,
         in_flight INTEGER NOT NULL,
         created_at REAL NOT NULL,
         snapshot TEXT NOT NULL
     )""",
-    # Partial indexes: only root runs a person or the recovery sweep cares about.
-    """CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at)
-        WHERE is_root = 1 AND status = 'paused'""",
-    """CREATE INDEX runs_paused_by_expiry ON runs (next_expiry)
-        WHERE is_root = 1 AND status = 'paused'""",
-    "CREATE INDEX runs_in_flight ON runs (created_at) WHERE is_root = 1 AND in_flight = 1",
+    *_RUN_INDEXES,
     """CREATE TABLE history (
         seq INTEGER PRIMARY KEY,
         thread_id TEXT NOT NULL,
@@ -64,16 +75,29 @@ _SCHEMA = (
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+# Version 1 computed "waiting" in its queries; version 2 stores what run_index says.
+_FROM_VERSION_1 = (
+    "ALTER TABLE runs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0",
+    "UPDATE runs SET waiting = (is_root = 1 AND status = 'paused')",
+    "UPDATE runs SET next_expiry = NULL WHERE waiting = 0",
+    "UPDATE runs SET in_flight = (is_root = 1 AND in_flight = 1)",
+    "DROP INDEX runs_paused_by_thread",
+    "DROP INDEX runs_paused_by_expiry",
+    "DROP INDEX runs_in_flight",
+    *_RUN_INDEXES,
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
 
 _RUN_COLUMNS = (
-    "run_id, revision, thread_id, status, is_root, next_expiry, in_flight, created_at, snapshot"
+    "run_id, revision, thread_id, status, is_root, waiting, next_expiry, in_flight, created_at,"
+    " snapshot"
 )
 _INSERT_RUN = f"""INSERT INTO runs ({_RUN_COLUMNS})
-    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :next_expiry, :in_flight,
-            :created_at, :snapshot)
+    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :waiting, :next_expiry,
+            :in_flight, :created_at, :snapshot)
     ON CONFLICT (run_id) DO NOTHING"""
 _UPDATE_RUN = """UPDATE runs SET revision = :revision, thread_id = :thread_id,
-        status = :status, is_root = :is_root, next_expiry = :next_expiry,
+        status = :status, is_root = :is_root, waiting = :waiting, next_expiry = :next_expiry,
         in_flight = :in_flight, created_at = :created_at, snapshot = :snapshot
     WHERE run_id = :run_id AND revision = :expected"""
 _TAKE_LOCK = """INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?)
@@ -138,8 +162,8 @@ class SQLiteStore:
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread waiting for a person, oldest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE is_root = 1 AND status = 'paused'
-                AND thread_id = ? ORDER BY created_at, rowid""",
+            """SELECT run_id FROM runs WHERE waiting = 1 AND thread_id = ?
+                ORDER BY created_at, rowid""",
             (thread_id,),
         )
         return [row[0] for row in rows]
@@ -147,8 +171,8 @@ class SQLiteStore:
     async def runs_expiring(self, before: datetime) -> list[str]:
         """Root paused runs with a waiting call expiring before ``before``, soonest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE is_root = 1 AND status = 'paused'
-                AND next_expiry < ? ORDER BY next_expiry, rowid""",
+            """SELECT run_id FROM runs WHERE waiting = 1 AND next_expiry < ?
+                ORDER BY next_expiry, rowid""",
             (before.timestamp(),),
         )
         return [row[0] for row in rows]
@@ -156,8 +180,7 @@ class SQLiteStore:
     async def runs_in_flight(self) -> list[str]:
         """Root runs with a claimed call whose outcome was never recorded, oldest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE is_root = 1 AND in_flight = 1
-                ORDER BY created_at, rowid""",
+            "SELECT run_id FROM runs WHERE in_flight = 1 ORDER BY created_at, rowid",
             (),
         )
         return [row[0] for row in rows]
@@ -218,17 +241,17 @@ class SQLiteStore:
     async def _migrate(self, db: aiosqlite.Connection) -> None:
         rows = list(await db.execute_fetchall("PRAGMA user_version"))
         version = int(rows[0][0])
-        if version == 0:
-            for statement in _SCHEMA:
-                await db.execute(statement)
-        elif version != SCHEMA_VERSION:
+        steps = {0: _SCHEMA, 1: _FROM_VERSION_1}.get(version, ())
+        for statement in steps:
+            await db.execute(statement)
+        if not steps and version != SCHEMA_VERSION:
             raise RuntimeError(
                 f"{self._file.path}: schema version {version}, this code knows {SCHEMA_VERSION}"
             )
 
 
 def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
-    expiry = saved.next_expiry()
+    index = run_index(saved)
     return {
         "run_id": saved.run_id,
         "revision": saved.revision,
@@ -236,8 +259,9 @@ def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
         "thread_id": saved.thread_id,
         "status": saved.status,
         "is_root": int(saved.is_root),
-        "next_expiry": expiry.timestamp() if expiry is not None else None,
-        "in_flight": int(saved.in_flight),
+        "waiting": int(index.waiting),
+        "next_expiry": index.expires_at.timestamp() if index.expires_at else None,
+        "in_flight": int(index.in_flight),
         "created_at": saved.created_at.timestamp(),
         "snapshot": dump_snapshot(saved),
     }
