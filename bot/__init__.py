@@ -8,6 +8,7 @@ from .chat_state import CardPlace, ChatState, MemoryChatState, open_chat_state
 from .core import ChatBot
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
+from .port import ChatCore
 from .server import Adapter, build_app
 from .settings import (
     DEFAULT_AGENT,
@@ -46,6 +47,7 @@ __all__ = [
     "CardPlace",
     "CardStatus",
     "ChatBot",
+    "ChatCore",
     "ChatState",
     "Click",
     "ClickResult",

@@ -107,6 +107,11 @@ class ChatBot:
         self._sweeper: asyncio.Task[None] | None = None
 
     @property
+    def busy(self) -> bool:
+        """Whether background work (runs, decisions) is still going on."""
+        return self.tasks.running > 0
+
+    @property
     def store(self) -> Store:
         """The agent's store (runs, thread history, audit)."""
         return self.agent.engine.store

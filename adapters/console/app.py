@@ -1,6 +1,6 @@
 """The terminal chat: one session is one thread, cards are answered on the next line.
 
-The console uses ``ChatBot`` exactly like a platform adapter does (``on_message``,
+The console uses the core exactly like a platform adapter does (``on_message``,
 ``on_click``, a ``Messenger``). It waits for the bot's background work after each
 line, so a script of lines piped to stdin plays out like a conversation.
 """
@@ -19,7 +19,7 @@ from typing import Literal, TextIO
 
 from bot import (
     ApprovalCard,
-    ChatBot,
+    ChatCore,
     Click,
     IncomingMessage,
     MessageRef,
@@ -92,7 +92,7 @@ class ConsoleAdapter:
 
     def __init__(
         self,
-        bot: ChatBot,
+        bot: ChatCore,
         *,
         user: str | None = None,
         lines: AsyncIterator[str] | None = None,

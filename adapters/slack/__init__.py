@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot import ChatBot
+from bot import ChatCore
 
 from .app import EVENTS_PATH, LISTENED_EVENTS, SlackAdapter
 from .messenger import SlackMessenger
@@ -25,7 +25,7 @@ def configured() -> bool:
     return load_slack_settings().enabled
 
 
-def from_env(bot: ChatBot) -> SlackAdapter | None:
+def from_env(bot: ChatCore) -> SlackAdapter | None:
     """The Slack adapter the environment configures, or ``None`` when it configures none.
 
     Raises:

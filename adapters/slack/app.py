@@ -28,7 +28,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ChatBot, Click, TaskTracker
+from bot import ChatCore, Click, TaskTracker
 
 from . import texts
 from .blocks import decline_modal
@@ -70,7 +70,7 @@ class SlackAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, bot: ChatBot, settings: SlackSettings) -> None:
+    def __init__(self, bot: ChatCore, settings: SlackSettings) -> None:
         token, secret = settings.slack_bot_token, settings.slack_signing_secret
         if not token or not secret:
             raise ValueError("Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
@@ -133,7 +133,7 @@ class SlackAdapter:
 
     async def drain(self) -> None:
         """Wait until the adapter and the core are idle (tests, benchmarks)."""
-        while self.tasks.running or self.bot.tasks.running:
+        while self.tasks.running or self.bot.busy:
             await self.tasks.drain()
             await self.bot.drain()
 

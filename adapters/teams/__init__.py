@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from bot import ChatBot
+from bot import ChatCore
 
 from .adapter import MESSAGES_PATH, TeamsAdapter, TeamsNotConfigured
 from .messenger import MissingReference, TeamsMessenger
@@ -30,7 +30,7 @@ def configured() -> bool:
     return load_teams_settings().enabled
 
 
-def from_env(bot: ChatBot) -> TeamsAdapter | None:
+def from_env(bot: ChatCore) -> TeamsAdapter | None:
     """The Teams adapter the environment configures, or ``None`` when it configures none.
 
     The adapter itself warns loudly when it runs without authentication.

@@ -8,7 +8,7 @@ from typing import Final
 from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 
-from bot import ChatBot
+from bot import ChatCore
 
 from .auth import TeamsAuth
 from .convert import PLATFORM
@@ -38,7 +38,7 @@ class TeamsAdapter:
 
     platform: Final = PLATFORM
 
-    def __init__(self, bot: ChatBot, settings: TeamsSettings) -> None:
+    def __init__(self, bot: ChatCore, settings: TeamsSettings) -> None:
         if not settings.enabled:
             raise TeamsNotConfigured(
                 "Teams is off: set MICROSOFT_APP_ID (or TEAMS_ALLOW_UNAUTHENTICATED=true "

@@ -15,7 +15,7 @@ from typing import Any
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
-from bot import ChatBot, ChatState, Click, ClickResult
+from bot import ChatCore, ChatState, Click, ClickResult
 
 from . import cards, convert, messages
 from .auth import TeamsAuth
@@ -29,7 +29,7 @@ MESSAGE_RESPONSE_TYPE = "application/vnd.microsoft.activity.message"
 class Turns:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
-    def __init__(self, bot: ChatBot, chat: ChatState, auth: TeamsAuth) -> None:
+    def __init__(self, bot: ChatCore, chat: ChatState, auth: TeamsAuth) -> None:
         self._bot = bot
         self._chat = chat
         self._auth = auth

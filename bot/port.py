@@ -1,0 +1,50 @@
+"""The adapter port: what a platform adapter calls on the core.
+
+The other direction is ``Messenger`` (``types``): what the core calls on an
+adapter. An adapter needs nothing else of the core; ``ChatBot`` is one.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .chat_state import ChatState
+from .types import Click, ClickResult, IncomingMessage, Messenger, Text, ThreadKey
+
+
+class ChatCore(Protocol):
+    """The chat core as an adapter sees it."""
+
+    @property
+    def chat(self) -> ChatState:
+        """The chat state: conversation references for platforms that need them."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """Whether background work (runs, decisions) is still going on."""
+        ...
+
+    def register(self, platform: str, messenger: Messenger) -> None:
+        """Answer threads of ``platform`` through ``messenger``."""
+        ...
+
+    async def on_message(self, message: IncomingMessage) -> None:
+        """A person wrote; returns once it is safe to ack (the work goes on behind)."""
+        ...
+
+    async def on_click(self, click: Click) -> ClickResult:
+        """A person pressed Approve or Decline; the card to show, or words for them."""
+        ...
+
+    async def check_click(self, click: Click) -> Text | None:
+        """Why a click would be refused, before asking the person for more."""
+        ...
+
+    async def follows(self, thread: ThreadKey) -> bool:
+        """Whether replies in ``thread`` are for the bot."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until no background work is running (tests, console turns)."""
+        ...
