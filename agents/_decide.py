@@ -28,7 +28,7 @@ from ._turns import Outcome, Turns, error_chunk, error_outcome, lock_name
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,
-    ApprovalExpiredError,
+    CallExpiredError,
     ResumeDataInvalidError,
     RunChangedError,
     RunNotFoundError,
@@ -121,7 +121,7 @@ class Decider:
             )
             raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
         if decision.action != "expire" and entry.expires_at <= utcnow():
-            raise ApprovalExpiredError(top.run_id, entry.tool_call_id)
+            raise CallExpiredError(top.run_id, entry.tool_call_id)
         return entry
 
     async def chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:

@@ -51,11 +51,15 @@ class AlreadyDecidedError(ToolCallNotPendingError):
         self.decision = decision
 
 
-class ApprovalExpiredError(ToolCallNotPendingError):
-    """The pending call expired before this decision arrived."""
+class CallExpiredError(ToolCallNotPendingError):
+    """The waiting call (an approval or a question) expired before this decision arrived."""
 
     def __init__(self, run_id: str, tool_call_id: str) -> None:
         super().__init__(run_id, tool_call_id, "has expired")
+
+
+ApprovalExpiredError = CallExpiredError
+"""The earlier name, from when only approvals could expire."""
 
 
 class RunChangedError(AgentError):

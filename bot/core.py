@@ -21,7 +21,7 @@ from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
-    ApprovalExpiredError,
+    CallExpiredError,
     PendingInfo,
     ResumeDataInvalidError,
     RunChangedError,
@@ -241,7 +241,7 @@ class ChatBot:
                 again = prompt(asked or questions[-1], error="; ".join(exc.errors))
                 await self.presenter.say(messenger, thread, again)
                 return None
-            except (AlreadyDecidedError, ApprovalExpiredError, ToolCallNotPendingError):
+            except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
                 # Another replica took the answer first, or the question expired meanwhile.
                 await self.presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
                 return None

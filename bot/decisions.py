@@ -17,7 +17,7 @@ from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
-    ApprovalExpiredError,
+    CallExpiredError,
     PendingInfo,
     RunChangedError,
     RunNotFoundError,
@@ -221,7 +221,7 @@ class Decisions:
                 call.run_id, call.tool_call_id, exc.decision.action, exc.decision.decided_by
             )
             return self._refuse(decided, outcome="stale")
-        except ApprovalExpiredError:
+        except CallExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
         except (ToolCallNotPendingError, RunNotPausedError, RunNotFoundError):
             return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")

@@ -8,7 +8,7 @@ import pytest
 
 from agents import (
     Agent,
-    ApprovalExpiredError,
+    CallExpiredError,
     MemoryStore,
     ToolCall,
     ToolContext,
@@ -70,7 +70,7 @@ async def test_deciding_an_expired_call_is_a_typed_error() -> None:
     store = MemoryStore()
     agent = gated_agent(Counter(), store, expires=timedelta(seconds=-1))
     output = await agent.generate("restart api")
-    with pytest.raises(ApprovalExpiredError) as info:
+    with pytest.raises(CallExpiredError) as info:
         await agent.approve_tool_call(run_id=output.run_id)
     assert info.value.tool_call_id == "r-1"
     assert (await agent.get_run(output.run_id)).pending[0].state == "pending"
