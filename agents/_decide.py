@@ -1,13 +1,13 @@
-"""Deciding a paused run: claiming a waiting call, carrying the decision out.
+"""Deciding a paused run: claiming a pending call, carrying the decision out.
 
 A decision takes the top run's store lock, so exactly one decision wins per
-waiting call across every process. The work it unlocks (the tool) runs outside
+pending call across every process. The work it unlocks (the tool) runs outside
 the lock; its outcome is then recorded in locked passes that bring every run
 above it up to date. A run whose batch is complete is set running under the
 lock, so exactly one process continues it. Every lock and their order:
 ``bot/CONCURRENCY.md``.
 
-Why a supervisor's run keeps a copy of each waiting call of its sub-agents
+Why a supervisor's run keeps a copy of each pending call of its sub-agents
 (any depth) in its own ``pending``: the store's indexes (a thread's waiting
 runs, the earliest expiry) are computed from root snapshots alone, in one
 write, and a decision names the top run; with the calls only in the owners'
@@ -42,7 +42,7 @@ from .tools import Tool
 
 
 class Decider:
-    """Claims decisions on waiting calls and carries them out, over one ``Turns``."""
+    """Claims decisions on pending calls and carries them out, over one ``Turns``."""
 
     def __init__(self, turns: Turns) -> None:
         self._turns = turns
@@ -54,7 +54,7 @@ class Decider:
         decision: Decision,
         resume_data: Any = None,
     ) -> tuple[list[RunSnapshot], PendingCall, Any]:
-        """Atomically claim a waiting call for a decision.
+        """Atomically claim a pending call for a decision.
 
         Returns the chain of snapshots from the top run to the run owning the
         call, the call and the validated resume data. Raises a typed error,
@@ -97,7 +97,7 @@ class Decider:
     def _select(
         self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
     ) -> PendingCall:
-        """The waiting call a decision is about, or the typed error saying why not."""
+        """The pending call a decision is about, or the typed error saying why not."""
         entry = top.find_pending(tool_call_id) if tool_call_id else None
         if entry is None and tool_call_id in top.decisions:
             raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
@@ -125,7 +125,7 @@ class Decider:
         return entry
 
     async def chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
-        """The runs from the top down to the one that owns a waiting call."""
+        """The runs from the top down to the one that owns a pending call."""
         chain = [top]
         link = top.find_pending(tool_call_id)
         while link is not None and link.child_run_id:
@@ -256,7 +256,7 @@ class Decider:
                 return
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
-        """Make a parent's view of a child run current: its waiting calls or its answer.
+        """Make a parent's view of a child run current: its pending calls or its answer.
 
         A call the parent already shows keeps whether it was announced. Returns
         whether the parent changed.

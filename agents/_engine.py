@@ -66,9 +66,9 @@ class Engine:
             yield chunk
 
     async def _session(self, run_id: str, body: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
-        """Run ``body``, then announce newly waiting calls (already saved) and finish.
+        """Run ``body``, then announce newly pending calls (already saved) and finish.
 
-        Each waiting call is announced once, by whichever session first sees it:
+        Each pending call is announced once, by whichever session first sees it:
         the flag is set under the run's lock, and audited there too, so the
         record does not depend on the stream being read on.
         """
@@ -126,5 +126,5 @@ class Engine:
 
 
 def _unannounced(snap: RunSnapshot) -> list[PendingCall]:
-    """Waiting calls no stream has announced yet."""
+    """Pending calls no stream has announced yet."""
     return [p for p in snap.pending if p.state == "pending" and not p.announced]

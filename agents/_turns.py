@@ -287,7 +287,7 @@ class Turns:
         *,
         approved: bool = False,
     ) -> PendingCall:
-        """A waiting call, holding the validated arguments it runs with.
+        """A pending call, holding the validated arguments it runs with.
 
         An approval is bound to exactly these arguments: they are what the
         approver is shown, and what the tool runs with once approved (see ``Engine``).
@@ -401,7 +401,7 @@ class Turns:
             )
 
     def child_outcome(self, child: RunSnapshot, via_call_id: str) -> Outcome:
-        """A child run as seen by its parent: its answer, its waiting calls, or (while
+        """A child run as seen by its parent: its answer, its pending calls, or (while
         another process drives it) neither."""
         if child.status == "running":
             return Outcome()

@@ -26,7 +26,7 @@ Input = str | Message | Sequence[str | Message]
 
 @dataclass(frozen=True, kw_only=True)
 class ExpiredCall:
-    """A waiting call the expiry sweep resolved; consume ``stream`` to finish its run."""
+    """A pending call the expiry sweep resolved; consume ``stream`` to finish its run."""
 
     pending: PendingInfo
     stream: AgentStream
@@ -125,7 +125,7 @@ class Agent:
         """Start a run (or, with auto-resume, continue a suspended one) as a stream.
 
         With ``auto_resume_suspended_tools`` and a ``thread_id`` whose newest
-        waiting call is a suspension, the message resumes that tool instead of
+        pending call is a suspension, the message resumes that tool instead of
         starting a turn (raising ``ResumeDataInvalidError`` if it does not fit
         the tool's ``resume_schema``). Approvals are never resolved by text.
         ``metadata`` is kept with the run as it is (JSON), for the caller.
@@ -175,7 +175,7 @@ class Agent:
     async def approve_tool_call(
         self, *, run_id: str, tool_call_id: str | None = None, decided_by: str | None = None
     ) -> AgentStream:
-        """Approve a waiting call (the most recent when no id is given) and continue."""
+        """Approve a pending call (the most recent when no id is given) and continue."""
         decision = Decision(action="approve", decided_by=decided_by)
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
@@ -187,7 +187,7 @@ class Agent:
         reason: str | None = None,
         decided_by: str | None = None,
     ) -> AgentStream:
-        """Decline a waiting call: the tool never runs and the model is told why."""
+        """Decline a pending call: the tool never runs and the model is told why."""
         decision = Decision(action="decline", decided_by=decided_by, reason=reason)
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
@@ -216,7 +216,7 @@ class Agent:
         """``resume_stream`` and wait for the result."""
         return await (await self.resume_stream(resume_data, **kwargs)).result()
 
-    # -- waiting calls --------------------------------------------------------
+    # -- pending calls --------------------------------------------------------
 
     async def list_suspended_runs(self, *, thread_id: str) -> list[PendingInfo]:
         """Every call waiting for a person on this thread, oldest first."""
@@ -233,7 +233,7 @@ class Agent:
         return await self.engine.load(run_id)
 
     def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
-        """Decide how long new waiting calls stay decidable, per tool name.
+        """Decide how long new pending calls stay decidable, per tool name.
 
         ``expiry(tool_name)`` wins over the tool's ``expires_in`` and the
         agents' ``approval_ttl``; ``None`` from it (or no function) keeps those.
@@ -242,7 +242,7 @@ class Agent:
         self.engine.set_expiry(expiry)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
-        """Resolve every waiting call past its expiry, each exactly once across processes.
+        """Resolve every pending call past its expiry, each exactly once across processes.
 
         The model of each affected run is told the request expired; consume each
         returned stream (in order) to let the run finish.

@@ -159,7 +159,7 @@ class AgentResult:
 
     ``text`` is the top agent's whole answer in this run, across pauses.
     When ``finish_reason == "suspended"``, ``suspend_payload`` is the most recent
-    waiting call and ``pending`` lists all of them.
+    pending call and ``pending`` lists all of them.
     """
 
     run_id: str

@@ -52,7 +52,7 @@ class AlreadyDecidedError(ToolCallNotPendingError):
 
 
 class CallExpiredError(ToolCallNotPendingError):
-    """The waiting call (an approval or a question) expired before this decision arrived."""
+    """The pending call (an approval or a question) expired before this decision arrived."""
 
     def __init__(self, run_id: str, tool_call_id: str) -> None:
         super().__init__(run_id, tool_call_id, "has expired")

@@ -148,8 +148,8 @@ class RunSnapshot(BaseModel):
 
     def next_expiry(self) -> datetime | None:
         """The earliest expiry among calls still waiting for a person."""
-        waiting = [p.expires_at for p in self.pending if p.state == "pending"]
-        return min(waiting) if waiting else None
+        due = [p.expires_at for p in self.pending if p.state == "pending"]
+        return min(due) if due else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,10 +161,10 @@ class RunIndex:
     """
 
     thread_id: str | None
-    waiting: bool
+    paused: bool
     """A top-level run paused for a person: listed under its thread."""
     expires_at: datetime | None
-    """When the first of a waiting run's calls expires (``None`` unless waiting)."""
+    """When the first of a paused run's pending calls expires (``None`` unless paused)."""
     in_flight: bool
     """A top-level run with work under way, which a crash would leave to recover."""
     created_at: datetime
@@ -172,11 +172,11 @@ class RunIndex:
 
 def run_index(snap: RunSnapshot) -> RunIndex:
     """How the stores index ``snap``."""
-    waiting = snap.is_root and snap.status == "paused"
+    paused = snap.is_root and snap.status == "paused"
     return RunIndex(
         thread_id=snap.thread_id,
-        waiting=waiting,
-        expires_at=snap.next_expiry() if waiting else None,
+        paused=paused,
+        expires_at=snap.next_expiry() if paused else None,
         in_flight=snap.is_root and snap.in_flight,
         created_at=snap.created_at,
     )

@@ -33,7 +33,7 @@ class AgentOptions:
     """Defaults for every call of an agent; most can be overridden per call.
 
     ``history_window`` bounds the messages a thread remembers; ``approval_ttl``
-    is how long a waiting call stays decidable unless its tool says otherwise.
+    is how long a pending call stays decidable unless its tool says otherwise.
     """
 
     require_tool_approval: bool = False

@@ -225,8 +225,8 @@ class ChatBot:
     ) -> AgentStream | None:
         """Resume the thread's question, point at its card, or start a new run."""
         thread = message.thread
-        waiting = await self._waiting(thread.id)
-        questions = [p for p in waiting if p.kind == "suspension"]
+        pending = await self._pending(thread.id)
+        questions = [p for p in pending if p.kind == "suspension"]
         if questions:
             try:
                 stream = await self.agent.stream(
@@ -258,8 +258,8 @@ class ChatBot:
             return stream
         if not message.addressed:
             return None
-        if waiting:
-            notice = messages.APPROVAL_PENDING.format(tool=waiting[-1].tool_name)
+        if pending:
+            notice = messages.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
             await self.presenter.say(messenger, thread, Notice(text=notice))
             return None
         self.metrics.runs_started.inc()
@@ -271,7 +271,7 @@ class ChatBot:
             metadata=run_metadata(thread),
         )
 
-    async def _waiting(self, thread_id: str) -> list[PendingInfo]:
+    async def _pending(self, thread_id: str) -> list[PendingInfo]:
         now = datetime.now(UTC)
         pending = await self.agent.list_suspended_runs(thread_id=thread_id)
         return [p for p in pending if p.expires_at > now]

@@ -1,6 +1,6 @@
 """Decisions on cards: clicks, the approval policy, quorum votes, and what follows.
 
-A click is checked against the waiting call and the policy, then decided in
+A click is checked against the pending call and the policy, then decided in
 the runtime (an atomic claim: exactly one decision wins across replicas). A
 quorum card collects votes in the chat state under the card's lock; the vote
 that reaches the quorum decides. The card is updated for everyone and the run
@@ -105,7 +105,7 @@ class Decisions:
     async def _check(
         self, click: Click
     ) -> tuple[PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
-        """The waiting call a click is about, or why it is refused (and how to count it)."""
+        """The pending call a click is about, or why it is refused (and how to count it)."""
         waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
         call = next(
             (

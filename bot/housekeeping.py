@@ -57,7 +57,7 @@ class Housekeeping:
         """Expire every call past its time; cards, notices and answers follow in the background.
 
         Returns:
-            How many waiting calls expired.
+            How many pending calls expired.
         """
         expired = await self._agent.expire_due(now)
         by_run: dict[str, list[ExpiredCall]] = defaultdict(list)

@@ -110,7 +110,7 @@ class Presenter:
                 if isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
                     # The text so far introduces the card: keep it above the card.
                     await self._flush(messenger, thread, reply)
-                    await self._show_waiting(messenger, thread, chunk.payload)
+                    await self._show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ErrorChunk):
                     if chunk.agent_path != self._top:
                         # A sub-agent's failure is its supervisor's tool result to handle.
@@ -141,7 +141,7 @@ class Presenter:
         if text:
             await self.say(messenger, thread, Reply(text=text))
 
-    async def _show_waiting(
+    async def _show_pending(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
     ) -> None:
         view: View = self.card(info) if info.kind == "approval" else prompt(info)

@@ -1,4 +1,4 @@
-"""Building the chat-neutral views from the runtime's waiting calls.
+"""Building the chat-neutral views from the runtime's pending calls.
 
 Also the run metadata the core keeps with each run: the thread it was asked in.
 """

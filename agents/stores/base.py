@@ -67,7 +67,7 @@ class Store(Protocol):
         ...
 
     async def runs_expiring(self, before: datetime) -> list[str]:
-        """Ids of root runs with a waiting call that expires before ``before``."""
+        """Ids of root runs with a pending call that expires before ``before``."""
         ...
 
     async def runs_in_flight(self) -> list[str]:

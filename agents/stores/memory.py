@@ -57,7 +57,7 @@ class MemoryStore:
         return sorted(indexed, key=lambda item: item[1].created_at)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
-        return [i for i, ix in self._indexed() if ix.waiting and ix.thread_id == thread_id]
+        return [i for i, ix in self._indexed() if ix.paused and ix.thread_id == thread_id]
 
     async def runs_expiring(self, before: datetime) -> list[str]:
         due = [

@@ -132,7 +132,7 @@ class RedisStore:
         )
         run_id = saved.run_id
         index = run_index(saved)
-        waiting, expiry, in_flight = index.waiting, index.expires_at, index.in_flight
+        paused, expiry, in_flight = index.paused, index.expires_at, index.in_flight
         keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.in_flight()]
         if saved.thread_id is not None:
             keys.append(self.keys.paused(saved.thread_id))
@@ -141,7 +141,7 @@ class RedisStore:
             dump_snapshot(saved),
             saved.thread_id or "",
             run_id,
-            "1" if waiting else "0",
+            "1" if paused else "0",
             repr(saved.created_at.timestamp()),
             repr(expiry.timestamp()) if expiry is not None else "",
             "1" if in_flight else "0",
@@ -171,7 +171,7 @@ class RedisStore:
         return _strings(await self._redis.zrange(self.keys.paused(thread_id), 0, -1))
 
     async def runs_expiring(self, before: datetime) -> list[str]:
-        """Root paused runs with a waiting call expiring before ``before``, soonest first."""
+        """Root paused runs with a pending call expiring before ``before``, soonest first."""
         upper = f"({before.timestamp()!r}"
         return _strings(await self._redis.zrangebyscore(self.keys.expiring(), "-inf", upper))
 

@@ -31,12 +31,12 @@ from .sqlite_file import SQLiteFile, changes, database_path
 __all__ = ["SQLiteStore", "database_path"]
 
 SCHEMA_VERSION = 2
-"""2: ``runs.waiting`` and index columns written from ``run_index`` alone."""
+"""2: ``runs.paused`` and the other index columns written from ``run_index`` alone."""
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
 _RUN_INDEXES = (
-    "CREATE INDEX runs_waiting_by_thread ON runs (thread_id, created_at) WHERE waiting = 1",
-    "CREATE INDEX runs_waiting_by_expiry ON runs (next_expiry) WHERE waiting = 1",
+    "CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at) WHERE paused = 1",
+    "CREATE INDEX runs_paused_by_expiry ON runs (next_expiry) WHERE paused = 1",
     "CREATE INDEX runs_in_flight ON runs (created_at) WHERE in_flight = 1",
 )
 _SCHEMA = (
@@ -46,7 +46,7 @@ _SCHEMA = (
         thread_id TEXT,
         status TEXT NOT NULL,
         is_root INTEGER NOT NULL,
-        waiting INTEGER NOT NULL DEFAULT 0,
+        paused INTEGER NOT NULL DEFAULT 0,
         next_expiry REAL,
         in_flight INTEGER NOT NULL,
         created_at REAL NOT NULL,
@@ -75,11 +75,11 @@ _SCHEMA = (
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
-# Version 1 computed "waiting" in its queries; version 2 stores what run_index says.
+# Version 1 computed "paused" in its queries; version 2 stores what run_index says.
 _FROM_VERSION_1 = (
-    "ALTER TABLE runs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0",
-    "UPDATE runs SET waiting = (is_root = 1 AND status = 'paused')",
-    "UPDATE runs SET next_expiry = NULL WHERE waiting = 0",
+    "ALTER TABLE runs ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+    "UPDATE runs SET paused = (is_root = 1 AND status = 'paused')",
+    "UPDATE runs SET next_expiry = NULL WHERE paused = 0",
     "UPDATE runs SET in_flight = (is_root = 1 AND in_flight = 1)",
     "DROP INDEX runs_paused_by_thread",
     "DROP INDEX runs_paused_by_expiry",
@@ -89,15 +89,15 @@ _FROM_VERSION_1 = (
 )
 
 _RUN_COLUMNS = (
-    "run_id, revision, thread_id, status, is_root, waiting, next_expiry, in_flight, created_at,"
+    "run_id, revision, thread_id, status, is_root, paused, next_expiry, in_flight, created_at,"
     " snapshot"
 )
 _INSERT_RUN = f"""INSERT INTO runs ({_RUN_COLUMNS})
-    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :waiting, :next_expiry,
+    VALUES (:run_id, :revision, :thread_id, :status, :is_root, :paused, :next_expiry,
             :in_flight, :created_at, :snapshot)
     ON CONFLICT (run_id) DO NOTHING"""
 _UPDATE_RUN = """UPDATE runs SET revision = :revision, thread_id = :thread_id,
-        status = :status, is_root = :is_root, waiting = :waiting, next_expiry = :next_expiry,
+        status = :status, is_root = :is_root, paused = :paused, next_expiry = :next_expiry,
         in_flight = :in_flight, created_at = :created_at, snapshot = :snapshot
     WHERE run_id = :run_id AND revision = :expected"""
 _TAKE_LOCK = """INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?)
@@ -160,18 +160,18 @@ class SQLiteStore:
         return hold_lease(name, ttl if wait is None else wait, take=take, give_back=give_back)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
-        """Root runs of the thread waiting for a person, oldest first."""
+        """Root runs of the thread paused for a person, oldest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE waiting = 1 AND thread_id = ?
+            """SELECT run_id FROM runs WHERE paused = 1 AND thread_id = ?
                 ORDER BY created_at, rowid""",
             (thread_id,),
         )
         return [row[0] for row in rows]
 
     async def runs_expiring(self, before: datetime) -> list[str]:
-        """Root paused runs with a waiting call expiring before ``before``, soonest first."""
+        """Root paused runs with a pending call expiring before ``before``, soonest first."""
         rows = await self._fetch(
-            """SELECT run_id FROM runs WHERE waiting = 1 AND next_expiry < ?
+            """SELECT run_id FROM runs WHERE paused = 1 AND next_expiry < ?
                 ORDER BY next_expiry, rowid""",
             (before.timestamp(),),
         )
@@ -259,7 +259,7 @@ def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
         "thread_id": saved.thread_id,
         "status": saved.status,
         "is_root": int(saved.is_root),
-        "waiting": int(index.waiting),
+        "paused": int(index.paused),
         "next_expiry": index.expires_at.timestamp() if index.expires_at else None,
         "in_flight": int(index.in_flight),
         "created_at": saved.created_at.timestamp(),

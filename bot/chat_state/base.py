@@ -26,7 +26,7 @@ from ..types import MessageRef, Person, ThreadKey
 
 @dataclass(frozen=True, kw_only=True)
 class CardPlace:
-    """Where a waiting call's card (or question) was posted."""
+    """Where a pending call's card (or question) was posted."""
 
     thread: ThreadKey
     ref: MessageRef
@@ -64,11 +64,11 @@ class ChatState(Protocol):
         ...
 
     async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
-        """Remember where a waiting call's card was posted."""
+        """Remember where a pending call's card was posted."""
         ...
 
     async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
-        """Where a waiting call's card was posted, or ``None`` if it never was."""
+        """Where a pending call's card was posted, or ``None`` if it never was."""
         ...
 
     async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:

@@ -18,7 +18,7 @@ SEEN = "seen"
 REFERENCE = "ref"
 # Marker per thread the bot takes part in. No TTL: a thread never stops being one.
 FOLLOW = "follow"
-# Where a waiting call's card was posted (JSON). No TTL: a few hundred bytes per
+# Where a pending call's card was posted (JSON). No TTL: a few hundred bytes per
 # call, read by the expiry sweep and by clicks however late they come.
 CARD = "card"
 # List of JSON votes on a quorum card, in voting order; changed only by the

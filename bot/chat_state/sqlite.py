@@ -29,7 +29,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS thread_refs (
         thread_id TEXT PRIMARY KEY, reference TEXT NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS followed_threads (thread_id TEXT PRIMARY KEY)",
-    # Cards and votes are a few hundred bytes per waiting call, kept as a record.
+    # Cards and votes are a few hundred bytes per pending call, kept as a record.
     """CREATE TABLE IF NOT EXISTS cards (
         run_id TEXT NOT NULL, call_id TEXT NOT NULL, place TEXT NOT NULL,
         PRIMARY KEY (run_id, call_id))""",
