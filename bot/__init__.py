@@ -13,6 +13,7 @@ from .server import Adapter, build_app
 from .settings import (
     DEFAULT_AGENT,
     ENV_CONFIG,
+    CheckedSettings,
     Settings,
     SettingsError,
     load_from_env,
@@ -49,6 +50,7 @@ __all__ = [
     "ChatBot",
     "ChatCore",
     "ChatState",
+    "CheckedSettings",
     "Click",
     "ClickResult",
     "IncomingMessage",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents.stores import store_kind
@@ -37,6 +37,27 @@ class SettingsError(Exception):
 
 ENV_CONFIG = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
 """How every settings class reads the environment: empty variables count as unset."""
+
+
+class CheckedSettings(BaseSettings):
+    """Settings from the environment whose fields must also make sense together.
+
+    Subclasses list what does not in ``problems()``; ``load_from_env`` reports
+    each as one line.
+    """
+
+    model_config = ENV_CONFIG
+
+    def problems(self) -> list[str]:
+        """Settings that only make sense together but were given alone."""
+        return []
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class Settings(BaseSettings):

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings
+from pydantic import Field
 
-from bot import ENV_CONFIG, load_from_env
+from bot import CheckedSettings, load_from_env
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
-class SlackSettings(BaseSettings):
+class SlackSettings(CheckedSettings):
     """Field ``slack_bot_token`` is env ``SLACK_BOT_TOKEN``, etc. Secrets stay out of ``repr``."""
-
-    model_config = ENV_CONFIG
 
     slack_bot_token: str | None = Field(default=None, repr=False)
     slack_signing_secret: str | None = Field(default=None, repr=False)
@@ -25,13 +22,6 @@ class SlackSettings(BaseSettings):
     # (multi-workspace) mode, which this single-token bot does not speak.
     slack_client_id: str | None = None
     slack_client_secret: str | None = Field(default=None, repr=False)
-
-    @model_validator(mode="after")
-    def _complete(self) -> SlackSettings:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
 
     def problems(self) -> list[str]:
         """Settings that only make sense together but were given alone."""

@@ -4,31 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings
+from pydantic import Field
 
-from bot import ENV_CONFIG, load_from_env
+from bot import CheckedSettings, load_from_env
 
 AppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
 
 
-class TeamsSettings(BaseSettings):
+class TeamsSettings(CheckedSettings):
     """Field ``microsoft_app_id`` is env ``MICROSOFT_APP_ID``, etc. Secrets stay out of ``repr``."""
-
-    model_config = ENV_CONFIG
 
     microsoft_app_id: str | None = None
     microsoft_app_password: str | None = Field(default=None, repr=False)
     microsoft_app_type: AppType = "MultiTenant"
     microsoft_app_tenant_id: str | None = None
     teams_allow_unauthenticated: bool = False
-
-    @model_validator(mode="after")
-    def _complete(self) -> TeamsSettings:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
 
     def problems(self) -> list[str]:
         """Settings that only make sense together but were given alone."""

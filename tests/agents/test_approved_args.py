@@ -17,6 +17,7 @@ from agents import (
     Agent,
     MemoryStore,
     ResumeDataInvalidError,
+    RunSnapshot,
     ToolCall,
     ToolCallApprovalChunk,
     ToolContext,
@@ -106,33 +107,34 @@ async def test_an_answer_that_is_not_a_valid_argument_is_refused_and_the_questio
     assert answered.suspend_payload.args["version"] == "1.5.0"
 
 
-async def test_an_approved_call_runs_with_its_card_arguments_whatever_the_model_asked() -> None:
+async def awaiting_approval(seen: Seen) -> tuple[Agent, MemoryStore, RunSnapshot]:
+    """A production deploy answered with 1.4.2, its card shown; and the paused run."""
     store = MemoryStore()
-    seen = Seen()
     agent = deploy_agent(seen, store=store)
     first = await agent.generate("deploy to production")
     await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
-    # Nothing outside the card decides what runs: not the model's own call, even
-    # if the record of it changes after the card was shown.
     snap = await store.load_run(first.run_id)
     assert snap is not None
+    return agent, store, snap
+
+
+async def test_an_approved_call_runs_with_its_card_arguments_whatever_the_model_asked() -> None:
+    seen = Seen()
+    agent, store, snap = await awaiting_approval(seen)
+    # Nothing outside the card decides what runs: not the model's own call, even
+    # if the record of it changes after the card was shown.
     snap.batch[0].args["version"] = "9.9.9"
     await store.save_run(snap)
-    await agent.approve_tool_call_generate(run_id=first.run_id)
+    await agent.approve_tool_call_generate(run_id=snap.run_id)
     assert seen.calls[-1][0] == {"environment": "production", "version": "1.4.2"}
 
 
 async def test_approved_arguments_that_no_longer_validate_do_not_run() -> None:
-    store = MemoryStore()
     seen = Seen()
-    agent = deploy_agent(seen, store=store)
-    first = await agent.generate("deploy to production")
-    await agent.resume_generate({"version": "1.4.2"}, run_id=first.run_id)
-    snap = await store.load_run(first.run_id)
-    assert snap is not None
+    agent, store, snap = await awaiting_approval(seen)
     snap.pending[0].args["version"] = "latest"
     await store.save_run(snap)
-    stream = await agent.approve_tool_call(run_id=first.run_id)
+    stream = await agent.approve_tool_call(run_id=snap.run_id)
     (error,) = [c.error async for c in stream if isinstance(c, ToolErrorChunk)]
     assert "no longer valid" in error
     assert len(seen.calls) == 1  # only the first attempt, which asked

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import sqlite3
 import sys
 from collections.abc import AsyncIterator
-from contextlib import closing
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +16,7 @@ from adapters.console.render import render
 from agents import Agent
 from bot import ApprovalCard, ChatBot, Person
 from tests.agents.helpers import Counter
+from tests.examples.conftest import deployed
 
 from .helpers import restart_agent, weather_agent
 
@@ -157,11 +156,7 @@ async def test_the_console_card_shows_the_checked_version_and_that_version_deplo
     assert "    version: 1.5.0\n" in card
     assert "not 1.4.1" not in card
     assert "Deployed worker to production: deployment id: 7; version: 1.5.0" in out
-    with closing(sqlite3.connect(tmp_path / "ops.db")) as conn:
-        deployed = conn.execute(
-            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
-        ).fetchall()
-    assert deployed == [("worker", "production", "1.5.0")]
+    assert deployed(tmp_path / "ops.db") == [("worker", "production", "1.5.0")]
     # No card for a record that is not there: the answer says why instead.
     assert out.count("[approval needed]") == 1
     assert out.rstrip().splitlines()[-1].startswith("bot> I could not delete record zzz-999")

@@ -37,3 +37,9 @@ def rows(db_path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
     with closing(sqlite3.connect(db_path)) as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute(sql, params)]
+
+
+def deployed(db_path: Path) -> list[tuple[str, str, str]]:
+    """``(service, environment, version)`` of every deployment the agents made."""
+    found = rows(db_path, "SELECT * FROM deployments WHERE tool_call_id IS NOT NULL")
+    return [(d["service"], d["environment"], d["version"]) for d in found]

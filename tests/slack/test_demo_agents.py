@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
 from agents import Store
 from agents.models.demo import DemoModel
 from examples.ops import build_agent
+from tests.examples.conftest import deployed
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack
@@ -71,13 +70,6 @@ async def test_a_declined_deletion_is_reported_with_the_reason(
     assert "keep it for the audit" in card_text(card)
     last = slack.in_thread(CHANNEL, root["ts"])[-1].text
     assert "not approved" in last.lower() or "declined" in last.lower()
-
-
-def deployed(db_path: Path) -> list[tuple[str, str, str]]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute(
-            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
-        ).fetchall()
 
 
 async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(

@@ -9,6 +9,7 @@ from pathlib import Path
 from agents import MemoryStore
 from agents.models.demo import DemoModel
 from examples.ops import build_agent
+from tests.examples.conftest import deployed
 
 from . import activities as act
 from .conftest import MakeBot
@@ -71,13 +72,6 @@ async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_r
     await teams.post(act.message(connector.url, "1.4.2", conversation=chat, user=act.BOB))
     await teams.bot.drain()
     assert "Deployed web to staging" in connector.texts(act.GROUP_CHAT)[-1]
-
-
-def deployed(db_path: Path) -> list[tuple[str, str, str]]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute(
-            "SELECT service, environment, version FROM deployments WHERE tool_call_id IS NOT NULL"
-        ).fetchall()
 
 
 async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(
