@@ -6,7 +6,7 @@ chat as they are. Placeholders are ``str.format`` fields.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 # -- tool results the model sees ----------------------------------------------
 
@@ -42,3 +42,46 @@ INTERRUPTED_RUN: Final = (
     "The bot stopped while working on this, so some steps may or may not have happened. "
     "Nothing was run again; please check and ask again."
 )
+
+# -- a model that cannot answer -------------------------------------------------
+
+MODEL_UNAVAILABLE: Final = "The model could not answer right now."
+
+ModelProblem = Literal[
+    "overloaded",
+    "rate_limited",
+    "auth",
+    "no_credentials",
+    "permission",
+    "billing",
+    "not_found",
+    "invalid_request",
+    "timeout",
+    "connection",
+    "server",
+    "malformed",
+    "too_long",
+    "no_structured_answer",
+]
+"""The kinds of failure people in a chat are told about."""
+
+MODEL_PROBLEMS: Final[dict[ModelProblem, str]] = {
+    "overloaded": "Claude is overloaded right now; please try again in a minute.",
+    "rate_limited": "The bot hit its Anthropic rate limit; please try again in a minute.",
+    "auth": "The bot's Anthropic credentials were rejected.",
+    "no_credentials": "The bot has no Anthropic credentials configured.",
+    "permission": "The bot's Anthropic account may not use this model.",
+    "billing": "The bot's Anthropic account has a billing problem.",
+    "not_found": "The bot's configured Claude model does not exist.",
+    "invalid_request": "Claude could not accept this conversation (it may be too long).",
+    "timeout": "Claude took too long to answer; please try again.",
+    "connection": "The bot could not reach Claude; please try again later.",
+    "server": "Claude had an internal error; please try again.",
+    "malformed": "Claude's answer arrived garbled; please try again.",
+    "too_long": (
+        "Claude's answer was too long and hit its length limit before it was complete; "
+        "please ask for something smaller."
+    ),
+    "no_structured_answer": "Claude did not answer in the expected form; please try again.",
+}
+"""What people in a chat see for each kind of failure (``ModelError.user_message``)."""

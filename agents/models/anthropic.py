@@ -34,6 +34,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..texts import MODEL_PROBLEMS, ModelProblem
 from ..usage import Usage
 from . import _guard
 from .base import (
@@ -53,44 +54,9 @@ DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 DEFAULT_MAX_RETRIES: Final = 4
 DEFAULT_TIMEOUT: Final = 60.0
 
-Problem = Literal[
-    "overloaded",
-    "rate_limited",
-    "auth",
-    "no_credentials",
-    "permission",
-    "billing",
-    "not_found",
-    "invalid_request",
-    "timeout",
-    "connection",
-    "server",
-    "malformed",
-    "too_long",
-    "no_structured_answer",
-]
-"""The kinds of failure people in a chat are told about."""
-
-USER_MESSAGES: Final[dict[Problem, str]] = {
-    "overloaded": "Claude is overloaded right now; please try again in a minute.",
-    "rate_limited": "The bot hit its Anthropic rate limit; please try again in a minute.",
-    "auth": "The bot's Anthropic credentials were rejected.",
-    "no_credentials": "The bot has no Anthropic credentials configured.",
-    "permission": "The bot's Anthropic account may not use this model.",
-    "billing": "The bot's Anthropic account has a billing problem.",
-    "not_found": "The bot's configured Claude model does not exist.",
-    "invalid_request": "Claude could not accept this conversation (it may be too long).",
-    "timeout": "Claude took too long to answer; please try again.",
-    "connection": "The bot could not reach Claude; please try again later.",
-    "server": "Claude had an internal error; please try again.",
-    "malformed": "Claude's answer arrived garbled; please try again.",
-    "too_long": (
-        "Claude's answer was too long and hit its length limit before it was complete; "
-        "please ask for something smaller."
-    ),
-    "no_structured_answer": "Claude did not answer in the expected form; please try again.",
-}
-"""What people in a chat see for each kind of failure (``ModelError.user_message``)."""
+Problem = ModelProblem
+USER_MESSAGES = MODEL_PROBLEMS
+"""What people in a chat see for each kind of failure (kept in ``agents.texts``)."""
 
 _PROBLEM_BY_ERROR_TYPE: Final[dict[str, Problem]] = {
     "overloaded_error": "overloaded",

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .. import texts
 from ..messages import Message, ToolCallPart
 from ..usage import Usage
 
@@ -75,7 +76,7 @@ class ModelError(Exception):
 
     def __init__(self, message: str, *, user_message: str | None = None) -> None:
         super().__init__(message)
-        self.user_message = user_message or "The model could not answer right now."
+        self.user_message = user_message or texts.MODEL_UNAVAILABLE
 
 
 @runtime_checkable
