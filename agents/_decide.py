@@ -162,22 +162,27 @@ class Decider:
         assert owned is not None
         agent = self._turns.agent_at(leaf.agent_path)
         tool = agent.tool(call.tool_name)
-        assert tool is not None
         if decision.action in ("decline", "expire"):
             text = texts.EXPIRED if decision.action == "expire" else texts.DECLINED
             if decision.action == "decline" and decision.reason:
                 text += texts.DECLINED_REASON.format(reason=decision.reason)
             outcomes[call.tool_call_id] = error_outcome(call, text)
             yield error_chunk(leaf, call, text)
+        elif tool is None:
+            # The tool went away (a redeploy) while the call waited: nothing can run.
+            text = texts.UNKNOWN_TOOL.format(tool=call.tool_name)
+            outcomes[call.tool_call_id] = error_outcome(call, text)
+            yield error_chunk(leaf, call, text)
         elif decision.action == "approve":
-            # Exactly the approved arguments run, and nothing else: no resume data.
-            args = _approved_args(tool, owned)
-            if isinstance(args, str):
-                outcomes[call.tool_call_id] = error_outcome(call, args)
-                yield error_chunk(leaf, call, args)
+            # Exactly what was approved runs: its arguments and the answer shown with them.
+            granted = _approved(tool, owned)
+            if isinstance(granted, str):
+                outcomes[call.tool_call_id] = error_outcome(call, granted)
+                yield error_chunk(leaf, call, granted)
             else:
+                args, answer = granted
                 async for chunk in self._turns.execute(
-                    agent, leaf, call, tool, args, outcomes, approved=True
+                    agent, leaf, call, tool, args, outcomes, approved=True, resume_data=answer
                 ):
                     yield chunk
         else:
@@ -185,7 +190,7 @@ class Decider:
             args = tool.answered_args(owned.args, resume_data)
             # An approval holds for the arguments it was given; changed ones are
             # gated again, as a new call would be.
-            approved = owned.approved and tool.dump_args(args) == owned.args
+            approved = owned.approved and args == tool.validate_args(owned.args)
             gated = None
             if not approved:
                 gated = await self._turns.gate(leaf, tool, call, args, resume_data=resume_data)
@@ -282,17 +287,21 @@ class Decider:
         return (parent.pending, parent.results, parent.busy_children) != was
 
 
-def _approved_args(tool: Tool, call: PendingCall) -> BaseModel | str:
-    """The arguments an approval was given, validated again, or why they cannot run."""
+def _approved(tool: Tool, call: PendingCall) -> tuple[BaseModel, Any] | str:
+    """What an approval was given (the arguments and the answer), validated again;
+    or why it cannot run."""
     try:
         args = tool.validate_args(call.args)
+        answer = tool.validate_resume(call.answer) if call.answer is not None else None
     except ValidationError as exc:
         return texts.APPROVED_ARGS_INVALID.format(
             tool=call.tool_name, errors="; ".join(validation_messages(exc))
         )
-    if tool.dump_args(args) != call.args:
+    # What was shown is a dump of validated values: validated again it must mean the
+    # same (a validator that changes its own output would run something else).
+    if tool.validate_args(tool.dump_args(args)) != args:
         return texts.APPROVED_ARGS_CHANGED.format(tool=call.tool_name)
-    return args
+    return args, answer
 
 
 def _record(snap: RunSnapshot, tool_call_id: str, outcome: Outcome) -> None:

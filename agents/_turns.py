@@ -233,7 +233,8 @@ class Turns:
                 call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
             )
         if await self._needs_approval(snap, tool, args, ctx):
-            return Outcome(pending=[self.pending(snap, tool, call, "approval", args)])
+            approval = self.pending(snap, tool, call, "approval", args, answer=resume_data)
+            return Outcome(pending=[approval])
         return None
 
     async def _needs_approval(
@@ -286,11 +287,13 @@ class Turns:
         suspend_payload: Any = None,
         *,
         approved: bool = False,
+        answer: Any = None,
     ) -> PendingCall:
         """A pending call, holding the validated arguments it runs with.
 
-        An approval is bound to exactly these arguments: they are what the
-        approver is shown, and what the tool runs with once approved (see ``Engine``).
+        An approval is bound to exactly these arguments (and ``answer``, the
+        person's answer it follows, if any): they are what the approver is shown,
+        and what the tool runs with once approved (see ``_decide``).
         """
         agent = self.agent_at(snap.agent_path)
         now = utcnow()
@@ -312,6 +315,7 @@ class Turns:
             requester=snap.resource_id,
             idempotent=tool.idempotent,
             approved=approved,
+            answer=jsonable(answer) if answer is not None else None,
         )
 
     async def execute(

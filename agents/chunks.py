@@ -35,6 +35,8 @@ class PendingInfo:
     created_at: datetime
     expires_at: datetime
     requester: str | None = None
+    answer: Any = None
+    """An approval's answer: what a person said before it, which runs with the arguments."""
 
     @classmethod
     def of(cls, run_id: str, call: PendingCall) -> PendingInfo:
@@ -51,6 +53,7 @@ class PendingInfo:
             created_at=call.created_at,
             expires_at=call.expires_at,
             requester=call.requester,
+            answer=call.answer,
         )
 
 

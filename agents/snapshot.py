@@ -61,6 +61,9 @@ class PendingCall(BaseModel):
     tool_name: str
     args: dict[str, Any]
     """The validated arguments the call runs with; an approval is bound to exactly these."""
+    answer: Any = None
+    """On an approval asked after a person's answer: that answer (validated, JSON),
+    shown with the arguments and given to the tool with them once approved."""
     kind: PendingKind
     agent_path: list[str]
     suspend_payload: Any = None

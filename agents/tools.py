@@ -39,10 +39,10 @@ class ToolContext:
 
     ``tool_call_id`` is stable across pauses, resumes and processes: use it as
     an idempotency key for side effects. ``resume_data`` is the validated data a
-    person supplied after ``suspend()`` (``None`` on the first attempt, and when
-    the call runs because it was approved: it then runs with exactly its approved
-    arguments). Fields of the answer that name arguments are already folded into
-    the arguments, so read them from there.
+    person supplied after ``suspend()`` (``None`` on the first attempt). Fields of
+    the answer that name arguments are already folded into the arguments, so read
+    them from there. A call approved after an answer runs with exactly the
+    approved arguments and that answer, both as the approver saw them.
     """
 
     run_id: str

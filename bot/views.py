@@ -36,7 +36,7 @@ def approval_card(
         run_id=info.run_id,
         tool_call_id=info.tool_call_id,
         tool_name=info.tool_name,
-        args=dict(info.args),
+        args=shown_args(info),
         agent_path=info.agent_path,
         requester=requester,
         expires_at=expires_at,
@@ -46,6 +46,15 @@ def approval_card(
         approvals=approvals,
         quorum=quorum,
     )
+
+
+def shown_args(info: PendingInfo) -> dict[str, Any]:
+    """What a card shows runs: the arguments, and the fields of an earlier answer
+    that the tool receives beside them (those naming an argument are in it)."""
+    shown = dict(info.args)
+    if isinstance(info.answer, dict):
+        shown.update({k: v for k, v in info.answer.items() if k not in shown})
+    return shown
 
 
 def prompt(info: PendingInfo, *, error: str | None = None) -> Prompt:

@@ -91,7 +91,9 @@ async def test_an_answer_fills_the_argument_it_names_and_the_card_shows_it() -> 
 
     final = await agent.approve_tool_call_generate(run_id=first.run_id, tool_call_id="d-1")
     assert "deployed 1.4.2 to production" in final.text
-    assert seen.calls[-1] == ({"environment": "production", "version": "1.4.2"}, None, True)
+    # The answer the card showed goes along, validated, exactly as shown.
+    answer = VersionReply(version="1.4.2")
+    assert seen.calls[-1] == ({"environment": "production", "version": "1.4.2"}, answer, True)
 
 
 async def test_an_answer_that_is_not_a_valid_argument_is_refused_and_the_question_stays() -> None:
@@ -253,3 +255,86 @@ async def test_a_check_that_passes_leaves_the_call_to_its_approval_rule() -> Non
     first = await agent.generate("delete record abc-123")
     assert first.suspend_payload is not None
     assert first.suspend_payload.kind == "approval"
+
+
+class Reason(BaseModel):
+    reason: str
+
+
+async def test_an_answer_that_names_no_argument_is_shown_with_them_and_runs_as_approved() -> None:
+    ran: list[tuple[str, str]] = []
+
+    def justified(args: Any, ctx: ToolContext) -> bool:
+        return ctx.resume_data is not None
+
+    @tool(require_approval=justified, resume_schema=Reason)
+    def purge(ctx: ToolContext, cache: str) -> str:
+        """Purge a cache; asks why first."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Why purge it?"})
+        ran.append((cache, ctx.resume_data.reason))
+        return f"purged {cache}"
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("purge", {"cache": "cdn"}, id="p-1")),
+        tools=[purge],
+    )
+    first = await agent.generate("purge the cdn")
+    card = await agent.resume_generate({"reason": "stale assets"}, run_id=first.run_id)
+    assert card.suspend_payload is not None
+    assert card.suspend_payload.kind == "approval"
+    assert (card.suspend_payload.args, card.suspend_payload.answer) == (
+        {"cache": "cdn"},
+        {"reason": "stale assets"},
+    )
+    assert ran == []
+    await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert ran == [("cdn", "stale assets")]  # once, with the answer the approver saw
+
+
+async def test_set_arguments_run_as_approved_whatever_order_they_come_back_in() -> None:
+    ran: list[set[str]] = []
+
+    @tool(require_approval=True)
+    def tag(labels: set[str]) -> str:
+        """Tag with labels."""
+        ran.append(labels)
+        return "tagged"
+
+    store = MemoryStore()
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("tag", {"labels": ["b", "a", "c"]}, id="t-1")),
+        tools=[tag],
+        store=store,
+    )
+    paused = await agent.generate("tag it")
+    snap = await store.load_run(paused.run_id)
+    assert snap is not None
+    snap.pending[0].args["labels"].reverse()  # as another process may have dumped them
+    await store.save_run(snap)
+    await agent.approve_tool_call_generate(run_id=paused.run_id)
+    assert ran == [{"a", "b", "c"}]
+
+
+async def test_a_call_whose_tool_went_away_can_still_be_declined_or_approved() -> None:
+    store = MemoryStore()
+
+    @tool(require_approval=True)
+    def wipe(disk: str) -> str:
+        """Wipe a disk."""
+        return "wiped"
+
+    def build(tools: list[Any]) -> Agent:
+        model = call_then_answer(ToolCall("wipe", {"disk": "sdb"}, id="w-1"))
+        return Agent(id="ops", model=model, tools=tools, store=store)
+
+    declined = await build([wipe]).generate("wipe sdb")
+    approved = await build([wipe]).generate("wipe sdb")
+    redeployed = build([])  # the tool is gone
+    final = await redeployed.decline_tool_call_generate(run_id=declined.run_id, reason="no")
+    assert final.finish_reason == "stop"
+    assert "not approved" in final.text
+    final = await redeployed.approve_tool_call_generate(run_id=approved.run_id)
+    assert "Unknown tool 'wipe'" in final.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from agents import PendingInfo
 from bot.tasks import KeyedLocks, TaskTracker
-from bot.views import ReplyBuffer, question_text
+from bot.views import ReplyBuffer, approval_card, question_text
 
 
 async def test_drain_waits_for_work_spawned_by_work() -> None:
@@ -117,3 +118,14 @@ def test_model_steps_are_separated_in_the_reply() -> None:
     reply.add("It is up.")
     assert reply.take() == "Let me check.\n\nIt is up."
     assert reply.take() == ""
+
+
+def test_a_card_shows_the_answer_that_runs_with_its_arguments() -> None:
+    info = replace(
+        waiting(None),
+        kind="approval",
+        args={"environment": "production", "version": "1.5.0"},
+        answer={"version": "1.5.0", "reason": "hotfix"},
+    )
+    card = approval_card(info, expires_at=info.expires_at)
+    assert card.args == {"environment": "production", "version": "1.5.0", "reason": "hotfix"}
