@@ -4,7 +4,7 @@ Adapters import from here; ``bot`` itself imports only the public API of
 ``agents`` (and, in ``bot/__main__.py`` alone, the adapters it wires in).
 """
 
-from .chat_state import CardPlace, ChatState, MemoryChatState, open_chat_state
+from .chat_state import CardPlace, ChatState, MemoryChatState, ask_id, ask_of, open_chat_state
 from .core import ChatBot
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
@@ -69,6 +69,8 @@ __all__ = [
     "Text",
     "ThreadKey",
     "View",
+    "ask_id",
+    "ask_of",
     "build_app",
     "load_from_env",
     "load_settings",

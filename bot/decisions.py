@@ -17,7 +17,9 @@ from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
+    AuditEntry,
     CallExpiredError,
+    Decision,
     PendingInfo,
     RunChangedError,
     RunNotFoundError,
@@ -27,7 +29,7 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState
+from .chat_state import ChatState, ask_of
 from .metrics import DecisionOutcome, Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
@@ -43,7 +45,7 @@ from .types import (
     ThreadKey,
     naming,
 )
-from .votes import audit_vote
+from .votes import VOTED, audit_vote
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,7 @@ class Decisions:
         # Votes and declines on a quorum card are serialized by a store lock, across
         # replicas: a vote's count and card update finish before the next click on
         # the card is looked at, so the last card shown is the latest state.
-        async with self._chat.card_lock(call.run_id, call.tool_call_id):
+        async with self._chat.card_lock(call.run_id, ask_of(call)):
             # Look again under the lock: the vote that reached the quorum, or a
             # decline, may have decided the call since.
             call, refusal = await self._check(click)
@@ -152,7 +154,7 @@ class Decisions:
 
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
-        votes = await self._chat.votes(call.run_id, call.tool_call_id)
+        votes = await self._chat.votes(call.run_id, ask_of(call))
         for person in votes:
             self._presenter.remember_name(
                 person.id, person.name
@@ -174,11 +176,11 @@ class Decisions:
                 # (it expired meanwhile) leaves the list as it was. By now the call
                 # is decided, so the list is only a record: a failure is logged.
                 try:
-                    await self._chat.add_vote(call.run_id, call.tool_call_id, me)
+                    await self._chat.add_vote(call.run_id, ask_of(call), me)
                 except Exception:
                     log.exception("could not record the deciding vote on %s", call.tool_call_id)
             return result
-        await self._chat.add_vote(call.run_id, call.tool_call_id, me)
+        await self._chat.add_vote(call.run_id, ask_of(call), me)
         await audit_vote(self._store, click, call)
         self._metrics.decided("voted")
         card = self._presenter.card(call, approvals=voters)
@@ -217,9 +219,8 @@ class Decisions:
                     decided_by=decided_by,
                 )
         except AlreadyDecidedError as exc:
-            decided = await self._already(
-                call.run_id, call.tool_call_id, exc.decision.action, exc.decision.decided_by
-            )
+            decision = exc.decision
+            decided = await self._already(call.run_id, call.tool_call_id, decision)
             return self._refuse(decided, outcome="stale")
         except CallExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
@@ -259,37 +260,45 @@ class Decisions:
             return (messages.CLICK_OTHER_THREAD,)
         call = snap.find_pending(click.tool_call_id)
         if call is not None and call.decision is not None:
-            decision = call.decision
-            return await self._already(
-                click.run_id, click.tool_call_id, decision.action, decision.decided_by
-            )
+            return await self._already(click.run_id, click.tool_call_id, call.decision)
         # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
-        for entry in reversed(await self._store.list_audit(run_id=click.run_id)):
-            if entry.tool_call_id != click.tool_call_id:
-                continue
+        entries = await self._audit_of(click.run_id, click.tool_call_id)
+        for i in range(len(entries) - 1, -1, -1):
+            entry = entries[i]
             if entry.event == "expired":
                 return (messages.CLICK_EXPIRED,)
             if entry.event == "interrupted":
                 return (messages.CLICK_INTERRUPTED,)
             if entry.event in _AUDIT_ACTIONS:
-                action = _AUDIT_ACTIONS[entry.event]
-                return await self._already(click.run_id, click.tool_call_id, action, entry.actor)
+                return self._decided_by(_AUDIT_ACTIONS[entry.event], entry.actor, entries[:i])
         return (messages.CLICK_UNKNOWN,)
 
-    async def _already(
-        self, run_id: str, tool_call_id: str, action: str, decided_by: str | None
-    ) -> Text:
-        """ "Already approved by ..." for a click on a decided call."""
+    async def _already(self, run_id: str, tool_call_id: str, decision: Decision) -> Text:
+        """ "Already approved by ..." for a click on a call decided just now."""
+        entries = await self._audit_of(run_id, tool_call_id)
+        return self._decided_by(decision.action, decision.decided_by, entries)
+
+    async def _audit_of(self, run_id: str, tool_call_id: str) -> list[AuditEntry]:
+        entries = await self._store.list_audit(run_id=run_id)
+        return [e for e in entries if e.tool_call_id == tool_call_id]
+
+    def _decided_by(self, action: str, decided_by: str | None, before: list[AuditEntry]) -> Text:
+        """Who decided, named: a quorum's voters are the votes logged since the call was
+        (last) asked; anyone else decided alone."""
         if action == "expire":
             return (messages.CLICK_EXPIRED,)
         if decided_by is None:
             return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
-        # A quorum's voters are kept as people; anyone else decided alone.
-        people = await self._chat.votes(run_id, tool_call_id) if action == "approve" else []
-        if not people:
-            people = [self._presenter.who(decided_by)]
+        voters: list[str] = []
+        for entry in reversed(before):
+            if entry.event == "requested":
+                break
+            if entry.event == VOTED and entry.actor:
+                voters.insert(0, entry.actor)
+        ids = voters if action == "approve" and voters else [decided_by]
+        people = tuple(self._presenter.who(user) for user in ids)
         past = messages.PAST_TENSE.get(action, messages.DECIDED)
-        return naming(messages.CLICK_ALREADY_DECIDED, tuple(people), action=past)
+        return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
 
     async def _after_decision(
         self,

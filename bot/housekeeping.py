@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from agents import Agent, ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
 
 from . import messages
-from .chat_state import ChatState
+from .chat_state import ChatState, ask_of
 from .metrics import Metrics
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
@@ -83,14 +83,14 @@ class Housekeeping:
                 info = item.pending
                 # Looked up under the thread's lock: a card posted just before the
                 # sweep is recorded by now.
-                place = await self._presenter.card_place(info.run_id, info.tool_call_id)
+                place = await self._presenter.card_place(info)
                 if info.kind == "approval" and place is not None:
                     ref = place.ref
                     expired = self._presenter.card(info, status="expired")
                     # A quorum card's votes update it under this lock: take it too, so
                     # a vote counted just before the expiry cannot show up after it.
                     try:
-                        async with self._chat.card_lock(info.run_id, info.tool_call_id):
+                        async with self._chat.card_lock(info.run_id, ask_of(info)):
                             await self._presenter.update(messenger, thread, ref, expired)
                     except LockTimeout:
                         await self._presenter.update(messenger, thread, ref, expired)
@@ -107,11 +107,7 @@ class Housekeeping:
 
     async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
         """Where a run was asked: its card's thread, else what the run remembers."""
-        place = (
-            await self._presenter.card_place(run_id, info.tool_call_id)
-            if info is not None
-            else None
-        )
+        place = await self._presenter.card_place(info) if info is not None else None
         thread = place.thread if place is not None else None
         if thread is None:
             try:
@@ -147,7 +143,7 @@ class Housekeeping:
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:
-                place = await self._presenter.card_place(call.run_id, call.tool_call_id)
+                place = await self._presenter.card_place(call)
                 if call.kind == "approval" and place is not None:
                     expired = self._presenter.card(call, status="expired")
                     await self._presenter.update(messenger, thread, place.ref, expired)

@@ -22,7 +22,7 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import CardPlace, ChatState
+from .chat_state import CardPlace, ChatState, ask_of
 from .following import Following
 from .metrics import Metrics
 from .policy import ApprovalPolicy
@@ -151,7 +151,7 @@ class Presenter:
         try:
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
-            await self._chat.set_card(info.run_id, info.tool_call_id, place)
+            await self._chat.set_card(info.run_id, ask_of(info), place)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
 
@@ -179,17 +179,17 @@ class Presenter:
             quorum=self._policy.quorum(info.tool_name),
         )
 
-    async def card_place(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+    async def card_place(self, call: PendingInfo) -> CardPlace | None:
         """Where a call's card was posted, if it was (a failing lookup is logged)."""
         try:
-            return await self._chat.card_of(run_id, tool_call_id)
+            return await self._chat.card_of(call.run_id, ask_of(call))
         except Exception:
-            log.exception("could not find the card of %s/%s", run_id, tool_call_id)
+            log.exception("could not find the card of %s/%s", call.run_id, call.tool_call_id)
             return None
 
     async def card_ref(self, call: PendingInfo) -> MessageRef | None:
         """The message of a call's card, if it was posted."""
-        place = await self.card_place(call.run_id, call.tool_call_id)
+        place = await self.card_place(call)
         return place.ref if place is not None else None
 
     # -- speaking ---------------------------------------------------------------

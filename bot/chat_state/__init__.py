@@ -5,10 +5,18 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, card_lock_name
+from .base import CardPlace, ChatState, ask_id, ask_of, card_lock_name
 from .memory import MemoryChatState
 
-__all__ = ["CardPlace", "ChatState", "MemoryChatState", "card_lock_name", "open_chat_state"]
+__all__ = [
+    "CardPlace",
+    "ChatState",
+    "MemoryChatState",
+    "ask_id",
+    "ask_of",
+    "card_lock_name",
+    "open_chat_state",
+]
 
 
 def open_chat_state(store: Store) -> ChatState:

@@ -15,11 +15,15 @@ every replica, with the same backends.
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
+
+from agents import PendingInfo
 
 from ..types import MessageRef, Person, ThreadKey
 
@@ -38,9 +42,31 @@ PERSON = TypeAdapter(Person)
 """JSON for ``Person`` (backends store votes as text)."""
 
 
-def card_lock_name(run_id: str, tool_call_id: str) -> str:
+def ask_id(tool_call_id: str, asked_at: datetime) -> str:
+    """One asking of a tool call, which cards, votes and card locks are kept by.
+
+    A call asked again (an answer after its approval changed its arguments) is
+    a new card with votes of its own: approvals of the old arguments do not count.
+    """
+    return f"{tool_call_id}@{asked_at.isoformat()}"
+
+
+def ask_of(call: PendingInfo) -> str:
+    """The ask of a pending call (see ``ask_id``)."""
+    return ask_id(call.tool_call_id, call.created_at)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """Stored JSON that must be an object (a conversation reference)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"stored reference is not a JSON object: {text[:80]!r}")
+    return value
+
+
+def card_lock_name(run_id: str, ask: str) -> str:
     """The store lock of one card; the runtime's own locks are named ``run:<id>``."""
-    return f"card:{run_id}:{tool_call_id}"
+    return f"card:{run_id}:{ask}"
 
 
 @runtime_checkable
@@ -63,22 +89,22 @@ class ChatState(Protocol):
         """The thread's conversation reference, or ``None``."""
         ...
 
-    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+    async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
         """Remember where a pending call's card was posted."""
         ...
 
-    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+    async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         """Where a pending call's card was posted, or ``None`` if it never was."""
         ...
 
-    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+    async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
         """Add one approval vote, atomically; a second vote by the same person is no-op.
 
         Returns every vote on the card, in voting order.
         """
         ...
 
-    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
+    async def votes(self, run_id: str, ask: str) -> list[Person]:
         """The votes on a card, in voting order (none yet: empty)."""
         ...
 
@@ -87,7 +113,7 @@ class ChatState(Protocol):
         ...
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
+        self, run_id: str, ask: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
         """Hold one card's lock across every process (votes, declines, expiry).
 

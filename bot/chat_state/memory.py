@@ -36,20 +36,20 @@ class MemoryChatState:
         ref = self._refs.get(thread_id)
         return dict(ref) if ref is not None else None
 
-    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
-        self._cards[run_id, tool_call_id] = place
+    async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
+        self._cards[run_id, ask] = place
 
-    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
-        return self._cards.get((run_id, tool_call_id))
+    async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
+        return self._cards.get((run_id, ask))
 
-    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
-        votes = self._votes.setdefault((run_id, tool_call_id), [])
+    async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
+        votes = self._votes.setdefault((run_id, ask), [])
         if all(v.id != voter.id for v in votes):
             votes.append(voter)
         return list(votes)
 
-    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
-        return list(self._votes.get((run_id, tool_call_id), []))
+    async def votes(self, run_id: str, ask: str) -> list[Person]:
+        return list(self._votes.get((run_id, ask), []))
 
     async def seen_before(self, key: str, *, ttl: float) -> bool:
         now = time.monotonic()
@@ -60,9 +60,9 @@ class MemoryChatState:
         return False
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
+        self, run_id: str, ask: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, tool_call_id), wait=wait)
+        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         return None

@@ -19,7 +19,7 @@ from agents.stores.redis import CONNECT_TIMEOUT, split_prefix
 
 from ..types import Person
 from . import redis_keys as k
-from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name
+from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name, json_object
 
 # KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
 # unless that person already voted; returns the whole list.
@@ -58,28 +58,23 @@ class RedisChatState:
 
     async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
         data = await self._redis.get(self.keys.reference(thread_id))
-        if data is None:
-            return None
-        value = json.loads(data)
-        if not isinstance(value, dict):
-            raise ValueError(f"stored reference is not a JSON object: {data[:80]!r}")
-        return value
+        return json_object(cast(str, data)) if data is not None else None
 
-    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+    async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
         text = CARD_PLACE.dump_json(place).decode()
-        await self._redis.set(self.keys.card(run_id, tool_call_id), text)
+        await self._redis.set(self.keys.card(run_id, ask), text)
 
-    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
-        data = await self._redis.get(self.keys.card(run_id, tool_call_id))
+    async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
+        data = await self._redis.get(self.keys.card(run_id, ask))
         return CARD_PLACE.validate_json(data) if data is not None else None
 
-    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
-        key = self.keys.votes(run_id, tool_call_id)
+    async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
+        key = self.keys.votes(run_id, ask)
         rows = await self._add_vote(keys=[key], args=[voter.id, PERSON.dump_json(voter).decode()])
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
 
-    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
-        rows = await self._redis.lrange(self.keys.votes(run_id, tool_call_id), 0, -1)
+    async def votes(self, run_id: str, ask: str) -> list[Person]:
+        rows = await self._redis.lrange(self.keys.votes(run_id, ask), 0, -1)
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
 
     async def seen_before(self, key: str, *, ttl: float) -> bool:
@@ -88,9 +83,9 @@ class RedisChatState:
         return not await self._redis.set(self.keys.seen(key), "1", nx=True, px=px)
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
+        self, run_id: str, ask: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, tool_call_id), wait=wait)
+        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -47,10 +47,10 @@ class ChatKeys:
         """The mark of a thread the bot follows."""
         return f"{self.prefix}:{FOLLOW}:{{{thread_id}}}"
 
-    def card(self, run_id: str, tool_call_id: str) -> str:
+    def card(self, run_id: str, ask: str) -> str:
         """Where a call's card was posted."""
-        return f"{self.prefix}:{CARD}:{{{run_id}}}:{tool_call_id}"
+        return f"{self.prefix}:{CARD}:{{{run_id}}}:{ask}"
 
-    def votes(self, run_id: str, tool_call_id: str) -> str:
+    def votes(self, run_id: str, ask: str) -> str:
         """The votes on a quorum card."""
-        return f"{self.prefix}:{VOTES}:{{{run_id}}}:{tool_call_id}"
+        return f"{self.prefix}:{VOTES}:{{{run_id}}}:{ask}"

@@ -17,7 +17,7 @@ from agents import Store
 from agents.stores.sqlite_file import SQLiteFile, changes
 
 from ..types import Person
-from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name
+from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name, json_object
 
 # Expired dedupe claims are harmless but would grow the file forever; one sweep a
 # minute per process keeps them bounded without a statement on every call.
@@ -67,38 +67,33 @@ class SQLiteChatState:
     async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
         sql = "SELECT reference FROM thread_refs WHERE thread_id = ?"
         rows = await self._file.fetch(sql, (thread_id,))
-        if not rows:
-            return None
-        value = json.loads(rows[0][0])
-        if not isinstance(value, dict):
-            raise ValueError(f"stored reference is not a JSON object: {rows[0][0][:80]!r}")
-        return value
+        return json_object(rows[0][0]) if rows else None
 
-    async def set_card(self, run_id: str, tool_call_id: str, place: CardPlace) -> None:
+    async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
         sql = """INSERT INTO cards (run_id, call_id, place) VALUES (?, ?, ?)
             ON CONFLICT (run_id, call_id) DO UPDATE SET place = excluded.place"""
         text = CARD_PLACE.dump_json(place).decode()
-        await self._file.changes(sql, (run_id, tool_call_id, text))
+        await self._file.changes(sql, (run_id, ask, text))
 
-    async def card_of(self, run_id: str, tool_call_id: str) -> CardPlace | None:
+    async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         sql = "SELECT place FROM cards WHERE run_id = ? AND call_id = ?"
-        rows = await self._file.fetch(sql, (run_id, tool_call_id))
+        rows = await self._file.fetch(sql, (run_id, ask))
         return CARD_PLACE.validate_json(rows[0][0]) if rows else None
 
-    async def add_vote(self, run_id: str, tool_call_id: str, voter: Person) -> list[Person]:
+    async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
         insert = """INSERT OR IGNORE INTO votes (run_id, call_id, user_id, voter)
             VALUES (?, ?, ?, ?)"""
-        params = (run_id, tool_call_id, voter.id, PERSON.dump_json(voter).decode())
+        params = (run_id, ask, voter.id, PERSON.dump_json(voter).decode())
 
         async def work(db: aiosqlite.Connection) -> list[Any]:
             await changes(db, insert, params)
-            return list(await db.execute_fetchall(_VOTES, (run_id, tool_call_id)))
+            return list(await db.execute_fetchall(_VOTES, (run_id, ask)))
 
         rows = await self._file.run(work, transaction=True)
         return [PERSON.validate_json(row[0]) for row in rows]
 
-    async def votes(self, run_id: str, tool_call_id: str) -> list[Person]:
-        rows = await self._file.fetch(_VOTES, (run_id, tool_call_id))
+    async def votes(self, run_id: str, ask: str) -> list[Person]:
+        rows = await self._file.fetch(_VOTES, (run_id, ask))
         return [PERSON.validate_json(row[0]) for row in rows]
 
     async def seen_before(self, key: str, *, ttl: float) -> bool:
@@ -116,9 +111,9 @@ class SQLiteChatState:
         return await self._file.run(work) == 0
 
     def card_lock(
-        self, run_id: str, tool_call_id: str, *, wait: float = 30.0
+        self, run_id: str, ask: str, *, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, tool_call_id), wait=wait)
+        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         await self._file.close()

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from agents import Agent, AgentOptions, MemoryStore, RunSnapshot, StoreConflict, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply
+from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -43,7 +43,7 @@ async def test_a_message_posts_an_approval_card_and_remembers_where() -> None:
     assert card.agent_path == ("ops",)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     assert card.expires_at == pending.expires_at
-    place = await bot.chat.card_of(pending.run_id, pending.tool_call_id)
+    place = await bot.chat.card_of(pending.run_id, ask_of(pending))
     assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(card))
     assert ran.count == 0
 

@@ -18,7 +18,7 @@ from agents import (
     ToolCall,
 )
 from agents.models.base import ModelRequest, StopReason
-from bot import ApprovalCard, CardPlace, ChatBot, Notice, Prompt, Reply
+from bot import ApprovalCard, CardPlace, ChatBot, Notice, Prompt, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -89,7 +89,7 @@ async def test_a_question_is_posted_and_the_next_reply_resumes_the_tool() -> Non
     (prompt,) = messenger.views(Prompt)
     assert (prompt.question, prompt.fields, prompt.error) == ("Which city?", ("city",), None)
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
-    place = await bot.chat.card_of(pending.run_id, pending.tool_call_id)
+    place = await bot.chat.card_of(pending.run_id, ask_of(pending))
     assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(prompt))
     await bot.on_message(message("Berlin"))
     await bot.drain()

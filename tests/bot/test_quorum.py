@@ -9,10 +9,20 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from agents import MemoryStore, Store, open_store
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person, Reply
-from tests.agents.helpers import Counter
+from agents import (
+    Agent,
+    AgentOptions,
+    MemoryStore,
+    Store,
+    ToolCall,
+    ToolContext,
+    open_store,
+    tool,
+)
+from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person, Prompt, Reply, ask_of
+from tests.agents.helpers import Counter, call_then_answer
 
 from .helpers import THREAD, RecordingMessenger, click, message, restart_agent
 
@@ -101,7 +111,8 @@ async def test_approving_twice_is_refused_privately_and_changes_nothing() -> Non
     assert (messenger.updates, await audit(bot, card)) == before
     assert shown(messenger).approvals == (Person(id="U2"),)
     assert ran.count == 0
-    assert await bot.chat.votes(card.run_id, card.tool_call_id) == [Person(id="U2")]
+    (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert await bot.chat.votes(card.run_id, ask_of(pending)) == [Person(id="U2")]
 
 
 async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
@@ -182,6 +193,7 @@ async def test_votes_follow_the_same_approver_rules() -> None:
 async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
     ran = Counter()
     bot, messenger, card = await started(ran, TWO_OF_FOUR)
+    (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     await bot.on_click(click(card, user="U2"))
 
     results = await asyncio.gather(
@@ -202,7 +214,7 @@ async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
         second,
         f"U2,{second}",
     ]
-    stored = await bot.chat.votes(card.run_id, card.tool_call_id)
+    stored = await bot.chat.votes(card.run_id, ask_of(pending))
     assert stored == [Person(id="U2"), Person(id=second)]
 
 
@@ -294,3 +306,56 @@ async def test_a_quorum_of_one_decides_on_the_first_click_as_before() -> None:
     await bot.drain()
     assert ran.count == 1
     assert "voted" not in [e for e, _ in await audit(bot, card)]
+
+
+def regional_restart(ran: list[str]) -> Agent:
+    """``restart`` (always gated) asks for a region after its approval when none is given."""
+
+    class Region(BaseModel):
+        region: str
+
+    @tool(require_approval=True, resume_schema=Region)
+    def restart_service(ctx: ToolContext, service: str, region: str = "") -> str:
+        """Restart a service in a region."""
+        if not region:
+            ctx.suspend({"message": "Which region?"})
+        ran.append(region)
+        return f"restarted {service} in {region}"
+
+    model = call_then_answer(ToolCall("restart_service", {"service": "api"}))
+    return Agent(
+        id="ops",
+        model=model,
+        tools=[restart_service],
+        default_options=AgentOptions(auto_resume_suspended_tools=True),
+    )
+
+
+async def test_votes_for_one_version_of_a_call_do_not_approve_a_changed_one() -> None:
+    ran: list[str] = []
+    bot = ChatBot(regional_restart(ran), policy=ApprovalPolicy.from_toml(TWO_OF_THREE))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart the api"))
+    await bot.drain()
+    (first,) = messenger.views(ApprovalCard)
+    await bot.on_click(click(first, user="U2"))
+    assert (await bot.on_click(click(first, user="U3"))).accepted
+    await bot.drain()
+    assert messenger.views(Prompt)[-1].question == "Which region?"
+
+    await bot.on_message(message("eu-west"))  # changes what the approval was for
+    await bot.drain()
+    second = messenger.views(ApprovalCard)[-1]
+    assert second.args == {"service": "api", "region": "eu-west"}
+    assert second.approvals == ()
+
+    one = await bot.on_click(click(second, user="U4"))
+    assert one.card is not None
+    assert (one.card.status, one.card.approvals) == ("pending", (Person(id="U4"),))
+    assert ran == []
+    done = await bot.on_click(click(second, user="U2"))
+    assert done.card is not None
+    assert done.card.status == "approved"
+    await bot.drain()
+    assert ran == ["eu-west"]
