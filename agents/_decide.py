@@ -90,7 +90,9 @@ class Decider:
                     await self._turns.save(snap)
             except StoreConflict as exc:
                 # Someone wrote the run without its lock (a lease that ran out):
-                # this claim lost, and says so instead of a storage error.
+                # this claim lost, says so in the log it was already written to,
+                # and to the caller instead of a storage error.
+                await self._turns.audit(top, entry, "superseded", decision)
                 raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
 

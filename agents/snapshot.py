@@ -25,8 +25,11 @@ FinishReason = Literal[
     "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted"
 ]
 DecisionAction = Literal["approve", "decline", "resume", "expire"]
-AuditEvent = Literal["requested", "approved", "declined", "resumed", "expired", "interrupted"]
-"""What the runtime writes to the audit log."""
+AuditEvent = Literal[
+    "requested", "approved", "declined", "resumed", "expired", "interrupted", "superseded"
+]
+"""What the runtime writes to the audit log. ``superseded``: the decision logged just
+before did not take effect (the run changed under it; see ``RunChangedError``)."""
 
 
 def utcnow() -> datetime:

@@ -263,13 +263,18 @@ class Decisions:
             return await self._already(click.run_id, click.tool_call_id, call.decision)
         # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
         entries = await self._audit_of(click.run_id, click.tool_call_id)
+        superseded = False  # the decision logged before it did not take effect
         for i in range(len(entries) - 1, -1, -1):
             entry = entries[i]
-            if entry.event == "expired":
+            if entry.event == "superseded":
+                superseded = True
+            elif entry.event == "expired":
                 return (messages.CLICK_EXPIRED,)
-            if entry.event == "interrupted":
+            elif entry.event == "interrupted":
                 return (messages.CLICK_INTERRUPTED,)
-            if entry.event in _AUDIT_ACTIONS:
+            elif entry.event in _AUDIT_ACTIONS and superseded:
+                superseded = False
+            elif entry.event in _AUDIT_ACTIONS:
                 return self._decided_by(_AUDIT_ACTIONS[entry.event], entry.actor, entries[:i])
         return (messages.CLICK_UNKNOWN,)
 

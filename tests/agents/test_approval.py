@@ -303,5 +303,7 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
     assert (info.value.run_id, info.value.tool_call_id) == (paused.run_id, "w-1")
     snap = await agent.get_run(paused.run_id)
     assert [(p.tool_call_id, p.state) for p in snap.pending] == [("w-1", "pending")]
+    events = [e.event for e in await store.list_audit(run_id=paused.run_id)]
+    assert events == ["requested", "approved", "superseded"]
     final = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w-1")
     assert "wipe ok: wiped" in final.text
