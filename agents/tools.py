@@ -178,6 +178,8 @@ class Tool:
             return None
         try:
             await _call_rule(self.check, args, ctx)
+        except ToolSuspended:
+            return "its check asked a question, which only the tool itself may do"
         except Exception as exc:
             return str(exc) or type(exc).__name__
         return None

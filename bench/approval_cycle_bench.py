@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from agents import Agent, FunctionModel, Message, ModelResponse, Store, ToolCall, open_store, tool
 from agents.models.base import ModelRequest
-from agents.stores.redis import split_prefix
+from agents.stores import split_prefix
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 

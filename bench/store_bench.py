@@ -31,8 +31,7 @@ from redis.exceptions import RedisError
 
 from agents.messages import Message, TextPart, ToolCallPart
 from agents.snapshot import Decision, PendingCall, RunSnapshot, dump_snapshot, utcnow
-from agents.stores import Store, open_store
-from agents.stores.redis import split_prefix
+from agents.stores import Store, open_store, split_prefix
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 THREAD = "slack:T0123ABCD:C0456EFGH:1700000000.000100"

@@ -268,6 +268,19 @@ def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
     return policy, model
 
 
+async def check(settings: Settings, bot: ChatBot, *, agent: str, model: str, store: str) -> None:
+    """Build the adapters too, say the configuration is fine, and stop them again."""
+    adapters = build_adapters(bot)
+    for adapter in adapters:
+        await adapter.stop()
+    platforms = ", ".join(a.platform for a in adapters) or "none"
+    policy = bot.policy.source or "(none: anyone decides)"
+    print(
+        f"approval-bot: configuration OK: agent {agent}, model {model}, "
+        f"store {_redact(store)}, policy {policy}, platforms: {platforms}"
+    )
+
+
 async def run(command: str, settings: Settings) -> None:
     """Wire store, model, agent, policy and bot, then run ``command``.
 
@@ -281,17 +294,15 @@ async def run(command: str, settings: Settings) -> None:
         agent = await load_agent(settings.bot_agent, model, store)
         bot = ChatBot(agent, policy=policy)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
-        if command == "check":
-            platforms = ", ".join(a.platform for a in build_adapters(bot)) or "none"
-            print(
-                f"approval-bot: configuration OK: agent {agent.id}, model {model.name}, "
-                f"store {_redact(store.url)}, policy {policy.source or '(none: anyone decides)'}, "
-                f"platforms: {platforms}"
-            )
-        elif command == "console":
-            await console(settings, bot)
-        else:
-            await serve(settings, bot)
+        try:
+            if command == "check":
+                await check(settings, bot, agent=agent.id, model=model.name, store=store.url)
+            elif command == "console":
+                await console(settings, bot)
+            else:
+                await serve(settings, bot)
+        finally:
+            await bot.aclose()
     finally:
         await store.close()
         closer = getattr(model, "aclose", None)

@@ -105,6 +105,7 @@ class ChatBot:
             interrupted_after=interrupted_after,
         )
         self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
 
     @property
     def busy(self) -> bool:
@@ -167,7 +168,13 @@ class ChatBot:
         await self.tasks.drain()
 
     async def aclose(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (grace period)
-        """Stop the sweeper, let background work finish for ``timeout`` s, cancel the rest."""
+        """Stop the sweeper, let background work finish for ``timeout`` s, cancel the rest.
+
+        Closing twice is harmless (the server's shutdown and the CLI both close).
+        """
+        if self._closed:
+            return
+        self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)

@@ -13,7 +13,7 @@ from .chat_state import ChatState, ask_of
 from .metrics import Metrics
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
-from .types import ThreadKey
+from .types import Messenger, ThreadKey
 from .views import thread_of
 
 log = logging.getLogger(__name__)
@@ -83,17 +83,7 @@ class Housekeeping:
                 info = item.pending
                 # Looked up under the thread's lock: a card posted just before the
                 # sweep is recorded by now.
-                place = await self._presenter.card_place(info)
-                if info.kind == "approval" and place is not None:
-                    ref = place.ref
-                    expired = self._presenter.card(info, status="expired")
-                    # A quorum card's votes update it under this lock: take it too, so
-                    # a vote counted just before the expiry cannot show up after it.
-                    try:
-                        async with self._chat.card_lock(info.run_id, ask_of(info)):
-                            await self._presenter.update(messenger, thread, ref, expired)
-                    except LockTimeout:
-                        await self._presenter.update(messenger, thread, ref, expired)
+                await self._close_card(messenger, thread, info)
                 template = (
                     messages.EXPIRED_APPROVAL
                     if info.kind == "approval"
@@ -143,13 +133,24 @@ class Housekeeping:
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:
-                place = await self._presenter.card_place(call)
-                if call.kind == "approval" and place is not None:
-                    expired = self._presenter.card(call, status="expired")
-                    await self._presenter.update(messenger, thread, place.ref, expired)
+                await self._close_card(messenger, thread, call)
             requester = item.pending.requester if item.pending else item.requester
             notice = self._presenter.notice_for(requester, item.error or messages.INTERNAL_ERROR)
             await self._presenter.say(messenger, thread, notice)
+
+    async def _close_card(self, messenger: Messenger, thread: ThreadKey, call: PendingInfo) -> None:
+        """Show a call's approval card as expired, without its buttons."""
+        place = await self._presenter.card_place(call)
+        if call.kind != "approval" or place is None:
+            return
+        expired = self._presenter.card(call, status="expired")
+        # A quorum card's votes update it under this lock: take it too, so a vote
+        # counted just before cannot show up after the card closed.
+        try:
+            async with self._chat.card_lock(call.run_id, ask_of(call)):
+                await self._presenter.update(messenger, thread, place.ref, expired)
+        except LockTimeout:
+            await self._presenter.update(messenger, thread, place.ref, expired)
 
     async def run_once(self) -> None:
         """One pass: expire what is due, then recover what a crash left."""

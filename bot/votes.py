@@ -7,14 +7,11 @@ the same ones; the core holds the card's lock while it reads and adds them.
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 from agents import AuditEntry, PendingInfo, Store
 
 from .types import Click
-
-log = logging.getLogger(__name__)
 
 VOTED: Final = "voted"
 """The audit event of one vote towards a quorum (the runtime's own events are decisions)."""

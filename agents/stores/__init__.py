@@ -2,14 +2,20 @@
 
 from .base import LockTimeout, Store, StoreConflict
 from .memory import MemoryStore
+from .redis_url import CONNECT_TIMEOUT, split_prefix
+from .sqlite_file import SQLiteFile, changes
 from .url import StoreKind, open_store, store_kind
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "LockTimeout",
     "MemoryStore",
+    "SQLiteFile",
     "Store",
     "StoreConflict",
     "StoreKind",
+    "changes",
     "open_store",
+    "split_prefix",
     "store_kind",
 ]

@@ -1,7 +1,7 @@
 """The named lease loop the SQLite and Redis stores share.
 
 A lease is taken by one atomic "take it if free or expired" statement in the
-store, polled with a growing, jittered sleep until the caller's ``ttl`` runs out,
+store, polled with a growing, jittered sleep until the caller's ``wait`` runs out,
 and given back by deleting it only if it still holds our random token.
 """
 

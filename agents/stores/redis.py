@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -32,10 +31,7 @@ from ..snapshot import (
 from . import redis_keys as k
 from ._lease import hold_lease
 from .base import StoreConflict
-
-# Seconds to wait for a TCP connection when the URL does not say: a dead server
-# fails a health check quickly instead of hanging it.
-CONNECT_TIMEOUT = 5.0
+from .redis_url import CONNECT_TIMEOUT, split_prefix
 
 # KEYS: run hash, expiring index, in-flight index[, paused index of the thread].
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
@@ -88,17 +84,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-
-def split_prefix(url: str) -> tuple[str, str]:
-    """Split ``?prefix=...`` off a Redis URL: ``(url for redis-py, key prefix)``."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    prefix = next((v for name, v in query if name == "prefix"), k.DEFAULT_PREFIX)
-    if not prefix:
-        raise ValueError(f"empty key prefix in {url!r}")
-    rest = urlencode([(name, v) for name, v in query if name != "prefix"])
-    return urlunsplit(parts._replace(query=rest)), prefix
 
 
 class RedisStore:

@@ -81,9 +81,9 @@ _FROM_VERSION_1 = (
     "UPDATE runs SET paused = (is_root = 1 AND status = 'paused')",
     "UPDATE runs SET next_expiry = NULL WHERE paused = 0",
     "UPDATE runs SET in_flight = (is_root = 1 AND in_flight = 1)",
-    "DROP INDEX runs_paused_by_thread",
-    "DROP INDEX runs_paused_by_expiry",
-    "DROP INDEX runs_in_flight",
+    "DROP INDEX IF EXISTS runs_paused_by_thread",
+    "DROP INDEX IF EXISTS runs_paused_by_expiry",
+    "DROP INDEX IF EXISTS runs_in_flight",
     *_RUN_INDEXES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )

@@ -8,9 +8,10 @@ redeliveries, and a lock per card. Backends: memory (tests, the console), the
 same SQLite file as the store, the same Redis; each passes ``tests/bot/
 test_chat_state.py``.
 
-A durable inbox for incoming messages and clicks (written before the ack,
-worked off by leased workers) belongs here too: it is chat state, shared by
-every replica, with the same backends.
+When the bot gets a durable inbox for incoming messages and clicks (written
+before the ack, worked off by leased workers), it belongs here: it is chat
+state, shared by every replica, with the same backends; ``ChatBot.on_message``
+and ``on_click`` are where it would be written.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from agents import Store
-from agents.stores.redis import CONNECT_TIMEOUT, split_prefix
+from agents.stores import CONNECT_TIMEOUT, split_prefix
 
 from ..types import Person
 from . import redis_keys as k

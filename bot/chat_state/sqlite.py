@@ -14,7 +14,7 @@ from typing import Any
 import aiosqlite
 
 from agents import Store
-from agents.stores.sqlite_file import SQLiteFile, changes
+from agents.stores import SQLiteFile, changes
 
 from ..types import Person
 from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name, json_object

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.stores import open_store
-from agents.stores.redis import RedisStore, split_prefix
+from agents.stores import open_store, split_prefix
+from agents.stores.redis import RedisStore
 from agents.stores.sqlite import SQLiteStore, database_path
 
 
