@@ -1,7 +1,8 @@
 """Chat state in the store's SQLite file, in tables of its own.
 
 ``seen`` and ``thread_refs`` keep the names (and rows) they had when the store
-kept them, so an upgrade carries dedupe claims and conversation references over.
+kept them, so an upgrade carries dedupe claims and conversation references
+over; what else the chat layer kept before is not (README, "Upgrading").
 """
 
 from __future__ import annotations
