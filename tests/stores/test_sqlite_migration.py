@@ -9,22 +9,51 @@ from pathlib import Path
 
 from agents.snapshot import dump_snapshot, utcnow
 from agents.stores.sqlite import SCHEMA_VERSION, SQLiteStore
+from bot import open_chat_state
 
 from ._snapshots import paused_run
 
-# The runs table and indexes as version 1 created them.
+# Version 1 of the schema, verbatim as that release created it.
 VERSION_1 = (
-    """CREATE TABLE runs (run_id TEXT PRIMARY KEY, revision INTEGER NOT NULL, thread_id TEXT,
-        status TEXT NOT NULL, is_root INTEGER NOT NULL, next_expiry REAL,
-        in_flight INTEGER NOT NULL, created_at REAL NOT NULL, snapshot TEXT NOT NULL)""",
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        revision INTEGER NOT NULL,
+        thread_id TEXT,
+        status TEXT NOT NULL,
+        is_root INTEGER NOT NULL,
+        next_expiry REAL,
+        in_flight INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        snapshot TEXT NOT NULL
+    )""",
+    # Partial indexes: only root runs a person or the recovery sweep cares about.
     """CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at)
         WHERE is_root = 1 AND status = 'paused'""",
     """CREATE INDEX runs_paused_by_expiry ON runs (next_expiry)
         WHERE is_root = 1 AND status = 'paused'""",
     "CREATE INDEX runs_in_flight ON runs (created_at) WHERE is_root = 1 AND in_flight = 1",
-    "CREATE TABLE history (seq INTEGER PRIMARY KEY, thread_id TEXT NOT NULL, message TEXT)",
-    "CREATE TABLE audit (seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, thread_id TEXT,"
-    " entry TEXT NOT NULL)",
+    """CREATE TABLE history (
+        seq INTEGER PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        message TEXT NOT NULL
+    )""",
+    "CREATE INDEX history_by_thread ON history (thread_id, seq)",
+    "CREATE TABLE seen (key TEXT PRIMARY KEY, expires_at REAL NOT NULL)",
+    "CREATE INDEX seen_by_expiry ON seen (expires_at)",
+    "CREATE TABLE thread_refs (thread_id TEXT PRIMARY KEY, reference TEXT NOT NULL)",
+    """CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        thread_id TEXT,
+        entry TEXT NOT NULL
+    )""",
+    "CREATE INDEX audit_by_run ON audit (run_id, seq)",
+    "CREATE INDEX audit_by_thread ON audit (thread_id, seq)",
+    # The audit log is evidence: the database itself refuses to rewrite it.
+    """CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
     "PRAGMA user_version = 1",
 )
@@ -57,6 +86,8 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
                     dump_snapshot(snap),
                 ),
             )
+        conn.execute("INSERT INTO seen VALUES ('slack:event:Ev1', 9e12)")
+        conn.execute("INSERT INTO thread_refs VALUES ('teams:t:c:r', '{\"id\": 1}')")
         conn.commit()
 
     store = SQLiteStore(f"sqlite:///{path}")
@@ -68,6 +99,10 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
         saved = await store.save_run(waiting.model_copy(update={"status": "finished"}))
         assert saved.revision == 2
         assert await store.paused_runs(waiting.thread_id or "") == []
+        chat = open_chat_state(store)
+        assert await chat.seen_before("slack:event:Ev1", ttl=60) is True
+        assert await chat.conversation_ref("teams:t:c:r") == {"id": 1}
+        await chat.close()
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
