@@ -35,6 +35,7 @@ from .blocks import decline_modal
 from .convert import (
     PLATFORM,
     ActionIn,
+    ForeignActionIn,
     Ignored,
     Inbound,
     MessageIn,
@@ -42,6 +43,7 @@ from .convert import (
     ViewIn,
     decline_metadata,
     parse,
+    thread_key,
     to_click,
     to_decline_click,
     to_incoming,
@@ -142,7 +144,8 @@ class SlackAdapter:
     async def handle(self, request: web.Request) -> web.Response:
         """One Slack request: Bolt verifies the signature, acks, and the listeners hand off."""
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "0")
-        if not timestamp.isdigit():  # Bolt would fail on int() with a 500
+        # ASCII digits only: "²" is a digit to str.isdigit, and int() then fails with a 500.
+        if not (timestamp.isascii() and timestamp.isdigit()):
             return web.Response(status=401, text=texts.BAD_SIGNATURE)
         try:
             bolt_request = await to_bolt_request(request)
@@ -171,6 +174,8 @@ class SlackAdapter:
     async def _on_approve(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()
         inbound = context.get(_INBOUND)
+        if isinstance(inbound, ForeignActionIn):
+            self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             click = to_click(inbound, workspace=_workspace(context))
             self._spawn(self._click(click), f"slack-click:{click.run_id}")
@@ -178,6 +183,8 @@ class SlackAdapter:
     async def _on_decline(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()
         inbound = context.get(_INBOUND)
+        if isinstance(inbound, ForeignActionIn):
+            self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             metadata = decline_metadata(inbound, workspace=_workspace(context))
             click = to_click(inbound, workspace=_workspace(context))
@@ -185,6 +192,10 @@ class SlackAdapter:
                 self._ask_reason(click, metadata, inbound.trigger_id),
                 f"slack-decline:{metadata.run}",
             )
+
+    async def _not_our_card(self, inbound: ForeignActionIn, context: AsyncBoltContext) -> None:
+        thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+        await self.messenger.tell(thread, inbound.user, (texts.NOT_OUR_CARD,))
 
     async def _ask_reason(self, click: Click, metadata: DeclineMetadata, trigger_id: str) -> None:
         """Open the reason dialog, unless the decline would be refused anyway."""
@@ -236,6 +247,10 @@ class _ParsePayload(AsyncMiddleware):
         resp: BoltResponse,
         next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
+        if _has_lone_surrogate(req.body):
+            # Slack sends UTF-8; a lone surrogate (JSON "\ud800") can be stored or
+            # sent nowhere, so the request is refused whole rather than half kept.
+            return BoltResponse(status=400, body=texts.BAD_PAYLOAD)
         try:
             inbound: Inbound = parse(req.body)
         except PayloadError as exc:
@@ -246,6 +261,24 @@ class _ParsePayload(AsyncMiddleware):
         if not isinstance(inbound, Passthrough):
             req.context[_INBOUND] = inbound
         return await next()
+
+
+def _has_lone_surrogate(body: Any) -> bool:
+    """Whether any string in a parsed body cannot be encoded as UTF-8."""
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def _workspace(context: AsyncBoltContext) -> str | None:

@@ -92,6 +92,16 @@ class ActionIn:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForeignActionIn:
+    """Approve or Decline pressed with a button value the bot never issued."""
+
+    team: str
+    user: str
+    channel: str
+    root: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ViewIn:
     """The decline modal was submitted."""
 
@@ -100,7 +110,7 @@ class ViewIn:
     reason: str | None
 
 
-Inbound = Passthrough | Ignored | MessageIn | ActionIn | ViewIn
+Inbound = Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn
 
 
 # -- the shapes we accept (extra fields are Slack's business) ---------------------
@@ -230,7 +240,7 @@ def _parse_event(callback: _EventCallback) -> Inbound:
     )
 
 
-def _parse_action(payload: _BlockActions) -> ActionIn:
+def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
     ours = [a for a in payload.actions if a.action_id in (APPROVE_ACTION, DECLINE_ACTION)]
     if not ours:
         raise PayloadError(texts.UNKNOWN_ACTION)
@@ -240,14 +250,22 @@ def _parse_action(payload: _BlockActions) -> ActionIn:
     team = payload.team.id if payload.team else payload.user.team_id
     if not team:
         raise PayloadError(texts.BAD_PAYLOAD)
+    root = container.thread_ts or message_thread or container.message_ts
+    try:
+        value = decode_button_value(action.value)
+    except PayloadError:
+        # Signed by Slack, so a person pressed it: they are told, nothing is decided.
+        return ForeignActionIn(
+            team=team, user=payload.user.id, channel=container.channel_id, root=root
+        )
     return ActionIn(
         action="approve" if action.action_id == APPROVE_ACTION else "decline",
-        value=decode_button_value(action.value),
+        value=value,
         team=team,
         user=payload.user.id,
         channel=container.channel_id,
         message_ts=container.message_ts,
-        root=container.thread_ts or message_thread or container.message_ts,
+        root=root,
         trigger_id=payload.trigger_id,
     )
 

@@ -119,13 +119,11 @@ async def test_malformed_payloads_get_400_with_a_short_text(
     assert slack.of("chat.postMessage") == []
 
 
-async def test_a_button_value_that_is_not_ours_gets_400_and_changes_nothing(
+async def test_an_action_that_is_not_ours_gets_400_and_changes_nothing(
     bot: BotServer, slack: FakeSlack
 ) -> None:
+    # A button value the bot never issued is answered privately: see test_hostile.
     card = await ask_for_deploy(bot, slack)
-    for value in ("not json", '{"run": "x"}', '{"run": "", "call": "c"}', "[]"):
-        status, text = await bot.interact(block_actions(card, APPROVE_ACTION, value=value))
-        assert (status, text) == (400, "malformed action value")
     unknown = block_actions(card, APPROVE_ACTION)
     unknown["actions"][0]["action_id"] = "something_else"
     status, text = await bot.interact(unknown)
