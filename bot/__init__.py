@@ -6,6 +6,7 @@ Adapters import from here; ``bot`` itself imports only the public API of
 
 from .chat_state import CardPlace, ChatState, MemoryChatState, ask_id, ask_of, open_chat_state
 from .core import ChatBot
+from .inputs import has_lone_surrogate, is_loopback_url
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
 from .port import ChatCore
@@ -34,6 +35,7 @@ from .types import (
     Reply,
     Text,
     ThreadKey,
+    Undeliverable,
     View,
     naming,
     plain_text,
@@ -68,10 +70,13 @@ __all__ = [
     "TaskTracker",
     "Text",
     "ThreadKey",
+    "Undeliverable",
     "View",
     "ask_id",
     "ask_of",
     "build_app",
+    "has_lone_surrogate",
+    "is_loopback_url",
     "load_from_env",
     "load_settings",
     "naming",

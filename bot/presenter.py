@@ -35,6 +35,7 @@ from .types import (
     Person,
     Reply,
     ThreadKey,
+    Undeliverable,
     View,
 )
 from .views import ReplyBuffer, approval_card, prompt
@@ -198,6 +199,9 @@ class Presenter:
         """Post a view; a platform hiccup is logged and must not stop the run."""
         try:
             ref = await messenger.post(thread, view)
+        except Undeliverable as exc:
+            log.warning("posting a %s to %s failed: %s", type(view).__name__, thread.id, exc)
+            return None
         except Exception:
             log.exception("posting a %s to %s failed", type(view).__name__, thread.id)
             return None
@@ -210,6 +214,8 @@ class Presenter:
         """Replace a posted view (a failure is logged)."""
         try:
             await messenger.update(thread, ref, view)
+        except Undeliverable as exc:
+            log.warning("updating a %s in %s failed: %s", type(view).__name__, thread.id, exc)
         except Exception:
             log.exception("updating a %s in %s failed", type(view).__name__, thread.id)
 
@@ -217,6 +223,8 @@ class Presenter:
         """Show or clear "is thinking…" (a failure is logged)."""
         try:
             await messenger.set_status(thread, status)
+        except Undeliverable as exc:
+            log.warning("setting the status in %s failed: %s", thread.id, exc)
         except Exception:
             log.warning("setting the status in %s failed", thread.id, exc_info=True)
 

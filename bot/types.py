@@ -166,6 +166,14 @@ class ClickResult:
         return plain_text(self.said) if self.said else None
 
 
+class Undeliverable(Exception):
+    """A platform could not be reached (or refused the connection): a post did not go out.
+
+    Messengers raise it for network failures so the core can say so in one
+    line, with no traceback; anything else a messenger raises is a bug to see.
+    """
+
+
 class Messenger(Protocol):
     """How the core talks to one platform; each adapter provides one."""
 

@@ -28,7 +28,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ChatCore, Click, TaskTracker
+from bot import ChatCore, Click, TaskTracker, has_lone_surrogate
 
 from . import texts
 from .blocks import decline_modal
@@ -247,7 +247,7 @@ class _ParsePayload(AsyncMiddleware):
         resp: BoltResponse,
         next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
-        if _has_lone_surrogate(req.body):
+        if has_lone_surrogate(req.body):
             # Slack sends UTF-8; a lone surrogate (JSON "\ud800") can be stored or
             # sent nowhere, so the request is refused whole rather than half kept.
             return BoltResponse(status=400, body=texts.BAD_PAYLOAD)
@@ -261,24 +261,6 @@ class _ParsePayload(AsyncMiddleware):
         if not isinstance(inbound, Passthrough):
             req.context[_INBOUND] = inbound
         return await next()
-
-
-def _has_lone_surrogate(body: Any) -> bool:
-    """Whether any string in a parsed body cannot be encoded as UTF-8."""
-    stack = [body]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return False
 
 
 def _workspace(context: AsyncBoltContext) -> str | None:

@@ -46,6 +46,8 @@ from botframework.connector.auth import (
 )
 from botframework.connector.auth import jwt_token_extractor as _sdk_extractor
 
+from bot import is_loopback_url
+
 from .settings import TeamsSettings
 
 log = logging.getLogger(__name__)
@@ -163,6 +165,10 @@ class TeamsAuth:
                 every check thread is busy.
         """
         if not self.enabled:
+            # Nothing vouches for the service URL: answering anywhere it says would
+            # let anyone make the bot post to any host. Local testing is local.
+            if not is_loopback_url(activity.service_url or ""):
+                raise Unauthorized("without authentication only a local serviceUrl is answered")
             return await self.framework.authenticate_request(activity, "")
         token = check_token_locally(auth_header, self.app_id, service_url=activity.service_url)
 

@@ -196,3 +196,19 @@ def _mentions(activity: Activity) -> list[Any]:
 def _mentioned_id(entity: Any) -> str | None:
     mentioned = entity.additional_properties.get("mentioned")
     return mentioned.get("id") if isinstance(mentioned, dict) else None
+
+
+BOT_ID_PREFIX = "28:"
+"""Teams gives bot accounts ids starting ``28:`` (people's start ``29:``)."""
+
+
+def from_a_bot(activity: Activity) -> bool:
+    """Whether an activity was sent by a bot: this one (its own post echoed) or another."""
+    sender, recipient = activity.from_property, activity.recipient
+    if sender is None or not sender.id:
+        return False
+    return (
+        sender.id.startswith(BOT_ID_PREFIX)
+        or getattr(sender, "role", None) == "bot"
+        or (recipient is not None and sender.id == recipient.id)
+    )

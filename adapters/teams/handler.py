@@ -16,6 +16,8 @@ from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity
 
+from bot import has_lone_surrogate
+
 from .auth import TeamsAuth, Unauthorized
 from .turns import Turns
 
@@ -42,8 +44,10 @@ class MessagesHandler:
             return web.Response(status=415, text="expected application/json")
         try:
             body = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
             return web.Response(status=400, text="body is not JSON")
+        if has_lone_surrogate(body):
+            return web.Response(status=400, text="body is not valid text")
         activity = parse_activity(body)
         if activity is None:
             return web.Response(status=400, text="body is not a Bot Framework activity")

@@ -16,8 +16,19 @@ from botbuilder.core import BotAdapter, TurnContext
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity, ActivityTypes, Attachment, ConversationReference
 from botframework.connector.aio import ConnectorClient
+from msrest.exceptions import ClientRequestError
 
-from bot import ApprovalCard, ChatState, MessageRef, Notice, Text, ThreadKey, View, plain_text
+from bot import (
+    ApprovalCard,
+    ChatState,
+    MessageRef,
+    Notice,
+    Text,
+    ThreadKey,
+    Undeliverable,
+    View,
+    plain_text,
+)
 
 from . import cards
 from .auth import TeamsAuth
@@ -101,7 +112,13 @@ class TeamsMessenger:
             connector: ConnectorClient = context.turn_state[BotAdapter.BOT_CONNECTOR_CLIENT_KEY]
             result.append(await send(connector, reference))
 
-        await self._cloud.continue_conversation(reference, callback, bot_app_id=self._auth.app_id)
+        try:
+            await self._cloud.continue_conversation(
+                reference, callback, bot_app_id=self._auth.app_id
+            )
+        except (ClientRequestError, OSError) as exc:
+            # The serviceUrl did not answer (closed port, no such host, a network cut).
+            raise Undeliverable(f"{reference.service_url} is unreachable: {exc}") from None
         return result[0] if result else None
 
 

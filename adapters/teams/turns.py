@@ -47,6 +47,8 @@ class Turns:
         # Other activities (conversationUpdate, typing, reactions...) need no answer.
 
     async def _message(self, activity: Activity) -> None:
+        if convert.from_a_bot(activity):
+            return  # the bot's own message, or another bot's: answering could loop
         thread = convert.thread_of(activity)
         message = convert.incoming_message(activity, thread)
         if not message.text:
