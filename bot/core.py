@@ -189,7 +189,7 @@ class ChatBot:
         """Take a person's message: drop redeliveries, handle the rest in the background."""
         self.metrics.messages_received.inc()
         messenger = self.presenter.messenger(message.thread.platform)
-        self.presenter.remember_name(message.user_id, message.user_name)
+        self.presenter.remember_name(message.thread, message.user_id, message.user_name)
         if await self._is_duplicate(message):
             self.metrics.messages_duplicate.inc()
             log.debug("dropping a redelivered message in %s", message.thread.id)

@@ -88,7 +88,7 @@ class Decisions:
     async def on_click(self, click: Click) -> ClickResult:
         """Decide on a card now; update it and continue the run in the background."""
         self._metrics.clicks.inc()
-        self._presenter.remember_name(click.user_id, click.user_name)
+        self._presenter.remember_name(click.thread, click.user_id, click.user_name)
         try:
             return await self._decide(click)
         except Exception:
@@ -155,10 +155,8 @@ class Decisions:
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
         votes = await self._chat.votes(call.run_id, ask_of(call))
-        for person in votes:
-            self._presenter.remember_name(
-                person.id, person.name
-            )  # another replica may have heard it
+        for person in votes:  # another replica may have heard the names
+            self._presenter.remember_name(click.thread, person.id, person.name)
         voted = any(person.id == click.user_id for person in votes)
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
@@ -183,7 +181,7 @@ class Decisions:
         await self._chat.add_vote(call.run_id, ask_of(call), me)
         await audit_vote(self._store, click, call)
         self._metrics.decided("voted")
-        card = self._presenter.card(call, approvals=voters)
+        card = self._presenter.card(click.thread, call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         ref = click.message_ref or await self._presenter.card_ref(call)
@@ -220,7 +218,7 @@ class Decisions:
                 )
         except AlreadyDecidedError as exc:
             decision = exc.decision
-            decided = await self._already(call.run_id, call.tool_call_id, decision)
+            decided = await self._already(click.thread, call.run_id, call.tool_call_id, decision)
             return self._refuse(decided, outcome="stale")
         except CallExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
@@ -233,7 +231,7 @@ class Decisions:
         )
         self._metrics.decided(status)
         card = self._presenter.card(
-            call, status=status, decided_by=deciders, reason=reason, approvals=voters
+            click.thread, call, status=status, decided_by=deciders, reason=reason, approvals=voters
         )
         ref = click.message_ref or await self._presenter.card_ref(call)
         try:
@@ -260,7 +258,9 @@ class Decisions:
             return (messages.CLICK_OTHER_THREAD,)
         call = snap.find_pending(click.tool_call_id)
         if call is not None and call.decision is not None:
-            return await self._already(click.run_id, click.tool_call_id, call.decision)
+            return await self._already(
+                click.thread, click.run_id, click.tool_call_id, call.decision
+            )
         # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
         entries = await self._audit_of(click.run_id, click.tool_call_id)
         superseded = False  # the decision logged before it did not take effect
@@ -275,19 +275,24 @@ class Decisions:
             elif entry.event in _AUDIT_ACTIONS and superseded:
                 superseded = False
             elif entry.event in _AUDIT_ACTIONS:
-                return self._decided_by(_AUDIT_ACTIONS[entry.event], entry.actor, entries[:i])
+                action = _AUDIT_ACTIONS[entry.event]
+                return self._decided_by(click.thread, action, entry.actor, entries[:i])
         return (messages.CLICK_UNKNOWN,)
 
-    async def _already(self, run_id: str, tool_call_id: str, decision: Decision) -> Text:
+    async def _already(
+        self, thread: ThreadKey, run_id: str, tool_call_id: str, decision: Decision
+    ) -> Text:
         """ "Already approved by ..." for a click on a call decided just now."""
         entries = await self._audit_of(run_id, tool_call_id)
-        return self._decided_by(decision.action, decision.decided_by, entries)
+        return self._decided_by(thread, decision.action, decision.decided_by, entries)
 
     async def _audit_of(self, run_id: str, tool_call_id: str) -> list[AuditEntry]:
         entries = await self._store.list_audit(run_id=run_id)
         return [e for e in entries if e.tool_call_id == tool_call_id]
 
-    def _decided_by(self, action: str, decided_by: str | None, before: list[AuditEntry]) -> Text:
+    def _decided_by(
+        self, thread: ThreadKey, action: str, decided_by: str | None, before: list[AuditEntry]
+    ) -> Text:
         """Who decided, named: a quorum's voters are the votes logged since the call was
         (last) asked; anyone else decided alone."""
         if action == "expire":
@@ -301,7 +306,7 @@ class Decisions:
             if entry.event == VOTED and entry.actor:
                 voters.insert(0, entry.actor)
         ids = voters if action == "approve" and voters else [decided_by]
-        people = tuple(self._presenter.who(user) for user in ids)
+        people = tuple(self._presenter.who(thread, user) for user in ids)
         past = messages.PAST_TENSE.get(action, messages.DECIDED)
         return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
 

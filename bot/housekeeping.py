@@ -91,7 +91,7 @@ class Housekeeping:
                 )
                 text = template.format(tool=info.tool_name)
                 await self._presenter.say(
-                    messenger, thread, self._presenter.notice_for(info.requester, text)
+                    messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
                 await self._presenter.consume(thread, messenger, item.stream)
 
@@ -135,7 +135,9 @@ class Housekeeping:
             for call in item.dropped:
                 await self._close_card(messenger, thread, call)
             requester = item.pending.requester if item.pending else item.requester
-            notice = self._presenter.notice_for(requester, item.error or messages.INTERNAL_ERROR)
+            notice = self._presenter.notice_for(
+                thread, requester, item.error or messages.INTERNAL_ERROR
+            )
             await self._presenter.say(messenger, thread, notice)
 
     async def _close_card(self, messenger: Messenger, thread: ThreadKey, call: PendingInfo) -> None:
@@ -143,7 +145,7 @@ class Housekeeping:
         place = await self._presenter.card_place(call)
         if call.kind != "approval" or place is None:
             return
-        expired = self._presenter.card(call, status="expired")
+        expired = self._presenter.card(thread, call, status="expired")
         # A quorum card's votes update it under this lock: take it too, so a vote
         # counted just before cannot show up after the card closed.
         try:

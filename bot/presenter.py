@@ -145,7 +145,7 @@ class Presenter:
     async def _show_pending(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
     ) -> None:
-        view: View = self.card(info) if info.kind == "approval" else prompt(info)
+        view: View = self.card(thread, info) if info.kind == "approval" else prompt(info)
         ref = await self.say(messenger, thread, view)
         if ref is None:
             return
@@ -160,6 +160,7 @@ class Presenter:
 
     def card(
         self,
+        thread: ThreadKey,
         info: PendingInfo,
         *,
         status: CardStatus = "pending",
@@ -173,10 +174,10 @@ class Presenter:
             info,
             expires_at=info.expires_at,
             status=status,
-            requester=self.who(info.requester) if info.requester else None,
-            decided_by=tuple(self.who(user) for user in decided_by),
+            requester=self.who(thread, info.requester) if info.requester else None,
+            decided_by=tuple(self.who(thread, user) for user in decided_by),
             reason=reason,
-            approvals=tuple(self.who(user) for user in approvals),
+            approvals=tuple(self.who(thread, user) for user in approvals),
             quorum=self._policy.quorum(info.tool_name),
         )
 
@@ -228,19 +229,27 @@ class Presenter:
         except Exception:
             log.warning("setting the status in %s failed", thread.id, exc_info=True)
 
-    def notice_for(self, requester: str | None, text: str) -> Notice:
+    def notice_for(self, thread: ThreadKey, requester: str | None, text: str) -> Notice:
         """A notice for whoever asked (named by each platform its way), or for everyone."""
         if requester is None:
             return Notice(text=messages.NO_REQUESTER.format(text=text))
-        return Notice(text=text, to=self.who(requester))
+        return Notice(text=text, to=self.who(thread, requester))
 
     # -- people -----------------------------------------------------------------
 
-    def remember_name(self, user_id: str, user_name: str | None) -> None:
-        """Keep a display name an adapter told us."""
+    def remember_name(self, thread: ThreadKey, user_id: str, user_name: str | None) -> None:
+        """Keep a display name an adapter told us for someone in ``thread``'s workspace."""
         if user_name:
-            self._names[user_id] = user_name
+            self._names[_person_key(thread, user_id)] = user_name
 
-    def who(self, user_id: str) -> Person:
-        """A person by id, with the name an adapter told us (in this process) if any."""
-        return Person(id=user_id, name=self._names.get(user_id))
+    def who(self, thread: ThreadKey, user_id: str) -> Person:
+        """A person of ``thread``'s workspace, with the name we were told (in this process).
+
+        Ids are per platform and workspace: a name heard on one never names
+        someone on another, whatever the ids look like.
+        """
+        return Person(id=user_id, name=self._names.get(_person_key(thread, user_id)))
+
+
+def _person_key(thread: ThreadKey, user_id: str) -> str:
+    return f"{thread.platform}:{thread.workspace}:{user_id}"

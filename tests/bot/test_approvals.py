@@ -292,3 +292,17 @@ async def test_a_click_that_loses_a_write_race_is_told_so_and_changes_nothing() 
     assert (await bot.on_click(click(card, user="U2"))).accepted  # the next click counts
     await bot.drain()
     assert ran.count == 1
+
+
+async def test_a_name_heard_on_one_platform_never_names_someone_on_another() -> None:
+    bot = ChatBot(restart_agent(Counter()))
+    here, there = RecordingMessenger(), RecordingMessenger()
+    bot.register("test", here)
+    bot.register("other", there)
+    elsewhere = replace(THREAD, platform="other")
+    # Someone on another platform claims the id U1 and a name.
+    await bot.on_message(replace(message("hello", thread=elsewhere), user_name="Mallory"))
+    await bot.on_message(message("restart the api"))  # U1 here, no name given
+    await bot.drain()
+    (card,) = here.views(ApprovalCard)
+    assert card.requester == Person(id="U1")
