@@ -10,11 +10,12 @@ JSON body for invokes, 200 otherwise.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bot import has_lone_surrogate
 
@@ -67,28 +68,64 @@ class MessagesHandler:
         return web.json_response(invoke.body, status=int(invoke.status))
 
 
+class _Shaped(BaseModel):
+    """Extra fields are Teams' business; the ones the bot reads must have their types."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _Account(_Shaped):
+    id: str | None = None
+    name: str | None = None
+    aadObjectId: str | None = None
+    role: str | None = None
+
+
+class _Entity(_Shaped):
+    type: str | None = None
+    text: str | None = None
+    mentioned: _Account | None = None
+
+
+class _Conversation(_Shaped):
+    id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    conversationType: str | None = None
+    tenantId: str | None = None
+
+
+class _ChannelData(_Shaped):
+    tenant: _Account | None = None
+
+
+class _ActivityShape(_Shaped):
+    """What the bot reads of an activity, checked on the raw JSON before the SDK sees it
+    (its deserializer turns any scalar into a string and leaves nested shapes as found)."""
+
+    type: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    serviceUrl: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    conversation: _Conversation
+    from_: _Account | None = Field(default=None, alias="from")
+    recipient: _Account | None = None
+    entities: list[_Entity] | None = None
+    channelData: _ChannelData | None = None
+    text: str | None = None
+    id: str | None = None
+    replyToId: str | None = None
+    name: str | None = None
+    value: dict[str, Any] | None = None
+
+
 def parse_activity(body: Any) -> Activity | None:
     """The activity in a request body, or ``None`` when it is not a usable one."""
-    if not isinstance(body, dict):
-        return None
-    # Checked on the raw JSON: the deserializer turns any scalar into a string.
-    conversation = body.get("conversation")
-    if not (
-        _text(body.get("type"))
-        and _text(body.get("serviceUrl"))
-        and isinstance(conversation, dict)
-        and _text(conversation.get("id"))
-    ):
+    try:
+        _ActivityShape.model_validate(body)
+    except ValidationError:
         return None
     try:
         activity: Activity = Activity().deserialize(body)
     except Exception:
         return None
     return activity
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 def _unauthorized(exc: Unauthorized) -> web.Response:

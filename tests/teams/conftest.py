@@ -100,37 +100,42 @@ async def connector() -> AsyncIterator[FakeConnector]:
     await fake.close()
 
 
+async def start_teams_bot(
+    *,
+    store: Store | None = None,
+    policy: ApprovalPolicy | None = None,
+    deployed: list[str] | None = None,
+    settings: TeamsSettings | None = None,
+    agent: Agent | None = None,
+) -> TeamsBot:
+    """A bot (the scripted agent unless ``agent`` is given) serving /api/messages locally."""
+    settings = settings or load_teams_settings(teams_allow_unauthenticated=True)
+    deployed = [] if deployed is None else deployed
+    agent = agent or build_agent(store or MemoryStore(), deployed)
+    bot = ChatBot(agent, policy=policy)
+    adapter = TeamsAdapter(bot, settings)
+    runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return TeamsBot(
+        bot=bot,
+        adapter=adapter,
+        deployed=deployed,
+        runner=runner,
+        session=aiohttp.ClientSession(),
+        url=f"http://127.0.0.1:{port}",
+    )
+
+
 @pytest.fixture
 async def make_bot() -> AsyncIterator[MakeBot]:
     """Start bots (the scripted agent unless ``agent`` is given); several may share a store."""
     started: list[TeamsBot] = []
 
-    async def make(
-        *,
-        store: Store | None = None,
-        policy: ApprovalPolicy | None = None,
-        deployed: list[str] | None = None,
-        settings: TeamsSettings | None = None,
-        agent: Agent | None = None,
-    ) -> TeamsBot:
-        settings = settings or load_teams_settings(teams_allow_unauthenticated=True)
-        deployed = [] if deployed is None else deployed
-        agent = agent or build_agent(store or MemoryStore(), deployed)
-        bot = ChatBot(agent, policy=policy)
-        adapter = TeamsAdapter(bot, settings)
-        runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        running = TeamsBot(
-            bot=bot,
-            adapter=adapter,
-            deployed=deployed,
-            runner=runner,
-            session=aiohttp.ClientSession(),
-            url=f"http://127.0.0.1:{port}",
-        )
+    async def make(**options: Any) -> TeamsBot:
+        running = await start_teams_bot(**options)
         started.append(running)
         return running
 

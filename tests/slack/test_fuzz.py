@@ -1,0 +1,154 @@
+"""Fuzzing the Slack edge (hypothesis): random and mutated bodies, headers and values.
+
+Every answer is 2xx or 4xx, the server stays up, and nothing is posted for a
+request that is not signed with the signing secret.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agents import MemoryStore
+from tests.background import BackgroundLoop, background_loop
+
+from .fake_slack import FakeSlack
+from .harness import BotServer, event_body, mention_event, signed_headers, start_bot
+from .scripted import Ran, build_agent
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+# Header values: any printable text (sent as UTF-8), no line breaks.
+HEADER_TEXT = st.text(
+    st.characters(min_codepoint=0x20, blacklist_categories=("Cs", "Cc")), max_size=30
+)
+# Timestamps that look like numbers are the interesting ones: Latin-1 has digits
+# besides 0-9 (superscripts), and the number may be stale, negative or huge.
+TIMESTAMP = st.one_of(
+    HEADER_TEXT,
+    st.text(alphabet="0123456789\u00b2\u00b3\u00b9\u2460\u0661", min_size=1, max_size=12),
+    st.integers().map(str),
+)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@dataclass
+class Served:
+    loop: BackgroundLoop
+    slack: FakeSlack
+    bot: BotServer
+
+    def post(self, body: bytes, headers: dict[str, str]) -> int:
+        # On the wire as UTF-8, as aiohttp's client sends them (urllib would send Latin-1).
+        wire = {k: v.encode("utf-8").decode("latin-1") for k, v in headers.items()}
+        request = urllib.request.Request(self.bot.url, data=body, headers=wire, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    def posted(self) -> int:
+        return len(self.slack.of("chat.postMessage"))
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    with background_loop() as loop:
+        slack = FakeSlack()
+        loop.run(slack.start())
+        bot = loop.run(start_bot(slack, build_agent(MemoryStore(), Ran())))
+        try:
+            yield Served(loop, slack, bot)
+        finally:
+            loop.run(bot.adapter.drain())
+            loop.run(bot.close())
+            loop.run(slack.stop())
+
+
+@FUZZ
+@given(
+    body=st.binary(max_size=300) | JSON.map(lambda v: json.dumps(v).encode()),
+    timestamp=TIMESTAMP,
+    signature=HEADER_TEXT,
+    content_type=st.sampled_from(["application/json", "application/x-www-form-urlencoded"]),
+)
+def test_unsigned_requests_never_5xx_and_never_post(
+    served: Served, body: bytes, timestamp: str, signature: str, content_type: str
+) -> None:
+    before = served.posted()
+    headers = {
+        "Content-Type": content_type,
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature,
+    }
+    status = served.post(body, headers)
+    assert status < 500
+    assert status == 401
+    assert served.posted() == before
+
+
+def _mutate(value: Any, path: list[Any], new: Any) -> Any:
+    if not path:
+        return new
+    head, *rest = path
+    if isinstance(value, dict) and head in value:
+        return {**value, head: _mutate(value[head], rest, new)}
+    return value
+
+
+MENTION = event_body(mention_event("deploy api"))
+PATHS = [
+    ["type"],
+    ["event"],
+    ["event", "type"],
+    ["event", "user"],
+    ["event", "text"],
+    ["event", "ts"],
+    ["event", "channel"],
+    ["event", "thread_ts"],
+    ["team_id"],
+    ["authorizations"],
+]
+
+
+@FUZZ
+@given(
+    body=st.one_of(
+        JSON,
+        st.tuples(st.sampled_from(PATHS), JSON).map(lambda pn: _mutate(MENTION, *pn)),
+    )
+)
+def test_signed_random_and_mutated_bodies_never_5xx(served: Served, body: Any) -> None:
+    text = json.dumps(body)
+    headers = {"Content-Type": "application/json", **signed_headers(text)}
+    assert served.post(text.encode(), headers) < 500
+
+
+def test_the_server_still_answers_after_the_fuzzing(served: Served) -> None:
+    body = json.dumps(event_body(mention_event("deploy api")))
+    headers = {"Content-Type": "application/json", **signed_headers(body)}
+    assert served.post(body.encode(), headers) == 200
+    deadline = time.monotonic() + 10
+    before = served.posted()
+    while served.posted() == before:
+        assert time.monotonic() < deadline, "the bot stopped answering"
+        time.sleep(0.05)
