@@ -201,18 +201,18 @@ class ChatBot:
         )
 
     async def _is_duplicate(self, message: IncomingMessage) -> bool:
-        # Record every key, not just up to the first hit: a later redelivery may
-        # carry only one of them (one message delivered as two kinds of event).
-        seen = False
-        for key in message.dedupe_keys:
-            try:
-                seen |= await self.chat.seen_before(
-                    f"dedupe:{message.thread.platform}:{key}", ttl=self.dedupe_ttl
-                )
-            except Exception:
-                # A duplicate answer is better than a lost message.
-                log.exception("dedupe check failed; handling the message anyway")
-        return seen
+        # All keys at once: a copy may share only one of them with the first
+        # delivery (one message delivered as two kinds of event), and a copy must
+        # never take a key from the delivery that will be handled.
+        if not message.dedupe_keys:
+            return False
+        keys = [f"dedupe:{message.thread.platform}:{key}" for key in message.dedupe_keys]
+        try:
+            return not await self.chat.first_delivery(keys, ttl=self.dedupe_ttl)
+        except Exception:
+            # A duplicate answer is better than a lost message.
+            log.exception("dedupe check failed; handling the message anyway")
+            return False
 
     async def _handle_message(self, message: IncomingMessage, messenger: Messenger) -> None:
         thread = message.thread

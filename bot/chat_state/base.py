@@ -17,6 +17,7 @@ and ``on_click`` are where it would be written.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -109,8 +110,13 @@ class ChatState(Protocol):
         """The votes on a card, in voting order (none yet: empty)."""
         ...
 
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        """Claim ``key`` for ``ttl`` seconds; ``True`` if someone already had it."""
+    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
+        """Whether this is the first delivery of a message, its ``keys`` remembered ``ttl`` s.
+
+        Atomic over every key: ``True`` (and all keys claimed) only when none was
+        seen; otherwise ``False`` and nothing claimed, so a redelivery can never
+        take a key from the delivery that is handled.
+        """
         ...
 
     def card_lock(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -51,13 +52,12 @@ class MemoryChatState:
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         return list(self._votes.get((run_id, ask), []))
 
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
+    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
         now = time.monotonic()
-        expiry = self._seen.get(key)
-        if expiry is not None and expiry > now:
-            return True
-        self._seen[key] = now + ttl
-        return False
+        if any(self._seen.get(key, 0.0) > now for key in keys):
+            return False
+        self._seen.update(dict.fromkeys(keys, now + ttl))
+        return True
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0

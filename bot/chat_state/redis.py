@@ -1,7 +1,7 @@
 """Chat state on the store's Redis, under the same deployment prefix.
 
 JSON values, never pickle; key names and lifetimes are in ``redis_keys``. A
-dedupe claim is ``SET NX PX``; a vote is one Lua script (add if absent, return
+dedupe claim is one Lua script over all of a delivery's keys; a vote is one (add if absent, return
 all), so votes clicked on different replicas at once all count, once each.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
@@ -34,6 +35,19 @@ return redis.call('LRANGE', KEYS[1], 0, -1)
 """
 
 
+# KEYS: a delivery's dedupe keys. ARGV: their TTL in ms. Sets every key, and
+# returns 1, only when none exists: a copy (0) claims nothing.
+_FIRST_DELIVERY = """
+for _, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then return 0 end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('SET', key, '1', 'PX', ARGV[1])
+end
+return 1
+"""
+
+
 class RedisChatState:
     """The chat state on one Redis primary; card locks are the store's locks."""
 
@@ -46,6 +60,7 @@ class RedisChatState:
             server_url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
         )
         self._add_vote = self._redis.register_script(_ADD_VOTE)
+        self._first_delivery = self._redis.register_script(_FIRST_DELIVERY)
 
     async def follow(self, thread_id: str) -> None:
         await self._redis.set(self.keys.follow(thread_id), "1")
@@ -77,10 +92,11 @@ class RedisChatState:
         rows = await self._redis.lrange(self.keys.votes(run_id, ask), 0, -1)
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
 
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        """``SET NX PX``: ``False`` only for the caller that set it."""
+    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
+        """One Lua script: any key present means a copy; else every key is set."""
         px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
-        return not await self._redis.set(self.keys.seen(key), "1", nx=True, px=px)
+        claimed = await self._first_delivery(keys=[self.keys.seen(key) for key in keys], args=[px])
+        return bool(claimed)
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -97,19 +98,26 @@ class SQLiteChatState:
         rows = await self._file.fetch(_VOTES, (run_id, ask))
         return [PERSON.validate_json(row[0]) for row in rows]
 
-    async def seen_before(self, key: str, *, ttl: float) -> bool:
-        """Set-if-absent-or-expired in one statement."""
+    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
+        """One write transaction: look for any live key, else claim them all."""
         now = time.time()
         sweep = now >= self._next_seen_sweep
         if sweep:
             self._next_seen_sweep = now + SEEN_SWEEP_INTERVAL
+        marks = ",".join("?" * len(keys))
 
-        async def work(db: aiosqlite.Connection) -> int:
+        async def work(db: aiosqlite.Connection) -> bool:
             if sweep:
                 await changes(db, "DELETE FROM seen WHERE expires_at <= ?", (now,))
-            return await changes(db, _MARK_SEEN, (key, now + ttl, now))
+            live = await db.execute_fetchall(
+                f"SELECT 1 FROM seen WHERE expires_at > ? AND key IN ({marks})", (now, *keys)
+            )
+            if list(live):
+                return False
+            await db.executemany(_MARK_SEEN, [(key, now + ttl, now) for key in keys])
+            return True
 
-        return await self._file.run(work) == 0
+        return await self._file.run(work, transaction=True)
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0

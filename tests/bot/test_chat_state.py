@@ -33,28 +33,41 @@ async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
 # Dedupe
 
 
-async def test_seen_before_is_false_once_then_true(chat: ChatState) -> None:
-    assert await chat.seen_before("slack:event:Ev1", ttl=60) is False
-    assert await chat.seen_before("slack:event:Ev1", ttl=60) is True
-    assert await chat.seen_before("slack:event:Ev2", ttl=60) is False
+async def test_the_first_delivery_is_new_and_every_copy_after_it_is_not(chat: ChatState) -> None:
+    assert await chat.first_delivery(["slack:event:Ev1"], ttl=60) is True
+    assert await chat.first_delivery(["slack:event:Ev1"], ttl=60) is False
+    assert await chat.first_delivery(["slack:event:Ev2"], ttl=60) is True
 
 
-async def test_seen_before_forgets_a_key_after_its_ttl(chat: ChatState) -> None:
-    assert await chat.seen_before("slack:event:short", ttl=0.05) is False
+async def test_a_copy_sharing_any_key_is_not_new(chat: ChatState) -> None:
+    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is True
+    assert await chat.first_delivery(["event:E2", "message:M"], ttl=60) is False  # other copy
+    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is False  # a retry
+
+
+async def test_a_copy_that_is_not_new_claims_none_of_its_keys(chat: ChatState) -> None:
+    """A redelivery must not take a key from the delivery that will be handled."""
+    assert await chat.first_delivery(["event:E1"], ttl=60) is True
+    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is False
+    assert await chat.first_delivery(["event:E9", "message:M"], ttl=60) is True
+
+
+async def test_a_delivery_is_forgotten_after_its_ttl(chat: ChatState) -> None:
+    assert await chat.first_delivery(["slack:event:short"], ttl=0.05) is True
 
     async def forgotten() -> bool:
-        return not await chat.seen_before("slack:event:short", ttl=60)
+        return await chat.first_delivery(["slack:event:short"], ttl=60)
 
     await eventually(forgotten)
-    assert await chat.seen_before("slack:event:short", ttl=60) is True
+    assert await chat.first_delivery(["slack:event:short"], ttl=60) is False
 
 
-async def test_concurrent_deliveries_see_a_key_as_new_exactly_once(chat: ChatState) -> None:
+async def test_concurrent_copies_are_new_exactly_once(chat: ChatState) -> None:
     answers = await asyncio.gather(
-        *(chat.seen_before("teams:activity:42", ttl=60) for _ in range(20))
+        *(chat.first_delivery([f"teams:activity:{i % 3}", "message:42"], ttl=60) for i in range(20))
     )
 
-    assert sorted(answers) == [False] + [True] * 19
+    assert sorted(answers) == [False] * 19 + [True]
 
 
 # Conversation references and followed threads
@@ -160,7 +173,7 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
     await chat.set_conversation_ref(THREAD, {"channel": "C1"})
     await chat.set_card("run-1", "call-1", place("1.1"))
     await chat.add_vote("run-1", "call-1", Person(id="U2", name="Grace"))
-    assert await chat.seen_before("k", ttl=60) is False
+    assert await chat.first_delivery(["k"], ttl=60) is True
     await chat.close()
     await store.close()
 
@@ -171,7 +184,7 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
         assert await reopened.conversation_ref(THREAD) == {"channel": "C1"}
         assert await reopened.card_of("run-1", "call-1") == place("1.1")
         assert await reopened.votes("run-1", "call-1") == [Person(id="U2", name="Grace")]
-        assert await reopened.seen_before("k", ttl=60) is True
+        assert await reopened.first_delivery(["k"], ttl=60) is False
     finally:
         await reopened.close()
         await store.close()

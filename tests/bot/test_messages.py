@@ -130,6 +130,17 @@ async def test_a_redelivered_message_runs_once() -> None:
     assert bot.metrics.value("approval_bot_messages_duplicate_total") == 2
 
 
+async def test_a_copy_never_takes_the_key_of_the_message_that_is_answered() -> None:
+    bot, messenger = wired(echo_agent())
+    await bot.on_message(message("one", keys=("event:Ev1",)))
+    # A redelivery of Ev1 that also names a message key nobody has claimed yet ...
+    await bot.on_message(message("one", keys=("event:Ev1", "msg:C1:2.0")))
+    # ... must not keep the message of that key from being answered.
+    await bot.on_message(message("two", keys=("event:Ev9", "msg:C1:2.0")))
+    await bot.drain()
+    assert len(messenger.views(Reply)) == 2
+
+
 async def test_the_same_key_on_another_platform_is_not_a_duplicate() -> None:
     bot, messenger = wired(echo_agent())
     other = RecordingMessenger()
