@@ -2,7 +2,7 @@
 
 from .base import LockTimeout, Store, StoreConflict
 from .memory import MemoryStore
-from .redis_url import CONNECT_TIMEOUT, split_prefix
+from .redis_url import CONNECT_TIMEOUT, redis_client, split_prefix
 from .sqlite_file import SQLiteFile, changes
 from .url import StoreKind, open_store, store_kind
 
@@ -16,6 +16,7 @@ __all__ = [
     "StoreKind",
     "changes",
     "open_store",
+    "redis_client",
     "split_prefix",
     "store_kind",
 ]

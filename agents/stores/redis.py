@@ -15,7 +15,6 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import cast
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ..messages import Message
@@ -31,7 +30,7 @@ from ..snapshot import (
 from . import redis_keys as k
 from ._lease import hold_lease
 from .base import StoreConflict
-from .redis_url import CONNECT_TIMEOUT, split_prefix
+from .redis_url import POOL_SIZE, redis_client, split_prefix
 
 # KEYS: run hash, expiring index, in-flight index[, paused index of the thread].
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
@@ -94,14 +93,11 @@ class RedisStore:
         keys: The key names under this store's prefix.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         server_url, prefix = split_prefix(url)
         self.keys = k.RedisKeys(prefix)
-        # from_url connects lazily, on the first command.
-        self._redis = Redis.from_url(
-            server_url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
-        )
+        self._redis = redis_client(server_url, pool_size=pool_size)
         self._save = self._redis.register_script(_SAVE_RUN)
         self._release = self._redis.register_script(_RELEASE_LOCK)
 

@@ -13,10 +13,8 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
-from redis.asyncio import Redis
-
 from agents import Store
-from agents.stores import CONNECT_TIMEOUT, split_prefix
+from agents.stores import redis_client, split_prefix
 
 from ..types import Person
 from . import redis_keys as k
@@ -55,10 +53,7 @@ class RedisChatState:
         server_url, prefix = split_prefix(url)
         self.keys = k.ChatKeys(prefix)
         self._locks = locks
-        # from_url connects lazily, on the first command.
-        self._redis = Redis.from_url(
-            server_url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
-        )
+        self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._first_delivery = self._redis.register_script(_FIRST_DELIVERY)
 
