@@ -8,45 +8,28 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agents import MemoryStore
 from tests.background import BackgroundLoop, background_loop
+from tests.fuzzing import FUZZ, HEADER_TEXT, JSON, mutate, post
 
 from .fake_slack import FakeSlack
 from .harness import BotServer, event_body, mention_event, signed_headers, start_bot
 from .scripted import Ran, build_agent
 
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-# Header values: any printable text (sent as UTF-8), no line breaks.
-HEADER_TEXT = st.text(
-    st.characters(min_codepoint=0x20, blacklist_categories=("Cs", "Cc")), max_size=30
-)
 # Timestamps that look like numbers are the interesting ones: Latin-1 has digits
 # besides 0-9 (superscripts), and the number may be stale, negative or huge.
 TIMESTAMP = st.one_of(
     HEADER_TEXT,
     st.text(alphabet="0123456789\u00b2\u00b3\u00b9\u2460\u0661", min_size=1, max_size=12),
     st.integers().map(str),
-)
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=20,
 )
 
 
@@ -57,14 +40,7 @@ class Served:
     bot: BotServer
 
     def post(self, body: bytes, headers: dict[str, str]) -> int:
-        # On the wire as UTF-8, as aiohttp's client sends them (urllib would send Latin-1).
-        wire = {k: v.encode("utf-8").decode("latin-1") for k, v in headers.items()}
-        request = urllib.request.Request(self.bot.url, data=body, headers=wire, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
+        return post(self.bot.url, body, headers)
 
     def posted(self) -> int:
         return len(self.slack.of("chat.postMessage"))
@@ -106,15 +82,6 @@ def test_unsigned_requests_never_5xx_and_never_post(
     assert served.posted() == before
 
 
-def _mutate(value: Any, path: list[Any], new: Any) -> Any:
-    if not path:
-        return new
-    head, *rest = path
-    if isinstance(value, dict) and head in value:
-        return {**value, head: _mutate(value[head], rest, new)}
-    return value
-
-
 MENTION = event_body(mention_event("deploy api"))
 PATHS = [
     ["type"],
@@ -134,7 +101,7 @@ PATHS = [
 @given(
     body=st.one_of(
         JSON,
-        st.tuples(st.sampled_from(PATHS), JSON).map(lambda pn: _mutate(MENTION, *pn)),
+        st.tuples(st.sampled_from(PATHS), JSON).map(lambda pn: mutate(MENTION, *pn)),
     )
 )
 def test_signed_random_and_mutated_bodies_never_5xx(served: Served, body: Any) -> None:

@@ -8,34 +8,20 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.background import BackgroundLoop, background_loop
+from tests.fuzzing import FUZZ, HEADER_TEXT, JSON, mutate, post
 
 from . import activities as act
 from .conftest import TeamsBot, start_teams_bot
 from .fake_connector import FakeConnector
-
-FUZZ = settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=20,
-)
 
 
 @dataclass
@@ -46,14 +32,7 @@ class Served:
 
     def post(self, body: bytes, headers: dict[str, str] | None = None) -> int:
         wire = {"Content-Type": "application/json", **(headers or {})}
-        wire = {k: v.encode("utf-8").decode("latin-1") for k, v in wire.items()}
-        url = f"{self.teams.url}/api/messages"
-        request = urllib.request.Request(url, data=body, headers=wire, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
+        return post(f"{self.teams.url}/api/messages", body, wire)
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +46,6 @@ def served() -> Iterator[Served]:
             loop.run(teams.bot.drain())
             loop.run(teams.close())
             loop.run(connector.close())
-
-
-def _mutate(value: Any, path: list[Any], new: Any) -> Any:
-    if not path:
-        return new
-    head, *rest = path
-    if isinstance(value, dict) and head in value:
-        return {**value, head: _mutate(value[head], rest, new)}
-    return value
 
 
 PATHS = [
@@ -99,10 +69,7 @@ PATHS = [
 @FUZZ
 @given(
     body=st.binary(max_size=300) | JSON.map(lambda v: json.dumps(v).encode()),
-    auth=st.none()
-    | st.text(
-        st.characters(min_codepoint=0x20, blacklist_categories=("Cs", "Cc")), max_size=40
-    ).map(lambda s: f"Bearer {s}"),
+    auth=st.none() | HEADER_TEXT.map(lambda s: f"Bearer {s}"),
 )
 def test_random_bodies_never_5xx(served: Served, body: bytes, auth: str | None) -> None:
     headers = {"Authorization": auth} if auth is not None else None
@@ -119,7 +86,7 @@ def test_mutated_activities_never_5xx_and_post_only_locally(
     )
     if invoke:
         base.update(type="invoke", name="adaptiveCard/action", value={"action": {}})
-    body = json.dumps(_mutate(base, path, value)).encode()
+    body = json.dumps(mutate(base, path, value)).encode()
     assert served.post(body) < 500
 
 
