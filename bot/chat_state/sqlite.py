@@ -100,6 +100,8 @@ class SQLiteChatState:
 
     async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
         """One write transaction: look for any live key, else claim them all."""
+        if not keys:
+            return True
         now = time.time()
         sweep = now >= self._next_seen_sweep
         if sweep:

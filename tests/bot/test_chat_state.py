@@ -39,6 +39,11 @@ async def test_the_first_delivery_is_new_and_every_copy_after_it_is_not(chat: Ch
     assert await chat.first_delivery(["slack:event:Ev2"], ttl=60) is True
 
 
+async def test_a_delivery_without_keys_is_always_new(chat: ChatState) -> None:
+    assert await chat.first_delivery([], ttl=60) is True
+    assert await chat.first_delivery([], ttl=60) is True
+
+
 async def test_a_copy_sharing_any_key_is_not_new(chat: ChatState) -> None:
     assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is True
     assert await chat.first_delivery(["event:E2", "message:M"], ttl=60) is False  # other copy
