@@ -18,6 +18,8 @@ that owns the tool holds the call itself; every copy is derived from it by
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,6 +41,8 @@ from .errors import (
 from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
 from .stores.base import StoreConflict
 from .tools import Tool
+
+log = logging.getLogger(__name__)
 
 
 class Decider:
@@ -92,7 +96,10 @@ class Decider:
                 # Someone wrote the run without its lock (a lease that ran out):
                 # this claim lost, says so in the log it was already written to,
                 # and to the caller instead of a storage error.
-                await self._turns.audit(top, entry, "superseded", decision)
+                try:
+                    await self._turns.audit(top, entry, "superseded", decision)
+                except Exception:
+                    log.exception("could not mark the lost decision on %s", entry.tool_call_id)
                 raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
 
@@ -299,11 +306,32 @@ def _approved(tool: Tool, call: PendingCall) -> tuple[BaseModel, Any] | str:
         return texts.APPROVED_ARGS_INVALID.format(
             tool=call.tool_name, errors="; ".join(validation_messages(exc))
         )
-    # What was shown is a dump of validated values: validated again it must mean the
-    # same (a validator that changes its own output would run something else).
-    if tool.validate_args(tool.dump_args(args)) != args:
+    # What runs must be what was shown: a default the tool gained since (a
+    # redeploy), or a validator that changes its own output, would run something else.
+    if not _shows_the_same(args, tool.dump_args(args), call.args):
         return texts.APPROVED_ARGS_CHANGED.format(tool=call.tool_name)
     return args, answer
+
+
+def _shows_the_same(args: BaseModel, dumped: dict[str, Any], shown: dict[str, Any]) -> bool:
+    """Whether ``dumped`` (of ``args``) is what ``shown`` said; a set field may come
+    back in another order."""
+    if dumped.keys() != shown.keys():
+        return False
+    names = {(f.alias or name): name for name, f in type(args).model_fields.items()}
+    for key, value in dumped.items():
+        if value == shown[key]:
+            continue
+        as_set = isinstance(getattr(args, names.get(key, key), None), set | frozenset)
+        if not (as_set and isinstance(value, list) and isinstance(shown[key], list)):
+            return False
+        if sorted(map(_sortable, value)) != sorted(map(_sortable, shown[key])):
+            return False
+    return True
+
+
+def _sortable(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _record(snap: RunSnapshot, tool_call_id: str, outcome: Outcome) -> None:

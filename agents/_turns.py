@@ -315,7 +315,7 @@ class Turns:
             requester=snap.resource_id,
             idempotent=tool.idempotent,
             approved=approved,
-            answer=jsonable(answer) if answer is not None else None,
+            answer=_answer_json(answer),
         )
 
     async def execute(
@@ -461,6 +461,13 @@ class Turns:
 
 def _finish_reason(stop: str) -> FinishReason:
     return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
+
+
+def _answer_json(answer: Any) -> Any:
+    """A person's validated answer as JSON, field names as the schema spells them."""
+    if isinstance(answer, BaseModel):
+        return answer.model_dump(mode="json", by_alias=True)
+    return jsonable(answer)
 
 
 def error_outcome(call: ToolCallPart, text: str) -> Outcome:

@@ -10,6 +10,7 @@ continues in the background, in the thread's order. Locks: ``CONCURRENCY.md``.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -123,6 +124,12 @@ class Decisions:
             return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.expires_at <= datetime.now(UTC):
             return None, ((messages.CLICK_EXPIRED,), "stale")
+        if click.message_ref is not None:
+            # The call may have been asked again (its arguments changed after an
+            # approval): only its newest card decides, never one showing old ones.
+            place = await self._presenter.card_place(call)
+            if place is not None and place.ref != click.message_ref:
+                return None, ((messages.CLICK_OUTDATED,), "stale")
         refusal = self._policy.check(
             call.tool_name, call.requester, click.user_id, action=click.action
         )
@@ -263,17 +270,19 @@ class Decisions:
             )
         # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
         entries = await self._audit_of(click.run_id, click.tool_call_id)
-        superseded = False  # the decision logged before it did not take effect
+        # Decisions that did not take effect: each "superseded" cancels the latest
+        # earlier decision by the same person.
+        lost: Counter[str | None] = Counter()
         for i in range(len(entries) - 1, -1, -1):
             entry = entries[i]
             if entry.event == "superseded":
-                superseded = True
+                lost[entry.actor] += 1
             elif entry.event == "expired":
                 return (messages.CLICK_EXPIRED,)
             elif entry.event == "interrupted":
                 return (messages.CLICK_INTERRUPTED,)
-            elif entry.event in _AUDIT_ACTIONS and superseded:
-                superseded = False
+            elif entry.event in _AUDIT_ACTIONS and lost[entry.actor]:
+                lost[entry.actor] -= 1
             elif entry.event in _AUDIT_ACTIONS:
                 action = _AUDIT_ACTIONS[entry.event]
                 return self._decided_by(click.thread, action, entry.actor, entries[:i])
@@ -303,7 +312,7 @@ class Decisions:
         for entry in reversed(before):
             if entry.event == "requested":
                 break
-            if entry.event == VOTED and entry.actor:
+            if entry.event == VOTED and entry.actor and entry.actor not in voters:
                 voters.insert(0, entry.actor)
         ids = voters if action == "approve" and voters else [decided_by]
         people = tuple(self._presenter.who(thread, user) for user in ids)

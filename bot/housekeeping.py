@@ -142,8 +142,10 @@ class Housekeeping:
 
     async def _close_card(self, messenger: Messenger, thread: ThreadKey, call: PendingInfo) -> None:
         """Show a call's approval card as expired, without its buttons."""
+        if call.kind != "approval":
+            return
         place = await self._presenter.card_place(call)
-        if call.kind != "approval" or place is None:
+        if place is None:
             return
         expired = self._presenter.card(thread, call, status="expired")
         # A quorum card's votes update it under this lock: take it too, so a vote

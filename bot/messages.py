@@ -43,6 +43,8 @@ FINISH_NOTES: Final = {
 """Said after an answer that ended for a reason other than being done."""
 NO_REQUESTER: Final = "Heads up: {text}"
 """A notice meant for whoever asked, when nobody is on record as having asked."""
+ANSWER_FIELD: Final = "answer"
+"""How a card labels a reply the tool takes as it is, beside its arguments."""
 QUESTION_FALLBACK: Final = "`{tool}` needs more information to continue."
 
 # -- answers to a click, shown to the clicker only ----------------------------
@@ -54,6 +56,10 @@ CLICK_INTERRUPTED: Final = "The bot stopped while working on this request, so it
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
+CLICK_OUTDATED: Final = (
+    "This card is out of date: the request changed since it was posted. "
+    "Use its newest card in the thread."
+)
 CLICK_ALREADY_VOTED: Final = "You already approved; waiting for {more} more."
 CLICK_UNAVAILABLE: Final = "I can't record decisions right now; please try again in a moment."
 CLICK_RACED: Final = (

@@ -54,6 +54,8 @@ def shown_args(info: PendingInfo) -> dict[str, Any]:
     shown = dict(info.args)
     if isinstance(info.answer, dict):
         shown.update({k: v for k, v in info.answer.items() if k not in shown})
+    elif info.answer is not None:  # a reply taken as it is (the tool has no resume schema)
+        shown.setdefault(messages.ANSWER_FIELD, info.answer)
     return shown
 
 

@@ -144,8 +144,9 @@ class SlackAdapter:
     async def handle(self, request: web.Request) -> web.Response:
         """One Slack request: Bolt verifies the signature, acks, and the listeners hand off."""
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "0")
-        # ASCII digits only: "²" is a digit to str.isdigit, and int() then fails with a 500.
-        if not (timestamp.isascii() and timestamp.isdigit()):
+        # A few ASCII digits only: "²" is a digit to str.isdigit, and int() fails with
+        # a 500 on it, as on a number past Python's 4,300-digit conversion limit.
+        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 15):
             return web.Response(status=401, text=texts.BAD_SIGNATURE)
         try:
             bolt_request = await to_bolt_request(request)

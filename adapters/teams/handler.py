@@ -112,7 +112,6 @@ class _ActivityShape(_Shaped):
     id: str | None = None
     replyToId: str | None = None
     name: str | None = None
-    value: dict[str, Any] | None = None
 
 
 def parse_activity(body: Any) -> Activity | None:

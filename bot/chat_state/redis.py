@@ -1,8 +1,9 @@
 """Chat state on the store's Redis, under the same deployment prefix.
 
 JSON values, never pickle; key names and lifetimes are in ``redis_keys``. A
-dedupe claim is one Lua script over all of a delivery's keys; a vote is one (add if absent, return
-all), so votes clicked on different replicas at once all count, once each.
+dedupe claim is one Lua script over all of a delivery's keys, and so is a vote
+(add if absent, return all): votes clicked on different replicas at once all
+count, once each.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 from typing import Annotated, Any
 
 import pytest
-from pydantic import AfterValidator, BaseModel, BeforeValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agents import (
     Agent,
@@ -338,3 +338,60 @@ async def test_a_call_whose_tool_went_away_can_still_be_declined_or_approved() -
     assert "not approved" in final.text
     final = await redeployed.approve_tool_call_generate(run_id=approved.run_id)
     assert "Unknown tool 'wipe'" in final.text
+
+
+async def test_a_default_the_tool_gained_after_the_card_is_refused_not_run() -> None:
+    store = MemoryStore()
+    ran: list[tuple[str, bool]] = []
+
+    @tool(require_approval=True)
+    def wipe(disk: str) -> str:
+        """Wipe a disk."""
+        return "wiped"
+
+    @tool(require_approval=True, name="wipe")
+    def wipe_more(disk: str, all_disks: bool = True) -> str:
+        """Wipe a disk (or all of them)."""
+        ran.append((disk, all_disks))
+        return "wiped"
+
+    def build(tools: list[Any]) -> Agent:
+        model = call_then_answer(ToolCall("wipe", {"disk": "sdb"}, id="w-1"))
+        return Agent(id="ops", model=model, tools=tools, store=store)
+
+    paused = await build([wipe]).generate("wipe sdb")
+    redeployed = build([wipe_more])  # the card showed {"disk": "sdb"} only
+    final = await redeployed.approve_tool_call_generate(run_id=paused.run_id)
+    assert ran == []
+    assert "would not run with exactly the arguments that were approved" in final.text
+
+
+async def test_an_answer_with_aliased_fields_runs_once_approved() -> None:
+    ran: list[str] = []
+
+    class Ticket(BaseModel):
+        model_config = ConfigDict(populate_by_name=True)
+        ticket_id: str = Field(alias="ticketId")
+
+    def ticketed(args: Any, ctx: ToolContext) -> bool:
+        return ctx.resume_data is not None
+
+    @tool(require_approval=ticketed, resume_schema=Ticket)
+    def change(ctx: ToolContext, what: str) -> str:
+        """Make a change; asks for the change ticket first."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Which ticket?"})
+        ran.append(ctx.resume_data.ticket_id)
+        return "changed"
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("change", {"what": "dns"}, id="c-1")),
+        tools=[change],
+    )
+    first = await agent.generate("change dns")
+    card = await agent.resume_generate({"ticketId": "CHG-7"}, run_id=first.run_id)
+    assert card.suspend_payload is not None
+    assert card.suspend_payload.answer == {"ticketId": "CHG-7"}
+    await agent.approve_tool_call_generate(run_id=first.run_id)
+    assert ran == ["CHG-7"]

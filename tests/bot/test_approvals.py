@@ -74,12 +74,21 @@ async def test_approving_decides_at_once_updates_the_card_and_posts_the_answer()
     assert messenger.views(Reply)[-1].text == "Done. restart_service ok: restarted api"
 
 
-async def test_the_card_is_updated_where_the_click_says_it_is() -> None:
-    bot, messenger, card = await started(Counter())
-    ref = {"channel": "C1", "ts": "elsewhere"}
-    await bot.on_click(click(card, ref=ref))
+async def test_a_click_on_a_message_that_is_not_the_newest_card_decides_nothing() -> None:
+    # Say the call was asked again with other arguments: only its newest card
+    # may decide, never an older one that still shows the old arguments.
+    ran = Counter()
+    bot, messenger, card = await started(ran)
+    result = await bot.on_click(click(card, ref={"channel": "C1", "ts": "an-older-card"}))
+    assert not result.accepted
+    assert result.message == (
+        "This card is out of date: the request changed since it was posted. "
+        "Use its newest card in the thread."
+    )
     await bot.drain()
-    assert [r for _, r, _ in messenger.updates] == [ref]
+    assert messenger.updates == []
+    assert ran.count == 0
+    assert (await bot.on_click(click(card, ref=messenger.ref_of(card)))).accepted
 
 
 async def test_declining_carries_the_reason_and_the_tool_never_runs() -> None:

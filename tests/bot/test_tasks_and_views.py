@@ -129,3 +129,9 @@ def test_a_card_shows_the_answer_that_runs_with_its_arguments() -> None:
     )
     card = approval_card(info, expires_at=info.expires_at)
     assert card.args == {"environment": "production", "version": "1.5.0", "reason": "hotfix"}
+
+
+def test_a_card_shows_a_reply_the_tool_takes_as_it_is() -> None:
+    info = replace(waiting(None), kind="approval", args={"cache": "cdn"}, answer="and the db")
+    card = approval_card(info, expires_at=info.expires_at)
+    assert card.args == {"cache": "cdn", "answer": "and the db"}

@@ -7,7 +7,6 @@ request that is not signed with the signing secret.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +42,8 @@ class Served:
         return post(self.bot.url, body, headers)
 
     def posted(self) -> int:
+        """Messages posted so far, once the bot has finished what it was doing."""
+        self.loop.run(self.bot.adapter.drain())
         return len(self.slack.of("chat.postMessage"))
 
 
@@ -82,7 +83,8 @@ def test_unsigned_requests_never_5xx_and_never_post(
     assert served.posted() == before
 
 
-MENTION = event_body(mention_event("deploy api"))
+# A fresh mention per example (new event id and ts): a repeated one would be a duplicate.
+MENTIONS = st.builds(lambda: event_body(mention_event("deploy api")))
 PATHS = [
     ["type"],
     ["event"],
@@ -101,7 +103,7 @@ PATHS = [
 @given(
     body=st.one_of(
         JSON,
-        st.tuples(st.sampled_from(PATHS), JSON).map(lambda pn: mutate(MENTION, *pn)),
+        st.tuples(MENTIONS, st.sampled_from(PATHS), JSON).map(lambda m: mutate(*m)),
     )
 )
 def test_signed_random_and_mutated_bodies_never_5xx(served: Served, body: Any) -> None:
@@ -111,11 +113,8 @@ def test_signed_random_and_mutated_bodies_never_5xx(served: Served, body: Any) -
 
 
 def test_the_server_still_answers_after_the_fuzzing(served: Served) -> None:
+    before = served.posted()
     body = json.dumps(event_body(mention_event("deploy api")))
     headers = {"Content-Type": "application/json", **signed_headers(body)}
     assert served.post(body.encode(), headers) == 200
-    deadline = time.monotonic() + 10
-    before = served.posted()
-    while served.posted() == before:
-        assert time.monotonic() < deadline, "the bot stopped answering"
-        time.sleep(0.05)
+    assert served.posted() > before

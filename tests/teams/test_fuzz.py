@@ -7,7 +7,6 @@ local connector, only for activities it may answer.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,12 +103,11 @@ def test_a_foreign_service_url_is_never_answered(served: Served, service_url: st
 
 
 def test_the_server_still_answers_after_the_fuzzing(served: Served) -> None:
+    served.loop.run(served.teams.bot.drain())
     before = len(served.connector.calls)
     activity = act.message(
         served.connector.url, "deploy api", conversation=act.chat_conversation(), mention=True
     )
     assert served.post(json.dumps(activity).encode()) == 200
-    deadline = time.monotonic() + 10
-    while len(served.connector.calls) == before:
-        assert time.monotonic() < deadline, "the bot stopped answering"
-        time.sleep(0.05)
+    served.loop.run(served.teams.bot.drain())
+    assert len(served.connector.calls) > before
