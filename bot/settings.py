@@ -8,6 +8,7 @@ deployment fails at start with one readable line instead of a trace.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -15,6 +16,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents.stores import store_kind
+
+from .policy import Duration
 
 DEFAULT_AGENT = "examples.ops:build_agent"
 """The bundled example agent: ``module:attribute`` of an ``Agent`` or a factory."""
@@ -81,6 +84,9 @@ class Settings(BaseSettings):
     approval_policy: Path | None = None
     bot_host: str = "0.0.0.0"
     bot_port: int = Field(default=3978, ge=1, le=65535)
+    bot_recover_after: Duration = timedelta(minutes=15)
+    """How long a decided call may run, quietly, before a crash is assumed (then it is
+    retried when safe, or reported as interrupted). Set it above your slowest tool."""
 
     @field_validator("bot_agent")
     @classmethod

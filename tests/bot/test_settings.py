@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ ENV = [
     "APPROVAL_POLICY",
     "BOT_HOST",
     "BOT_PORT",
+    "BOT_RECOVER_AFTER",
 ]
 
 
@@ -123,6 +125,7 @@ def test_empty_variables_count_as_unset(clean_env: pytest.MonkeyPatch) -> None:
         ({"BOT_AGENT": "examples.ops"}, "BOT_AGENT: 'examples.ops' is not 'module:attribute'"),
         ({"STORE_URL": "postgres://db"}, "STORE_URL: 'postgres://db': use memory://"),
         ({"TEAMS_ALLOW_UNAUTHENTICATED": "maybe"}, "TEAMS_ALLOW_UNAUTHENTICATED: Input should be"),
+        ({"BOT_RECOVER_AFTER": "soon"}, "BOT_RECOVER_AFTER: 'soon' is not a duration"),
     ],
 )
 def test_incomplete_or_invalid_configuration_is_a_clear_error(
@@ -139,6 +142,14 @@ def test_incomplete_or_invalid_configuration_is_a_clear_error(
     problems = [p for error in errors for p in error.problems]
     assert any(p.startswith(problem) for p in problems), problems
     assert all(str(error).startswith("invalid configuration: ") for error in errors)
+
+
+def test_how_long_a_crash_takes_to_be_noticed_is_a_setting(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().bot_recover_after == timedelta(minutes=15)
+    clean_env.setenv("BOT_RECOVER_AFTER", "90s")
+    assert load_settings().bot_recover_after == timedelta(seconds=90)
 
 
 def test_user_assigned_identity_needs_no_password(clean_env: pytest.MonkeyPatch) -> None:
