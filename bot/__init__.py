@@ -4,7 +4,7 @@ Adapters import from here; ``bot`` itself imports only the public API of
 ``agents`` (and, in ``bot/__main__.py`` alone, the adapters it wires in).
 """
 
-from .chat_state import CardPlace, ChatState, MemoryChatState, ask_id, ask_of, open_chat_state
+from .chat_state import CardPlace, ChatState, MemoryChatState, ask_of, open_chat_state
 from .core import ChatBot
 from .inputs import has_lone_surrogate, is_loopback_url
 from .metrics import Metrics
@@ -72,7 +72,6 @@ __all__ = [
     "ThreadKey",
     "Undeliverable",
     "View",
-    "ask_id",
     "ask_of",
     "build_app",
     "has_lone_surrogate",

@@ -2,12 +2,11 @@
 
 from .base import LockTimeout, Store, StoreConflict
 from .memory import MemoryStore
-from .redis_url import CONNECT_TIMEOUT, redis_client, split_prefix
+from .redis_url import redis_client, split_prefix
 from .sqlite_file import SQLiteFile, changes
 from .url import StoreKind, open_store, store_kind
 
 __all__ = [
-    "CONNECT_TIMEOUT",
     "LockTimeout",
     "MemoryStore",
     "SQLiteFile",

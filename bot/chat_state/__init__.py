@@ -5,16 +5,14 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, ask_id, ask_of, card_lock_name
+from .base import CardPlace, ChatState, ask_of
 from .memory import MemoryChatState
 
 __all__ = [
     "CardPlace",
     "ChatState",
     "MemoryChatState",
-    "ask_id",
     "ask_of",
-    "card_lock_name",
     "open_chat_state",
 ]
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
-from agents import PendingInfo
+from agents import PendingInfo, Store
 
 from ..types import MessageRef, Person, ThreadKey
 
@@ -66,9 +66,19 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def card_lock_name(run_id: str, ask: str) -> str:
-    """The store lock of one card; the runtime's own locks are named ``run:<id>``."""
-    return f"card:{run_id}:{ask}"
+class StoreCardLocks:
+    """``card_lock`` for every backend: a lease of the store's, named per card.
+
+    The runtime's own locks are named ``run:<id>``; a card's are ``card:<run>:<ask>``.
+    """
+
+    _locks: Store
+
+    def card_lock(
+        self, run_id: str, ask: str, *, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold one card's lock across every process (see ``ChatState.card_lock``)."""
+        return self._locks.lock(f"card:{run_id}:{ask}", wait=wait)
 
 
 @runtime_checkable

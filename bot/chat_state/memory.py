@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from agents import Store
 
 from ..types import Person
-from .base import CardPlace, card_lock_name
+from .base import CardPlace, StoreCardLocks
 
 
-class MemoryChatState:
+class MemoryChatState(StoreCardLocks):
     """Everything in dictionaries; card locks are the (memory) store's locks."""
 
     def __init__(self, locks: Store) -> None:
@@ -58,11 +57,6 @@ class MemoryChatState:
             return False
         self._seen.update(dict.fromkeys(keys, now + ttl))
         return True
-
-    def card_lock(
-        self, run_id: str, ask: str, *, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         return None

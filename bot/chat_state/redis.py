@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
 from agents import Store
@@ -19,7 +18,7 @@ from agents.stores import redis_client, split_prefix
 
 from ..types import Person
 from . import redis_keys as k
-from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name, json_object
+from .base import CARD_PLACE, PERSON, CardPlace, StoreCardLocks, json_object
 
 # KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
 # unless that person already voted; returns the whole list.
@@ -47,7 +46,7 @@ return 1
 """
 
 
-class RedisChatState:
+class RedisChatState(StoreCardLocks):
     """The chat state on one Redis primary; card locks are the store's locks."""
 
     def __init__(self, url: str, locks: Store) -> None:
@@ -93,11 +92,6 @@ class RedisChatState:
         px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
         claimed = await self._first_delivery(keys=[self.keys.seen(key) for key in keys], args=[px])
         return bool(claimed)
-
-    def card_lock(
-        self, run_id: str, ask: str, *, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         await self._redis.aclose()

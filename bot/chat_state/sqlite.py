@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiosqlite
@@ -19,7 +18,7 @@ from agents import Store
 from agents.stores import SQLiteFile, changes
 
 from ..types import Person
-from .base import CARD_PLACE, PERSON, CardPlace, card_lock_name, json_object
+from .base import CARD_PLACE, PERSON, CardPlace, StoreCardLocks, json_object
 
 # Expired dedupe claims are harmless but would grow the file forever; one sweep a
 # minute per process keeps them bounded without a statement on every call.
@@ -45,7 +44,7 @@ _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
 
 
-class SQLiteChatState:
+class SQLiteChatState(StoreCardLocks):
     """The chat state over the store's file; card locks are the store's locks."""
 
     def __init__(self, url: str, locks: Store) -> None:
@@ -120,11 +119,6 @@ class SQLiteChatState:
             return True
 
         return await self._file.run(work, transaction=True)
-
-    def card_lock(
-        self, run_id: str, ask: str, *, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        return self._locks.lock(card_lock_name(run_id, ask), wait=wait)
 
     async def close(self) -> None:
         await self._file.close()

@@ -18,6 +18,7 @@ from agents import (
     MemoryStore,
     ResumeDataInvalidError,
     RunSnapshot,
+    Tool,
     ToolCall,
     ToolCallApprovalChunk,
     ToolContext,
@@ -39,6 +40,14 @@ Version = Annotated[str, AfterValidator(exact_version)]
 
 class VersionReply(BaseModel):
     version: Version
+
+
+def one_tool_agent(
+    only: Tool, args: dict[str, Any], *, call_id: str, agent_id: str = "ops"
+) -> Agent:
+    """An agent whose model calls ``only`` once with ``args``, then answers."""
+    model = call_then_answer(ToolCall(only.name, args, id=call_id))
+    return Agent(id=agent_id, model=model, tools=[only])
 
 
 class Seen:
@@ -159,11 +168,7 @@ def restart_agent(ran: list[tuple[str, Any]]) -> Agent:
         ran.append((region, ctx.approved))
         return f"restarted {service} in {region}"
 
-    return Agent(
-        id="ops",
-        model=call_then_answer(ToolCall("restart", {"service": "api"}, id="r-1")),
-        tools=[restart],
-    )
+    return one_tool_agent(restart, {"service": "api"}, call_id="r-1")
 
 
 async def test_an_answer_after_approval_that_changes_the_arguments_asks_for_approval_again() -> (
@@ -199,11 +204,7 @@ async def test_an_answer_after_approval_that_keeps_the_arguments_runs_as_approve
         codes.append(ctx.resume_data.code)
         return f"wiped {disk}"
 
-    agent = Agent(
-        id="ops",
-        model=call_then_answer(ToolCall("wipe", {"disk": "sdb"}, id="w-1")),
-        tools=[wipe],
-    )
+    agent = one_tool_agent(wipe, {"disk": "sdb"}, call_id="w-1")
     first = await agent.generate("wipe sdb")
     await agent.approve_tool_call_generate(run_id=first.run_id)
     final = await agent.resume_generate({"code": "4711"}, run_id=first.run_id)
@@ -225,10 +226,8 @@ async def test_a_check_refuses_a_call_that_can_only_fail_before_any_card() -> No
         ran.append(record_id)
         return "deleted"
 
-    agent = Agent(
-        id="records",
-        model=call_then_answer(ToolCall("delete_record", {"record_id": "nope-1"}, id="x-1")),
-        tools=[delete_record],
+    agent = one_tool_agent(
+        delete_record, {"record_id": "nope-1"}, call_id="x-1", agent_id="records"
     )
     stream = await agent.stream("delete record nope-1")
     chunks = [c async for c in stream]
@@ -247,10 +246,8 @@ async def test_a_check_that_passes_leaves_the_call_to_its_approval_rule() -> Non
         """Delete a record."""
         return "deleted"
 
-    agent = Agent(
-        id="records",
-        model=call_then_answer(ToolCall("delete_record", {"record_id": "abc-123"}, id="x-1")),
-        tools=[delete_record],
+    agent = one_tool_agent(
+        delete_record, {"record_id": "abc-123"}, call_id="x-1", agent_id="records"
     )
     first = await agent.generate("delete record abc-123")
     assert first.suspend_payload is not None
@@ -275,11 +272,7 @@ async def test_an_answer_that_names_no_argument_is_shown_with_them_and_runs_as_a
         ran.append((cache, ctx.resume_data.reason))
         return f"purged {cache}"
 
-    agent = Agent(
-        id="ops",
-        model=call_then_answer(ToolCall("purge", {"cache": "cdn"}, id="p-1")),
-        tools=[purge],
-    )
+    agent = one_tool_agent(purge, {"cache": "cdn"}, call_id="p-1")
     first = await agent.generate("purge the cdn")
     card = await agent.resume_generate({"reason": "stale assets"}, run_id=first.run_id)
     assert card.suspend_payload is not None
@@ -384,11 +377,7 @@ async def test_an_answer_with_aliased_fields_runs_once_approved() -> None:
         ran.append(ctx.resume_data.ticket_id)
         return "changed"
 
-    agent = Agent(
-        id="ops",
-        model=call_then_answer(ToolCall("change", {"what": "dns"}, id="c-1")),
-        tools=[change],
-    )
+    agent = one_tool_agent(change, {"what": "dns"}, call_id="c-1")
     first = await agent.generate("change dns")
     card = await agent.resume_generate({"ticketId": "CHG-7"}, run_id=first.run_id)
     assert card.suspend_payload is not None
