@@ -227,12 +227,25 @@ def _text_message(chunks: list[str]) -> SlackMessage:
     return SlackMessage(text="\n".join(chunks), blocks=[section(c) for c in chunks])
 
 
+_MARKDOWN_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+
+
 def to_mrkdwn(markdown: str) -> str:
-    """Escape for Slack and turn the common Markdown marks into mrkdwn."""
+    """Escape for Slack and turn the common Markdown marks into mrkdwn.
+
+    The result never holds ``<`` or ``>``: nothing the agent writes becomes a
+    mention, a channel ping or a link whose target is hidden behind its label.
+    """
     text = escape(markdown)
     text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", text)
     text = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", text, flags=re.MULTILINE)
-    return re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", text)
+    return _MARKDOWN_LINK.sub(_visible_link, text)
+
+
+def _visible_link(link: re.Match[str]) -> str:
+    """``[label](url)`` as "label (url)": the reader sees where it goes; Slack links the URL."""
+    label, url = link.group(1), link.group(2)
+    return url if label == url else f"{label} ({url})"
 
 
 def split(text: str, limit: int) -> list[str]:

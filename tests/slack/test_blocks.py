@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.slack.blocks import (
     SECTION_LIMIT,
@@ -18,6 +20,8 @@ from adapters.slack.blocks import (
     render,
     slack_date,
     split,
+    text_mrkdwn,
+    to_mrkdwn,
 )
 from adapters.slack.wire import (
     APPROVE_ACTION,
@@ -158,7 +162,92 @@ def test_split_falls_back_to_a_hard_cut_without_spaces() -> None:
 def test_markdown_becomes_mrkdwn_and_is_escaped() -> None:
     (message,) = long_text("# Title\n**bold** and [docs](https://example.com/a?b=1&c=2) 1 < 2")
     text = message.blocks[0]["text"]["text"]
-    assert text == "*Title*\n*bold* and <https://example.com/a?b=1&amp;c=2|docs> 1 &lt; 2"
+    assert text == "*Title*\n*bold* and docs (https://example.com/a?b=1&amp;c=2) 1 &lt; 2"
+
+
+@pytest.mark.parametrize(
+    ("markdown", "shown"),
+    [
+        ("[label](https://evil.example/x)", "label (https://evil.example/x)"),
+        (
+            "see [https://good.example](https://evil.example/x)",
+            "see https://good.example (https://evil.example/x)",
+        ),
+        ("[https://example.com/a](https://example.com/a)", "https://example.com/a"),
+        ("**[bold link](http://evil.example)**", "*bold link (http://evil.example)*"),
+        ("[<!channel>](https://evil.example)", "&lt;!channel&gt; (https://evil.example)"),
+    ],
+)
+def test_a_markdown_link_shows_its_real_target_never_a_hidden_one(
+    markdown: str, shown: str
+) -> None:
+    assert to_mrkdwn(markdown) == shown
+    (reply,) = render(Reply(text=markdown))
+    assert reply.blocks[0]["text"]["text"] == shown
+    assert "<" not in reply.text
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("<https://evil.example/x|label>", "&lt;https://evil.example/x|label&gt;"),
+        ("<https://evil.example/x>", "&lt;https://evil.example/x&gt;"),  # a Markdown autolink
+        ("<!channel> <!here> <!everyone>", "&lt;!channel&gt; &lt;!here&gt; &lt;!everyone&gt;"),
+        ("<@U123> <#C123> <!subteam^S1>", "&lt;@U123&gt; &lt;#C123&gt; &lt;!subteam^S1&gt;"),
+        ("**<!channel>**", "*&lt;!channel&gt;*"),
+        ("# <@U123>", "*&lt;@U123&gt;*"),
+        ("&lt;!channel&gt;", "&amp;lt;!channel&amp;gt;"),  # entities stay as typed
+    ],
+)
+def test_slack_control_sequences_in_the_agents_text_are_shown_not_parsed(
+    written: str, shown: str
+) -> None:
+    assert to_mrkdwn(written) == shown
+    (reply,) = render(Reply(text=written))
+    assert reply.blocks[0]["text"]["text"] == shown
+    assert text_mrkdwn((written, BOB)) == f"{shown}<@U0BOB0001>"
+
+
+# Pieces of Slack and Markdown syntax (whole links among them), mixed with any text.
+_PIECES = st.sampled_from(
+    [
+        *"<>&|!@[]()*#_~`\n ",
+        "https://evil.example/x",
+        "[label](https://evil.example/x)",
+        "[a](http://b)",
+        "](",
+        "**",
+        "# ",
+        "&lt;",
+        "&gt;",
+        "!channel",
+        "@U123",
+    ]
+)
+
+
+@given(st.lists(_PIECES | st.text(max_size=5), max_size=30).map("".join))
+def test_no_text_becomes_a_link_or_a_ping(markdown: str) -> None:
+    shown = to_mrkdwn(markdown)
+    assert "<" not in shown
+    assert ">" not in shown
+
+
+@pytest.mark.parametrize("name", ["<!channel>", "<@U0EVIL001>", "<https://evil.example|Alice>"])
+def test_a_display_name_never_reaches_a_card(name: str) -> None:
+    eve = Person(id="U0EVE0001", name=name)
+    pending = approval_card(card(requester=eve, quorum=2, approvals=(eve,)))
+    decided = approval_card(card(status="declined", requester=eve, decided_by=(eve,)))
+    for message in (pending, decided):
+        shown = all_text(message.blocks) + message.text
+        assert "<@U0EVE0001>" in shown  # Slack shows the current name itself
+        assert name not in shown
+        assert "<!channel" not in shown
+        assert "<@U0EVIL001" not in shown
+        assert "<https" not in shown
+    (notice,) = render(Notice(text="done", to=eve))
+    assert notice.text == "<@U0EVE0001>: done"
+    assert text_mrkdwn(("for ", eve)) == "for <@U0EVE0001>"
 
 
 def test_the_decline_modal_carries_the_click_to_its_submission() -> None:
