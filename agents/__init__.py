@@ -1,5 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
+from ._engine import DEFAULT_LEASE
 from .agent import Agent, ExpiredCall, RecoveredRun
 from .chunks import (
     AgentResult,
@@ -38,6 +39,7 @@ from .tools import Tool, ToolContext, tool
 from .usage import Usage
 
 __all__ = [
+    "DEFAULT_LEASE",
     "DEMO_HELP",
     "DEMO_REQUESTS",
     "Agent",

@@ -3,12 +3,17 @@
 ``Engine`` holds the store and the frozen agent spec and calls its parts:
 ``Turns`` (model turns and tool batches), ``Decider`` (claiming and carrying
 out decisions) and ``Recoverer`` (crash recovery). Each stream's worth of work
-is a session, which ends by announcing the calls it left waiting.
+is a session, which ends by announcing the calls it left waiting. While a
+session runs, its process keeps the run's heartbeat (``Store.beat``) one lease
+ahead; a crash stops it, and recovery takes the run once the lease has lapsed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,12 +27,19 @@ from .chunks import (
     ToolCallApprovalChunk,
     ToolCallSuspendedChunk,
 )
-from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot
+from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, utcnow
 from .spec import AgentSpec
 from .stores.base import Store
 from .tools import jsonable
 
-__all__ = ["Engine", "Recovery"]
+__all__ = ["DEFAULT_LEASE", "Engine", "Recovery"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE = timedelta(seconds=60)
+"""How long a run outlives its driver's last heartbeat before recovery may take it."""
+# Renewed three times a lease: two beats can fail before a live run looks dead.
+_BEATS_PER_LEASE = 3
 
 
 class Engine:
@@ -38,6 +50,7 @@ class Engine:
         self.turns = Turns(root, store)
         self.decider = Decider(self.turns)
         self.recoverer = Recoverer(self.turns, self.decider)
+        self.lease = DEFAULT_LEASE
 
     # -- lookups ---------------------------------------------------------------
 
@@ -57,6 +70,12 @@ class Engine:
         """Per-tool expiry that wins over the tools' own (``None``: theirs)."""
         self.turns.expiry = expiry
 
+    def set_lease(self, lease: timedelta) -> None:
+        """How long a run is kept alive by one heartbeat (``DEFAULT_LEASE`` otherwise)."""
+        if lease <= timedelta(0):
+            raise ValueError("the lease must be positive")
+        self.lease = lease
+
     # -- sessions: one stream's worth of work ----------------------------------
 
     async def start(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
@@ -72,8 +91,9 @@ class Engine:
         the flag is set under the run's lock, and audited there too, so the
         record does not depend on the stream being read on.
         """
-        async for chunk in body:
-            yield chunk
+        async with self._alive(run_id):
+            async for chunk in body:
+                yield chunk
         top = await self.turns.load(run_id)
         new = _unannounced(top)
         if new:  # the lock only when there is something to announce (not on every answer)
@@ -97,6 +117,33 @@ class Engine:
         )
         yield FinishChunk(run_id=run_id, agent_path=path, finish_reason=reason, usage=top.usage)
 
+    @asynccontextmanager
+    async def _alive(self, run_id: str) -> AsyncIterator[None]:
+        """Keep ``run_id``'s heartbeat one lease ahead while the block runs.
+
+        Not cleared at the end: a finished run leaves the in-flight index anyway,
+        and a cancelled one (a process going down) must look alive no longer than
+        its lease.
+        """
+        await self._beat(run_id)
+        beating = asyncio.create_task(self._keep_beating(run_id), name=f"heartbeat:{run_id}")
+        try:
+            yield
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+
+    async def _keep_beating(self, run_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease.total_seconds() / _BEATS_PER_LEASE)
+            await self._beat(run_id)
+
+    async def _beat(self, run_id: str) -> None:
+        try:
+            await self.turns.store.beat(run_id, utcnow() + self.lease)
+        except Exception as exc:  # the run goes on; the next beat may get through
+            log.warning("heartbeat of run %s failed: %s", run_id, exc)
+
     # -- decisions and recovery ------------------------------------------------
 
     async def decide(
@@ -112,9 +159,9 @@ class Engine:
         chain, entry, value = await self.decider.claim(run_id, tool_call_id, decision, resume_data)
         return self._session(run_id, self.decider.carry_out(chain, entry, decision, value))
 
-    async def recover(self, run_id: str, stale_before: datetime) -> Recovery | None:
+    async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
         """Settle a run a crash left in flight (see ``Recoverer.recover``)."""
-        recovery = await self.recoverer.recover(run_id, stale_before)
+        recovery = await self.recoverer.recover(run_id, now, quiet)
         if recovery is None or recovery.retry is None:
             return recovery
         return Recovery(

@@ -1,7 +1,9 @@
 """Crash recovery: runs a crash left in flight, each settled exactly once.
 
-A run counts as crashed when it (and every sub-agent run it waits on) has not
-changed for a while. Under the run's lock, a single decided call whose owner
+A run counts as crashed when no process keeps its heartbeat any more (the
+lease lapsed) and it (and every sub-agent run it waits on) has not changed for
+a lease either, which covers the moment between a claim and its first beat.
+Under the run's lock, a single decided call whose owner
 still waits on it is carried out again when that is safe (a decline, an
 expiry, an idempotent tool); anything else marks the run interrupted, so no
 side effect happens twice.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import texts
@@ -41,8 +43,8 @@ class Recoverer:
         self._turns = turns
         self._decider = decider
 
-    async def recover(self, run_id: str, stale_before: datetime) -> Recovery | None:
-        """Deal with a run a crash left in flight, if it has been quiet since ``stale_before``.
+    async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
+        """Deal with a run a crash left in flight: no heartbeat and no change for ``quiet``.
 
         A single decided call whose owner still waits on it is carried out
         again when that is safe (a decline, an expiry, or an idempotent tool);
@@ -53,10 +55,13 @@ class Recoverer:
             top = await self._turns.store.load_run(run_id)
             if top is None or not top.is_root or not top.in_flight:
                 return None
+            alive_until = await self._turns.store.alive_until(run_id)
+            if alive_until is not None and alive_until > now:
+                return None
             executing = [p for p in top.pending if p.state == "executing"]
             decided = [p.decision.decided_at for p in executing if p.decision]
             progress = await self._busy_progress(top)
-            if max([top.updated_at, *decided, *progress]) > stale_before:
+            if max([top.updated_at, *decided, *progress]) > now - quiet:
                 return None
             call = executing[0] if executing else None
             retry = await self._plan_retry(top, executing)

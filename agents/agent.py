@@ -267,21 +267,32 @@ class Agent:
                 )
         return expired
 
+    def set_lease(self, lease: timedelta) -> None:
+        """How long a run outlives the last heartbeat of the process driving it.
+
+        Every process driving a run renews its heartbeat three times a lease;
+        ``recover_interrupted`` takes a run only once it lapsed. Shorter means
+        faster recovery after a crash; every replica must use the same lease.
+        """
+        self.engine.set_lease(lease)
+
     async def recover_interrupted(
-        self, *, older_than: timedelta = timedelta(minutes=15), now: datetime | None = None
+        self, *, now: datetime | None = None, quiet: timedelta | None = None
     ) -> list[RecoveredRun]:
         """Find runs a crash left in flight and settle each exactly once.
 
-        A run counts as crashed when it has not changed for ``older_than``: set
-        it longer than your slowest tool, since another replica may still be
-        working on it until then. A repeatable decision is carried out again
-        (consume the returned stream); anything else marks the run
-        ``interrupted``, so a non-idempotent side effect never happens twice.
+        A run counts as crashed when no process has renewed its heartbeat for a
+        lease (``set_lease``) and it has not changed for ``quiet`` (the lease by
+        default). A slow tool keeps its run alive for as long as it runs. A
+        repeatable decision is carried out again (consume the returned stream);
+        anything else marks the run ``interrupted``, so a non-idempotent side
+        effect never happens twice.
         """
-        stale_before = (now or utcnow()) - older_than
+        now = now or utcnow()
+        quiet = self.engine.lease if quiet is None else quiet
         found: list[RecoveredRun] = []
         for run_id in await self.engine.store.runs_in_flight():
-            recovery = await self.engine.recover(run_id, stale_before)
+            recovery = await self.engine.recover(run_id, now, quiet)
             if recovery is None:
                 continue
             run, call = recovery.run, recovery.call

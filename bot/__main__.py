@@ -292,7 +292,7 @@ async def run(command: str, settings: Settings) -> None:
     try:
         await _check_store(store)
         agent = await load_agent(settings.bot_agent, model, store)
-        bot = ChatBot(agent, policy=policy, interrupted_after=settings.bot_recover_after)
+        bot = ChatBot(agent, policy=policy, lease=settings.bot_lease)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
         try:
             if command == "check":

@@ -18,6 +18,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from agents import (
+    DEFAULT_LEASE,
     Agent,
     AgentStream,
     AlreadyDecidedError,
@@ -53,8 +54,8 @@ class ChatBot:
             A policy naming a tool no agent has is refused (``PolicyError``).
         chat: The chat state; by default the one beside the agent's store.
         dedupe_ttl: How long (seconds) a message's dedupe keys are remembered.
-        interrupted_after: How long a decided call may run before a crash is assumed
-            (another replica may still be running it until then).
+        lease: How long a process's work outlives its last heartbeat before another
+            process (or this one, restarted) takes it over (``DEFAULT_LEASE``).
     """
 
     def __init__(
@@ -64,7 +65,7 @@ class ChatBot:
         policy: ApprovalPolicy | None = None,
         chat: ChatState | None = None,
         dedupe_ttl: float = 3600.0,
-        interrupted_after: timedelta = timedelta(minutes=15),
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         self.agent = agent
         self.policy = policy or ApprovalPolicy()
@@ -72,6 +73,7 @@ class ChatBot:
         self.policy.check_tools(tools, sub_agents=delegations)
         # The policy's expiry is the runtime's: the sweep, clicks and replies agree.
         agent.set_expiry(self.policy.expires_in)
+        agent.set_lease(lease)
         self._owns_chat = chat is None
         self.chat = chat if chat is not None else open_chat_state(self.store)
         self.following = Following(self.chat)
@@ -102,7 +104,6 @@ class ChatBot:
             tasks=self.tasks,
             threads=self._threads,
             metrics=self.metrics,
-            interrupted_after=interrupted_after,
         )
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False

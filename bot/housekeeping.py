@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from agents import Agent, ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
 
@@ -29,7 +29,6 @@ class Housekeeping:
         tasks: Where the follow-up work runs.
         threads: The per-thread locks that keep a thread's replies in order.
         metrics: Expiries are counted here.
-        interrupted_after: How long a decided call may run before a crash is assumed.
     """
 
     def __init__(
@@ -41,7 +40,6 @@ class Housekeeping:
         tasks: TaskTracker,
         threads: KeyedLocks,
         metrics: Metrics,
-        interrupted_after: timedelta,
     ) -> None:
         self._agent = agent
         self._chat = chat
@@ -49,7 +47,6 @@ class Housekeeping:
         self._tasks = tasks
         self._threads = threads
         self._metrics = metrics
-        self._interrupted_after = interrupted_after
 
     # -- expiry -----------------------------------------------------------------
 
@@ -114,7 +111,7 @@ class Housekeeping:
         Returns:
             How many runs were found.
         """
-        found = await self._agent.recover_interrupted(older_than=self._interrupted_after, now=now)
+        found = await self._agent.recover_interrupted(now=now)
         for item in found:
             self._tasks.spawn(self._after_interruption(item), name=f"recover:{item.run_id}")
         return len(found)

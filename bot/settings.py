@@ -8,13 +8,13 @@ deployment fails at start with one readable line instead of a trace.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agents import DEFAULT_LEASE
 from agents.stores import store_kind
 
 from .policy import Duration
@@ -84,9 +84,10 @@ class Settings(BaseSettings):
     approval_policy: Path | None = None
     bot_host: str = "0.0.0.0"
     bot_port: int = Field(default=3978, ge=1, le=65535)
-    bot_recover_after: Duration = timedelta(minutes=15)
-    """How long a decided call may run, quietly, before a crash is assumed (then it is
-    retried when safe, or reported as interrupted). Set it above your slowest tool."""
+    bot_lease: Duration = DEFAULT_LEASE
+    """How long a replica's work outlives its last heartbeat: after a crash, its runs
+    are recovered (retried when safe, else reported as interrupted) and the messages
+    and clicks it had taken are taken over once this lapsed. The same on every replica."""
 
     @field_validator("bot_agent")
     @classmethod

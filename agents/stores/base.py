@@ -1,7 +1,7 @@
 """The store protocol: one contract for the memory, SQLite and Redis stores.
 
 Everything a paused run needs to survive restarts and replicas lives here, and
-nothing else: runs, the run lock, thread history and the audit log. The run loop
+nothing else: runs, the run lock, run heartbeats, thread history and the audit log. The run loop
 keeps the logic; stores keep data and offer two atomic primitives: ``save_run``
 (compare-and-set on the snapshot's revision) and ``lock`` (a named
 mutual-exclusion lease shared by every process on the store). Callers keep
@@ -60,6 +60,19 @@ class Store(Protocol):
         ``ttl`` is the lease: how long a crashed holder keeps it. ``wait`` is how
         long to try before ``LockTimeout`` (``ttl`` when not given).
         """
+        ...
+
+    async def beat(self, run_id: str, until: datetime) -> None:
+        """Record that a live process drives ``run_id`` (a root run) until ``until``.
+
+        The driver renews it while it works; crash recovery leaves a run alone
+        while its heartbeat lasts (``alive_until``). Not part of the snapshot:
+        a beat changes no revision and conflicts with no save.
+        """
+        ...
+
+    async def alive_until(self, run_id: str) -> datetime | None:
+        """Until when the newest heartbeat of ``run_id`` keeps it alive (``None``: none)."""
         ...
 
     async def paused_runs(self, thread_id: str) -> list[str]:

@@ -21,6 +21,7 @@ class MemoryStore:
         self._history: dict[str, list[Message]] = {}
         self._audit: list[AuditEntry] = []
         self._locks: dict[str, asyncio.Lock] = {}
+        self._alive: dict[str, datetime] = {}
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         snapshot = self._runs.get(run_id)
@@ -35,6 +36,8 @@ class MemoryStore:
             deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
         )
         self._runs[saved.run_id] = saved
+        if not saved.in_flight:
+            self._alive.pop(saved.run_id, None)
         return saved.model_copy(deep=True)
 
     @asynccontextmanager
@@ -51,6 +54,12 @@ class MemoryStore:
             yield
         finally:
             lock.release()
+
+    async def beat(self, run_id: str, until: datetime) -> None:
+        self._alive[run_id] = until
+
+    async def alive_until(self, run_id: str) -> datetime | None:
+        return self._alive.get(run_id)
 
     def _indexed(self) -> list[tuple[str, RunIndex]]:
         indexed = [(run_id, run_index(run)) for run_id, run in self._runs.items()]

@@ -10,9 +10,10 @@ Nothing on a hot path scans the keyspace.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import cast
 
 from redis.exceptions import RedisError
@@ -146,6 +147,20 @@ class RedisStore:
             await self._release(keys=[key], args=[token])
 
         return hold_lease(name, ttl if wait is None else wait, take=take, give_back=give_back)
+
+    async def beat(self, run_id: str, until: datetime) -> None:
+        """``SET`` the heartbeat key, expiring at ``until`` (``PXAT``)."""
+        stamp = until.timestamp()
+        key = self.keys.alive(run_id)
+        if stamp <= time.time():
+            await self._redis.delete(key)  # already over
+            return
+        await self._redis.set(key, repr(stamp), pxat=math.ceil(stamp * 1000))
+
+    async def alive_until(self, run_id: str) -> datetime | None:
+        """The heartbeat's time, while its key lives."""
+        data = await self._redis.get(self.keys.alive(run_id))
+        return datetime.fromtimestamp(float(data), UTC) if data is not None else None
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread waiting for a person, oldest first."""

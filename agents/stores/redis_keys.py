@@ -42,6 +42,9 @@ HISTORY = "history"
 AUDIT_RUN = "audit:run"
 AUDIT_THREAD = "audit:thread"
 AUDIT_ALL = "audit:all"
+# Heartbeat per root run: the time (epoch seconds) its driver is alive until,
+# expiring then by itself, so a finished or crashed run leaves nothing behind.
+ALIVE = "alive"
 # Lock lease holding a random token; its TTL is the caller's ``ttl``, which bounds
 # how long a crashed holder blocks everyone else.
 LOCK = "lock"
@@ -91,6 +94,10 @@ class RedisKeys:
     def audit_all(self) -> str:
         """The audit list of the whole deployment."""
         return f"{self.prefix}:{AUDIT_ALL}"
+
+    def alive(self, run_id: str) -> str:
+        """A run's heartbeat."""
+        return f"{self.prefix}:{ALIVE}:{{{run_id}}}"
 
     def lock(self, name: str) -> str:
         """A lock lease."""

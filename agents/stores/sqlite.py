@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import aiosqlite
@@ -30,8 +30,9 @@ from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 2
-"""2: ``runs.paused`` and the other index columns written from ``run_index`` alone."""
+SCHEMA_VERSION = 3
+"""2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
+3: ``runs.alive_until``, the heartbeat of the process driving a run."""
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
 _RUN_INDEXES = (
@@ -50,7 +51,8 @@ _SCHEMA = (
         next_expiry REAL,
         in_flight INTEGER NOT NULL,
         created_at REAL NOT NULL,
-        snapshot TEXT NOT NULL
+        snapshot TEXT NOT NULL,
+        alive_until REAL
     )""",
     *_RUN_INDEXES,
     """CREATE TABLE history (
@@ -85,6 +87,10 @@ _FROM_VERSION_1 = (
     "DROP INDEX IF EXISTS runs_paused_by_expiry",
     "DROP INDEX IF EXISTS runs_in_flight",
     *_RUN_INDEXES,
+)
+# Version 3 keeps heartbeats beside the snapshot, so a beat never touches it.
+_FROM_VERSION_2 = (
+    "ALTER TABLE runs ADD COLUMN alive_until REAL",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
@@ -158,6 +164,17 @@ class SQLiteStore:
             await self._run(lambda db: changes(db, sql, (name, token)))
 
         return hold_lease(name, ttl if wait is None else wait, take=take, give_back=give_back)
+
+    async def beat(self, run_id: str, until: datetime) -> None:
+        """Set the run's ``alive_until`` column (the snapshot and revision stay)."""
+        sql = "UPDATE runs SET alive_until = ? WHERE run_id = ?"
+        await self._run(lambda db: changes(db, sql, (until.timestamp(), run_id)))
+
+    async def alive_until(self, run_id: str) -> datetime | None:
+        """The run's ``alive_until`` column."""
+        rows = await self._fetch("SELECT alive_until FROM runs WHERE run_id = ?", (run_id,))
+        stamp = rows[0][0] if rows else None
+        return datetime.fromtimestamp(stamp, UTC) if stamp is not None else None
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread paused for a person, oldest first."""
@@ -241,7 +258,11 @@ class SQLiteStore:
     async def _migrate(self, db: aiosqlite.Connection) -> None:
         rows = list(await db.execute_fetchall("PRAGMA user_version"))
         version = int(rows[0][0])
-        steps = {0: _SCHEMA, 1: _FROM_VERSION_1}.get(version, ())
+        steps = {
+            0: _SCHEMA,
+            1: (*_FROM_VERSION_1, *_FROM_VERSION_2),
+            2: _FROM_VERSION_2,
+        }.get(version, ())
         for statement in steps:
             await db.execute(statement)
         if not steps and version != SCHEMA_VERSION:

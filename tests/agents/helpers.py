@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agents import FunctionModel, Message, ModelResponse, ToolCall
+from agents import DEFAULT_LEASE, FunctionModel, Message, ModelResponse, ToolCall
 from agents.models.base import ModelRequest
 from agents.models.function import StructuredHandler
+
+
+def after_the_lease() -> datetime:
+    """A moment when the heartbeat of a run 'crashed' just now has lapsed."""
+    return datetime.now(UTC) + DEFAULT_LEASE + timedelta(seconds=1)
 
 
 def last_results(messages: list[Message]) -> list[Any]:

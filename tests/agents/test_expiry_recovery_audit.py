@@ -16,7 +16,7 @@ from agents import (
 )
 from agents.snapshot import utcnow
 
-from .helpers import Counter, call_then_answer
+from .helpers import Counter, after_the_lease, call_then_answer
 
 
 def gated_agent(
@@ -91,8 +91,8 @@ async def test_a_crash_mid_tool_marks_a_non_idempotent_run_interrupted() -> None
     assert await store.runs_in_flight() == [run_id]
 
     restarted = gated_agent(ran, store)
-    assert await restarted.recover_interrupted() == []  # too recent: another replica may run it
-    found = await restarted.recover_interrupted(older_than=timedelta(0))
+    assert await restarted.recover_interrupted() == []  # alive: another replica may run it
+    found = await restarted.recover_interrupted(now=after_the_lease())
     assert [f.pending and f.pending.tool_call_id for f in found] == ["r-1"]
     assert found[0].stream is None
     snap = await restarted.get_run(run_id)
@@ -108,7 +108,7 @@ async def test_a_crash_mid_tool_retries_an_idempotent_tool_with_the_same_key() -
     ran = Counter()
     run_id = await crash_mid_tool(gated_agent(ran, store, idempotent=True))
     found = await gated_agent(ran, store, idempotent=True).recover_interrupted(
-        older_than=timedelta(0)
+        now=after_the_lease()
     )
     assert found[0].stream is not None
     final = await found[0].stream.result()

@@ -26,7 +26,7 @@ from agents import (
 )
 from agents.models.base import ModelRequest
 
-from .helpers import Counter, call_then_answer, last_results
+from .helpers import Counter, after_the_lease, call_then_answer, last_results
 
 
 class Gate:
@@ -81,14 +81,14 @@ async def test_a_crash_during_the_model_turn_after_an_approval_is_found_and_inte
     assert await store.runs_in_flight() == [paused.run_id]
 
     restarted = build(Gate())
-    (found,) = await restarted.recover_interrupted(older_than=timedelta(0))
+    (found,) = await restarted.recover_interrupted(now=after_the_lease())
     assert found.stream is None
     assert found.metadata == {"where": "here"}
     assert found.thread_id == "t"
     assert "may not have happened" in (found.error or "") or "may or may not" in (found.error or "")
     assert (await store.load_run(paused.run_id)).status == "interrupted"  # type: ignore[union-attr]
     assert ran.count == 1
-    assert await restarted.recover_interrupted(older_than=timedelta(0)) == []
+    assert await restarted.recover_interrupted(now=after_the_lease()) == []
 
 
 async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None:
@@ -105,8 +105,8 @@ async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None
     )
     task = asyncio.create_task(agent.generate("go"))
     await crash_while(task, gate)
-    assert await agent.recover_interrupted() == []  # the default waits 15 minutes
-    assert len(await agent.recover_interrupted(older_than=timedelta(0))) == 1
+    assert await agent.recover_interrupted() == []  # its heartbeat lasts a lease
+    assert len(await agent.recover_interrupted(now=after_the_lease())) == 1
 
 
 def two_restarts_under_a_supervisor(ran: Counter, gate: Gate, store: MemoryStore) -> Agent:
@@ -150,7 +150,7 @@ async def test_a_crash_while_a_sub_agent_continues_is_found_after_both_decisions
     assert await sup.list_suspended_runs(thread_id="t") == []
     assert await store.runs_in_flight() == [paused.run_id]
     (found,) = await two_restarts_under_a_supervisor(ran, Gate(), store).recover_interrupted(
-        older_than=timedelta(0)
+        now=after_the_lease()
     )
     assert found.stream is None
     assert sorted(c["name"] for c in ran.calls) == ["api", "web"]
@@ -184,7 +184,7 @@ async def test_a_nested_idempotent_call_already_recorded_below_is_not_run_again(
     paused = await sup.generate("restart")
     stream = await sup.approve_tool_call(run_id=paused.run_id)
     await crash_while(asyncio.create_task(stream.result()), gate)
-    (found,) = await build(Gate()).recover_interrupted(older_than=timedelta(0))
+    (found,) = await build(Gate()).recover_interrupted(now=after_the_lease())
     assert found.stream is None  # the tool's outcome was recorded: only the model turn was lost
     assert found.error is not None
     assert ran.count == 1
@@ -210,7 +210,7 @@ async def test_a_claimed_decline_is_finished_after_a_crash_not_reported_as_maybe
 
     paused = await build().generate("wipe")
     await build().decline_tool_call(run_id=paused.run_id, reason="no")  # then the process dies
-    (found,) = await build().recover_interrupted(older_than=timedelta(0))
+    (found,) = await build().recover_interrupted(now=after_the_lease())
     assert found.stream is not None
     final = await found.stream.result()
     assert final.finish_reason == "stop"
@@ -338,7 +338,7 @@ async def test_a_sub_agent_that_crashed_while_its_sibling_waits_is_found() -> No
     assert await store.runs_in_flight() == [paused.run_id]
 
     restarted = build(Gate())
-    (found,) = await restarted.recover_interrupted(older_than=timedelta(0))
+    (found,) = await restarted.recover_interrupted(now=after_the_lease())
     assert [p.tool_call_id for p in found.dropped] == ["find-2"]
     with pytest.raises(RunNotPausedError):
         await restarted.approve_tool_call(run_id=paused.run_id, tool_call_id="find-2")
@@ -393,7 +393,32 @@ async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashe
     top = store._runs[paused.run_id]
     child_id = top.busy_children[0]
     top.updated_at -= timedelta(hours=1)
-    assert await sup.recover_interrupted(older_than=timedelta(minutes=15)) == []
+    assert await sup.recover_interrupted(now=after_the_lease(), quiet=timedelta(minutes=15)) == []
 
     store._runs[child_id].updated_at -= timedelta(hours=1)
-    assert len(await sup.recover_interrupted(older_than=timedelta(minutes=15))) == 1
+    found = await sup.recover_interrupted(now=after_the_lease(), quiet=timedelta(minutes=15))
+    assert len(found) == 1
+
+
+async def test_a_run_working_longer_than_its_lease_stays_alive_until_its_process_dies() -> None:
+    store = MemoryStore()
+    gate = Gate()
+
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    agent = Agent(
+        id="a", model=gated_model(gate, [ToolCall("noop", {})]), tools=[noop], store=store
+    )
+    agent.set_lease(timedelta(seconds=0.3))
+    task = asyncio.create_task(agent.generate("go"))
+    await asyncio.wait_for(gate.reached.wait(), timeout=5)
+    await asyncio.sleep(0.9)  # three leases without a save: only the heartbeat says it lives
+    assert await agent.recover_interrupted() == []
+
+    await crash_while(task, gate)
+    await asyncio.sleep(0.4)  # one lease after the last beat
+    (found,) = await agent.recover_interrupted()
+    assert "stopped" in (found.error or "")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from agents import MemoryStore
 from bot import ApprovalCard, ChatBot, Notice, Person, Prompt, Reply
-from tests.agents.helpers import Counter
+from tests.agents.helpers import Counter, after_the_lease
 
 from .helpers import THREAD, RecordingMessenger, click, message, restart_agent, weather_agent
 
@@ -118,13 +118,14 @@ async def test_a_crash_mid_tool_is_reported_in_the_thread_after_a_restart() -> N
     await before.agent.approve_tool_call(run_id=waiting.run_id, decided_by="U2")
 
     # Restarted on the same (durable) state: the store and the chat state.
-    after = ChatBot(restart_agent(ran, store), chat=before.chat, interrupted_after=timedelta(0))
+    after = ChatBot(restart_agent(ran, store), chat=before.chat)
     messenger = RecordingMessenger()
     after.register("test", messenger)
-    assert await after.recover_interrupted() == 1
+    assert await after.recover_interrupted() == 0  # its heartbeat lasts a lease
+    assert await after.recover_interrupted(after_the_lease()) == 1
     await after.drain()
     (notice,) = messenger.views(Notice)
     assert notice.to == Person(id="U1")
     assert notice.text.startswith("The bot stopped while restart_service was running")
     assert ran.count == 0
-    assert await after.recover_interrupted() == 0
+    assert await after.recover_interrupted(after_the_lease()) == 0

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.slack import load_slack_settings
 from adapters.teams import load_teams_settings
-from agents import Agent, FunctionModel, MemoryStore, Model, Store
+from agents import DEFAULT_LEASE, Agent, FunctionModel, MemoryStore, Model, Store
 from agents.models.anthropic import AnthropicModel
 from agents.models.demo import DemoModel
 from bot import DEFAULT_AGENT, SettingsError, load_settings
@@ -34,7 +34,7 @@ ENV = [
     "APPROVAL_POLICY",
     "BOT_HOST",
     "BOT_PORT",
-    "BOT_RECOVER_AFTER",
+    "BOT_LEASE",
 ]
 
 
@@ -125,7 +125,7 @@ def test_empty_variables_count_as_unset(clean_env: pytest.MonkeyPatch) -> None:
         ({"BOT_AGENT": "examples.ops"}, "BOT_AGENT: 'examples.ops' is not 'module:attribute'"),
         ({"STORE_URL": "postgres://db"}, "STORE_URL: 'postgres://db': use memory://"),
         ({"TEAMS_ALLOW_UNAUTHENTICATED": "maybe"}, "TEAMS_ALLOW_UNAUTHENTICATED: Input should be"),
-        ({"BOT_RECOVER_AFTER": "soon"}, "BOT_RECOVER_AFTER: 'soon' is not a duration"),
+        ({"BOT_LEASE": "soon"}, "BOT_LEASE: 'soon' is not a duration"),
     ],
 )
 def test_incomplete_or_invalid_configuration_is_a_clear_error(
@@ -147,9 +147,9 @@ def test_incomplete_or_invalid_configuration_is_a_clear_error(
 def test_how_long_a_crash_takes_to_be_noticed_is_a_setting(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
-    assert load_settings().bot_recover_after == timedelta(minutes=15)
-    clean_env.setenv("BOT_RECOVER_AFTER", "90s")
-    assert load_settings().bot_recover_after == timedelta(seconds=90)
+    assert load_settings().bot_lease == DEFAULT_LEASE
+    clean_env.setenv("BOT_LEASE", "90s")
+    assert load_settings().bot_lease == timedelta(seconds=90)
 
 
 def test_user_assigned_identity_needs_no_password(clean_env: pytest.MonkeyPatch) -> None:

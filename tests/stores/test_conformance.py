@@ -299,6 +299,29 @@ async def test_audit_without_a_filter_lists_everything(store: Store) -> None:
     assert await store.list_audit() == entries
 
 
+# Heartbeats
+
+
+async def test_a_heartbeat_reads_back_and_a_newer_one_replaces_it(store: Store) -> None:
+    saved = await store.save_run(paused_run(run_id="run-a", thread_id=THREAD))
+    assert await store.alive_until("run-a") is None
+    soon, later = utcnow() + timedelta(seconds=30), utcnow() + timedelta(seconds=60)
+    await store.beat("run-a", soon)
+    assert await store.alive_until("run-a") == soon
+    await store.beat("run-a", later)
+    assert await store.alive_until("run-a") == later
+    # A beat is not a save: the revision stays and the next save still fits.
+    assert (await store.load_run("run-a")).revision == saved.revision  # type: ignore[union-attr]
+    await store.save_run(decided(saved, "U1"))
+
+
+async def test_a_heartbeat_in_the_past_keeps_nothing_alive(store: Store) -> None:
+    await store.save_run(paused_run(run_id="run-a", thread_id=THREAD))
+    await store.beat("run-a", utcnow() - timedelta(seconds=1))
+    until = await store.alive_until("run-a")
+    assert until is None or until <= utcnow()
+
+
 # Locks
 
 

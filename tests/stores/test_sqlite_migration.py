@@ -106,4 +106,4 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
