@@ -121,6 +121,7 @@ class Agent:
         auto_resume_suspended_tools: bool | None = None,
         max_steps: int | None = None,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> AgentStream:
         """Start a run (or, with auto-resume, continue a suspended one) as a stream.
 
@@ -129,6 +130,9 @@ class Agent:
         starting a turn (raising ``ResumeDataInvalidError`` if it does not fit
         the tool's ``resume_schema``). Approvals are never resolved by text.
         ``metadata`` is kept with the run as it is (JSON), for the caller.
+        ``run_id`` names a new run (a fresh id by default): a caller that may
+        start the same work twice gives both the same id, and the second start
+        fails with ``StoreConflict`` when its first save finds the run.
         """
         opts = self.default_options
         auto = (
@@ -147,7 +151,7 @@ class Agent:
         history = (
             _clean_history(await self.engine.store.load_history(thread_id)) if thread_id else []
         )
-        run_id = new_run_id()
+        run_id = run_id or new_run_id()
         snap = RunSnapshot(
             run_id=run_id,
             agent_path=[self.id],

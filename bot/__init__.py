@@ -7,6 +7,7 @@ Adapters import from here; ``bot`` itself imports only the public API of
 from .chat_state import CardPlace, ChatState, MemoryChatState, ask_of, open_chat_state
 from .core import ChatBot
 from .inputs import has_lone_surrogate, is_loopback_url
+from .intake import Overloaded
 from .metrics import Metrics
 from .policy import ApprovalPolicy, PolicyError
 from .port import ChatCore
@@ -61,6 +62,7 @@ __all__ = [
     "Messenger",
     "Metrics",
     "Notice",
+    "Overloaded",
     "Person",
     "PolicyError",
     "Prompt",

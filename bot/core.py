@@ -1,10 +1,10 @@
 """The chat core: messages and clicks in, agent runs and views out.
 
-Adapters call ``on_message`` and ``on_click``; the core decides what the agent
-does and answers through the adapter's ``Messenger``. Acks never wait for the
-agent: everything after a message's dedupe, and after a click's decision, runs
-in tracked background tasks. Work on one thread is serialized (in this process)
-so a thread's replies come out in the order people wrote.
+Adapters call ``on_message`` and ``on_click`` (or ``accept_click``) before they
+ack: each writes the delivery to the durable inbox (``intake``), and the ack
+is a promise kept by whichever process works the entry off. Acks never wait
+for the agent. Work on one thread is serialized (in this process) so a
+thread's replies come out in the order people wrote.
 
 ``ChatBot`` handles messages itself and has the other parts: a ``Presenter``
 (streams into views, posting, people), ``Decisions`` (clicks, policy, quorum)
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from agents import (
@@ -31,18 +33,22 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState, open_chat_state
+from .chat_state import ChatState, InboxEntry, open_chat_state
 from .decisions import Decisions
 from .following import Following
 from .housekeeping import Housekeeping
+from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker, every
-from .types import Click, ClickResult, IncomingMessage, Messenger, Notice, Text, ThreadKey
+from .types import Click, ClickResult, IncomingMessage, Messenger, Notice, Person, Text, ThreadKey
 from .views import prompt, run_metadata
 
 log = logging.getLogger(__name__)
+
+CLICK_WAIT = 2.5
+"""How long ``on_click`` waits for its decision before answering that it is queued."""
 
 
 class ChatBot:
@@ -56,6 +62,8 @@ class ChatBot:
         dedupe_ttl: How long (seconds) a message's dedupe keys are remembered.
         lease: How long a process's work outlives its last heartbeat before another
             process (or this one, restarted) takes it over (``DEFAULT_LEASE``).
+        workers: How many inbox entries (messages, clicks) this process works on
+            at once; the rest wait in the inbox.
     """
 
     def __init__(
@@ -66,6 +74,7 @@ class ChatBot:
         chat: ChatState | None = None,
         dedupe_ttl: float = 3600.0,
         lease: timedelta = DEFAULT_LEASE,
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
         self.agent = agent
         self.policy = policy or ApprovalPolicy()
@@ -105,13 +114,22 @@ class ChatBot:
             threads=self._threads,
             metrics=self.metrics,
         )
+        self.intake = Intake(
+            self.chat,
+            self._work,
+            tasks=self.tasks,
+            lease=lease.total_seconds(),
+            workers=workers,
+            on_delay=self._delayed,
+        )
+        self._click_waiters: dict[str, asyncio.Future[ClickResult]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
     def busy(self) -> bool:
-        """Whether background work (runs, decisions) is still going on."""
-        return self.tasks.running > 0
+        """Whether background work (deliveries, runs, decisions) is still going on."""
+        return self.tasks.running > 0 or self.intake.busy
 
     @property
     def store(self) -> Store:
@@ -133,8 +151,46 @@ class ChatBot:
         return await self.following.follows(thread)
 
     async def on_click(self, click: Click) -> ClickResult:
-        """Decide on a card now; update it and continue the run in the background."""
-        return await self.decisions.on_click(click)
+        """Record a click in the inbox, then wait a moment for its decision.
+
+        The card to show when decided within ``CLICK_WAIT`` s (the run goes on in
+        the background); otherwise an accepted result without a card, and the
+        clicker is told privately if the decision is refused later.
+
+        Raises:
+            Overloaded: The store is unreachable and this process cannot keep more.
+        """
+        waiter: asyncio.Future[ClickResult] = asyncio.get_running_loop().create_future()
+        written = await self.intake.submit(self._click_write(click, waiter), Delivery(click=click))
+        if written is BUFFERED:
+            waiter.cancel()
+            return ClickResult(accepted=True, said=(messages.CLICK_DELAYED,))
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter), CLICK_WAIT)
+        except TimeoutError:
+            waiter.cancel()  # told privately instead, if it comes to that
+            return ClickResult(accepted=True, said=(messages.CLICK_QUEUED,))
+
+    async def accept_click(self, click: Click) -> None:
+        """Record a click in the inbox; a refusal is told to the clicker privately.
+
+        Raises:
+            Overloaded: The store is unreachable and this process cannot keep more.
+        """
+        await self.intake.submit(self._click_write(click, None), Delivery(click=click))
+
+    def _click_write(
+        self, click: Click, waiter: asyncio.Future[ClickResult] | None
+    ) -> Callable[[], Awaitable[str | None]]:
+        body = DELIVERY.dump_json(Delivery(click=click)).decode()
+
+        async def write() -> str | None:
+            entry_id = await self.chat.enqueue(body, keys=(), ttl=self.dedupe_ttl)
+            if entry_id is not None and waiter is not None and not waiter.done():
+                self._click_waiters[entry_id] = waiter
+            return entry_id
+
+        return write
 
     async def check_click(self, click: Click) -> Text | None:
         """Why this click would be refused, or ``None``; changes nothing.
@@ -155,8 +211,12 @@ class ChatBot:
         return await self.housekeeping.recover_interrupted(now)
 
     def start_sweeper(self, interval: float = 30.0) -> None:
-        """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed."""
+        """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed.
+
+        Also starts looking for inbox entries other processes wrote or left behind.
+        """
         if self._sweeper is None:
+            self.intake.start()
             self._sweeper = asyncio.create_task(
                 every(interval, self.housekeeping.run_once, what="expiry sweep"),
                 name="expiry-sweeper",
@@ -166,7 +226,10 @@ class ChatBot:
 
     async def drain(self) -> None:
         """Wait until no background work is running (tests, console turns)."""
-        await self.tasks.drain()
+        while self.busy:
+            await self.tasks.drain()
+            if self.intake.busy:
+                await asyncio.sleep(0.005)
 
     async def aclose(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (grace period)
         """Stop the sweeper, let background work finish for ``timeout`` s, cancel the rest.
@@ -180,6 +243,7 @@ class ChatBot:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
+        await self.intake.aclose()
         await self.tasks.aclose(timeout)
         if self._owns_chat:
             await self.chat.close()
@@ -187,40 +251,91 @@ class ChatBot:
     # -- messages ---------------------------------------------------------------
 
     async def on_message(self, message: IncomingMessage) -> None:
-        """Take a person's message: drop redeliveries, handle the rest in the background."""
+        """Record a person's message in the inbox, unless it is a copy or not for the bot.
+
+        Returns once it is safe to ack: the message is in the inbox (or, while the
+        store is unreachable, kept in this process to be written when it answers).
+
+        Raises:
+            Overloaded: The store is unreachable and this process cannot keep more.
+        """
         self.metrics.messages_received.inc()
-        messenger = self.presenter.messenger(message.thread.platform)
+        self.presenter.messenger(message.thread.platform)  # a wiring bug fails here, loudly
         self.presenter.remember_name(message.thread, message.user_id, message.user_name)
-        if await self._is_duplicate(message):
+        written = await self.intake.submit(self._message_write(message), Delivery(message=message))
+        if written is None:
             self.metrics.messages_duplicate.inc()
-            log.debug("dropping a redelivered message in %s", message.thread.id)
-            return
-        if message.addressed:
-            await self.following.follow(message.thread)
-        self.tasks.spawn(
-            self._handle_message(message, messenger), name=f"message:{message.thread.id}"
-        )
 
-    async def _is_duplicate(self, message: IncomingMessage) -> bool:
-        # All keys at once: a copy may share only one of them with the first
-        # delivery (one message delivered as two kinds of event), and a copy must
-        # never take a key from the delivery that will be handled.
-        if not message.dedupe_keys:
-            return False
-        keys = [f"dedupe:{message.thread.platform}:{key}" for key in message.dedupe_keys]
-        try:
-            return not await self.chat.first_delivery(keys, ttl=self.dedupe_ttl)
-        except Exception:
-            # A duplicate answer is better than a lost message.
-            log.exception("dedupe check failed; handling the message anyway")
-            return False
-
-    async def _handle_message(self, message: IncomingMessage, messenger: Messenger) -> None:
+    def _message_write(self, message: IncomingMessage) -> Callable[[], Awaitable[str | None]]:
         thread = message.thread
+        keys = [f"dedupe:{thread.platform}:{key}" for key in message.dedupe_keys]
+        # Without what says where it came from: a copy's keys must not look new.
+        body = DELIVERY.dump_json(Delivery(message=replace(message, reference=None))).decode()
+
+        async def write() -> str | None:
+            # Whether it is for the bot is decided before the dedupe claim: a copy
+            # that is not must never take the key of the one that is.
+            if message.only_if_followed and not await self.following.follows(thread):
+                return None
+            if message.reference is not None:
+                await self.chat.set_conversation_ref(thread.id, message.reference)
+            if message.addressed and not message.only_if_followed:
+                await self.following.follow(thread)
+            entry_id = await self.chat.enqueue(body, keys=keys, ttl=self.dedupe_ttl)
+            if entry_id is None:
+                log.debug("dropping a redelivered message in %s", thread.id)
+            return entry_id
+
+        return write
+
+    async def _work(self, delivery: Delivery, entry: InboxEntry, attempt: Attempt) -> None:
+        """One inbox entry's work: a message's run segment, or a click's decision."""
+        if delivery.message is not None:
+            await self._handle_message(delivery.message, entry, attempt)
+        elif delivery.click is not None:
+            await self._handle_click(delivery.click, entry, attempt)
+
+    async def _delayed(self, delivery: Delivery) -> None:
+        """Tell the people waiting, once per delivery, that the store holds things up."""
+        try:
+            if delivery.message is not None:
+                thread = delivery.message.thread
+                messenger = self.presenter.messenger(thread.platform)
+                notice = Notice(text=messages.DELAYED, to=Person(id=delivery.message.user_id))
+                await self.presenter.say(messenger, thread, notice)
+            elif delivery.click is not None:
+                click = delivery.click
+                await self.presenter.tell(click.thread, click.user_id, (messages.CLICK_DELAYED,))
+        except Exception as exc:  # the store may be what is down: best effort
+            log.warning("could not say that a request is delayed: %s", exc)
+
+    async def _handle_click(self, click: Click, entry: InboxEntry, attempt: Attempt) -> None:
+        if attempt.last:
+            result = await self.decisions.on_click(click)
+        else:
+            result = await self.decisions.decide(click)
+        waiter = self._click_waiters.pop(entry.id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(result)
+        elif not result.accepted and result.said:
+            await self.presenter.tell(click.thread, click.user_id, result.said)
+
+    async def _handle_message(
+        self, message: IncomingMessage, entry: InboxEntry, attempt: Attempt
+    ) -> None:
+        thread = message.thread
+        messenger = self.presenter.messenger(thread.platform)
+        # A message's run is named after its entry: a retry after a crash finds it.
+        run_id = f"run_inbox_{entry.id}"
         async with self._threads.hold(thread.id):
             try:
-                stream = await self._stream_for(message, messenger)
+                if attempt.retry and await self.store.load_run(run_id) is not None:
+                    log.info("the run of inbox entry %s was started before", entry.id)
+                    return
+                stream = await self._stream_for(message, messenger, run_id)
             except Exception:
+                if not attempt.last:
+                    raise
                 log.exception("could not start work on a message in %s", thread.id)
                 self.metrics.runs_failed.inc()
                 await self.presenter.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
@@ -229,7 +344,7 @@ class ChatBot:
                 await self.presenter.consume(thread, messenger, stream)
 
     async def _stream_for(
-        self, message: IncomingMessage, messenger: Messenger
+        self, message: IncomingMessage, messenger: Messenger, run_id: str
     ) -> AgentStream | None:
         """Resume the thread's question, point at its card, or start a new run."""
         thread = message.thread
@@ -277,6 +392,7 @@ class ChatBot:
             resource_id=message.user_id,
             auto_resume_suspended_tools=False,
             metadata=run_metadata(thread),
+            run_id=run_id,
         )
 
     async def _pending(self, thread_id: str) -> list[PendingInfo]:

@@ -87,14 +87,21 @@ class Decisions:
         self._metrics = metrics
 
     async def on_click(self, click: Click) -> ClickResult:
-        """Decide on a card now; update it and continue the run in the background."""
-        self._metrics.clicks.inc()
-        self._presenter.remember_name(click.thread, click.user_id, click.user_name)
+        """Decide on a card now; a failure is logged and the clicker told to try again."""
         try:
-            return await self._decide(click)
+            return await self.decide(click)
         except Exception:
             log.exception("click on %s/%s failed", click.run_id, click.tool_call_id)
             return ClickResult(accepted=False, said=(messages.CLICK_UNAVAILABLE,))
+
+    async def decide(self, click: Click) -> ClickResult:
+        """Decide on a card now; update it and continue the run in the background.
+
+        Raises whatever the store raises (an outage): the caller retries.
+        """
+        self._metrics.clicks.inc()
+        self._presenter.remember_name(click.thread, click.user_id, click.user_name)
+        return await self._decide(click)
 
     async def check(self, click: Click) -> Text | None:
         """Why this click would be refused, or ``None``; changes nothing.

@@ -25,6 +25,10 @@ QUESTION_GONE: Final = (
     "That question was already answered, or it expired; nothing was changed. "
     "Send your message again if it was meant as a new request."
 )
+DELAYED: Final = (
+    "I can't reach my storage right now. Your request is queued and goes ahead as soon "
+    "as it's back; no need to send it again."
+)
 RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
@@ -62,6 +66,11 @@ CLICK_OUTDATED: Final = (
 )
 CLICK_ALREADY_VOTED: Final = "You already approved; waiting for {more} more."
 CLICK_UNAVAILABLE: Final = "I can't record decisions right now; please try again in a moment."
+CLICK_DELAYED: Final = (
+    "I can't reach my storage right now. Your click is kept and counts as soon as it's "
+    "back; no need to click again."
+)
+CLICK_QUEUED: Final = "Your click is recorded; the card updates once it is carried out."
 CLICK_RACED: Final = (
     "Someone changed this request at the same moment, so your click did not count. "
     "Please look at the card again."

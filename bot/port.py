@@ -30,11 +30,19 @@ class ChatCore(Protocol):
         ...
 
     async def on_message(self, message: IncomingMessage) -> None:
-        """A person wrote; returns once it is safe to ack (the work goes on behind)."""
+        """A person wrote; returns once it is safe to ack (it is in the durable inbox).
+
+        Raises ``Overloaded`` when it cannot be kept: answer so the platform resends.
+        """
         ...
 
     async def on_click(self, click: Click) -> ClickResult:
-        """A person pressed Approve or Decline; the card to show, or words for them."""
+        """A person pressed Approve or Decline; records it, then waits a moment for the
+        decision: the card to show, or words for the clicker (``Overloaded`` as above)."""
+        ...
+
+    async def accept_click(self, click: Click) -> None:
+        """Record a click without waiting; a refusal is told to the clicker privately."""
         ...
 
     async def check_click(self, click: Click) -> Text | None:

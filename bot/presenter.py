@@ -34,6 +34,7 @@ from .types import (
     Notice,
     Person,
     Reply,
+    Text,
     ThreadKey,
     Undeliverable,
     View,
@@ -208,6 +209,15 @@ class Presenter:
             return None
         await self._following.follow(thread)
         return ref
+
+    async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
+        """Say something to one person only, in ``thread`` (a failure is logged)."""
+        try:
+            await self.messenger(thread.platform).tell(thread, user_id, text)
+        except Undeliverable as exc:
+            log.warning("telling %s in %s failed: %s", user_id, thread.id, exc)
+        except Exception:
+            log.exception("telling %s in %s failed", user_id, thread.id)
 
     async def update(
         self, messenger: Messenger, thread: ThreadKey, ref: MessageRef, view: View

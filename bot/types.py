@@ -45,7 +45,10 @@ class IncomingMessage:
 
     ``addressed`` is False for a message the bot merely overheard (a group chat it
     follows, not mentioning it): that may answer the bot's question, but never
-    starts a run.
+    starts a run. ``only_if_followed`` marks one that is for the bot only in a
+    thread it takes part in (a reply without a mention); the core decides that
+    before it records the message. ``reference`` is the platform's reference
+    for messaging the thread later, kept when the message is recorded.
     """
 
     thread: ThreadKey
@@ -54,6 +57,8 @@ class IncomingMessage:
     dedupe_keys: tuple[str, ...] = ()
     user_name: str | None = None
     addressed: bool = True
+    only_if_followed: bool = False
+    reference: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

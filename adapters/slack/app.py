@@ -1,8 +1,10 @@
 """The Slack adapter: Bolt app, HTTP route, Socket Mode, and the hand-off to the core.
 
-Every request is acknowledged before any work: listeners call ``ack()`` and put
-the rest (dedupe, thread checks, decisions, modals) in tracked tasks, so neither
-a slow store nor the agent can make Slack wait past its 3 seconds.
+A message or click is acknowledged once the core has it in its durable inbox
+(``ChatCore.on_message``/``accept_click``, a store write or two), so an ack is a
+promise kept even if this process dies; everything else (the agent, decisions,
+modals) runs behind. When the store is down and the core cannot keep more, the
+request is left unacked (503) and Slack sends it again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ChatCore, Click, TaskTracker, has_lone_surrogate
+from bot import ChatCore, Click, Overloaded, TaskTracker, has_lone_surrogate
 
 from . import texts
 from .blocks import decline_modal
@@ -59,6 +61,9 @@ LISTENED_EVENTS = ("app_mention", "message")
 """Event types the adapter acts on; the manifest subscribes to exactly these."""
 RATE_LIMIT_RETRIES = 2
 _INBOUND = "approval_bot_inbound"
+_OVERLOADED = "approval_bot_overloaded"
+RETRY_AFTER = "5"
+"""Seconds Slack is asked to wait before resending a request the bot could not keep."""
 
 
 class SlackAdapter:
@@ -156,7 +161,11 @@ class SlackAdapter:
             if not self._signed(await request.read(), timestamp, request.headers):
                 return web.Response(status=401, text=texts.BAD_SIGNATURE)
             return web.Response(status=400, text=texts.BAD_PAYLOAD)
-        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+        response = await self.app.async_dispatch(bolt_request)
+        if bolt_request.context.get(_OVERLOADED):
+            headers = {"Retry-After": RETRY_AFTER}
+            return web.Response(status=503, headers=headers, text=texts.OVERLOADED)
+        return await to_aiohttp_response(response)
 
     def _signed(self, body: bytes, timestamp: str, headers: Mapping[str, str]) -> bool:
         try:
@@ -167,19 +176,24 @@ class SlackAdapter:
     # -- listeners (ack first, then hand off) -------------------------------------
 
     async def _on_message(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
-        await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, MessageIn):
-            self._spawn(self._deliver(inbound, context), f"slack-message:{inbound.channel}")
+            incoming = to_incoming(
+                inbound, workspace=_workspace(context), bot_user_id=context.bot_user_id
+            )
+            if incoming is not None and not await _kept(context, self.bot.on_message(incoming)):
+                return
+        await ack()
 
     async def _on_approve(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
-        await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             click = to_click(inbound, workspace=_workspace(context))
-            self._spawn(self._click(click), f"slack-click:{click.run_id}")
+            if not await _kept(context, self.bot.accept_click(click)):
+                return
+        await ack()
 
     async def _on_decline(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()
@@ -208,28 +222,12 @@ class SlackAdapter:
         await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
-        await ack()  # closes the modal
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ViewIn):
             click = to_decline_click(inbound)
-            self._spawn(self._click(click), f"slack-click:{click.run_id}")
-
-    # -- hand-off to the core -----------------------------------------------------
-
-    async def _deliver(self, message: MessageIn, context: AsyncBoltContext) -> None:
-        incoming = to_incoming(
-            message, workspace=_workspace(context), bot_user_id=context.bot_user_id
-        )
-        if incoming is None:
-            return
-        if message.kind == "thread_reply" and not await self.bot.follows(incoming.thread):
-            return
-        await self.bot.on_message(incoming)
-
-    async def _click(self, click: Click) -> None:
-        result = await self.bot.on_click(click)
-        if not result.accepted and result.said:
-            await self.messenger.tell(click.thread, click.user_id, result.said)
+            if not await _kept(context, self.bot.accept_click(click)):
+                return
+        await ack()  # closes the modal
 
     def _spawn(self, work: Awaitable[Any], name: str) -> None:
         async def run() -> None:
@@ -262,6 +260,17 @@ class _ParsePayload(AsyncMiddleware):
         if not isinstance(inbound, Passthrough):
             req.context[_INBOUND] = inbound
         return await next()
+
+
+async def _kept(context: AsyncBoltContext, recording: Awaitable[None]) -> bool:
+    """Hand a delivery to the core; ``False`` (and a 503, no ack) when it cannot keep it."""
+    try:
+        await recording
+    except Overloaded:
+        log.warning("the bot cannot keep more requests while its store is down: answering 503")
+        context[_OVERLOADED] = True
+        return False
+    return True
 
 
 def _workspace(context: AsyncBoltContext) -> str | None:

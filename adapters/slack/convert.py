@@ -317,6 +317,7 @@ def to_incoming(
             f"event:{message.event_id}",
             f"message:{message.channel}:{message.ts}",
         ),
+        only_if_followed=message.kind == "thread_reply",
     )
 
 

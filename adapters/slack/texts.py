@@ -50,6 +50,7 @@ PROMPT_HINT = "Reply in this thread to continue."
 
 BAD_PAYLOAD = "malformed payload"
 BAD_SIGNATURE = "invalid request signature"
+OVERLOADED = "the bot cannot take requests right now; please send this again shortly"
 UNKNOWN_ACTION = "unknown action"
 BAD_ACTION_VALUE = "malformed action value"
 NOT_OUR_CARD = "That is not a valid approval card, so nothing was decided."

@@ -17,12 +17,15 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from bot import has_lone_surrogate
+from bot import Overloaded, has_lone_surrogate
 
 from .auth import TeamsAuth, Unauthorized
 from .turns import Turns
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER = "5"
+"""Seconds the sender is asked to wait before resending what the bot could not keep."""
 
 
 class MessagesHandler:
@@ -58,6 +61,9 @@ class MessagesHandler:
             return _unauthorized(exc)
         try:
             invoke = await self._cloud.process_activity(verdict, activity, self._turns.on_turn)
+        except Overloaded:
+            log.warning("the bot cannot keep more requests while its store is down: 503")
+            return web.Response(status=503, headers={"Retry-After": RETRY_AFTER})
         except Exception:
             log.exception("a Teams %s activity failed", activity.type)
             return web.Response(status=500)

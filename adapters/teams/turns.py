@@ -15,7 +15,7 @@ from typing import Any
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
-from bot import ChatCore, ChatState, Click, ClickResult
+from bot import ChatCore, ChatState, Click, ClickResult, Overloaded
 
 from . import cards, convert, messages
 from .auth import TeamsAuth
@@ -53,17 +53,19 @@ class Turns:
         message = convert.incoming_message(activity, thread)
         if not message.text:
             return
-        known = await self._bot.follows(thread)
         # With RSC the bot sees every message of a channel or group chat: take the
-        # ones addressed to it, and replies in threads it already takes part in.
+        # ones addressed to it, and replies in threads it already takes part in
+        # (the core knows which). A group chat is one long thread: there, only a
+        # mention starts new work; other messages may still answer its question.
         mentioned = convert.is_personal(activity) or convert.mentions_bot(activity)
-        if not (mentioned or known):
-            return
-        await self._remember(activity)
-        # A group chat is one long thread: there, only a mention starts new work;
-        # other messages may still answer the bot's question.
         group_chat = activity.conversation.conversation_type == "groupChat"
-        await self._bot.on_message(replace(message, addressed=mentioned or not group_chat))
+        message = replace(
+            message,
+            addressed=mentioned or not group_chat,
+            only_if_followed=not mentioned,
+            reference=convert.reference_of(activity, thread),
+        )
+        await self._bot.on_message(message)
 
     async def _invoke(self, context: TurnContext) -> None:
         activity = context.activity
@@ -75,7 +77,7 @@ class Turns:
         if click is None:
             await _answer_invoke(context, _message_body(messages.ACTION_NOT_SUPPORTED))
             return
-        await self._remember(activity, required=False)
+        await self._remember(activity)
         result = await self._click(click)
         if result.accepted and result.card is not None:
             body = {
@@ -93,7 +95,7 @@ class Turns:
         if click is None:
             await self._reply(context, messages.ACTION_NOT_SUPPORTED)
             return
-        await self._remember(activity, required=False)
+        await self._remember(activity)
         result = await self._click(click)
         # An accepted click needs no words: the core replaces the card for everyone.
         if not result.accepted:
@@ -106,23 +108,23 @@ class Turns:
     async def _click(self, click: Click) -> ClickResult:
         try:
             return await self._bot.on_click(click)
+        except Overloaded:
+            raise
         except Exception:
             log.exception("a Teams card click failed")
             return ClickResult(accepted=False, said=(messages.ACTION_FAILED,))
 
-    async def _remember(self, activity: Activity, *, required: bool = True) -> None:
-        """Keep where to post in this thread later, when the agent has something to say.
+    async def _remember(self, activity: Activity) -> None:
+        """Refresh where to post in a click's thread later (a message's travels with it).
 
-        A click's thread already has its reference (the card was posted with it),
-        so refreshing it may fail without losing the click.
+        The thread already has its reference (the card was posted with it), so
+        refreshing it may fail without losing the click.
         """
         thread = convert.thread_of(activity)
         try:
             await self._chat.set_conversation_ref(thread.id, convert.reference_of(activity, thread))
-        except Exception:
-            if required:
-                raise
-            log.warning("could not refresh the reference of %s", thread.id, exc_info=True)
+        except Exception as exc:
+            log.warning("could not refresh the reference of %s: %s", thread.id, exc)
 
 
 def _message_body(text: str) -> dict[str, Any]:

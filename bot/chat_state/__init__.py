@@ -5,12 +5,13 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, ask_of
+from .base import CardPlace, ChatState, InboxEntry, ask_of
 from .memory import MemoryChatState
 
 __all__ = [
     "CardPlace",
     "ChatState",
+    "InboxEntry",
     "MemoryChatState",
     "ask_of",
     "open_chat_state",

@@ -8,10 +8,10 @@ redeliveries, and a lock per card. Backends: memory (tests, the console), the
 same SQLite file as the store, the same Redis; each passes ``tests/bot/
 test_chat_state.py``.
 
-When the bot gets a durable inbox for incoming messages and clicks (written
-before the ack, worked off by leased workers), it belongs here: it is chat
-state, shared by every replica, with the same backends; ``ChatBot.on_message``
-and ``on_click`` are where it would be written.
+The inbox is here too: every message and click is written to it before the
+platform gets its ack, in the same atomic step as its dedupe claim, and worked
+off by leased workers on any replica (``bot.intake``). On Redis it is a stream
+with a consumer group; on SQLite a table; in memory a dictionary.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ class CardPlace:
 
     thread: ThreadKey
     ref: MessageRef
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboxEntry:
+    """One delivery in the inbox, as a worker took it."""
+
+    id: str
+    body: str
+    attempts: int
+    """How many times a worker has taken it, this time included."""
 
 
 CARD_PLACE = TypeAdapter(CardPlace)
@@ -127,6 +137,31 @@ class ChatState(Protocol):
         seen; otherwise ``False`` and nothing claimed, so a redelivery can never
         take a key from the delivery that is handled.
         """
+        ...
+
+    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+        """Write a delivery to the inbox unless it is a copy, in one atomic step.
+
+        The dedupe claim of ``first_delivery`` and the write are one: when no
+        key was seen, every key is claimed for ``ttl`` s and ``body`` appended;
+        returns the new entry's id. A copy writes nothing and returns ``None``.
+        """
+        ...
+
+    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+        """Lease up to ``count`` entries to ``worker`` for ``lease`` s, oldest first.
+
+        An entry is free when no worker took it yet, or when its worker's lease
+        lapsed (it died): then it is taken over and its ``attempts`` grow.
+        """
+        ...
+
+    async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
+        """Extend ``worker``'s lease on entries it still holds; others are left alone."""
+        ...
+
+    async def done(self, entry_id: str) -> None:
+        """Remove a worked-off entry from the inbox."""
         ...
 
     def card_lock(

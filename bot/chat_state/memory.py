@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agents import Store
 
 from ..types import Person
-from .base import CardPlace, StoreCardLocks
+from .base import CardPlace, InboxEntry, StoreCardLocks
+
+
+@dataclass(kw_only=True)
+class _Slot:
+    body: str
+    worker: str | None = None
+    lease_until: float = 0.0
+    attempts: int = 0
 
 
 class MemoryChatState(StoreCardLocks):
@@ -22,6 +32,7 @@ class MemoryChatState(StoreCardLocks):
         self._cards: dict[tuple[str, str], CardPlace] = {}
         self._votes: dict[tuple[str, str], list[Person]] = {}
         self._seen: dict[str, float] = {}
+        self._inbox: dict[str, _Slot] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -57,6 +68,31 @@ class MemoryChatState(StoreCardLocks):
             return False
         self._seen.update(dict.fromkeys(keys, now + ttl))
         return True
+
+    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+        if not await self.first_delivery(keys, ttl=ttl):
+            return None
+        # Unique beyond this state: a message's run is named after its entry.
+        entry_id = uuid.uuid4().hex
+        self._inbox[entry_id] = _Slot(body=body)
+        return entry_id
+
+    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+        now = time.monotonic()
+        free = [(i, s) for i, s in self._inbox.items() if s.lease_until <= now][:count]
+        for _, slot in free:
+            slot.worker, slot.lease_until, slot.attempts = worker, now + lease, slot.attempts + 1
+        return [InboxEntry(id=i, body=s.body, attempts=s.attempts) for i, s in free]
+
+    async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
+        until = time.monotonic() + lease
+        for entry_id in ids:
+            slot = self._inbox.get(entry_id)
+            if slot is not None and slot.worker == worker:
+                slot.lease_until = until
+
+    async def done(self, entry_id: str) -> None:
+        self._inbox.pop(entry_id, None)
 
     async def close(self) -> None:
         return None

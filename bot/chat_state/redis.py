@@ -13,12 +13,14 @@ import math
 from collections.abc import Sequence
 from typing import Any, cast
 
+from redis.exceptions import ResponseError
+
 from agents import Store
 from agents.stores import redis_client, split_prefix
 
 from ..types import Person
 from . import redis_keys as k
-from .base import CARD_PLACE, PERSON, CardPlace, StoreCardLocks, json_object
+from .base import CARD_PLACE, PERSON, CardPlace, InboxEntry, StoreCardLocks, json_object
 
 # KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
 # unless that person already voted; returns the whole list.
@@ -46,6 +48,32 @@ return 1
 """
 
 
+# KEYS: the inbox stream, then a delivery's dedupe keys. ARGV: their TTL in ms,
+# the body. The claim of _FIRST_DELIVERY and the XADD, in one step; a copy: nil.
+_ENQUEUE = """
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return false end
+end
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], '1', 'PX', ARGV[1])
+end
+return redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
+"""
+
+# KEYS: the inbox stream. ARGV: the group, the worker, then entry ids. Resets the
+# idle time (the lease) of each entry the worker still holds, and only those: an
+# entry taken over by another worker stays theirs.
+_RENEW = """
+for i = 3, #ARGV do
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
+  if #held > 0 then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  end
+end
+return 0
+"""
+
+
 class RedisChatState(StoreCardLocks):
     """The chat state on one Redis primary; card locks are the store's locks."""
 
@@ -56,6 +84,8 @@ class RedisChatState(StoreCardLocks):
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._first_delivery = self._redis.register_script(_FIRST_DELIVERY)
+        self._enqueue = self._redis.register_script(_ENQUEUE)
+        self._renew = self._redis.register_script(_RENEW)
 
     async def follow(self, thread_id: str) -> None:
         await self._redis.set(self.keys.follow(thread_id), "1")
@@ -92,6 +122,68 @@ class RedisChatState(StoreCardLocks):
         px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
         claimed = await self._first_delivery(keys=[self.keys.seen(key) for key in keys], args=[px])
         return bool(claimed)
+
+    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+        """One Lua script: the dedupe claim, then ``XADD``."""
+        px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
+        seen = [self.keys.seen(key) for key in keys]
+        entry_id = await self._enqueue(keys=[self.keys.inbox(), *seen], args=[px, body])
+        return cast(str, entry_id) if entry_id is not None else None
+
+    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+        """``XAUTOCLAIM`` what lapsed, then ``XREADGROUP`` new entries for the rest."""
+        stream, idle = self.keys.inbox(), max(k.MIN_TTL_MS, math.ceil(lease * 1000))
+        try:
+            return await self._take(stream, worker, count, idle)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # First use, or the stream was removed: the group starts at the
+            # beginning, so entries written before it are not skipped.
+            try:
+                await self._redis.xgroup_create(stream, k.INBOX_GROUP, id="0", mkstream=True)
+            except ResponseError as race:
+                if "BUSYGROUP" not in str(race):
+                    raise
+            return await self._take(stream, worker, count, idle)
+
+    async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[InboxEntry]:
+        group = k.INBOX_GROUP
+        reply = await self._redis.xautoclaim(stream, group, worker, idle, "0-0", count=count)
+        claimed = cast(list[tuple[str, dict[str, str] | None]], reply[1])
+        taken: list[InboxEntry] = []
+        for entry_id, fields in claimed:
+            if fields:  # a deleted entry comes back without fields
+                pending = cast(
+                    list[dict[str, Any]],
+                    await self._redis.xpending_range(
+                        stream, group, min=entry_id, max=entry_id, count=1
+                    ),
+                )
+                attempts = int(pending[0]["times_delivered"]) if pending else 1
+                taken.append(InboxEntry(id=entry_id, body=fields["body"], attempts=attempts))
+        if len(taken) < count:
+            fresh = await self._redis.xreadgroup(
+                group, worker, {stream: ">"}, count=count - len(taken)
+            )
+            streams = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], fresh or [])
+            for _, entries in streams:
+                taken.extend(
+                    InboxEntry(id=entry_id, body=fields["body"], attempts=1)
+                    for entry_id, fields in entries
+                )
+        return taken
+
+    async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
+        if ids:
+            await self._renew(keys=[self.keys.inbox()], args=[k.INBOX_GROUP, worker, *ids])
+
+    async def done(self, entry_id: str) -> None:
+        """``XACK`` and ``XDEL`` in one ``MULTI``."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.xack(self.keys.inbox(), k.INBOX_GROUP, entry_id)
+            pipe.xdel(self.keys.inbox(), entry_id)
+            await pipe.execute()
 
     async def close(self) -> None:
         await self._redis.aclose()

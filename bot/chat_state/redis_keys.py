@@ -25,6 +25,12 @@ CARD = "card"
 # add-vote script, which keeps each person once. No TTL, like the audit log.
 VOTES = "votes"
 
+# The inbox: one stream of deliveries (field ``body``) with one consumer group,
+# whose pending-entries list is who holds what, and since when (the lease).
+# Entries are deleted once worked off, so the stream holds only unfinished work.
+INBOX = "inbox"
+INBOX_GROUP = "workers"
+
 # Redis rejects a zero expiry; sub-millisecond TTLs are rounded up to this.
 MIN_TTL_MS = 1
 
@@ -38,6 +44,10 @@ class ChatKeys:
     def seen(self, key: str) -> str:
         """A dedupe claim."""
         return f"{self.prefix}:{SEEN}:{key}"
+
+    def inbox(self) -> str:
+        """The inbox stream."""
+        return f"{self.prefix}:{INBOX}"
 
     def reference(self, thread_id: str) -> str:
         """A thread's conversation reference."""

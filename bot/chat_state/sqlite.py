@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiosqlite
@@ -18,7 +18,7 @@ from agents import Store
 from agents.stores import SQLiteFile, changes
 
 from ..types import Person
-from .base import CARD_PLACE, PERSON, CardPlace, StoreCardLocks, json_object
+from .base import CARD_PLACE, PERSON, CardPlace, InboxEntry, StoreCardLocks, json_object
 
 # Expired dedupe claims are harmless but would grow the file forever; one sweep a
 # minute per process keeps them bounded without a statement on every call.
@@ -34,6 +34,11 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS cards (
         run_id TEXT NOT NULL, call_id TEXT NOT NULL, place TEXT NOT NULL,
         PRIMARY KEY (run_id, call_id))""",
+    # The inbox: a free entry has lease_until <= now (0 until first taken).
+    """CREATE TABLE IF NOT EXISTS inbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL, worker TEXT,
+        lease_until REAL NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS inbox_by_lease ON inbox (lease_until, seq)",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
@@ -41,6 +46,9 @@ _SCHEMA = (
 _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
     WHERE seen.expires_at <= ?"""
+_TAKE = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
+    WHERE seq IN (SELECT seq FROM inbox WHERE lease_until <= ? ORDER BY seq LIMIT ?)
+    RETURNING seq, body, attempts"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
 
 
@@ -99,17 +107,36 @@ class SQLiteChatState(StoreCardLocks):
 
     async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
         """One write transaction: look for any live key, else claim them all."""
-        if not keys:
-            return True
+        claim = self._claim(keys, ttl)
+        return await self._file.run(claim, transaction=True)
+
+    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+        """The claim of ``first_delivery`` and the insert, in one write transaction."""
+        claim = self._claim(keys, ttl)
+
+        async def work(db: aiosqlite.Connection) -> str | None:
+            if not await claim(db):
+                return None
+            async with db.execute("INSERT INTO inbox (body) VALUES (?)", (body,)) as cursor:
+                return str(cursor.lastrowid)
+
+        return await self._file.run(work, transaction=True)
+
+    def _claim(
+        self, keys: Sequence[str], ttl: float
+    ) -> Callable[[aiosqlite.Connection], Awaitable[bool]]:
+        """Look for any live key, else claim them all (run it in a write transaction)."""
         now = time.time()
         sweep = now >= self._next_seen_sweep
         if sweep:
             self._next_seen_sweep = now + SEEN_SWEEP_INTERVAL
         marks = ",".join("?" * len(keys))
 
-        async def work(db: aiosqlite.Connection) -> bool:
+        async def claim(db: aiosqlite.Connection) -> bool:
             if sweep:
                 await changes(db, "DELETE FROM seen WHERE expires_at <= ?", (now,))
+            if not keys:
+                return True
             live = await db.execute_fetchall(
                 f"SELECT 1 FROM seen WHERE expires_at > ? AND key IN ({marks})", (now, *keys)
             )
@@ -118,7 +145,28 @@ class SQLiteChatState(StoreCardLocks):
             await db.executemany(_MARK_SEEN, [(key, now + ttl, now) for key in keys])
             return True
 
-        return await self._file.run(work, transaction=True)
+        return claim
+
+    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+        """One ``UPDATE ... RETURNING`` over the oldest free rows."""
+        now = time.time()
+        params = (worker, now + lease, now, count)
+
+        async def work(db: aiosqlite.Connection) -> list[Any]:
+            return list(await db.execute_fetchall(_TAKE, params))
+
+        rows = sorted(await self._file.run(work, transaction=True))
+        return [InboxEntry(id=str(seq), body=body, attempts=n) for seq, body, n in rows]
+
+    async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        sql = f"UPDATE inbox SET lease_until = ? WHERE worker = ? AND seq IN ({marks})"
+        await self._file.changes(sql, (time.time() + lease, worker, *(int(i) for i in ids)))
+
+    async def done(self, entry_id: str) -> None:
+        await self._file.changes("DELETE FROM inbox WHERE seq = ?", (int(entry_id),))
 
     async def close(self) -> None:
         await self._file.close()

@@ -75,6 +75,70 @@ async def test_concurrent_copies_are_new_exactly_once(chat: ChatState) -> None:
     assert sorted(answers) == [False] * 19 + [True]
 
 
+# The inbox
+
+
+async def test_an_enqueued_delivery_is_taken_once_in_order_and_gone_when_done(
+    chat: ChatState,
+) -> None:
+    first = await chat.enqueue('{"n": 1}', keys=["a"], ttl=60)
+    second = await chat.enqueue('{"n": 2}', keys=["b"], ttl=60)
+    assert first is not None
+    assert second is not None
+    taken = await chat.take("w1", count=10, lease=30)
+    assert [(e.id, e.body, e.attempts) for e in taken] == [
+        (first, '{"n": 1}', 1),
+        (second, '{"n": 2}', 1),
+    ]
+    assert await chat.take("w2", count=10, lease=30) == []  # leased to w1
+    await chat.done(first)
+    await chat.done(second)
+    assert await chat.take("w2", count=10, lease=0.001) == []
+
+
+async def test_a_copy_is_not_enqueued_and_claims_no_key(chat: ChatState) -> None:
+    assert await chat.enqueue("one", keys=["event:1", "message:1"], ttl=60) is not None
+    assert await chat.enqueue("copy", keys=["event:2", "message:1"], ttl=60) is None
+    assert await chat.first_delivery(["event:2"], ttl=60) is True  # the copy claimed nothing
+    assert [e.body for e in await chat.take("w", count=10, lease=30)] == ["one"]
+
+
+async def test_take_leases_at_most_count_entries(chat: ChatState) -> None:
+    for n in range(5):
+        await chat.enqueue(str(n), keys=[], ttl=60)
+    assert [e.body for e in await chat.take("w1", count=2, lease=30)] == ["0", "1"]
+    assert [e.body for e in await chat.take("w2", count=10, lease=30)] == ["2", "3", "4"]
+
+
+async def test_a_dead_workers_entry_is_taken_over_once_its_lease_lapses(chat: ChatState) -> None:
+    await chat.enqueue("work", keys=[], ttl=60)
+    # Every worker of a deployment uses the same lease (Redis applies it on taking).
+    (held,) = await chat.take("dead", count=1, lease=0.2)
+    assert await chat.take("alive", count=1, lease=0.2) == []
+    await asyncio.sleep(0.3)
+    (taken,) = await chat.take("alive", count=1, lease=0.2)
+    assert (taken.id, taken.body, taken.attempts) == (held.id, "work", 2)
+    await chat.renew("dead", [held.id], lease=0.2)  # too late: it is not theirs any more
+    assert await chat.take("third", count=1, lease=0.2) == []
+
+
+async def test_renewing_a_lease_keeps_the_entry_from_being_taken_over(chat: ChatState) -> None:
+    await chat.enqueue("slow work", keys=[], ttl=60)
+    (held,) = await chat.take("w1", count=1, lease=0.3)
+    for _ in range(3):
+        await asyncio.sleep(0.15)
+        await chat.renew("w1", [held.id], lease=0.3)
+        assert await chat.take("w2", count=1, lease=0.3) == []
+
+
+async def test_concurrent_workers_never_take_the_same_entry(chat: ChatState) -> None:
+    for n in range(20):
+        await chat.enqueue(str(n), keys=[], ttl=60)
+    batches = await asyncio.gather(*(chat.take(f"w{i}", count=3, lease=30) for i in range(10)))
+    bodies = [e.body for batch in batches for e in batch]
+    assert sorted(bodies, key=int) == [str(n) for n in range(20)]
+
+
 # Conversation references and followed threads
 
 
@@ -179,6 +243,7 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
     await chat.set_card("run-1", "call-1", place("1.1"))
     await chat.add_vote("run-1", "call-1", Person(id="U2", name="Grace"))
     assert await chat.first_delivery(["k"], ttl=60) is True
+    assert await chat.enqueue("unfinished", keys=["k2"], ttl=60) is not None
     await chat.close()
     await store.close()
 
@@ -190,6 +255,7 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
         assert await reopened.card_of("run-1", "call-1") == place("1.1")
         assert await reopened.votes("run-1", "call-1") == [Person(id="U2", name="Grace")]
         assert await reopened.first_delivery(["k"], ttl=60) is False
+        assert [e.body for e in await reopened.take("w", count=5, lease=30)] == ["unfinished"]
     finally:
         await reopened.close()
         await store.close()

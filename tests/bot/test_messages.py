@@ -60,7 +60,7 @@ async def test_on_message_returns_before_the_agent_works() -> None:
     bot, messenger = wired(Agent(id="ops", model=FunctionModel(slow), store=MemoryStore()))
     await bot.on_message(message("hi"))
     assert messenger.posts == []
-    assert bot.tasks.running == 1
+    assert bot.busy  # in the inbox, worked on behind the ack
     gate.set()
     await bot.drain()
     assert messenger.views(Reply) == [Reply(text="finally")]
@@ -165,8 +165,33 @@ async def test_a_model_failure_is_a_short_notice_not_a_trace() -> None:
     assert bot.metrics.value("approval_bot_runs_failed_total") == 1
 
 
-async def test_a_store_failure_is_a_short_notice(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_store_failure_delays_the_answer_and_says_so_once() -> None:
     bot, messenger = wired(echo_agent())
+    working = bot.store.paused_runs
+    failures = 3
+
+    async def flaky(thread_id: str) -> list[str]:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise ConnectionError("store down")
+        return await working(thread_id)
+
+    bot.store.paused_runs = flaky  # type: ignore[method-assign]
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    assert [type(v).__name__ for _, v, _ in messenger.posts] == ["Notice", "Reply"]
+    (notice,) = messenger.views(Notice)
+    assert "queued" in notice.text
+    assert "store down" not in notice.text
+    assert messenger.views(Reply) == [Reply(text="Hello there.")]
+
+
+async def test_a_store_failure_on_the_last_try_is_a_short_notice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bot, messenger = wired(echo_agent())
+    bot.intake.retry_for = 0  # the first try is the last
 
     async def down(thread_id: str) -> list[str]:
         raise ConnectionError("store down")

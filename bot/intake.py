@@ -1,0 +1,321 @@
+"""Durable intake: a message or click is in the inbox before the platform's ack.
+
+``ChatBot`` hands every delivery to ``Intake.submit`` as a *write*: the few
+store steps that decide whether it is for the bot, then the inbox write, which
+is also its dedupe claim (``ChatState.enqueue``). Once that returns, the
+adapter acks. Workers, in every process, take entries with a lease they renew,
+do the work and remove the entry; the entry of a worker that died is taken
+over once its lease lapsed, by another replica or by this one restarted. At
+most ``workers`` entries are worked on per process at once, so a burst waits
+in the inbox instead of failing, and acks stay fast.
+
+Outages delay work, they do not lose it. A write that fails waits in a bounded
+buffer in this process and is written once the store answers again; when even
+the buffer is full, ``Overloaded`` tells the adapter to withhold the ack (HTTP
+503), so the platform sends the request again. Work that fails is retried with
+backoff, holding its entry, for up to ``retry_for`` seconds; its last try is
+told so, to say what went wrong instead of failing again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from .chat_state import ChatState, InboxEntry
+from .tasks import TaskTracker
+from .types import Click, IncomingMessage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 32
+"""Entries one process works on at once (a run each): the Redis pool holds 64."""
+BUFFER_LIMIT = 1000
+"""Deliveries one process keeps while the store is unreachable; past it, 503."""
+RETRY_FIRST = 0.25
+RETRY_MAX = 5.0
+RETRY_FOR = 15 * 60.0
+"""How long failing work is retried before its last try says it failed."""
+MAX_TAKES = 5
+"""An entry taken this many times (its workers kept dying) gets its last try."""
+POLL_INTERVAL = 1.0
+"""How often a started intake looks for entries other processes left or wrote."""
+
+BUFFERED: Literal["buffered"] = "buffered"
+
+
+class Overloaded(Exception):
+    """The store is unreachable and the buffer is full: do not ack, let it come again."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """What an inbox entry holds: one message or one click."""
+
+    message: IncomingMessage | None = None
+    click: Click | None = None
+
+
+DELIVERY = TypeAdapter(Delivery)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt:
+    """Which try of an entry's work this is."""
+
+    retry: bool
+    """Whether the work may have been started before (by this or another process)."""
+    last: bool
+    """The last try: report a failure instead of raising."""
+
+
+Write = Callable[[], Awaitable[str | None]]
+"""Decide whether a delivery is for the bot and write it: its entry id, or ``None``."""
+Work = Callable[[Delivery, InboxEntry, Attempt], Awaitable[None]]
+"""Do an entry's work; raise to have it retried."""
+
+
+def worker_name() -> str:
+    """A name for this process's workers, unique across hosts and restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Intake:
+    """The inbox's writer and this process's workers.
+
+    Args:
+        chat: The chat state holding the inbox.
+        work: What to do with an entry (``Work``).
+        tasks: Where entries are worked on (drained and closed with the bot).
+        lease: Seconds an entry stays with a worker that stopped renewing it;
+            the same on every replica.
+        workers: Entries worked on at once in this process.
+        on_delay: Called once per delivery that has to wait for the store.
+    """
+
+    def __init__(
+        self,
+        chat: ChatState,
+        work: Work,
+        *,
+        tasks: TaskTracker,
+        lease: float,
+        workers: int = DEFAULT_WORKERS,
+        on_delay: Callable[[Delivery], Coroutine[Any, Any, None]] | None = None,
+        retry_for: float = RETRY_FOR,
+    ) -> None:
+        self._chat = chat
+        self._work = work
+        self._tasks = tasks
+        self.lease = lease
+        self.workers = workers
+        self._on_delay = on_delay
+        self.retry_for = retry_for
+        self.name = worker_name()
+        self._held: set[str] = set()
+        self._buffer: deque[tuple[Write, Delivery]] = deque()
+        self._wanted = asyncio.Event()
+        self._taking = False
+        self._saturated = False
+        self._loops: list[asyncio.Task[None]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether deliveries are buffered, being taken or worked on in this process."""
+        return bool(self._held or self._buffer or self._wanted.is_set() or self._taking)
+
+    @property
+    def buffered(self) -> int:
+        """Deliveries waiting in this process for the store to answer."""
+        return len(self._buffer)
+
+    # -- writing ----------------------------------------------------------------
+
+    async def submit(self, write: Write, delivery: Delivery) -> str | Literal["buffered"] | None:
+        """Run ``write`` now: the new entry's id, ``None`` (a copy, or not for the bot),
+        or ``BUFFERED`` when the store failed and the delivery waits in this process.
+
+        Raises:
+            Overloaded: The store failed and the buffer is full: withhold the ack.
+        """
+        if self._buffer:  # keep arrival order behind deliveries already waiting
+            return self._keep(write, delivery, None)
+        try:
+            entry_id = await write()
+        except Exception as exc:
+            return self._keep(write, delivery, exc)
+        if entry_id is not None:
+            self.want()
+        return entry_id
+
+    def _keep(
+        self, write: Write, delivery: Delivery, error: Exception | None
+    ) -> Literal["buffered"]:
+        if len(self._buffer) >= BUFFER_LIMIT:
+            raise Overloaded(f"{len(self._buffer)} deliveries wait for the store already")
+        if error is not None:
+            log.warning("the store did not take a delivery, keeping it here: %s", error)
+        self._buffer.append((write, delivery))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="intake-flush")
+        if self._on_delay is not None:
+            self._tasks.spawn(self._on_delay(delivery), name="intake-delayed")
+        return BUFFERED
+
+    async def _flush(self) -> None:
+        delay = RETRY_FIRST
+        while self._buffer:
+            write, _ = self._buffer[0]
+            try:
+                entry_id = await write()
+            except Exception as exc:
+                log.warning("the store is still unreachable (%d waiting): %s", self.buffered, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            self._buffer.popleft()
+            delay = RETRY_FIRST
+            if entry_id is not None:
+                self.want()
+        log.info("every delivery kept during the outage is in the inbox")
+
+    # -- taking -----------------------------------------------------------------
+
+    def want(self) -> None:
+        """Look for entries to take now (a delivery was written, a slot freed)."""
+        if self._closed:
+            return
+        self._wanted.set()
+        if not self._loops:
+            self._loops = [
+                asyncio.create_task(self._take_loop(), name="intake-take"),
+                asyncio.create_task(self._renew_loop(), name="intake-renew"),
+            ]
+
+    def start(self, poll: float = POLL_INTERVAL) -> None:
+        """Also look every ``poll`` s: entries other processes wrote or left behind."""
+        self.want()
+        self._loops.append(asyncio.create_task(self._poll(poll), name="intake-poll"))
+
+    async def _poll(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.want()
+
+    async def _take_loop(self) -> None:
+        delay = RETRY_FIRST
+        while True:
+            await self._wanted.wait()
+            self._taking = True
+            self._wanted.clear()
+            try:
+                await self._take_all()
+                delay = RETRY_FIRST
+            except Exception as exc:
+                log.warning("could not take from the inbox, again in %.1fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                self._wanted.set()
+            finally:
+                self._taking = False
+
+    async def _take_all(self) -> None:
+        # Saturated: every slot was filled, so more may be waiting; a freed slot looks.
+        self._saturated = True
+        while (free := self.workers - len(self._held)) > 0:
+            entries = await self._chat.take(self.name, count=free, lease=self.lease)
+            for entry in entries:
+                self._held.add(entry.id)
+                self._tasks.spawn(self._run(entry), name=f"inbox:{entry.id}")
+            if len(entries) < free:
+                self._saturated = False
+                return
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            if self._held:
+                try:
+                    await self._chat.renew(self.name, sorted(self._held), lease=self.lease)
+                except Exception as exc:
+                    log.warning("could not renew %d inbox lease(s): %s", len(self._held), exc)
+
+    # -- working ----------------------------------------------------------------
+
+    async def _run(self, entry: InboxEntry) -> None:
+        try:
+            try:
+                delivery = DELIVERY.validate_json(entry.body)
+            except ValidationError:
+                log.error("inbox entry %s is not a delivery; dropping it", entry.id)
+            else:
+                await self._retrying(delivery, entry)
+            await self._done(entry.id)
+        finally:
+            self._held.discard(entry.id)
+            if self._saturated:
+                self.want()
+
+    async def _retrying(self, delivery: Delivery, entry: InboxEntry) -> None:
+        give_up = time.monotonic() + self.retry_for
+        delay = RETRY_FIRST
+        tries = 0
+        while True:
+            last = entry.attempts >= MAX_TAKES or time.monotonic() >= give_up
+            attempt = Attempt(retry=entry.attempts > 1 or tries > 0, last=last)
+            try:
+                await self._work(delivery, entry, attempt)
+                return
+            except Exception as exc:
+                if last:
+                    log.exception("inbox entry %s failed on its last try", entry.id)
+                    return
+                log.warning("inbox entry %s failed, again in %.1fs: %s", entry.id, delay, exc)
+                if tries == 0 and self._on_delay is not None:
+                    await self._on_delay(delivery)
+            tries += 1
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    async def _done(self, entry_id: str) -> None:
+        """Remove a worked-off entry; if the store keeps failing, its lease lapses
+        and whoever takes it finds the work done (``Attempt.retry``)."""
+        delay = RETRY_FIRST
+        while True:
+            try:
+                await self._chat.done(entry_id)
+                return
+            except Exception as exc:
+                if delay >= RETRY_MAX:
+                    log.warning("could not mark inbox entry %s done: %s", entry_id, exc)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop taking; what is held is finished or cancelled with the bot's tasks."""
+        self._closed = True
+        loops = [*self._loops, *([self._flusher] if self._flusher else [])]
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        self._loops = []
+        if self._buffer:
+            log.error(
+                "%d deliveries never reached the store and are lost with this process",
+                len(self._buffer),
+            )
