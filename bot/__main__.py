@@ -37,7 +37,6 @@ CONSOLE_LOG = "data/console.log"
 """Where ``python -m bot console`` logs (``BOT_LOG_FILE`` overrides)."""
 STORE_TIMEOUT = 10.0
 """Seconds the store has to answer at start."""
-SWEEP_INTERVAL = 30.0
 """Seconds between expiry sweeps: how late, at most, an expired card is updated."""
 
 
@@ -194,7 +193,7 @@ async def serve(settings: Settings, bot: ChatBot) -> None:
     adapters = build_adapters(bot)
     if not adapters:
         log.warning("no platform configured: serving only /healthz and /metrics")
-    app = build_app(settings, bot, adapters, sweep_interval=SWEEP_INTERVAL)
+    app = build_app(settings, bot, adapters, sweep_interval=bot.sweep_interval)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
@@ -228,7 +227,7 @@ async def console(settings: Settings, bot: ChatBot) -> None:
         from agents.models.demo import DEMO_HELP
 
         welcome = DEMO_HELP
-    bot.start_sweeper(SWEEP_INTERVAL)
+    bot.start_sweeper()
     try:
         await ConsoleAdapter(bot, welcome=welcome).run()
     finally:
@@ -292,7 +291,7 @@ async def run(command: str, settings: Settings) -> None:
     try:
         await _check_store(store)
         agent = await load_agent(settings.bot_agent, model, store)
-        bot = ChatBot(agent, policy=policy, lease=settings.bot_lease)
+        bot = ChatBot(agent, policy=policy, lease=settings.bot_lease, workers=settings.bot_workers)
         log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
         try:
             if command == "check":

@@ -42,11 +42,23 @@ from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker, every
-from .types import Click, ClickResult, IncomingMessage, Messenger, Notice, Person, Text, ThreadKey
+from .types import (
+    Click,
+    ClickResult,
+    IncomingMessage,
+    Messenger,
+    Notice,
+    Person,
+    Reply,
+    Text,
+    ThreadKey,
+)
 from .views import prompt, run_metadata
 
 log = logging.getLogger(__name__)
 
+SWEEP_INTERVAL = 30.0
+"""The longest pause between two housekeeping passes (expiry, crash recovery)."""
 CLICK_WAIT = 2.5
 """How long ``on_click`` waits for its decision before answering that it is queued."""
 
@@ -210,11 +222,19 @@ class ChatBot:
         """Report runs a crash left in flight; see ``Housekeeping.recover_interrupted``."""
         return await self.housekeeping.recover_interrupted(now)
 
-    def start_sweeper(self, interval: float = 30.0) -> None:
+    @property
+    def sweep_interval(self) -> float:
+        """Half a lease, at most 30 s: a crashed run is recovered within 1.5 leases."""
+        return min(SWEEP_INTERVAL, self.intake.lease / 2)
+
+    def start_sweeper(self, interval: float | None = None) -> None:
         """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed.
 
-        Also starts looking for inbox entries other processes wrote or left behind.
+        By default every ``sweep_interval``. Also starts looking for inbox
+        entries other processes wrote or left behind.
         """
+        if interval is None:
+            interval = self.sweep_interval
         if self._sweeper is None:
             self.intake.start()
             self._sweeper = asyncio.create_task(
@@ -330,7 +350,7 @@ class ChatBot:
         async with self._threads.hold(thread.id):
             try:
                 if attempt.retry and await self.store.load_run(run_id) is not None:
-                    log.info("the run of inbox entry %s was started before", entry.id)
+                    await self._catch_up(thread, messenger, run_id)
                     return
                 stream = await self._stream_for(message, messenger, run_id)
             except Exception:
@@ -342,6 +362,29 @@ class ChatBot:
                 return
             if stream is not None:
                 await self.presenter.consume(thread, messenger, stream)
+
+    async def _catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
+        """Show what a run started by a process that died may not have shown yet.
+
+        A card or question not recorded as posted is posted; a finished run's
+        answer is posted again (a crash between posting it and marking the
+        message done repeats it: better than losing it). A run still in flight
+        is crash recovery's, once its heartbeat lapsed.
+        """
+        log.info("the run of %s was started by a process that stopped; catching up", run_id)
+        run = await self.agent.get_run(run_id)
+        if run.status == "paused":
+            for info in await self._pending(thread.id):
+                if info.run_id == run_id and await self.presenter.card_place(info) is None:
+                    await self.presenter.show_pending(messenger, thread, info)
+        elif run.status in ("finished", "failed"):
+            if run.text:
+                await self.presenter.say(messenger, thread, Reply(text=run.text))
+            if run.status == "failed":
+                error = messages.RUN_FAILED.format(error=run.error or messages.INTERNAL_ERROR)
+                await self.presenter.say(messenger, thread, Notice(text=error))
+            elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
+                await self.presenter.say(messenger, thread, Notice(text=why))
 
     async def _stream_for(
         self, message: IncomingMessage, messenger: Messenger, run_id: str

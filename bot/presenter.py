@@ -112,7 +112,7 @@ class Presenter:
                 if isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
                     # The text so far introduces the card: keep it above the card.
                     await self._flush(messenger, thread, reply)
-                    await self._show_pending(messenger, thread, chunk.payload)
+                    await self.show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ErrorChunk):
                     if chunk.agent_path != self._top:
                         # A sub-agent's failure is its supervisor's tool result to handle.
@@ -143,9 +143,10 @@ class Presenter:
         if text:
             await self.say(messenger, thread, Reply(text=text))
 
-    async def _show_pending(
+    async def show_pending(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
     ) -> None:
+        """Post a waiting call's card (or question) and remember where it is."""
         view: View = self.card(thread, info) if info.kind == "approval" else prompt(info)
         ref = await self.say(messenger, thread, view)
         if ref is None:

@@ -87,14 +87,15 @@ def build_app(
             bot.start_sweeper(sweep_interval)
 
     async def shutdown(_: web.Application) -> None:
-        # Adapters first: they stop taking work (Socket Mode) and hand over what
-        # they already acked, which the core then finishes within the grace period.
+        # The core first, while the adapters can still post: it finishes what it
+        # took within the grace period. What is acked meanwhile (Socket Mode) waits
+        # in the inbox for another replica, or this one restarted.
+        await bot.aclose(SHUTDOWN_GRACE)
         for adapter in reversed(adapters):
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping the %s adapter failed", adapter.platform)
-        await bot.aclose(SHUTDOWN_GRACE)
 
     app.on_startup.append(start)
     app.on_shutdown.append(shutdown)

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agents import DEFAULT_LEASE
 from agents.stores import store_kind
 
+from .intake import DEFAULT_WORKERS
 from .policy import Duration
 
 DEFAULT_AGENT = "examples.ops:build_agent"
@@ -84,6 +85,8 @@ class Settings(BaseSettings):
     approval_policy: Path | None = None
     bot_host: str = "0.0.0.0"
     bot_port: int = Field(default=3978, ge=1, le=65535)
+    bot_workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=1000)
+    """Messages and clicks one replica works on at once; the rest wait in the inbox."""
     bot_lease: Duration = DEFAULT_LEASE
     """How long a replica's work outlives its last heartbeat: after a crash, its runs
     are recovered (retried when safe, else reported as interrupted) and the messages

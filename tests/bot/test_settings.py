@@ -15,6 +15,7 @@ from agents.models.anthropic import AnthropicModel
 from agents.models.demo import DemoModel
 from bot import DEFAULT_AGENT, SettingsError, load_settings
 from bot.__main__ import build_model, load_agent, main, platforms_configured
+from bot.intake import DEFAULT_WORKERS
 
 ENV = [
     "SLACK_BOT_TOKEN",
@@ -35,6 +36,7 @@ ENV = [
     "BOT_HOST",
     "BOT_PORT",
     "BOT_LEASE",
+    "BOT_WORKERS",
 ]
 
 
@@ -126,6 +128,8 @@ def test_empty_variables_count_as_unset(clean_env: pytest.MonkeyPatch) -> None:
         ({"STORE_URL": "postgres://db"}, "STORE_URL: 'postgres://db': use memory://"),
         ({"TEAMS_ALLOW_UNAUTHENTICATED": "maybe"}, "TEAMS_ALLOW_UNAUTHENTICATED: Input should be"),
         ({"BOT_LEASE": "soon"}, "BOT_LEASE: 'soon' is not a duration"),
+        ({"BOT_LEASE": "0s"}, "BOT_LEASE: a duration must be positive"),
+        ({"BOT_WORKERS": "0"}, "BOT_WORKERS: Input should be greater than or equal to 1"),
     ],
 )
 def test_incomplete_or_invalid_configuration_is_a_clear_error(
@@ -150,6 +154,14 @@ def test_how_long_a_crash_takes_to_be_noticed_is_a_setting(
     assert load_settings().bot_lease == DEFAULT_LEASE
     clean_env.setenv("BOT_LEASE", "90s")
     assert load_settings().bot_lease == timedelta(seconds=90)
+
+
+def test_how_much_one_replica_works_on_at_once_is_a_setting(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().bot_workers == DEFAULT_WORKERS
+    clean_env.setenv("BOT_WORKERS", "4")
+    assert load_settings().bot_workers == 4
 
 
 def test_user_assigned_identity_needs_no_password(clean_env: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,66 @@
+"""The agent of a bot process the crash tests kill: ``BOT_AGENT=tests.slack.crash_agent:build``.
+
+``deploy <service>`` asks for the gated ``deploy`` tool; anything else is
+echoed as ``You said: <text>``, except ``hold``, over which the model thinks
+for a minute. Every start and end of a deploy, and every hold, is appended to
+the JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
+really ran across processes. A service named ``slow-...`` keeps its deploy
+running for a minute: long enough to kill the process in the middle of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from agents import (
+    Agent,
+    FunctionModel,
+    Message,
+    Model,
+    ModelResponse,
+    Store,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from agents.models.base import ModelRequest
+
+SLOW_PREFIX = "slow-"
+
+
+def record(event: str, **fields: str) -> None:
+    """Append one line to the record file (one ``write``: lines never interleave)."""
+    line = json.dumps({"event": event, **fields}) + "\n"
+    with Path(os.environ["CRASH_RECORD"]).open("a", encoding="utf-8") as file:
+        file.write(line)
+
+
+@tool(require_approval=True)
+async def deploy(service: str, ctx: ToolContext) -> dict[str, str]:
+    """Deploy a service to production."""
+    record("deploy-start", service=service, call=ctx.tool_call_id)
+    if service.startswith(SLOW_PREFIX):
+        await asyncio.sleep(60)
+    record("deploy-end", service=service, call=ctx.tool_call_id)
+    return {"deployed": service}
+
+
+async def _respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+    last = messages[-1]
+    if last.role == "user" and last.tool_results:
+        return ModelResponse(text="Done. " + " ".join(str(r.content) for r in last.tool_results))
+    words = last.text.strip().split()
+    if words == ["hold"]:
+        record("hold")
+        await asyncio.sleep(60)
+    if len(words) == 2 and words[0] == "deploy":
+        return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
+    return ModelResponse(text=f"You said: {last.text.strip()}")
+
+
+def build(model: Model, store: Store) -> Agent:
+    """The agent, over the bot's store (its model is scripted, not ``BOT_MODEL``)."""
+    return Agent(id="crashy", model=FunctionModel(_respond), tools=[deploy], store=store)

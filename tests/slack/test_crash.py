@@ -1,0 +1,146 @@
+"""kill -9 at the worst moments: after restarting, nothing is lost and nothing runs twice.
+
+A real ``python -m bot`` process on a durable store (an SQLite file, the real
+Redis) with a one-second lease is killed right after acks, after the card,
+after a click's ack, and while the approved tool runs; the same store is then
+served by a new process, and the test checks what people see in Slack and what
+the tools really did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.slack.wire import APPROVE_ACTION
+from agents.texts import INTERRUPTED_RUN
+
+from .fake_slack import FakeSlack, Posted
+from .harness import CHANNEL, mention_event
+from .process import BotProcess
+from .test_approvals import card_text, has_buttons
+from .test_restart import DURABLE, durable_url
+
+# Generous: a restart, one lease for the dead process's leases to lapse, and a sweep.
+RECOVERY_WITHIN = 20.0
+
+
+@pytest.fixture(params=DURABLE)
+async def bot(
+    request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
+) -> AsyncIterator[BotProcess]:
+    async with durable_url(request.param, tmp_path) as url:
+        process = BotProcess(slack=slack, store_url=url, workdir=tmp_path)
+        await process.start()
+        try:
+            yield process
+        finally:
+            await process.stop()
+
+
+def replies(slack: FakeSlack, root: str) -> list[str]:
+    """The texts the bot posted in a thread, oldest first."""
+    return [m.text for m in slack.in_thread(CHANNEL, root)]
+
+
+async def card_for(bot: BotProcess, slack: FakeSlack, service: str) -> Posted:
+    """Ask for a deploy and wait for its card."""
+    root = mention_event(f"deploy {service}")
+    assert await bot.send_event(root) == 200
+
+    def card() -> Posted | None:
+        return next((m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)), None)
+
+    await slack.wait_for(lambda: card() is not None, what="the card")
+    posted = card()
+    assert posted is not None
+    return posted
+
+
+async def test_every_message_acked_before_a_kill_is_answered_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    await bot.stop()
+    bot.extra_env["BOT_WORKERS"] = "1"  # one message at a time: the rest wait in the inbox
+    await bot.start()
+    held = mention_event("hold")
+    waiting = [mention_event(f"hello {n}") for n in range(9)]
+    for event in [held, *waiting]:
+        assert await bot.send_event(event) == 200
+    await slack.wait_for(lambda: bool(bot.recorded("hold")), what="the first message worked on")
+    await bot.kill()  # one run in flight, nine messages acked and only in the inbox
+    del bot.extra_env["BOT_WORKERS"]
+    await bot.start()
+
+    def answered() -> bool:
+        return all(replies(slack, e["ts"]) for e in [held, *waiting])
+
+    await slack.wait_for(answered, within=RECOVERY_WITHIN, what="every message answered")
+    await bot.stop()  # anything still to come has come
+    for n, event in enumerate(waiting):
+        assert replies(slack, event["ts"]) == [f"You said: hello {n}"], bot.log_text()
+    # The run in flight is not started again: its thread is told, once.
+    (interrupted,) = replies(slack, held["ts"])
+    assert interrupted.endswith(INTERRUPTED_RUN)
+
+
+async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    card = await card_for(bot, slack, "api")
+    await bot.kill()
+    await bot.start()
+    assert await bot.press(card, APPROVE_ACTION) == 200
+    await slack.wait_for(
+        lambda: any("Done." in text for text in replies(slack, card.thread_ts or "")),
+        within=RECOVERY_WITHIN,
+        what="the answer",
+    )
+    assert len(bot.recorded("deploy-end")) == 1
+    assert "Approved by" in card_text(card)
+
+
+async def test_a_click_acked_before_a_kill_is_decided_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    card = await card_for(bot, slack, "api")
+    assert await bot.press(card, APPROVE_ACTION) == 200
+    await bot.kill()
+    await bot.start()
+    root = card.thread_ts or ""
+
+    def settled() -> bool:
+        return not has_buttons(card) and len(replies(slack, root)) >= 2
+
+    await slack.wait_for(settled, within=RECOVERY_WITHIN, what="the click carried out")
+    await bot.stop()
+    # Killed before the tool: it ran once, after the restart. Killed in it: the
+    # thread was told it may or may not have run, and it was not run again.
+    assert len(bot.recorded("deploy-start")) <= 1
+    outcome = replies(slack, root)[-1]
+    if bot.recorded("deploy-end"):
+        assert "Done." in outcome
+    else:
+        assert "The bot stopped while deploy was running" in outcome
+
+
+async def test_a_kill_while_the_tool_runs_is_reported_once_the_lease_lapses(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    card = await card_for(bot, slack, "slow-api")
+    assert await bot.press(card, APPROVE_ACTION) == 200
+    await slack.wait_for(lambda: bool(bot.recorded("deploy-start")), what="the deploy running")
+    await bot.kill()
+    await bot.start()
+    root = card.thread_ts or ""
+    await slack.wait_for(
+        lambda: any("The bot stopped while deploy was running" in t for t in replies(slack, root)),
+        within=RECOVERY_WITHIN,
+        what="the interruption reported",
+    )
+    await bot.stop()
+    assert len(bot.recorded("deploy-start")) == 1  # never run twice
+    assert bot.recorded("deploy-end") == []
+    assert not has_buttons(card)
