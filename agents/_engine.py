@@ -51,6 +51,8 @@ class Engine:
         self.decider = Decider(self.turns)
         self.recoverer = Recoverer(self.turns, self.decider)
         self.lease = DEFAULT_LEASE
+        self.driving: dict[str, int] = {}
+        """Root runs this process drives now (sessions per run): never crashed."""
 
     # -- lookups ---------------------------------------------------------------
 
@@ -125,13 +127,19 @@ class Engine:
         and a cancelled one (a process going down) must look alive no longer than
         its lease.
         """
-        await self._beat(run_id)
-        beating = asyncio.create_task(self._keep_beating(run_id), name=f"heartbeat:{run_id}")
+        self.driving[run_id] = self.driving.get(run_id, 0) + 1
         try:
-            yield
+            await self._beat(run_id)
+            beating = asyncio.create_task(self._keep_beating(run_id), name=f"heartbeat:{run_id}")
+            try:
+                yield
+            finally:
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
         finally:
-            beating.cancel()
-            await asyncio.gather(beating, return_exceptions=True)
+            self.driving[run_id] -= 1
+            if not self.driving[run_id]:
+                del self.driving[run_id]
 
     async def _keep_beating(self, run_id: str) -> None:
         while True:
@@ -160,7 +168,13 @@ class Engine:
         return self._session(run_id, self.decider.carry_out(chain, entry, decision, value))
 
     async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
-        """Settle a run a crash left in flight (see ``Recoverer.recover``)."""
+        """Settle a run a crash left in flight (see ``Recoverer.recover``).
+
+        Never one this process drives: its heartbeat may have lapsed only because
+        the store was away for a while.
+        """
+        if run_id in self.driving:
+            return None
         recovery = await self.recoverer.recover(run_id, now, quiet)
         if recovery is None or recovery.retry is None:
             return recovery

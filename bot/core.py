@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -195,9 +196,11 @@ class ChatBot:
         self, click: Click, waiter: asyncio.Future[ClickResult] | None
     ) -> Callable[[], Awaitable[str | None]]:
         body = DELIVERY.dump_json(Delivery(click=click)).decode()
+        # One key per click, so a write retried after it landed is a copy.
+        keys = (f"click:{uuid.uuid4().hex}",)
 
         async def write() -> str | None:
-            entry_id = await self.chat.enqueue(body, keys=(), ttl=self.dedupe_ttl)
+            entry_id = await self.chat.enqueue(body, keys=keys, ttl=self.dedupe_ttl)
             if entry_id is not None and waiter is not None and not waiter.done():
                 self._click_waiters[entry_id] = waiter
             return entry_id

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 32
 """Entries one process works on at once (a run each): the Redis pool holds 64."""
+WRITE_TIMEOUT = 2.0
+"""How long a delivery's write may take before it is kept in this process (Slack waits 3 s)."""
 BUFFER_LIMIT = 1000
 """Deliveries one process keeps while the store is unreachable; past it, 503."""
 RETRY_FIRST = 0.25
@@ -153,8 +155,10 @@ class Intake:
         if self._buffer:  # keep arrival order behind deliveries already waiting
             return self._keep(write, delivery, None)
         try:
-            entry_id = await write()
-        except Exception as exc:
+            # Bounded, so the ack stays within the platform's patience. A write cut
+            # short may still land: its retry is then a copy (dedupe keys).
+            entry_id = await asyncio.wait_for(write(), WRITE_TIMEOUT)
+        except Exception as exc:  # TimeoutError included
             return self._keep(write, delivery, exc)
         if entry_id is not None:
             self.want()
@@ -166,7 +170,8 @@ class Intake:
         if len(self._buffer) >= BUFFER_LIMIT:
             raise Overloaded(f"{len(self._buffer)} deliveries wait for the store already")
         if error is not None:
-            log.warning("the store did not take a delivery, keeping it here: %s", error)
+            why = str(error) or type(error).__name__
+            log.warning("the store did not take a delivery, keeping it here: %s", why)
         self._buffer.append((write, delivery))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="intake-flush")
@@ -237,6 +242,10 @@ class Intake:
         while (free := self.workers - len(self._held)) > 0:
             entries = await self._chat.take(self.name, count=free, lease=self.lease)
             for entry in entries:
+                if entry.id in self._held:
+                    # Ours already: its lease lapsed while the store was away and the
+                    # take renewed it. It is being worked on; do not start it twice.
+                    continue
                 self._held.add(entry.id)
                 self._tasks.spawn(self._run(entry), name=f"inbox:{entry.id}")
             if len(entries) < free:

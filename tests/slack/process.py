@@ -133,16 +133,22 @@ class BotProcess:
 
     # -- speaking like Slack -----------------------------------------------------
 
-    async def post(self, body: str, content_type: str) -> int:
+    async def post(
+        self, body: str, content_type: str, headers: dict[str, str] | None = None
+    ) -> int:
         assert self.session is not None
-        headers = {"Content-Type": content_type, **signed_headers(body)}
+        headers = {"Content-Type": content_type, **signed_headers(body), **(headers or {})}
         async with self.session.post(self.url, data=body.encode(), headers=headers) as resp:
             await resp.read()
             return resp.status
 
-    async def send_event(self, event: dict[str, Any]) -> int:
-        """An Events API delivery; the HTTP status."""
-        return await self.post(json.dumps(event_body(event)), "application/json")
+    async def send_event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry: int | None = None
+    ) -> int:
+        """An Events API delivery (a retry says so, like Slack); the HTTP status."""
+        body = json.dumps(event_body(event, event_id=event_id))
+        headers = {} if retry is None else {"X-Slack-Retry-Num": str(retry)}
+        return await self.post(body, "application/json", headers)
 
     async def press(self, card: Posted, action_id: str) -> int:
         """A button press on a card; the HTTP status."""
