@@ -174,15 +174,20 @@ class ChatBot:
             Overloaded: The store is unreachable and this process cannot keep more.
         """
         waiter: asyncio.Future[ClickResult] = asyncio.get_running_loop().create_future()
-        written = await self.intake.submit(self._click_write(click, waiter), Delivery(click=click))
+        written = await self.intake.submit(
+            self._click_write(click, waiter), Delivery(click=click), say_delayed=False
+        )
         if written is BUFFERED:
-            waiter.cancel()
+            waiter.cancel()  # the answer below says it is delayed
             return ClickResult(accepted=True, said=(messages.CLICK_DELAYED,))
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), CLICK_WAIT)
         except TimeoutError:
             waiter.cancel()  # told privately instead, if it comes to that
             return ClickResult(accepted=True, said=(messages.CLICK_QUEUED,))
+        finally:
+            if written is not None:
+                self._click_waiters.pop(written, None)
 
     async def accept_click(self, click: Click) -> None:
         """Record a click in the inbox; a refusal is told to the clicker privately.

@@ -145,27 +145,30 @@ class Intake:
 
     # -- writing ----------------------------------------------------------------
 
-    async def submit(self, write: Write, delivery: Delivery) -> str | Literal["buffered"] | None:
+    async def submit(
+        self, write: Write, delivery: Delivery, *, say_delayed: bool = True
+    ) -> str | Literal["buffered"] | None:
         """Run ``write`` now: the new entry's id, ``None`` (a copy, or not for the bot),
-        or ``BUFFERED`` when the store failed and the delivery waits in this process.
+        or ``BUFFERED`` when the store failed and the delivery waits in this process
+        (``on_delay`` is told, unless ``say_delayed`` is off: the caller says it).
 
         Raises:
             Overloaded: The store failed and the buffer is full: withhold the ack.
         """
         if self._buffer:  # keep arrival order behind deliveries already waiting
-            return self._keep(write, delivery, None)
+            return self._keep(write, delivery, None, say_delayed)
         try:
             # Bounded, so the ack stays within the platform's patience. A write cut
             # short may still land: its retry is then a copy (dedupe keys).
             entry_id = await asyncio.wait_for(write(), WRITE_TIMEOUT)
         except Exception as exc:  # TimeoutError included
-            return self._keep(write, delivery, exc)
+            return self._keep(write, delivery, exc, say_delayed)
         if entry_id is not None:
             self.want()
         return entry_id
 
     def _keep(
-        self, write: Write, delivery: Delivery, error: Exception | None
+        self, write: Write, delivery: Delivery, error: Exception | None, say_delayed: bool
     ) -> Literal["buffered"]:
         if len(self._buffer) >= BUFFER_LIMIT:
             raise Overloaded(f"{len(self._buffer)} deliveries wait for the store already")
@@ -175,7 +178,7 @@ class Intake:
         self._buffer.append((write, delivery))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="intake-flush")
-        if self._on_delay is not None:
+        if say_delayed and self._on_delay is not None:
             self._tasks.spawn(self._on_delay(delivery), name="intake-delayed")
         return BUFFERED
 
