@@ -40,6 +40,7 @@ DEFAULT_LEASE = timedelta(seconds=60)
 """How long a run outlives its driver's last heartbeat before recovery may take it."""
 # Renewed three times a lease: two beats can fail before a live run looks dead.
 _BEATS_PER_LEASE = 3
+_BEAT_RETRY = 2.0
 
 
 class Engine:
@@ -81,10 +82,13 @@ class Engine:
     # -- sessions: one stream's worth of work ----------------------------------
 
     async def start(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
-        """Save a new top-level run and drive it until it finishes or pauses."""
+        """Save a new top-level run now; the iterator drives it until it finishes or pauses.
+
+        Saved eagerly, like a decision's claim: a store that fails, or a run id
+        that is taken (``StoreConflict``), fails the start, not its first chunk.
+        """
         await self.turns.save(snap)
-        async for chunk in self._session(snap.run_id, self.turns.drive(snap)):
-            yield chunk
+        return self._session(snap.run_id, self.turns.drive(snap))
 
     async def _session(self, run_id: str, body: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
         """Run ``body``, then announce newly pending calls (already saved) and finish.
@@ -129,8 +133,10 @@ class Engine:
         """
         self.driving[run_id] = self.driving.get(run_id, 0) + 1
         try:
-            await self._beat(run_id)
-            beating = asyncio.create_task(self._keep_beating(run_id), name=f"heartbeat:{run_id}")
+            beaten = await self._beat(run_id)
+            beating = asyncio.create_task(
+                self._keep_beating(run_id, beaten), name=f"heartbeat:{run_id}"
+            )
             try:
                 yield
             finally:
@@ -141,16 +147,20 @@ class Engine:
             if not self.driving[run_id]:
                 del self.driving[run_id]
 
-    async def _keep_beating(self, run_id: str) -> None:
+    async def _keep_beating(self, run_id: str, beaten: bool) -> None:
+        every = self.lease.total_seconds() / _BEATS_PER_LEASE
         while True:
-            await asyncio.sleep(self.lease.total_seconds() / _BEATS_PER_LEASE)
-            await self._beat(run_id)
+            # After a failure, again soon: the store may be back before the lease lapses.
+            await asyncio.sleep(every if beaten else min(every, _BEAT_RETRY))
+            beaten = await self._beat(run_id)
 
-    async def _beat(self, run_id: str) -> None:
+    async def _beat(self, run_id: str) -> bool:
         try:
             await self.turns.store.beat(run_id, utcnow() + self.lease)
         except Exception as exc:  # the run goes on; the next beat may get through
             log.warning("heartbeat of run %s failed: %s", run_id, exc)
+            return False
+        return True
 
     # -- decisions and recovery ------------------------------------------------
 

@@ -132,7 +132,7 @@ class Agent:
         ``metadata`` is kept with the run as it is (JSON), for the caller.
         ``run_id`` names a new run (a fresh id by default): a caller that may
         start the same work twice gives both the same id, and the second start
-        fails with ``StoreConflict`` when its first save finds the run.
+        raises ``StoreConflict``. The run is saved before this returns.
         """
         opts = self.default_options
         auto = (
@@ -142,7 +142,9 @@ class Agent:
         )
         new_messages = _as_messages(messages)
         if auto and thread_id:
-            resumed = await self._auto_resume(thread_id, new_messages, resource_id)
+            resumed = await self.answer_question(
+                new_messages, thread_id=thread_id, resource_id=resource_id
+            )
             if resumed is not None:
                 return resumed
         rule = (
@@ -168,7 +170,7 @@ class Agent:
         )
         if callable(rule):
             self.engine.register_predicate(run_id, rule)
-        return self._stream(run_id, self.engine.start(snap))
+        return self._stream(run_id, await self.engine.start(snap))
 
     async def generate(self, messages: Input, **options: Any) -> AgentResult:
         """Like ``stream`` but returns the result; ``finish_reason == "suspended"`` on a pause."""
@@ -322,9 +324,16 @@ class Agent:
 
         return AgentStream(run_id, chunks, result, (self.id,))
 
-    async def _auto_resume(
-        self, thread_id: str, messages: list[Message], resource_id: str | None
+    async def answer_question(
+        self, messages: Input, *, thread_id: str, resource_id: str | None = None
     ) -> AgentStream | None:
+        """Resume the thread's newest waiting question with a person's words, if one waits.
+
+        What ``stream`` does with ``auto_resume_suspended_tools``, without ever
+        starting a new run: ``None`` when no question waits. Raises
+        ``ResumeDataInvalidError`` when the words do not fit the tool's schema.
+        """
+        said = _as_messages(messages)
         now = utcnow()
         waiting = [
             p
@@ -334,7 +343,7 @@ class Agent:
         if not waiting:
             return None
         target = waiting[-1]
-        text = "\n".join(m.text for m in messages if m.role == "user").strip()
+        text = "\n".join(m.text for m in said if m.role == "user").strip()
         data = await self._extract_resume_data(target, text)
         return await self.resume_stream(
             data, run_id=target.run_id, tool_call_id=target.tool_call_id, decided_by=resource_id

@@ -30,6 +30,7 @@ from agents import (
     ResumeDataInvalidError,
     RunChangedError,
     Store,
+    StoreConflict,
     ToolCallNotPendingError,
 )
 
@@ -271,7 +272,7 @@ class ChatBot:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        await self.intake.aclose()
+        await self.intake.aclose(timeout)
         await self.tasks.aclose(timeout)
         if self._owns_chat:
             await self.chat.close()
@@ -290,9 +291,7 @@ class ChatBot:
         self.metrics.messages_received.inc()
         self.presenter.messenger(message.thread.platform)  # a wiring bug fails here, loudly
         self.presenter.remember_name(message.thread, message.user_id, message.user_name)
-        written = await self.intake.submit(self._message_write(message), Delivery(message=message))
-        if written is None:
-            self.metrics.messages_duplicate.inc()
+        await self.intake.submit(self._message_write(message), Delivery(message=message))
 
     def _message_write(self, message: IncomingMessage) -> Callable[[], Awaitable[str | None]]:
         thread = message.thread
@@ -311,6 +310,7 @@ class ChatBot:
                 await self.following.follow(thread)
             entry_id = await self.chat.enqueue(body, keys=keys, ttl=self.dedupe_ttl)
             if entry_id is None:
+                self.metrics.messages_duplicate.inc()
                 log.debug("dropping a redelivered message in %s", thread.id)
             return entry_id
 
@@ -327,6 +327,8 @@ class ChatBot:
         """Tell the people waiting, once per delivery, that the store holds things up."""
         try:
             if delivery.message is not None:
+                if delivery.message.only_if_followed or not delivery.message.addressed:
+                    return  # perhaps not even for the bot: no word to everyone overheard
                 thread = delivery.message.thread
                 messenger = self.presenter.messenger(thread.platform)
                 notice = Notice(text=messages.DELAYED, to=Person(id=delivery.message.user_id))
@@ -360,7 +362,12 @@ class ChatBot:
                 if attempt.retry and await self.store.load_run(run_id) is not None:
                     await self._catch_up(thread, messenger, run_id)
                     return
-                stream = await self._stream_for(message, messenger, run_id)
+                stream = await self._stream_for(message, messenger, run_id, retry=attempt.retry)
+            except StoreConflict:
+                # Another worker started it a moment ago (a lease that lapsed while
+                # the store was away): that worker shows it.
+                log.info("the run of inbox entry %s is already started elsewhere", entry.id)
+                return
             except Exception:
                 if not attempt.last:
                     raise
@@ -395,20 +402,20 @@ class ChatBot:
                 await self.presenter.say(messenger, thread, Notice(text=why))
 
     async def _stream_for(
-        self, message: IncomingMessage, messenger: Messenger, run_id: str
+        self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
     ) -> AgentStream | None:
-        """Resume the thread's question, point at its card, or start a new run."""
+        """Resume the thread's question, point at its card, or start a new run.
+
+        ``retry``: this message may have been worked on before, so a question
+        found answered may have been answered by it: nothing is said then.
+        """
         thread = message.thread
         pending = await self._pending(thread.id)
         questions = [p for p in pending if p.kind == "suspension"]
         if questions:
             try:
-                stream = await self.agent.stream(
-                    message.text,
-                    thread_id=thread.id,
-                    resource_id=message.user_id,
-                    auto_resume_suspended_tools=True,
-                    metadata=run_metadata(thread),
+                answered = await self.agent.answer_question(
+                    message.text, thread_id=thread.id, resource_id=message.user_id
                 )
             except ResumeDataInvalidError as exc:
                 asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
@@ -417,19 +424,17 @@ class ChatBot:
                 return None
             except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
                 # Another replica took the answer first, or the question expired meanwhile.
-                await self.presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+                if not retry:
+                    gone = Notice(text=messages.QUESTION_GONE)
+                    await self.presenter.say(messenger, thread, gone)
                 return None
             except RunChangedError:
                 await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
                 return None
-            if stream.run_id in {q.run_id for q in questions}:
-                return stream
-            # The question went away between the look and the answer: the runtime
-            # would start a new run, which only a message addressed to the bot may do.
-            if not message.addressed:
-                return None
-            self.metrics.runs_started.inc()
-            return stream
+            if answered is not None:
+                return answered
+            # The question went away between the look and the answer: only a
+            # message addressed to the bot may start a new run.
         if not message.addressed:
             return None
         if pending:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime
 
@@ -47,6 +48,7 @@ class Housekeeping:
         self._tasks = tasks
         self._threads = threads
         self._metrics = metrics
+        self._hold_off_until = 0.0
 
     # -- expiry -----------------------------------------------------------------
 
@@ -154,6 +156,21 @@ class Housekeeping:
             await self._presenter.update(messenger, thread, place.ref, expired)
 
     async def run_once(self) -> None:
-        """One pass: expire what is due, then recover what a crash left."""
-        await self.sweep_expired()
+        """One pass: expire what is due, then recover what a crash left.
+
+        Not right after trouble with the store (a failed or slow sweep): other
+        processes' heartbeats may have failed as ours did, and they are alive.
+        """
+        lease = self._agent.engine.lease.total_seconds()
+        started = time.monotonic()
+        try:
+            await self.sweep_expired()
+        except Exception:
+            self._hold_off_until = time.monotonic() + lease
+            raise
+        if time.monotonic() - started > lease / 3:
+            self._hold_off_until = time.monotonic() + lease
+        if time.monotonic() < self._hold_off_until:
+            log.info("crash recovery waits a lease after trouble with the store")
+            return
         await self.recover_interrupted()

@@ -20,6 +20,7 @@ told so, to say what went wrong instead of failing again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -48,6 +49,8 @@ RETRY_FIRST = 0.25
 RETRY_MAX = 5.0
 RETRY_FOR = 15 * 60.0
 """How long failing work is retried before its last try says it failed."""
+POISON_AFTER = 3
+"""Failed writes of the first buffered delivery before checking it is not the culprit."""
 MAX_TAKES = 5
 """An entry taken this many times (its workers kept dying) gets its last try."""
 POLL_INTERVAL = 1.0
@@ -116,7 +119,7 @@ class Intake:
         on_delay: Callable[[Delivery], Coroutine[Any, Any, None]] | None = None,
         retry_for: float = RETRY_FOR,
     ) -> None:
-        self._chat = chat
+        self.chat = chat
         self._work = work
         self._tasks = tasks
         self.lease = lease
@@ -129,9 +132,15 @@ class Intake:
         self._wanted = asyncio.Event()
         self._taking = False
         self._saturated = False
+        self._troubled_until = 0.0
         self._loops: list[asyncio.Task[None]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
+
+    @property
+    def _patience(self) -> float:
+        """How long one background store call may take before it counts as failed."""
+        return max(self.lease / 3, WRITE_TIMEOUT)
 
     @property
     def busy(self) -> bool:
@@ -155,6 +164,8 @@ class Intake:
         Raises:
             Overloaded: The store failed and the buffer is full: withhold the ack.
         """
+        if self._closed:
+            raise Overloaded("this process is shutting down")
         if self._buffer:  # keep arrival order behind deliveries already waiting
             return self._keep(write, delivery, None, say_delayed)
         try:
@@ -162,6 +173,7 @@ class Intake:
             # short may still land: its retry is then a copy (dedupe keys).
             entry_id = await asyncio.wait_for(write(), WRITE_TIMEOUT)
         except Exception as exc:  # TimeoutError included
+            self._trouble()
             return self._keep(write, delivery, exc, say_delayed)
         if entry_id is not None:
             self.want()
@@ -184,20 +196,41 @@ class Intake:
 
     async def _flush(self) -> None:
         delay = RETRY_FIRST
+        failures = 0
         while self._buffer:
             write, _ = self._buffer[0]
             try:
                 entry_id = await write()
             except Exception as exc:
+                failures += 1
+                if failures >= POISON_AFTER and await self._poisoned():
+                    continue
                 log.warning("the store is still unreachable (%d waiting): %s", self.buffered, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             self._buffer.popleft()
-            delay = RETRY_FIRST
+            delay, failures = RETRY_FIRST, 0
             if entry_id is not None:
                 self.want()
         log.info("every delivery kept during the outage is in the inbox")
+
+    async def _poisoned(self) -> bool:
+        """Whether the first buffered delivery is what fails, not the store: when the
+        one after it gets written, the first is dropped (logged) so it blocks no more."""
+        if len(self._buffer) < 2:
+            return False
+        write, _ = self._buffer[1]
+        try:
+            entry_id = await write()
+        except Exception:
+            return False
+        del self._buffer[1]
+        if entry_id is not None:
+            self.want()
+        self._buffer.popleft()
+        log.error("dropping a delivery the store keeps refusing while it takes others")
+        return True
 
     # -- taking -----------------------------------------------------------------
 
@@ -232,18 +265,30 @@ class Intake:
                 await self._take_all()
                 delay = RETRY_FIRST
             except Exception as exc:
-                log.warning("could not take from the inbox, again in %.1fs: %s", delay, exc)
+                self._trouble()
+                why = str(exc) or type(exc).__name__
+                log.warning("could not take from the inbox, again in %.1fs: %s", delay, why)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 self._wanted.set()
             finally:
                 self._taking = False
 
+    def _trouble(self) -> None:
+        """The store failed us: for a lease, take over nobody's entries.
+
+        Their workers may be alive and only unable to renew, as we were; once the
+        store is back, they renew within seconds.
+        """
+        self._troubled_until = time.monotonic() + self.lease
+
     async def _take_all(self) -> None:
         # Saturated: every slot was filled, so more may be waiting; a freed slot looks.
         self._saturated = True
         while (free := self.workers - len(self._held)) > 0:
-            entries = await self._chat.take(self.name, count=free, lease=self.lease)
+            take_over = time.monotonic() >= self._troubled_until
+            taking = self.chat.take(self.name, count=free, lease=self.lease, take_over=take_over)
+            entries = await asyncio.wait_for(taking, self._patience)
             for entry in entries:
                 if entry.id in self._held:
                     # Ours already: its lease lapsed while the store was away and the
@@ -256,13 +301,19 @@ class Intake:
                 return
 
     async def _renew_loop(self) -> None:
+        pause = self.lease / 3
         while True:
-            await asyncio.sleep(self.lease / 3)
+            await asyncio.sleep(pause)
+            pause = self.lease / 3
             if self._held:
+                renewing = self.chat.renew(self.name, sorted(self._held), lease=self.lease)
                 try:
-                    await self._chat.renew(self.name, sorted(self._held), lease=self.lease)
+                    await asyncio.wait_for(renewing, self._patience)
                 except Exception as exc:
-                    log.warning("could not renew %d inbox lease(s): %s", len(self._held), exc)
+                    self._trouble()
+                    why = str(exc) or type(exc).__name__
+                    log.warning("could not renew %d inbox lease(s): %s", len(self._held), why)
+                    pause = min(pause, RETRY_MAX)  # before the lease lapses, if it comes back
 
     # -- working ----------------------------------------------------------------
 
@@ -294,6 +345,7 @@ class Intake:
                 if last:
                     log.exception("inbox entry %s failed on its last try", entry.id)
                     return
+                self._trouble()
                 log.warning("inbox entry %s failed, again in %.1fs: %s", entry.id, delay, exc)
                 if tries == 0 and self._on_delay is not None:
                     await self._on_delay(delivery)
@@ -307,7 +359,7 @@ class Intake:
         delay = RETRY_FIRST
         while True:
             try:
-                await self._chat.done(entry_id)
+                await self.chat.done(entry_id)
                 return
             except Exception as exc:
                 if delay >= RETRY_MAX:
@@ -318,9 +370,16 @@ class Intake:
 
     # -- lifecycle --------------------------------------------------------------
 
-    async def aclose(self) -> None:
-        """Stop taking; what is held is finished or cancelled with the bot's tasks."""
+    async def aclose(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (grace period)
+        """Stop taking; write what is buffered within ``timeout`` s (it was acked).
+
+        What is held is finished or cancelled with the bot's tasks; from now on
+        ``submit`` raises ``Overloaded``, so the platform sends it elsewhere.
+        """
         self._closed = True
+        if self._flusher is not None and not self._flusher.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._flusher), timeout)
         loops = [*self._loops, *([self._flusher] if self._flusher else [])]
         for task in loops:
             task.cancel()

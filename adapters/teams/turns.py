@@ -7,6 +7,7 @@ through the messenger.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 from http import HTTPStatus
@@ -121,10 +122,13 @@ class Turns:
         refreshing it may fail without losing the click.
         """
         thread = convert.thread_of(activity)
+        reference = convert.reference_of(activity, thread)
         try:
-            await self._chat.set_conversation_ref(thread.id, convert.reference_of(activity, thread))
+            # Bounded: the click itself must still be recorded within the invoke's time.
+            await asyncio.wait_for(self._chat.set_conversation_ref(thread.id, reference), 1.0)
         except Exception as exc:
-            log.warning("could not refresh the reference of %s: %s", thread.id, exc)
+            why = str(exc) or type(exc).__name__
+            log.warning("could not refresh the reference of %s: %s", thread.id, why)
 
 
 def _message_body(text: str) -> dict[str, Any]:

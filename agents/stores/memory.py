@@ -56,7 +56,8 @@ class MemoryStore:
             lock.release()
 
     async def beat(self, run_id: str, until: datetime) -> None:
-        self._alive[run_id] = until
+        if run_id in self._runs:
+            self._alive[run_id] = until
 
     async def alive_until(self, run_id: str) -> datetime | None:
         return self._alive.get(run_id)

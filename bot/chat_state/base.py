@@ -148,11 +148,14 @@ class ChatState(Protocol):
         """
         ...
 
-    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+    async def take(
+        self, worker: str, *, count: int, lease: float, take_over: bool = True
+    ) -> list[InboxEntry]:
         """Lease up to ``count`` entries to ``worker`` for ``lease`` s, oldest first.
 
-        An entry is free when no worker took it yet, or when its worker's lease
-        lapsed (it died): then it is taken over and its ``attempts`` grow.
+        An entry is free when no worker took it yet, or (with ``take_over``) when
+        its worker's lease lapsed (it died): then it is taken over and its
+        ``attempts`` grow. Every worker of a deployment uses the same lease.
         """
         ...
 

@@ -77,9 +77,15 @@ class MemoryChatState(StoreCardLocks):
         self._inbox[entry_id] = _Slot(body=body)
         return entry_id
 
-    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+    async def take(
+        self, worker: str, *, count: int, lease: float, take_over: bool = True
+    ) -> list[InboxEntry]:
         now = time.monotonic()
-        free = [(i, s) for i, s in self._inbox.items() if s.lease_until <= now][:count]
+        free = [
+            (i, s)
+            for i, s in self._inbox.items()
+            if (s.worker is None or take_over) and s.lease_until <= now
+        ][:count]
         for _, slot in free:
             slot.worker, slot.lease_until, slot.attempts = worker, now + lease, slot.attempts + 1
         return [InboxEntry(id=i, body=s.body, attempts=s.attempts) for i, s in free]

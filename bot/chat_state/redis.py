@@ -50,14 +50,16 @@ return 1
 
 # KEYS: the inbox stream, then a delivery's dedupe keys. ARGV: their TTL in ms,
 # the body. The claim of _FIRST_DELIVERY and the XADD, in one step; a copy: nil.
+# XADD first: Lua does not roll back, and a key without its entry would drop it.
 _ENQUEUE = """
 for i = 2, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then return false end
 end
+local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
 for i = 2, #KEYS do
   redis.call('SET', KEYS[i], '1', 'PX', ARGV[1])
 end
-return redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
+return id
 """
 
 # KEYS: the inbox stream. ARGV: the group, the worker, then entry ids. Resets the
@@ -130,9 +132,12 @@ class RedisChatState(StoreCardLocks):
         entry_id = await self._enqueue(keys=[self.keys.inbox(), *seen], args=[px, body])
         return cast(str, entry_id) if entry_id is not None else None
 
-    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+    async def take(
+        self, worker: str, *, count: int, lease: float, take_over: bool = True
+    ) -> list[InboxEntry]:
         """``XAUTOCLAIM`` what lapsed, then ``XREADGROUP`` new entries for the rest."""
         stream, idle = self.keys.inbox(), max(k.MIN_TTL_MS, math.ceil(lease * 1000))
+        idle = idle if take_over else 0
         try:
             return await self._take(stream, worker, count, idle)
         except ResponseError as exc:
@@ -148,10 +153,21 @@ class RedisChatState(StoreCardLocks):
             return await self._take(stream, worker, count, idle)
 
     async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[InboxEntry]:
+        """Take over entries idle ``idle`` ms (none when 0), then new ones."""
         group = k.INBOX_GROUP
-        reply = await self._redis.xautoclaim(stream, group, worker, idle, "0-0", count=count)
-        claimed = cast(list[tuple[str, dict[str, str] | None]], reply[1])
         taken: list[InboxEntry] = []
+        claimed: list[tuple[str, dict[str, str] | None]] = []
+        cursor = "0-0"
+        # XAUTOCLAIM looks at about ten pending entries per one asked for: follow
+        # its cursor, so lapsed entries behind many live ones are still found.
+        while idle and len(claimed) < count:
+            reply = await self._redis.xautoclaim(
+                stream, group, worker, idle, cursor, count=count - len(claimed)
+            )
+            claimed += cast(list[tuple[str, dict[str, str] | None]], reply[1])
+            cursor = cast(str, reply[0])
+            if cursor == "0-0":
+                break
         for entry_id, fields in claimed:
             if fields:  # a deleted entry comes back without fields
                 pending = cast(

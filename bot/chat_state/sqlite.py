@@ -49,6 +49,9 @@ _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
 _TAKE = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
     WHERE seq IN (SELECT seq FROM inbox WHERE lease_until <= ? ORDER BY seq LIMIT ?)
     RETURNING seq, body, attempts"""
+_TAKE_NEW = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
+    WHERE seq IN (SELECT seq FROM inbox WHERE lease_until = 0 ORDER BY seq LIMIT ?)
+    RETURNING seq, body, attempts"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
 
 
@@ -147,13 +150,19 @@ class SQLiteChatState(StoreCardLocks):
 
         return claim
 
-    async def take(self, worker: str, *, count: int, lease: float) -> list[InboxEntry]:
+    async def take(
+        self, worker: str, *, count: int, lease: float, take_over: bool = True
+    ) -> list[InboxEntry]:
         """One ``UPDATE ... RETURNING`` over the oldest free rows."""
         now = time.time()
-        params = (worker, now + lease, now, count)
+        sql, params = (
+            (_TAKE, (worker, now + lease, now, count))
+            if take_over
+            else (_TAKE_NEW, (worker, now + lease, count))
+        )
 
         async def work(db: aiosqlite.Connection) -> list[Any]:
-            return list(await db.execute_fetchall(_TAKE, params))
+            return list(await db.execute_fetchall(sql, params))
 
         rows = sorted(await self._file.run(work, transaction=True))
         return [InboxEntry(id=str(seq), body=body, attempts=n) for seq, body, n in rows]

@@ -122,6 +122,31 @@ async def test_a_dead_workers_entry_is_taken_over_once_its_lease_lapses(chat: Ch
     assert await chat.take("third", count=1, lease=0.2) == []
 
 
+async def test_a_lapsed_entry_behind_many_live_ones_is_still_taken_over(
+    chat: ChatState,
+) -> None:
+    for n in range(40):
+        await chat.enqueue(f"live {n}", keys=[], ttl=60)
+    live = await chat.take("live", count=40, lease=0.3)
+    for n in range(5):
+        await chat.enqueue(f"dead {n}", keys=[], ttl=60)
+    await chat.take("dead", count=5, lease=0.3)
+    await asyncio.sleep(0.35)
+    await chat.renew("live", [e.id for e in live], lease=0.3)
+    (taken,) = await chat.take("heir", count=1, lease=0.3)
+    assert taken.body.startswith("dead")
+
+
+async def test_without_take_over_only_new_entries_are_taken(chat: ChatState) -> None:
+    await chat.enqueue("left by the dead", keys=[], ttl=60)
+    await chat.take("dead", count=1, lease=0.1)
+    await asyncio.sleep(0.15)
+    await chat.enqueue("new", keys=[], ttl=60)
+    taken = await chat.take("w", count=5, lease=0.1, take_over=False)
+    assert [e.body for e in taken] == ["new"]
+    assert [e.body for e in await chat.take("w", count=5, lease=0.1)] == ["left by the dead"]
+
+
 async def test_renewing_a_lease_keeps_the_entry_from_being_taken_over(chat: ChatState) -> None:
     await chat.enqueue("slow work", keys=[], ttl=60)
     (held,) = await chat.take("w1", count=1, lease=0.3)

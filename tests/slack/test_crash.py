@@ -9,6 +9,7 @@ the tools really did.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -45,6 +46,11 @@ def replies(slack: FakeSlack, root: str) -> list[str]:
     return [m.text for m in slack.in_thread(CHANNEL, root)]
 
 
+def newest_card(slack: FakeSlack, root: str) -> Posted:
+    """The newest card with buttons in a thread."""
+    return [m for m in slack.in_thread(CHANNEL, root) if has_buttons(m)][-1]
+
+
 async def card_for(bot: BotProcess, slack: FakeSlack, service: str) -> Posted:
     """Ask for a deploy and wait for its card."""
     root = mention_event(f"deploy {service}")
@@ -57,6 +63,17 @@ async def card_for(bot: BotProcess, slack: FakeSlack, service: str) -> Posted:
     posted = card()
     assert posted is not None
     return posted
+
+
+async def settled_card_for(bot: BotProcess, slack: FakeSlack, service: str) -> Posted:
+    """A card whose message is fully worked off (so the next kill is after it)."""
+    card = await card_for(bot, slack, service)
+    await slack.wait_for(
+        lambda: slack.of("assistant.threads.setStatus")[-1].args.get("status") == "",
+        what="the thinking status cleared",
+    )
+    await asyncio.sleep(0.3)  # and the message marked done in the inbox
+    return card
 
 
 async def test_every_message_acked_before_a_kill_is_answered_once(
@@ -92,6 +109,10 @@ async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
     card = await card_for(bot, slack, "api")
     await bot.kill()
     await bot.start()
+    # Killed between posting the card and recording where it is, the card is
+    # posted again once the dead process's lease lapsed: people use the newest.
+    await asyncio.sleep(2.5)
+    card = newest_card(slack, card.thread_ts or "")
     assert await bot.press(card, APPROVE_ACTION) == 200
     await slack.wait_for(
         lambda: any("Done." in text for text in replies(slack, card.thread_ts or "")),
@@ -105,7 +126,7 @@ async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
 async def test_a_click_acked_before_a_kill_is_decided_once(
     bot: BotProcess, slack: FakeSlack
 ) -> None:
-    card = await card_for(bot, slack, "api")
+    card = await settled_card_for(bot, slack, "api")
     assert await bot.press(card, APPROVE_ACTION) == 200
     await bot.kill()
     await bot.start()
@@ -129,7 +150,7 @@ async def test_a_click_acked_before_a_kill_is_decided_once(
 async def test_a_kill_while_the_tool_runs_is_reported_once_the_lease_lapses(
     bot: BotProcess, slack: FakeSlack
 ) -> None:
-    card = await card_for(bot, slack, "slow-api")
+    card = await settled_card_for(bot, slack, "slow-api")
     assert await bot.press(card, APPROVE_ACTION) == 200
     await slack.wait_for(lambda: bool(bot.recorded("deploy-start")), what="the deploy running")
     await bot.kill()

@@ -1,0 +1,80 @@
+"""The intake on its own: writes that fail wait in the buffer, and what it refuses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from agents import MemoryStore
+from bot import IncomingMessage, MemoryChatState, Overloaded, ThreadKey
+from bot.chat_state import InboxEntry
+from bot.intake import BUFFERED, DELIVERY, Attempt, Delivery, Intake
+from bot.tasks import TaskTracker
+
+THREAD = ThreadKey(platform="test", workspace="w", channel="c", root="r")
+
+
+def intake(worked: list[str]) -> Intake:
+    async def work(delivery: Delivery, entry: InboxEntry, attempt: Attempt) -> None:
+        assert delivery.message is not None
+        worked.append(delivery.message.text)
+
+    chat = MemoryChatState(MemoryStore())
+    return Intake(chat, work, tasks=TaskTracker(), lease=5.0)
+
+
+def writer(box: Intake, body: str, failures: list[int]) -> Callable[[], Awaitable[str | None]]:
+    """A write that fails while ``failures[0]`` is above zero (-1: always)."""
+
+    async def write() -> str | None:
+        if failures[0]:
+            failures[0] -= 1 if failures[0] > 0 else 0
+            raise ConnectionError("store down")
+        said = Delivery(message=IncomingMessage(thread=THREAD, user_id="U1", text=body))
+        return await box.chat.enqueue(DELIVERY.dump_json(said).decode(), keys=(), ttl=60)
+
+    return write
+
+
+async def settled(box: Intake) -> None:
+    for _ in range(500):
+        if not box.busy:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the intake did not settle")
+
+
+async def test_writes_that_fail_wait_and_go_in_once_the_store_answers() -> None:
+    worked: list[str] = []
+    box = intake(worked)
+    failures = [2]
+    assert await box.submit(writer(box, "one", failures), Delivery()) is BUFFERED
+    assert await box.submit(writer(box, "two", [0]), Delivery()) is BUFFERED  # behind "one"
+    await settled(box)
+    assert worked == ["one", "two"]
+    await box.aclose()
+
+
+async def test_a_write_that_always_fails_is_dropped_once_others_go_in() -> None:
+    worked: list[str] = []
+    box = intake(worked)
+    assert await box.submit(writer(box, "poison", [-1]), Delivery()) is BUFFERED
+    assert await box.submit(writer(box, "fine", [0]), Delivery()) is BUFFERED
+    await settled(box)
+    assert worked == ["fine"]
+    await box.aclose()
+
+
+async def test_a_full_buffer_and_a_closed_intake_refuse_so_the_platform_resends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("bot.intake.BUFFER_LIMIT", 1)
+    box = intake([])
+    assert await box.submit(writer(box, "kept", [-1]), Delivery()) is BUFFERED
+    with pytest.raises(Overloaded):
+        await box.submit(writer(box, "one too many", [0]), Delivery())
+    await box.aclose(timeout=0.1)
+    with pytest.raises(Overloaded):
+        await box.submit(writer(box, "after the end", [0]), Delivery())
