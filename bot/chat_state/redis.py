@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -88,6 +89,7 @@ class RedisChatState(StoreCardLocks):
         self._first_delivery = self._redis.register_script(_FIRST_DELIVERY)
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
+        self._next_prune = 0.0
 
     async def follow(self, thread_id: str) -> None:
         await self._redis.set(self.keys.follow(thread_id), "1")
@@ -152,8 +154,23 @@ class RedisChatState(StoreCardLocks):
                     raise
             return await self._take(stream, worker, count, idle)
 
+    async def _forget_gone_workers(self, stream: str, worker: str) -> None:
+        """Delete consumers of processes long gone (each restart names a new one).
+
+        Only those holding nothing: deleting a consumer drops its pending entries.
+        """
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + k.PRUNE_INTERVAL
+        for consumer in await self._redis.xinfo_consumers(stream, k.INBOX_GROUP):
+            name = consumer["name"]
+            if name != worker and not consumer["pending"] and consumer["idle"] > k.GONE_AFTER_MS:
+                await self._redis.xgroup_delconsumer(stream, k.INBOX_GROUP, name)
+
     async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[InboxEntry]:
         """Take over entries idle ``idle`` ms (none when 0), then new ones."""
+        await self._forget_gone_workers(stream, worker)
         group = k.INBOX_GROUP
         taken: list[InboxEntry] = []
         claimed: list[tuple[str, dict[str, str] | None]] = []

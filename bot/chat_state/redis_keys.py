@@ -30,6 +30,10 @@ VOTES = "votes"
 # Entries are deleted once worked off, so the stream holds only unfinished work.
 INBOX = "inbox"
 INBOX_GROUP = "workers"
+# Consumers idle this long and holding nothing are processes gone: forgotten,
+# looked for at most once per interval per process.
+GONE_AFTER_MS = 3_600_000
+PRUNE_INTERVAL = 600.0
 
 # Redis rejects a zero expiry; sub-millisecond TTLs are rounded up to this.
 MIN_TTL_MS = 1

@@ -10,6 +10,7 @@ import pytest
 
 from agents import LockTimeout, open_store
 from bot import CardPlace, ChatState, Person, ThreadKey, open_chat_state
+from bot.chat_state.redis import RedisChatState
 from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
 from tests.stores.test_conformance import eventually
 
@@ -162,6 +163,25 @@ async def test_concurrent_workers_never_take_the_same_entry(chat: ChatState) -> 
     batches = await asyncio.gather(*(chat.take(f"w{i}", count=3, lease=30) for i in range(10)))
     bodies = [e.body for batch in batches for e in batch]
     assert sorted(bodies, key=int) == [str(n) for n in range(20)]
+
+
+async def test_redis_forgets_the_workers_of_processes_long_gone(
+    chat: ChatState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not isinstance(chat, RedisChatState):
+        pytest.skip("consumers are Redis's")
+    monkeypatch.setattr("bot.chat_state.redis_keys.GONE_AFTER_MS", -1)
+    await chat.enqueue("done by the old process", keys=[], ttl=60)
+    await chat.enqueue("still held by the dead one", keys=[], ttl=60)
+    (finished,) = await chat.take("old", count=1, lease=30)
+    await chat.done(finished.id)
+    await chat.take("dead", count=1, lease=30)
+    chat._next_prune = 0.0
+    await chat.take("new", count=1, lease=30)
+    consumers = await chat._redis.xinfo_consumers(chat.keys.inbox(), "workers")
+    names = {c["name"] for c in consumers}
+    assert "old" not in names
+    assert "dead" in names  # it holds an entry: forgetting it would lose the entry
 
 
 # Conversation references and followed threads
