@@ -197,3 +197,18 @@ async def test_events_are_acknowledged_while_the_agent_is_still_working(
     gate.set()
     await bot.idle()
     assert [m.text for m in slack.in_thread("D0DM00002", event["ts"])] == ["finally"]
+
+
+async def test_a_request_the_bot_cannot_keep_is_left_unacked_with_503(
+    bot: BotServer, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*args: object, **kwargs: object) -> str | None:
+        raise ConnectionError("store down")
+
+    monkeypatch.setattr("bot.intake.BUFFER_LIMIT", 0)  # nothing can wait in memory either
+    monkeypatch.setattr(bot.bot.chat, "enqueue", down)
+    status, text = await bot.post(json.dumps(event_body(mention_event("hello"))))
+    assert status == 503  # Slack sends it again later
+    assert "send this again" in text
+    await bot.idle()
+    assert slack.of("chat.postMessage") == []

@@ -90,3 +90,20 @@ async def test_unauthenticated_mode_is_logged_loudly(caplog: pytest.LogCaptureFi
         r.levelno == logging.WARNING and "UNAUTHENTICATED" in r.getMessage() for r in caplog.records
     )
     await adapter.stop()
+
+
+async def test_an_activity_the_bot_cannot_keep_gets_503(
+    make_bot: MakeBot, connector: FakeConnector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot = await make_bot()
+
+    async def down(*args: object, **kwargs: object) -> str | None:
+        raise ConnectionError("store down")
+
+    monkeypatch.setattr("bot.intake.BUFFER_LIMIT", 0)
+    monkeypatch.setattr(bot.bot.chat, "enqueue", down)
+    activity = act.message(connector.url, "hello", conversation=act.chat_conversation())
+    answer = await bot.post(activity)
+    assert answer.status == 503  # the Bot Framework sends it again
+    await bot.bot.drain()
+    assert connector.calls == []
