@@ -91,18 +91,21 @@ async def test_a_crash_during_the_model_turn_after_an_approval_is_found_and_inte
     assert await restarted.recover_interrupted(now=after_the_lease()) == []
 
 
-async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None:
-    store = MemoryStore()
-    gate = Gate()
+def noop_agent(gate: Gate) -> Agent:
+    """An agent that calls a harmless tool, then waits on ``gate`` before answering."""
 
     @tool
     def noop() -> str:
         """Nothing."""
         return "ok"
 
-    agent = Agent(
-        id="a", model=gated_model(gate, [ToolCall("noop", {})]), tools=[noop], store=store
-    )
+    model = gated_model(gate, [ToolCall("noop", {})])
+    return Agent(id="a", model=model, tools=[noop], store=MemoryStore())
+
+
+async def test_a_run_that_has_not_been_quiet_long_enough_is_left_alone() -> None:
+    gate = Gate()
+    agent = noop_agent(gate)
     task = asyncio.create_task(agent.generate("go"))
     await crash_while(task, gate)
     assert await agent.recover_interrupted() == []  # its heartbeat lasts a lease
@@ -401,17 +404,8 @@ async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashe
 
 
 async def test_a_run_working_longer_than_its_lease_stays_alive_until_its_process_dies() -> None:
-    store = MemoryStore()
     gate = Gate()
-
-    @tool
-    def noop() -> str:
-        """Nothing."""
-        return "ok"
-
-    agent = Agent(
-        id="a", model=gated_model(gate, [ToolCall("noop", {})]), tools=[noop], store=store
-    )
+    agent = noop_agent(gate)
     agent.set_lease(timedelta(seconds=0.3))
     task = asyncio.create_task(agent.generate("go"))
     await asyncio.wait_for(gate.reached.wait(), timeout=5)

@@ -14,6 +14,8 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,3 +156,14 @@ class BotProcess:
         """A button press on a card; the HTTP status."""
         body = urlencode({"payload": json.dumps(block_actions(card, action_id))})
         return await self.post(body, "application/x-www-form-urlencoded")
+
+
+@asynccontextmanager
+async def running(slack: FakeSlack, store_url: str, workdir: Path) -> AsyncIterator[BotProcess]:
+    """A started bot process, stopped at the end."""
+    process = BotProcess(slack=slack, store_url=store_url, workdir=workdir)
+    await process.start()
+    try:
+        yield process
+    finally:
+        await process.stop()

@@ -20,7 +20,7 @@ from agents.texts import INTERRUPTED_RUN
 
 from .fake_slack import FakeSlack, Posted
 from .harness import CHANNEL, mention_event
-from .process import BotProcess
+from .process import BotProcess, running
 from .test_approvals import card_text, has_buttons
 from .test_restart import DURABLE, durable_url
 
@@ -32,13 +32,8 @@ RECOVERY_WITHIN = 20.0
 async def bot(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
 ) -> AsyncIterator[BotProcess]:
-    async with durable_url(request.param, tmp_path) as url:
-        process = BotProcess(slack=slack, store_url=url, workdir=tmp_path)
-        await process.start()
-        try:
-            yield process
-        finally:
-            await process.stop()
+    async with durable_url(request.param, tmp_path) as url, running(slack, url, tmp_path) as bot:
+        yield bot
 
 
 def replies(slack: FakeSlack, root: str) -> list[str]:

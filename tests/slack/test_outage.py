@@ -21,7 +21,7 @@ from bot import messages
 
 from .fake_slack import FakeSlack
 from .harness import CHANNEL, mention_event
-from .process import BotProcess
+from .process import BotProcess, running
 from .test_approvals import card_text, has_buttons
 from .test_crash import card_for, replies
 from .test_restart import REDIS_URL, durable_url
@@ -34,13 +34,8 @@ SLACK_PATIENCE = 3.0
 
 @pytest.fixture
 async def bot(slack: FakeSlack, tmp_path: Path) -> AsyncIterator[BotProcess]:
-    async with durable_url("redis", tmp_path) as url:
-        process = BotProcess(slack=slack, store_url=url, workdir=tmp_path)
-        await process.start()
-        try:
-            yield process
-        finally:
-            await process.stop()
+    async with durable_url("redis", tmp_path) as url, running(slack, url, tmp_path) as bot:
+        yield bot
 
 
 async def timed(request: asyncio.Future[int] | asyncio.Task[int]) -> tuple[int, float]:
