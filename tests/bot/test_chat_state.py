@@ -165,11 +165,22 @@ async def test_concurrent_workers_never_take_the_same_entry(chat: ChatState) -> 
     assert sorted(bodies, key=int) == [str(n) for n in range(20)]
 
 
+@pytest.mark.redis
 async def test_redis_forgets_the_workers_of_processes_long_gone(
-    chat: ChatState, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not isinstance(chat, RedisChatState):
-        pytest.skip("consumers are Redis's")
+    async with store_url("redis", tmp_path) as url:
+        store = open_store(url)
+        chat = open_chat_state(store)
+        assert isinstance(chat, RedisChatState)
+        try:
+            await forgets_gone_workers(chat, monkeypatch)
+        finally:
+            await chat.close()
+            await store.close()
+
+
+async def forgets_gone_workers(chat: RedisChatState, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("bot.chat_state.redis_keys.GONE_AFTER_MS", -1)
     await chat.enqueue("done by the old process", keys=[], ttl=60)
     await chat.enqueue("still held by the dead one", keys=[], ttl=60)
