@@ -10,6 +10,10 @@ for a gated tool, so N cards appear), then N Approve clicks at once, and reports
 - ack: button click: the same for ``block_actions``;
 - click -> card updated: click sent -> ``chat.update`` of that card received.
 
+The same load goes, in the same run, to a bare slack-bolt ``AsyncApp`` behind
+aiohttp whose listeners only ack (the least any Slack app can do), and each
+figure is printed with its ratio to that baseline.
+
 Client, server and fake Slack share one event loop and one CPU, so the numbers
 include their contention; the agent work of earlier requests runs meanwhile.
 """
@@ -29,12 +33,20 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.wire import APPROVE_ACTION
 from agents import Store, open_store
-from tests.slack.fake_slack import FakeSlack, Posted
+from tests.slack.fake_slack import TOKEN, FakeSlack, Posted
 from tests.slack.harness import (
     BOB,
+    CHANNEL,
+    SIGNING_SECRET,
     BotServer,
     block_actions,
     event_body,
@@ -54,16 +66,25 @@ class Row:
     scenario: str
     concurrent: int
     samples: list[float]
+    baseline: Row | None = None
+    """The bare Bolt app's figures for the same load (click ack for click -> card)."""
+
+    @property
+    def p99(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
     def cells(self) -> list[str]:
         ordered = sorted(self.samples)
-        p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        base = self.baseline
         return [
             self.scenario,
             str(self.concurrent),
             f"{statistics.median(ordered):.1f}",
-            f"{p99:.1f}",
+            f"{self.p99:.1f}",
             f"{ordered[-1]:.1f}",
+            f"{base.p99:.1f}" if base else "-",
+            f"{self.p99 / base.p99:.2f}x" if base else "-",
         ]
 
 
@@ -146,6 +167,77 @@ async def measure(size: int, store: Store) -> list[Row]:
     ]
 
 
+async def bare_bolt(size: int) -> list[Row]:
+    """The baseline: the same requests to a Bolt app whose listeners only ack."""
+    slack = FakeSlack()
+    await slack.start()
+    app = AsyncApp(
+        client=AsyncWebClient(token=TOKEN, base_url=slack.url),
+        signing_secret=SIGNING_SECRET,
+        process_before_response=True,
+    )
+
+    async def just_ack(ack: AsyncAck) -> None:
+        await ack()
+
+    app.event("app_mention")(just_ack)
+    app.action(APPROVE_ACTION)(just_ack)
+
+    async def handle(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await app.async_dispatch(await to_bolt_request(request)))
+
+    web_app = web.Application()
+    web_app.router.add_post("/slack/events", handle)
+    server = TestServer(web_app, host="127.0.0.1")
+    await server.start_server()
+    url = str(server.make_url("/slack/events"))
+    card = Posted(
+        channel=CHANNEL,
+        ts="1700000000.000100",
+        thread_ts=None,
+        text="card",
+        blocks=[
+            {
+                "type": "actions",
+                "elements": [{"type": "button", "action_id": APPROVE_ACTION, "value": "x"}],
+            }
+        ],
+    )
+    connector = aiohttp.TCPConnector(limit=0)
+    try:
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def send(body: str, kind: str) -> int:
+                headers = {"Content-Type": kind, **signed_headers(body)}
+                async with session.post(url, data=body.encode(), headers=headers) as resp:
+                    await resp.read()
+                    return resp.status
+
+            def mention_body(text: str) -> str:
+                return json.dumps(event_body(mention_event(text)))
+
+            click_body = urlencode({"payload": json.dumps(block_actions(card, APPROVE_ACTION))})
+            form = "application/x-www-form-urlencoded"
+            await send(mention_body("hello"), "application/json")
+            await asyncio.gather(
+                *(send(mention_body("warm"), "application/json") for _ in range(size))
+            )
+            mentions = await asyncio.gather(
+                *(
+                    timed(send(mention_body(f"deploy svc{i}"), "application/json"))
+                    for i in range(size)
+                )
+            )
+            clicks = await asyncio.gather(*(timed(send(click_body, form)) for _ in range(size)))
+    finally:
+        await server.close()
+        await slack.stop()
+    return [
+        Row("ack: mention event", size, list(mentions)),
+        Row("ack: button click", size, list(clicks)),
+    ]
+
+
 async def main(sizes: list[int], store_kind: str) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,14 +245,20 @@ async def main(sizes: list[int], store_kind: str) -> list[Row]:
             url = "memory://" if store_kind == "memory" else f"sqlite:///{Path(tmp) / f'{size}.db'}"
             store = open_store(url)
             try:
-                rows.extend(await measure(size, store))
+                ours = await measure(size, store)
             finally:
                 await store.close()
+            bare = {row.scenario: row for row in await bare_bolt(size)}
+            for row in ours:
+                row.baseline = bare.get(row.scenario)
+            # Click -> card against the bare click ack: the goal compares the two.
+            ours[2].baseline = bare["ack: button click"]
+            rows.extend(ours)
     return rows
 
 
 def report(rows: list[Row], store_kind: str) -> str:
-    header = ["scenario", "concurrent", "p50 ms", "p99 ms", "max ms"]
+    header = ["scenario", "concurrent", "p50 ms", "p99 ms", "max ms", "bare p99", "ratio"]
     table = [header, *(row.cells() for row in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = [f"Slack adapter, store={store_kind} (Slack's ack budget: {ACK_BUDGET_MS:.0f} ms)"]

@@ -4,7 +4,14 @@ Adapters import from here; ``bot`` itself imports only the public API of
 ``agents`` (and, in ``bot/__main__.py`` alone, the adapters it wires in).
 """
 
-from .chat_state import CardPlace, ChatState, MemoryChatState, ask_of, open_chat_state
+from .chat_state import (
+    CardPlace,
+    ChatState,
+    MemoryChatState,
+    ThreadNote,
+    ask_of,
+    open_chat_state,
+)
 from .core import ChatBot
 from .inputs import has_lone_surrogate, is_loopback_url
 from .intake import Overloaded
@@ -72,6 +79,7 @@ __all__ = [
     "TaskTracker",
     "Text",
     "ThreadKey",
+    "ThreadNote",
     "Undeliverable",
     "View",
     "ask_of",

@@ -35,7 +35,7 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState, InboxEntry, open_chat_state
+from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
 from .decisions import Decisions
 from .following import Following
 from .housekeeping import Housekeeping
@@ -299,19 +299,27 @@ class ChatBot:
         # Without what says where it came from: a copy's keys must not look new.
         body = DELIVERY.dump_json(Delivery(message=replace(message, reference=None))).decode()
 
+        # Whether it is for the bot is decided in the same step as the dedupe
+        # claim, before it: a copy that is not must never take the key of the one
+        # that is. Before the ack, this one store call is all there is.
+        note = ThreadNote(
+            thread_id=thread.id,
+            only_if_followed=message.only_if_followed,
+            follow=message.addressed and not message.only_if_followed,
+            reference=message.reference,
+        )
+
         async def write() -> str | None:
-            # Whether it is for the bot is decided before the dedupe claim: a copy
-            # that is not must never take the key of the one that is.
             if message.only_if_followed and not await self.following.follows(thread):
-                return None
-            if message.reference is not None:
-                await self.chat.set_conversation_ref(thread.id, message.reference)
-            if message.addressed and not message.only_if_followed:
-                await self.following.follow(thread)
-            entry_id = await self.chat.enqueue(body, keys=keys, ttl=self.dedupe_ttl)
+                return None  # not even a store call for a thread nobody asked the bot in
+            entry_id = await self.chat.enqueue(body, keys=keys, ttl=self.dedupe_ttl, note=note)
             if entry_id is None:
                 self.metrics.messages_duplicate.inc()
-                log.debug("dropping a redelivered message in %s", thread.id)
+                log.debug(
+                    "dropping a redelivered message, or one not for the bot, in %s", thread.id
+                )
+            elif note.follow:
+                self.following.remember(thread)
             return entry_id
 
         return write

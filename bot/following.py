@@ -40,6 +40,10 @@ class Following:
             return
         self._known[thread.id] = True
 
+    def remember(self, thread: ThreadKey) -> None:
+        """``thread`` was followed elsewhere (in the step that recorded a message)."""
+        self._known[thread.id] = True
+
     async def follows(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in ``thread``."""
         if self._known.get(thread.id):  # a read counts as a use: recent threads stay

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, InboxEntry, ask_of
+from .base import CardPlace, ChatState, InboxEntry, ThreadNote, ask_of
 from .memory import MemoryChatState
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "ChatState",
     "InboxEntry",
     "MemoryChatState",
+    "ThreadNote",
     "ask_of",
     "open_chat_state",
 ]

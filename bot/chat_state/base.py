@@ -48,6 +48,19 @@ class InboxEntry:
     """How many times a worker has taken it, this time included."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ThreadNote:
+    """What recording a message does for its thread, in the same atomic step."""
+
+    thread_id: str
+    only_if_followed: bool = False
+    """Record the message only if the bot follows the thread (a reply without a mention)."""
+    follow: bool = False
+    """Follow the thread from now on (the bot was addressed there)."""
+    reference: dict[str, Any] | None = None
+    """Keep this as the thread's conversation reference (``set_conversation_ref``)."""
+
+
 CARD_PLACE = TypeAdapter(CardPlace)
 """JSON for ``CardPlace`` (backends store it as text)."""
 PERSON = TypeAdapter(Person)
@@ -139,12 +152,16 @@ class ChatState(Protocol):
         """
         ...
 
-    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+    async def enqueue(
+        self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
+    ) -> str | None:
         """Write a delivery to the inbox unless it is a copy, in one atomic step.
 
         The dedupe claim of ``first_delivery`` and the write are one: when no
         key was seen, every key is claimed for ``ttl`` s and ``body`` appended;
-        returns the new entry's id. A copy writes nothing and returns ``None``.
+        returns the new entry's id. A copy writes nothing and returns ``None``;
+        so does a message whose ``note`` asks for a followed thread that is not.
+        Otherwise the ``note``'s follow and reference are kept in the same step.
         """
         ...
 

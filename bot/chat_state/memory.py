@@ -11,7 +11,7 @@ from typing import Any
 from agents import Store
 
 from ..types import Person
-from .base import CardPlace, InboxEntry, StoreCardLocks
+from .base import CardPlace, InboxEntry, StoreCardLocks, ThreadNote
 
 
 @dataclass(kw_only=True)
@@ -69,9 +69,18 @@ class MemoryChatState(StoreCardLocks):
         self._seen.update(dict.fromkeys(keys, now + ttl))
         return True
 
-    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
+    async def enqueue(
+        self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
+    ) -> str | None:
+        if note is not None and note.only_if_followed and note.thread_id not in self._followed:
+            return None
         if not await self.first_delivery(keys, ttl=ttl):
             return None
+        if note is not None:
+            if note.follow:
+                self._followed.add(note.thread_id)
+            if note.reference is not None:
+                self._refs[note.thread_id] = dict(note.reference)
         # Unique beyond this state: a message's run is named after its entry.
         entry_id = uuid.uuid4().hex
         self._inbox[entry_id] = _Slot(body=body)

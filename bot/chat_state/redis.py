@@ -21,7 +21,15 @@ from agents.stores import redis_client, split_prefix
 
 from ..types import Person
 from . import redis_keys as k
-from .base import CARD_PLACE, PERSON, CardPlace, InboxEntry, StoreCardLocks, json_object
+from .base import (
+    CARD_PLACE,
+    PERSON,
+    CardPlace,
+    InboxEntry,
+    StoreCardLocks,
+    ThreadNote,
+    json_object,
+)
 
 # KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
 # unless that person already voted; returns the whole list.
@@ -49,17 +57,23 @@ return 1
 """
 
 
-# KEYS: the inbox stream, then a delivery's dedupe keys. ARGV: their TTL in ms,
-# the body. The claim of _FIRST_DELIVERY and the XADD, in one step; a copy: nil.
-# XADD first: Lua does not roll back, and a key without its entry would drop it.
+# KEYS: the inbox stream, the thread's follow mark and reference, then the
+# delivery's dedupe keys. ARGV: their TTL in ms, the body, "1" to record only in
+# a followed thread, "1" to follow it, the reference JSON ("" for none). The
+# follow check, the claim of _FIRST_DELIVERY, the XADD and the thread's marks
+# in one step; nil for a copy or an unfollowed thread. XADD before the keys:
+# Lua does not roll back, and a key without its entry would drop the message.
 _ENQUEUE = """
-for i = 2, #KEYS do
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then return false end
+for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then return false end
 end
 local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
-for i = 2, #KEYS do
+for i = 4, #KEYS do
   redis.call('SET', KEYS[i], '1', 'PX', ARGV[1])
 end
+if ARGV[4] == '1' then redis.call('SET', KEYS[2], '1') end
+if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5]) end
 return id
 """
 
@@ -127,11 +141,23 @@ class RedisChatState(StoreCardLocks):
         claimed = await self._first_delivery(keys=[self.keys.seen(key) for key in keys], args=[px])
         return bool(claimed)
 
-    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
-        """One Lua script: the dedupe claim, then ``XADD``."""
+    async def enqueue(
+        self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
+    ) -> str | None:
+        """One Lua script: the follow check, the dedupe claim, ``XADD``, the note."""
         px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
         seen = [self.keys.seen(key) for key in keys]
-        entry_id = await self._enqueue(keys=[self.keys.inbox(), *seen], args=[px, body])
+        thread_id = note.thread_id if note is not None else ""
+        marks = [self.keys.follow(thread_id), self.keys.reference(thread_id)]
+        reference = note.reference if note is not None else None
+        args: list[str | int] = [
+            px,
+            body,
+            "1" if note is not None and note.only_if_followed else "0",
+            "1" if note is not None and note.follow else "0",
+            json.dumps(reference, ensure_ascii=False) if reference is not None else "",
+        ]
+        entry_id = await self._enqueue(keys=[self.keys.inbox(), *marks, *seen], args=args)
         return cast(str, entry_id) if entry_id is not None else None
 
     async def take(

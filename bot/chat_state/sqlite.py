@@ -7,6 +7,7 @@ over; what else the chat layer kept before is not (README, "Upgrading").
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,7 +19,15 @@ from agents import Store
 from agents.stores import SQLiteFile, changes
 
 from ..types import Person
-from .base import CARD_PLACE, PERSON, CardPlace, InboxEntry, StoreCardLocks, json_object
+from .base import (
+    CARD_PLACE,
+    PERSON,
+    CardPlace,
+    InboxEntry,
+    StoreCardLocks,
+    ThreadNote,
+    json_object,
+)
 
 # Expired dedupe claims are harmless but would grow the file forever; one sweep a
 # minute per process keeps them bounded without a statement on every call.
@@ -52,7 +61,67 @@ _TAKE = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
 _TAKE_NEW = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
     WHERE seq IN (SELECT seq FROM inbox WHERE lease_until = 0 ORDER BY seq LIMIT ?)
     RETURNING seq, body, attempts"""
+_FOLLOW = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
+_SET_REFERENCE = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
+    ON CONFLICT (thread_id) DO UPDATE SET reference = excluded.reference"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
+
+
+Write = Callable[[aiosqlite.Connection], Awaitable[str | None]]
+Outcome = tuple[str | None, Exception | None]
+
+
+class GroupCommit:
+    """Inbox writes that arrive together share one transaction, and so one fsync.
+
+    Each commit of the store's file waits for the disk (``synchronous = FULL``:
+    an ack is a promise). A burst of deliveries would wait for one fsync each,
+    in a row; instead, the writes that arrive while one transaction runs go
+    together in the next. Each keeps its own outcome (a savepoint each), in
+    arrival order, so a copy in the same batch is still a copy.
+    """
+
+    def __init__(self, file: SQLiteFile) -> None:
+        self._file = file
+        self._waiting: list[tuple[Write, asyncio.Future[str | None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def run(self, work: Write) -> str | None:
+        """Run ``work`` in the next shared transaction; its own result or exception."""
+        done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((work, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write(), name="sqlite-group-commit")
+        return await asyncio.shield(done)
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            writes = [work for work, _ in batch]
+
+            async def each(db: aiosqlite.Connection, writes: list[Write] = writes) -> list[Outcome]:
+                outcomes: list[Outcome] = []
+                for work in writes:
+                    await db.execute("SAVEPOINT delivery")
+                    try:
+                        outcomes.append((await work(db), None))
+                    except Exception as exc:
+                        await db.execute("ROLLBACK TO delivery")
+                        outcomes.append((None, exc))
+                    await db.execute("RELEASE delivery")
+                return outcomes
+
+            try:
+                outcomes = await self._file.run(each, transaction=True)
+            except Exception as exc:  # the commit itself: every write of the batch failed
+                outcomes = [(None, exc)] * len(batch)
+            for (_, done), (result, error) in zip(batch, outcomes, strict=True):
+                if done.done():
+                    continue
+                if error is not None:
+                    done.set_exception(error)
+                else:
+                    done.set_result(result)
 
 
 class SQLiteChatState(StoreCardLocks):
@@ -62,19 +131,17 @@ class SQLiteChatState(StoreCardLocks):
         self._file = SQLiteFile(url, _migrate)
         self._locks = locks
         self._next_seen_sweep = 0.0
+        self._commits = GroupCommit(self._file)
 
     async def follow(self, thread_id: str) -> None:
-        sql = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
-        await self._file.changes(sql, (thread_id,))
+        await self._file.changes(_FOLLOW, (thread_id,))
 
     async def follows(self, thread_id: str) -> bool:
         sql = "SELECT 1 FROM followed_threads WHERE thread_id = ?"
         return bool(await self._file.fetch(sql, (thread_id,)))
 
     async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
-        sql = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
-            ON CONFLICT (thread_id) DO UPDATE SET reference = excluded.reference"""
-        await self._file.changes(sql, (thread_id, json.dumps(ref, ensure_ascii=False)))
+        await self._file.changes(_SET_REFERENCE, (thread_id, json.dumps(ref, ensure_ascii=False)))
 
     async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
         sql = "SELECT reference FROM thread_refs WHERE thread_id = ?"
@@ -113,17 +180,29 @@ class SQLiteChatState(StoreCardLocks):
         claim = self._claim(keys, ttl)
         return await self._file.run(claim, transaction=True)
 
-    async def enqueue(self, body: str, *, keys: Sequence[str], ttl: float) -> str | None:
-        """The claim of ``first_delivery`` and the insert, in one write transaction."""
+    async def enqueue(
+        self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
+    ) -> str | None:
+        """The follow check, the claim, the insert and the note, in one write transaction."""
         claim = self._claim(keys, ttl)
 
         async def work(db: aiosqlite.Connection) -> str | None:
+            if note is not None and note.only_if_followed:
+                sql = "SELECT 1 FROM followed_threads WHERE thread_id = ?"
+                if not list(await db.execute_fetchall(sql, (note.thread_id,))):
+                    return None
             if not await claim(db):
                 return None
             async with db.execute("INSERT INTO inbox (body) VALUES (?)", (body,)) as cursor:
-                return str(cursor.lastrowid)
+                entry_id = str(cursor.lastrowid)
+            if note is not None and note.follow:
+                await changes(db, _FOLLOW, (note.thread_id,))
+            if note is not None and note.reference is not None:
+                reference = json.dumps(note.reference, ensure_ascii=False)
+                await changes(db, _SET_REFERENCE, (note.thread_id, reference))
+            return entry_id
 
-        return await self._file.run(work, transaction=True)
+        return await self._commits.run(work)
 
     def _claim(
         self, keys: Sequence[str], ttl: float

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents import LockTimeout, open_store
-from bot import CardPlace, ChatState, Person, ThreadKey, open_chat_state
+from bot import CardPlace, ChatState, Person, ThreadKey, ThreadNote, open_chat_state
 from bot.chat_state.redis import RedisChatState
 from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
 from tests.stores.test_conformance import eventually
@@ -102,6 +102,38 @@ async def test_a_copy_is_not_enqueued_and_claims_no_key(chat: ChatState) -> None
     assert await chat.enqueue("copy", keys=["event:2", "message:1"], ttl=60) is None
     assert await chat.first_delivery(["event:2"], ttl=60) is True  # the copy claimed nothing
     assert [e.body for e in await chat.take("w", count=10, lease=30)] == ["one"]
+
+
+async def test_a_message_for_a_followed_thread_only_is_recorded_only_there(
+    chat: ChatState,
+) -> None:
+    reply = ThreadNote(thread_id=THREAD, only_if_followed=True)
+    assert await chat.enqueue("overheard", keys=["m1"], ttl=60, note=reply) is None
+    assert await chat.first_delivery(["m1"], ttl=60) is True  # it claimed nothing
+    mention = ThreadNote(thread_id=THREAD, follow=True, reference={"channel": "C1"})
+    assert await chat.enqueue("mention", keys=["m2"], ttl=60, note=mention) is not None
+    assert await chat.follows(THREAD) is True
+    assert await chat.conversation_ref(THREAD) == {"channel": "C1"}
+    assert await chat.enqueue("reply", keys=["m3"], ttl=60, note=reply) is not None
+    assert [e.body for e in await chat.take("w", count=5, lease=30)] == ["mention", "reply"]
+
+
+async def test_a_copy_changes_nothing_of_its_thread(chat: ChatState) -> None:
+    assert await chat.enqueue("one", keys=["k"], ttl=60) is not None
+    note = ThreadNote(thread_id=OTHER_THREAD, follow=True, reference={"x": 1})
+    assert await chat.enqueue("copy", keys=["k"], ttl=60, note=note) is None
+    assert await chat.follows(OTHER_THREAD) is False
+    assert await chat.conversation_ref(OTHER_THREAD) is None
+
+
+async def test_copies_enqueued_at_once_are_written_once(chat: ChatState) -> None:
+    ids = await asyncio.gather(
+        *(chat.enqueue(f"copy {n}", keys=["event:1", f"message:{n}"], ttl=60) for n in range(10)),
+        *(chat.enqueue(f"other {n}", keys=[f"event:other-{n}"], ttl=60) for n in range(10)),
+    )
+    assert len([i for i in ids[:10] if i is not None]) == 1
+    assert all(i is not None for i in ids[10:])
+    assert len(await chat.take("w", count=50, lease=30)) == 11
 
 
 async def test_take_leases_at_most_count_entries(chat: ChatState) -> None:
