@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -41,6 +42,9 @@ DEFAULT_LEASE = timedelta(seconds=60)
 # Renewed three times a lease: two beats can fail before a live run looks dead.
 _BEATS_PER_LEASE = 3
 _BEAT_RETRY = 2.0
+# Runs whose ended snapshot is kept for a ``result()`` that may follow; a caller
+# that only reads chunks (the chat layer) never asks, so the oldest are dropped.
+_ENDED_KEPT = 64
 
 
 class Engine:
@@ -54,6 +58,7 @@ class Engine:
         self.lease = DEFAULT_LEASE
         self.driving: dict[str, int] = {}
         """Root runs this process drives now (sessions per run): never crashed."""
+        self._ended: OrderedDict[str, RunSnapshot] = OrderedDict()
 
     # -- lookups ---------------------------------------------------------------
 
@@ -72,6 +77,11 @@ class Engine:
     def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
         """Per-tool expiry that wins over the tools' own (``None``: theirs)."""
         self.turns.expiry = expiry
+
+    async def ended(self, run_id: str) -> RunSnapshot:
+        """The run as the stream that just ended left it (loaded only if not known)."""
+        top = self._ended.pop(run_id, None)
+        return top if top is not None else await self.load(run_id)
 
     def set_lease(self, lease: timedelta) -> None:
         """How long a run is kept alive by one heartbeat (``DEFAULT_LEASE`` otherwise)."""
@@ -97,10 +107,13 @@ class Engine:
         the flag is set under the run's lock, and audited there too, so the
         record does not depend on the stream being read on.
         """
+        self._ended.pop(run_id, None)
         async with self._alive(run_id):
             async for chunk in body:
                 yield chunk
-        top = await self.turns.load(run_id)
+        # What this session last saved of the top run is what it did; a change by
+        # another process since is that process's session to announce and report.
+        top = self.turns.saved.pop(run_id, None) or await self.turns.load(run_id)
         new = _unannounced(top)
         if new:  # the lock only when there is something to announce (not on every answer)
             async with self.turns.store.lock(lock_name(run_id)):
@@ -121,21 +134,25 @@ class Engine:
         reason: FinishReason = (
             "suspended" if top.status == "paused" else top.finish_reason or "stop"
         )
+        self._ended[run_id] = top
+        while len(self._ended) > _ENDED_KEPT:
+            self._ended.popitem(last=False)
         yield FinishChunk(run_id=run_id, agent_path=path, finish_reason=reason, usage=top.usage)
 
     @asynccontextmanager
     async def _alive(self, run_id: str) -> AsyncIterator[None]:
         """Keep ``run_id``'s heartbeat one lease ahead while the block runs.
 
-        Not cleared at the end: a finished run leaves the in-flight index anyway,
-        and a cancelled one (a process going down) must look alive no longer than
-        its lease.
+        The first beat comes a third of a lease in: every session starts right
+        after a save (a start, a claim, a recovery), and recovery leaves a run
+        alone for a lease after its last save anyway. Not cleared at the end: a
+        finished run leaves the in-flight index, and a cancelled one (a process
+        going down) must look alive no longer than its lease.
         """
         self.driving[run_id] = self.driving.get(run_id, 0) + 1
         try:
-            beaten = await self._beat(run_id)
             beating = asyncio.create_task(
-                self._keep_beating(run_id, beaten), name=f"heartbeat:{run_id}"
+                self._keep_beating(run_id, beaten=True), name=f"heartbeat:{run_id}"
             )
             try:
                 yield

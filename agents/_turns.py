@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,6 +42,9 @@ from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
 
 log = logging.getLogger(__name__)
 
+# Top runs whose last saved snapshot is kept for the end of their session.
+_SAVED_KEPT = 128
+
 CallPredicate = Callable[[str, dict[str, Any]], Any]
 """Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
 
@@ -67,6 +71,8 @@ class Turns:
         self._predicates: dict[str, CallPredicate] = {}
         self.expiry: Callable[[str], timedelta | None] | None = None
         """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
+        self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
+        """The last snapshot of each top run this process saved (a session ends with it)."""
 
     # -- lookups --------------------------------------------------------------
 
@@ -89,6 +95,10 @@ class Turns:
         saved = await self.store.save_run(snap)
         snap.revision = saved.revision
         snap.updated_at = saved.updated_at
+        if snap.is_root:
+            self.saved[snap.run_id] = saved
+            while len(self.saved) > _SAVED_KEPT:
+                self.saved.popitem(last=False)
 
     # -- the model loop -------------------------------------------------------
 

@@ -320,7 +320,7 @@ class Agent:
 
     def _stream(self, run_id: str, chunks: Any) -> AgentStream:
         async def result() -> AgentResult:
-            return _result(await self.engine.load(run_id), run_id)
+            return _result(await self.engine.ended(run_id), run_id)
 
         return AgentStream(run_id, chunks, result, (self.id,))
 
