@@ -3,7 +3,7 @@
 from .base import LockTimeout, Store, StoreConflict
 from .memory import MemoryStore
 from .redis_url import redis_client, split_prefix
-from .sqlite_file import SQLiteFile, changes
+from .sqlite_file import SQLiteFile, changes, database_path
 from .url import StoreKind, open_store, store_kind
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "StoreConflict",
     "StoreKind",
     "changes",
+    "database_path",
     "open_store",
     "redis_client",
     "split_prefix",

@@ -118,7 +118,9 @@ class SQLiteStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._file = SQLiteFile(url, self._migrate)
+        self.file = SQLiteFile(url, self._migrate)
+        """The file's one connection in this process (the chat state shares it)."""
+        self._file = self.file
         self._run = self._file.run
         self._fetch = self._file.fetch
 

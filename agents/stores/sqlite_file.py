@@ -51,6 +51,17 @@ class SQLiteFile:
         # One connection: statements of concurrent tasks must not land in each
         # other's transactions, so each unit of work holds this mutex.
         self._mutex = asyncio.Lock()
+        self._more: list[Migrate] = []
+
+    def share(self, migrate: Migrate) -> SQLiteFile:
+        """This file for another user of it, whose tables ``migrate`` creates.
+
+        One connection per file and process: its writers then queue in this
+        process instead of contending for SQLite's file lock (which waits by
+        sleeping). ``migrate`` runs, in a transaction, before the next unit of work.
+        """
+        self._more.append(migrate)
+        return self
 
     async def run(self, work: Work[T], *, transaction: bool = False) -> T:
         """Run ``work(db)`` alone on the connection, as a transaction if asked."""
@@ -88,8 +99,13 @@ class SQLiteFile:
 
     async def _serialized(self, work: Work[T], transaction: bool) -> T:
         db = await self._connection()
-        async with self._mutex, transaction_on(db, enabled=transaction):
-            return await work(db)
+        async with self._mutex:
+            while self._more:
+                async with transaction_on(db, enabled=True):
+                    await self._more[0](db)
+                self._more.pop(0)
+            async with transaction_on(db, enabled=transaction):
+                return await work(db)
 
     async def _connection(self) -> aiosqlite.Connection:
         if self._db is None:

@@ -16,7 +16,7 @@ from typing import Any
 import aiosqlite
 
 from agents import Store
-from agents.stores import SQLiteFile, changes
+from agents.stores import SQLiteFile, changes, database_path
 
 from ..types import Person
 from .base import (
@@ -128,7 +128,12 @@ class SQLiteChatState(StoreCardLocks):
     """The chat state over the store's file; card locks are the store's locks."""
 
     def __init__(self, url: str, locks: Store) -> None:
-        self._file = SQLiteFile(url, _migrate)
+        shared = getattr(locks, "file", None)
+        # The store's connection when it is the same file: one queue of writers.
+        if isinstance(shared, SQLiteFile) and shared.path == database_path(url):
+            self._file, self._owns_file = shared.share(_migrate), False
+        else:
+            self._file, self._owns_file = SQLiteFile(url, _migrate), True
         self._locks = locks
         self._next_seen_sweep = 0.0
         self._commits = GroupCommit(self._file)
@@ -257,7 +262,8 @@ class SQLiteChatState(StoreCardLocks):
         await self._file.changes("DELETE FROM inbox WHERE seq = ?", (int(entry_id),))
 
     async def close(self) -> None:
-        await self._file.close()
+        if self._owns_file:  # a shared connection is the store's to close
+            await self._file.close()
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:
