@@ -104,8 +104,11 @@ class Engine:
         """Run ``body``, then announce newly pending calls (already saved) and finish.
 
         Each pending call is announced once, by whichever session first sees it:
-        the flag is set under the run's lock, and audited there too, so the
-        record does not depend on the stream being read on.
+        a drive that pauses the top run announces what it asked in that same
+        save; anything else unannounced (a sub-agent's call that reached the top
+        another way) gets its flag under the run's lock here. Either way it is
+        audited before the flag is saved, so the record does not depend on the
+        stream being read on.
         """
         self._ended.pop(run_id, None)
         async with self._alive(run_id):
@@ -114,6 +117,7 @@ class Engine:
         # What this session last saved of the top run is what it did; a change by
         # another process since is that process's session to announce and report.
         top = self.turns.saved.pop(run_id, None) or await self.turns.load(run_id)
+        shown = self.turns.announced.pop(run_id, [])
         new = _unannounced(top)
         if new:  # the lock only when there is something to announce (not on every answer)
             async with self.turns.store.lock(lock_name(run_id)):
@@ -125,7 +129,7 @@ class Engine:
                 if new:
                     await self.turns.save(top)
         path = tuple(top.agent_path)
-        for call in new:
+        for call in [*shown, *new]:
             info = PendingInfo.of(run_id, call)
             if call.kind == "approval":
                 yield ToolCallApprovalChunk(run_id=run_id, agent_path=path, payload=info)
