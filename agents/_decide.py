@@ -163,6 +163,7 @@ class Decider:
         entry: PendingCall,
         decision: Decision,
         resume_data: Any,
+        shown: list[PendingCall] | None = None,
     ) -> AsyncIterator[Chunk]:
         leaf = chain[-1]
         outcomes: dict[str, Outcome] = {}
@@ -220,11 +221,16 @@ class Decider:
                 ):
                     yield chunk
         ids = [snap.run_id for snap in chain]
-        async for chunk in self._settle(ids, call.tool_call_id, outcomes[call.tool_call_id]):
+        outcome = outcomes[call.tool_call_id]
+        async for chunk in self._settle(ids, call.tool_call_id, outcome, shown):
             yield chunk
 
     async def _settle(
-        self, chain_ids: list[str], tool_call_id: str, outcome: Outcome
+        self,
+        chain_ids: list[str],
+        tool_call_id: str,
+        outcome: Outcome,
+        shown: list[PendingCall] | None,
     ) -> AsyncIterator[Chunk]:
         """Record a call's outcome where it belongs, then continue what it completed.
 
@@ -263,7 +269,7 @@ class Decider:
                         await self._turns.save(snap)
             if target is None:
                 return
-            async for chunk in self._turns.drive(target):
+            async for chunk in self._turns.drive(target, shown):
                 yield chunk
             low = chain_ids.index(target.run_id)
             if low == 0:

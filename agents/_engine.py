@@ -98,9 +98,12 @@ class Engine:
         that is taken (``StoreConflict``), fails the start, not its first chunk.
         """
         await self.turns.save(snap)
-        return self._session(snap.run_id, self.turns.drive(snap))
+        shown: list[PendingCall] = []
+        return self._session(snap.run_id, self.turns.drive(snap, shown), shown)
 
-    async def _session(self, run_id: str, body: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+    async def _session(
+        self, run_id: str, body: AsyncIterator[Chunk], shown: list[PendingCall]
+    ) -> AsyncIterator[Chunk]:
         """Run ``body``, then announce newly pending calls (already saved) and finish.
 
         Each pending call is announced once, by whichever session first sees it:
@@ -117,7 +120,6 @@ class Engine:
         # What this session last saved of the top run is what it did; a change by
         # another process since is that process's session to announce and report.
         top = self.turns.saved.pop(run_id, None) or await self.turns.load(run_id)
-        shown = self.turns.announced.pop(run_id, [])
         new = _unannounced(top)
         if new:  # the lock only when there is something to announce (not on every answer)
             async with self.turns.store.lock(lock_name(run_id)):
@@ -147,16 +149,20 @@ class Engine:
     async def _alive(self, run_id: str) -> AsyncIterator[None]:
         """Keep ``run_id``'s heartbeat one lease ahead while the block runs.
 
-        The first beat comes a third of a lease in: every session starts right
-        after a save (a start, a claim, a recovery), and recovery leaves a run
-        alone for a lease after its last save anyway. Not cleared at the end: a
-        finished run leaves the in-flight index, and a cancelled one (a process
-        going down) must look alive no longer than its lease.
+        The first beat is skipped when this process saved the run a moment ago
+        (a start, a claim): recovery leaves a run alone for a lease after its
+        last save anyway. A session that starts later (one that waited for its
+        thread) beats at once. Not cleared at the end: a finished run leaves the
+        in-flight index, and a cancelled one (a process going down) must look
+        alive no longer than its lease.
         """
         self.driving[run_id] = self.driving.get(run_id, 0) + 1
         try:
+            saved = self.turns.saved.get(run_id)
+            fresh = saved is not None and utcnow() - saved.updated_at < self.lease / 3
+            beaten = True if fresh else await self._beat(run_id)
             beating = asyncio.create_task(
-                self._keep_beating(run_id, beaten=True), name=f"heartbeat:{run_id}"
+                self._keep_beating(run_id, beaten), name=f"heartbeat:{run_id}"
             )
             try:
                 yield
@@ -196,7 +202,9 @@ class Engine:
         if decision.action == "resume":
             decision = decision.model_copy(update={"data": jsonable(resume_data)})
         chain, entry, value = await self.decider.claim(run_id, tool_call_id, decision, resume_data)
-        return self._session(run_id, self.decider.carry_out(chain, entry, decision, value))
+        shown: list[PendingCall] = []
+        body = self.decider.carry_out(chain, entry, decision, value, shown)
+        return self._session(run_id, body, shown)
 
     async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
         """Settle a run a crash left in flight (see ``Recoverer.recover``).
@@ -212,7 +220,7 @@ class Engine:
         return Recovery(
             run=recovery.run,
             call=recovery.call,
-            retry=self._session(run_id, recovery.retry),
+            retry=self._session(run_id, recovery.retry, recovery.shown),
             dropped=recovery.dropped,
         )
 

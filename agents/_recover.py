@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,6 +34,8 @@ class Recovery:
     call: PendingCall | None
     retry: AsyncIterator[Chunk] | None
     dropped: list[PendingCall]
+    shown: list[PendingCall] = field(default_factory=list)
+    """Calls the retry asks anew, announced as it pauses (its session shows them)."""
 
 
 class Recoverer:
@@ -70,8 +72,9 @@ class Recoverer:
                 for snap in reversed(chain):
                     await self._turns.save(snap)
                 assert call is not None
-                body = self._decider.carry_out(chain, call, decision, value)
-                return Recovery(run=top, call=call, retry=body, dropped=[])
+                shown: list[PendingCall] = []
+                body = self._decider.carry_out(chain, call, decision, value, shown)
+                return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)
             top.status, top.finish_reason = "interrupted", "interrupted"
             top.error = (
                 texts.INTERRUPTED_TOOL.format(tool=call.tool_name)

@@ -73,8 +73,6 @@ class Turns:
         """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
         self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
         """The last snapshot of each top run this process saved (a session ends with it)."""
-        self.announced: OrderedDict[str, list[PendingCall]] = OrderedDict()
-        """Calls a drive announced with its pause, for its session to show."""
 
     # -- lookups --------------------------------------------------------------
 
@@ -104,8 +102,14 @@ class Turns:
 
     # -- the model loop -------------------------------------------------------
 
-    async def drive(self, snap: RunSnapshot) -> AsyncIterator[Chunk]:
-        """Continue a running run: model turns and tool batches until done or paused."""
+    async def drive(
+        self, snap: RunSnapshot, shown: list[PendingCall] | None = None
+    ) -> AsyncIterator[Chunk]:
+        """Continue a running run: model turns and tool batches until done or paused.
+
+        A top run that pauses announces the calls it asked in that save and adds
+        them to ``shown``: its session yields their approval or question chunks.
+        """
         agent = self.agent_at(snap.agent_path)
         path = tuple(snap.agent_path)
         try:
@@ -175,7 +179,7 @@ class Turns:
             snap.status, snap.finish_reason, snap.error = "failed", "error", message
             yield ErrorChunk(run_id=snap.run_id, agent_path=path, error=message)
         fresh: list[PendingCall] = []
-        if snap.is_root and snap.status == "paused":
+        if shown is not None and snap.is_root and snap.status == "paused":
             # Asked by this very drive, so announced with the save that pauses the
             # run (its revision check makes that save the only one that does).
             fresh = [p for p in snap.pending if p.state == "pending" and not p.announced]
@@ -183,10 +187,8 @@ class Turns:
                 asked.announced = True
                 await self.audit(snap, asked, "requested")
         await self.save(snap)
-        if fresh:
-            self.announced.setdefault(snap.run_id, []).extend(fresh)
-            while len(self.announced) > _SAVED_KEPT:
-                self.announced.popitem(last=False)
+        if shown is not None:
+            shown.extend(fresh)
         if snap.is_root and snap.status != "paused":
             self._predicates.pop(snap.run_id, None)
         if snap.is_root and snap.thread_id and snap.status in ("finished", "failed"):

@@ -301,7 +301,8 @@ class ChatBot:
 
         # Whether it is for the bot is decided in the same step as the dedupe
         # claim, before it: a copy that is not must never take the key of the one
-        # that is. Before the ack, this one store call is all there is.
+        # that is. Before the ack, this one atomic call is all there is (and, for
+        # a reply in a thread not known here to be followed, one read first).
         note = ThreadNote(
             thread_id=thread.id,
             only_if_followed=message.only_if_followed,

@@ -3,8 +3,9 @@
 WAL lets readers run beside the single writer, ``busy_timeout`` makes a writer
 wait its turn, and each unit of work is one statement or one ``BEGIN
 IMMEDIATE`` transaction on aiosqlite's worker thread, so the event loop never
-waits on the disk. The runtime's store and the chat layer's state each keep
-their tables in the same file through one of these.
+waits on the disk. The runtime's store and the chat layer's state keep their
+tables in the same file through one of these, shared (``share``): one
+connection per file and process.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class SQLiteFile:
         # One connection: statements of concurrent tasks must not land in each
         # other's transactions, so each unit of work holds this mutex.
         self._mutex = asyncio.Lock()
-        self._more: list[Migrate] = []
+        self._shared: list[Migrate] = []
+        self._unapplied: list[Migrate] = []
 
     def share(self, migrate: Migrate) -> SQLiteFile:
         """This file for another user of it, whose tables ``migrate`` creates.
@@ -60,7 +62,9 @@ class SQLiteFile:
         process instead of contending for SQLite's file lock (which waits by
         sleeping). ``migrate`` runs, in a transaction, before the next unit of work.
         """
-        self._more.append(migrate)
+        self._shared.append(migrate)
+        if self._db is not None:  # open already: before the next unit of work
+            self._unapplied.append(migrate)
         return self
 
     async def run(self, work: Work[T], *, transaction: bool = False) -> T:
@@ -100,10 +104,10 @@ class SQLiteFile:
     async def _serialized(self, work: Work[T], transaction: bool) -> T:
         db = await self._connection()
         async with self._mutex:
-            while self._more:
+            while self._unapplied:
                 async with transaction_on(db, enabled=True):
-                    await self._more[0](db)
-                self._more.pop(0)
+                    await self._unapplied[0](db)
+                self._unapplied.pop(0)
             async with transaction_on(db, enabled=transaction):
                 return await work(db)
 
@@ -127,6 +131,9 @@ class SQLiteFile:
             await db.execute("PRAGMA synchronous = FULL")
             async with transaction_on(db, enabled=True):
                 await self._migrate(db)
+                for migrate in self._shared:  # every user's tables, on every (re)open
+                    await migrate(db)
+            self._unapplied = []
         except BaseException:
             await db.close()
             raise

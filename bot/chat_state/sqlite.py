@@ -92,11 +92,22 @@ class GroupCommit:
         self._waiting.append((work, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name="sqlite-group-commit")
+            self._writer.add_done_callback(self._abandon)
         return await asyncio.shield(done)
+
+    def _abandon(self, writer: asyncio.Task[None]) -> None:
+        """The writer never leaves a caller waiting, whatever ended it (even before it ran)."""
+        if writer is not self._writer:
+            return  # a newer writer has the queue now
+        gone = RuntimeError("the inbox writer stopped")
+        waiting, self._waiting = self._waiting, []
+        for _, done in waiting:
+            if not done.done():
+                done.set_exception(gone)
 
     async def _write(self) -> None:
         while self._waiting:
-            batch, self._waiting = self._waiting, []
+            batch = list(self._waiting)  # stays waiting (for the finally) until resolved
             writes = [work for work, _ in batch]
 
             async def each(db: aiosqlite.Connection, writes: list[Write] = writes) -> list[Outcome]:
@@ -106,6 +117,8 @@ class GroupCommit:
                     try:
                         outcomes.append((await work(db), None))
                     except Exception as exc:
+                        if not db.in_transaction:
+                            raise  # SQLite rolled it all back (disk full...): the batch fails
                         await db.execute("ROLLBACK TO delivery")
                         outcomes.append((None, exc))
                     await db.execute("RELEASE delivery")
@@ -115,6 +128,7 @@ class GroupCommit:
                 outcomes = await self._file.run(each, transaction=True)
             except Exception as exc:  # the commit itself: every write of the batch failed
                 outcomes = [(None, exc)] * len(batch)
+            self._waiting = self._waiting[len(batch) :]
             for (_, done), (result, error) in zip(batch, outcomes, strict=True):
                 if done.done():
                     continue

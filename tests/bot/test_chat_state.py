@@ -11,6 +11,7 @@ import pytest
 from agents import LockTimeout, open_store
 from bot import CardPlace, ChatState, Person, ThreadKey, ThreadNote, open_chat_state
 from bot.chat_state.redis import RedisChatState
+from bot.chat_state.sqlite import SQLiteChatState
 from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
 from tests.stores.test_conformance import eventually
 
@@ -346,4 +347,40 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
         assert [e.body for e in await reopened.take("w", count=5, lease=30)] == ["unfinished"]
     finally:
         await reopened.close()
+        await store.close()
+
+
+# SQLite specifics
+
+
+async def test_the_shared_sqlite_connection_keeps_the_chat_tables_across_a_reopen() -> None:
+    store = open_store("sqlite:///:memory:")  # every reopen is an empty database
+    chat = open_chat_state(store)
+    try:
+        await chat.follow(THREAD)
+        await store.close()
+        await chat.follow(OTHER_THREAD)  # reopened, and the chat's tables made again
+        assert await chat.follows(OTHER_THREAD) is True
+    finally:
+        await chat.close()
+        await store.close()
+
+
+async def test_a_stopped_inbox_writer_fails_its_callers_instead_of_leaving_them_waiting(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'bot.db'}")
+    chat = open_chat_state(store)
+    assert isinstance(chat, SQLiteChatState)
+    try:
+        writes = [asyncio.ensure_future(chat.enqueue(str(n), keys=(), ttl=60)) for n in range(5)]
+        await asyncio.sleep(0)  # the writer has started
+        writer = chat._commits._writer
+        assert writer is not None
+        writer.cancel()
+        outcomes = await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), 5)
+        assert all(isinstance(o, str | RuntimeError) for o in outcomes), outcomes
+        assert await chat.enqueue("after", keys=(), ttl=60) is not None  # a new writer
+    finally:
+        await chat.close()
         await store.close()
