@@ -167,3 +167,15 @@ async def test_cold_resume_of_a_suspension() -> None:
     output = await weather_agent(store).generate("What's the weather like?")
     final = await weather_agent(store).resume_generate({"city": "Rome"}, run_id=output.run_id)
     assert "Rome: sunny" in final.text
+
+
+async def test_a_stored_snapshot_leaves_out_what_holds_its_default() -> None:
+    store = MemoryStore()
+    output = await weather_agent(store).generate("What's the weather like?")
+    snap = await store.load_run(output.run_id)
+    assert snap is not None
+    data = json.loads(dump_snapshot(snap))
+    assert data["version"] == 1  # always said, so an unknown one fails to load
+    assert "decisions" not in data  # empty: the default
+    assert "created_at" in data["pending"][0]  # a time is never a default
+    assert load_snapshot(dump_snapshot(snap)) == snap
