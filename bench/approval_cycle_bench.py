@@ -77,6 +77,23 @@ def approval_agent(store: Store) -> Agent:
     return Agent(id="billing", model=FunctionModel(script), tools=[refund], store=store)
 
 
+def supervised_agent(store: Store) -> Agent:
+    """A supervisor that hands the refund to ``approval_agent`` (the gated tool is its)."""
+
+    def script(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        last = messages[-1]
+        if last.role == "user" and last.tool_results:
+            return ModelResponse(text=f"Billing says: {last.tool_results[0].content}")
+        return ModelResponse(tool_calls=[ToolCall("agent-billing", {"task": "refund A-100234"})])
+
+    return Agent(
+        id="front",
+        model=FunctionModel(script),
+        agents={"billing": approval_agent(store)},
+        store=store,
+    )
+
+
 @asynccontextmanager
 async def store_for(kind: str) -> AsyncIterator[Store]:
     """An empty store of one kind, removed afterwards."""
@@ -111,11 +128,11 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] * 1000
 
 
-async def measure(kind: str, iterations: int) -> list[str]:
+async def measure(kind: str, iterations: int, *, supervised: bool = False) -> list[str]:
     """Time ``iterations`` cycles on one store; the report line."""
     async with store_for(kind) as inner:
         store = CountingStore(inner)
-        agent = approval_agent(store)
+        agent = supervised_agent(store) if supervised else approval_agent(store)
         pause: list[float] = []
         decide: list[float] = []
         per_cycle: Counter[str] = Counter()
@@ -133,8 +150,10 @@ async def measure(kind: str, iterations: int) -> list[str]:
             per_cycle = store.calls - before
         ops = sum(per_cycle.values())
         detail = ", ".join(f"{name} {n}" for name, n in sorted(per_cycle.items()))
+        cycle = percentile([p + d for p, d in zip(pause, decide, strict=True)], 0.5)
         return [
-            kind,
+            f"{kind}{' (supervisor)' if supervised else ''}",
+            f"{cycle:.2f}",
             f"{percentile(pause, 0.5):.2f}",
             f"{percentile(pause, 0.99):.2f}",
             f"{percentile(decide, 0.5):.2f}",
@@ -146,7 +165,16 @@ async def measure(kind: str, iterations: int) -> list[str]:
 
 def print_table(rows: list[list[str]]) -> None:
     """Print aligned columns."""
-    header = ["store", "pause p50", "pause p99", "decide+resume p50", "p99", "store ops", "per op"]
+    header = [
+        "store",
+        "cycle p50",
+        "pause p50",
+        "pause p99",
+        "decide+resume p50",
+        "p99",
+        "store ops",
+        "per op",
+    ]
     table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for n, row in enumerate(table):
@@ -161,8 +189,17 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=200)
     args = parser.parse_args(argv)
     print(f"Approval cycle through the runtime, scripted model, {args.iterations} cycles (ms)")
-    rows = [await measure(kind, args.iterations) for kind in ("memory", "sqlite", "redis")]
-    print_table(rows)
+    kinds = ("memory", "sqlite", "redis")
+    single = [await measure(kind, args.iterations) for kind in kinds]
+    nested = [await measure(kind, args.iterations, supervised=True) for kind in kinds]
+    print_table([*single, *nested])
+    memory = float(single[0][1])
+    print("ratios of the cycle p50, in this run:")
+    for one, two in zip(single, nested, strict=True):
+        print(
+            f"  {one[0]:<7} {float(one[1]) / memory:5.2f}x the memory store;"
+            f" supervisor -> sub-agent {float(two[1]) / float(one[1]):5.2f}x a single agent"
+        )
     return 0
 
 
