@@ -443,7 +443,8 @@ class ChatBot:
             if answered is not None:
                 return answered
             # The question went away between the look and the answer: only a
-            # message addressed to the bot may start a new run.
+            # message addressed to the bot may start a new run, as it may below.
+            pending = [p for p in pending if p.kind != "suspension"]
         if not message.addressed:
             return None
         if pending:
