@@ -6,6 +6,7 @@ import logging
 
 from bot import ChatCore
 
+from . import _msrest
 from .adapter import MESSAGES_PATH, TeamsAdapter, TeamsNotConfigured
 from .messenger import MissingReference, TeamsMessenger
 from .settings import TeamsSettings, load_teams_settings
@@ -23,6 +24,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_msrest.apply()
 
 
 def configured() -> bool:

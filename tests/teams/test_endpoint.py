@@ -107,3 +107,14 @@ async def test_an_activity_the_bot_cannot_keep_gets_503(
     assert answer.status == 503  # the Bot Framework sends it again
     await bot.bot.drain()
     assert connector.calls == []
+
+
+def test_the_msrest_retry_fix_keeps_the_same_retry_policy() -> None:
+    from msrest.universal_http.requests import ClientRetryPolicy
+
+    codes = ClientRetryPolicy.safe_codes
+    assert isinstance(codes, frozenset)  # applied on import of the adapter
+    as_shipped = [i for i in range(500) if i != 408] + [501, 505]
+    assert set(codes) == set(as_shipped)
+    retry = ClientRetryPolicy().policy
+    assert retry.status_forcelist == [i for i in range(999) if i not in as_shipped]
