@@ -160,10 +160,6 @@ class ChatBot:
         """The messenger registered for a platform (``LookupError`` if none)."""
         return self.presenter.messenger(platform)
 
-    async def follows(self, thread: ThreadKey) -> bool:
-        """Whether the bot takes part in ``thread``: replies there are for it."""
-        return await self.following.follows(thread)
-
     async def on_click(self, click: Click) -> ClickResult:
         """Record a click in the inbox, then wait a moment for its decision.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .chat_state import ChatState
-from .types import Click, ClickResult, IncomingMessage, Messenger, Text, ThreadKey
+from .types import Click, ClickResult, IncomingMessage, Messenger, Text
 
 
 class ChatCore(Protocol):
@@ -47,10 +47,6 @@ class ChatCore(Protocol):
 
     async def check_click(self, click: Click) -> Text | None:
         """Why a click would be refused, before asking the person for more."""
-        ...
-
-    async def follows(self, thread: ThreadKey) -> bool:
-        """Whether replies in ``thread`` are for the bot."""
         ...
 
     async def drain(self) -> None:

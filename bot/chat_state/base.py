@@ -143,22 +143,14 @@ class ChatState(Protocol):
         """The votes on a card, in voting order (none yet: empty)."""
         ...
 
-    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
-        """Whether this is the first delivery of a message, its ``keys`` remembered ``ttl`` s.
-
-        Atomic over every key: ``True`` (and all keys claimed) only when none was
-        seen; otherwise ``False`` and nothing claimed, so a redelivery can never
-        take a key from the delivery that is handled.
-        """
-        ...
-
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:
         """Write a delivery to the inbox unless it is a copy, in one atomic step.
 
-        The dedupe claim of ``first_delivery`` and the write are one: when no
-        key was seen, every key is claimed for ``ttl`` s and ``body`` appended;
+        The dedupe claim and the write are one: when no key was seen, every
+        key is claimed for ``ttl`` s and ``body`` appended (a copy may share
+        just one key with the delivery it copies, and never takes any of its);
         returns the new entry's id. A copy writes nothing and returns ``None``;
         so does a message whose ``note`` asks for a followed thread that is not.
         Otherwise the ``note``'s follow and reference are kept in the same step.

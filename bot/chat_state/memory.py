@@ -62,20 +62,15 @@ class MemoryChatState(StoreCardLocks):
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         return list(self._votes.get((run_id, ask), []))
 
-    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
-        now = time.monotonic()
-        if any(self._seen.get(key, 0.0) > now for key in keys):
-            return False
-        self._seen.update(dict.fromkeys(keys, now + ttl))
-        return True
-
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:
         if note is not None and note.only_if_followed and note.thread_id not in self._followed:
             return None
-        if not await self.first_delivery(keys, ttl=ttl):
+        now = time.monotonic()
+        if any(self._seen.get(key, 0.0) > now for key in keys):
             return None
+        self._seen.update(dict.fromkeys(keys, now + ttl))
         if note is not None:
             if note.follow:
                 self._followed.add(note.thread_id)

@@ -1,7 +1,7 @@
 """Chat state on the store's Redis, under the same deployment prefix.
 
 JSON values, never pickle; key names and lifetimes are in ``redis_keys``. A
-dedupe claim is one Lua script over all of a delivery's keys, and so is a vote
+delivery's dedupe claim and inbox write are one Lua script, and so is a vote
 (add if absent, return all): votes clicked on different replicas at once all
 count, once each.
 """
@@ -44,23 +44,10 @@ return redis.call('LRANGE', KEYS[1], 0, -1)
 """
 
 
-# KEYS: a delivery's dedupe keys. ARGV: their TTL in ms. Sets every key, and
-# returns 1, only when none exists: a copy (0) claims nothing.
-_FIRST_DELIVERY = """
-for _, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 1 then return 0 end
-end
-for _, key in ipairs(KEYS) do
-  redis.call('SET', key, '1', 'PX', ARGV[1])
-end
-return 1
-"""
-
-
 # KEYS: the inbox stream, the thread's follow mark and reference, then the
 # delivery's dedupe keys. ARGV: their TTL in ms, the body, "1" to record only in
 # a followed thread, "1" to follow it, the reference JSON ("" for none). The
-# follow check, the claim of _FIRST_DELIVERY, the XADD and the thread's marks
+# follow check, the dedupe claim (any key present: a copy), the XADD and the thread's marks
 # in one step; nil for a copy or an unfollowed thread. XADD before the keys:
 # Lua does not roll back, and a key without its entry would drop the message.
 _ENQUEUE = """
@@ -100,7 +87,6 @@ class RedisChatState(StoreCardLocks):
         self._locks = locks
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
-        self._first_delivery = self._redis.register_script(_FIRST_DELIVERY)
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
         self._next_prune = 0.0
@@ -134,12 +120,6 @@ class RedisChatState(StoreCardLocks):
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         rows = await self._redis.lrange(self.keys.votes(run_id, ask), 0, -1)
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
-
-    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
-        """One Lua script: any key present means a copy; else every key is set."""
-        px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
-        claimed = await self._first_delivery(keys=[self.keys.seen(key) for key in keys], args=[px])
-        return bool(claimed)
 
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None

@@ -194,11 +194,6 @@ class SQLiteChatState(StoreCardLocks):
         rows = await self._file.fetch(_VOTES, (run_id, ask))
         return [PERSON.validate_json(row[0]) for row in rows]
 
-    async def first_delivery(self, keys: Sequence[str], *, ttl: float) -> bool:
-        """One write transaction: look for any live key, else claim them all."""
-        claim = self._claim(keys, ttl)
-        return await self._file.run(claim, transaction=True)
-
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:

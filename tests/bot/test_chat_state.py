@@ -35,43 +35,48 @@ async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
 # Dedupe
 
 
-async def test_the_first_delivery_is_new_and_every_copy_after_it_is_not(chat: ChatState) -> None:
-    assert await chat.first_delivery(["slack:event:Ev1"], ttl=60) is True
-    assert await chat.first_delivery(["slack:event:Ev1"], ttl=60) is False
-    assert await chat.first_delivery(["slack:event:Ev2"], ttl=60) is True
+async def is_new(chat: ChatState, keys: list[str], *, ttl: float) -> bool:
+    """Whether a delivery with these dedupe keys is written to the inbox (not a copy)."""
+    return await chat.enqueue("a delivery", keys=keys, ttl=ttl) is not None
+
+
+async def test_a_first_delivery_is_new_and_every_copy_after_it_is_not(chat: ChatState) -> None:
+    assert await is_new(chat, ["slack:event:Ev1"], ttl=60) is True
+    assert await is_new(chat, ["slack:event:Ev1"], ttl=60) is False
+    assert await is_new(chat, ["slack:event:Ev2"], ttl=60) is True
 
 
 async def test_a_delivery_without_keys_is_always_new(chat: ChatState) -> None:
-    assert await chat.first_delivery([], ttl=60) is True
-    assert await chat.first_delivery([], ttl=60) is True
+    assert await is_new(chat, [], ttl=60) is True
+    assert await is_new(chat, [], ttl=60) is True
 
 
 async def test_a_copy_sharing_any_key_is_not_new(chat: ChatState) -> None:
-    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is True
-    assert await chat.first_delivery(["event:E2", "message:M"], ttl=60) is False  # other copy
-    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is False  # a retry
+    assert await is_new(chat, ["event:E1", "message:M"], ttl=60) is True
+    assert await is_new(chat, ["event:E2", "message:M"], ttl=60) is False  # other copy
+    assert await is_new(chat, ["event:E1", "message:M"], ttl=60) is False  # a retry
 
 
 async def test_a_copy_that_is_not_new_claims_none_of_its_keys(chat: ChatState) -> None:
     """A redelivery must not take a key from the delivery that will be handled."""
-    assert await chat.first_delivery(["event:E1"], ttl=60) is True
-    assert await chat.first_delivery(["event:E1", "message:M"], ttl=60) is False
-    assert await chat.first_delivery(["event:E9", "message:M"], ttl=60) is True
+    assert await is_new(chat, ["event:E1"], ttl=60) is True
+    assert await is_new(chat, ["event:E1", "message:M"], ttl=60) is False
+    assert await is_new(chat, ["event:E9", "message:M"], ttl=60) is True
 
 
 async def test_a_delivery_is_forgotten_after_its_ttl(chat: ChatState) -> None:
-    assert await chat.first_delivery(["slack:event:short"], ttl=0.05) is True
+    assert await is_new(chat, ["slack:event:short"], ttl=0.05) is True
 
     async def forgotten() -> bool:
-        return await chat.first_delivery(["slack:event:short"], ttl=60)
+        return await is_new(chat, ["slack:event:short"], ttl=60)
 
     await eventually(forgotten)
-    assert await chat.first_delivery(["slack:event:short"], ttl=60) is False
+    assert await is_new(chat, ["slack:event:short"], ttl=60) is False
 
 
 async def test_concurrent_copies_are_new_exactly_once(chat: ChatState) -> None:
     answers = await asyncio.gather(
-        *(chat.first_delivery([f"teams:activity:{i % 3}", "message:42"], ttl=60) for i in range(20))
+        *(is_new(chat, [f"teams:activity:{i % 3}", "message:42"], ttl=60) for i in range(20))
     )
 
     assert sorted(answers) == [False] * 19 + [True]
@@ -101,8 +106,8 @@ async def test_an_enqueued_delivery_is_taken_once_in_order_and_gone_when_done(
 async def test_a_copy_is_not_enqueued_and_claims_no_key(chat: ChatState) -> None:
     assert await chat.enqueue("one", keys=["event:1", "message:1"], ttl=60) is not None
     assert await chat.enqueue("copy", keys=["event:2", "message:1"], ttl=60) is None
-    assert await chat.first_delivery(["event:2"], ttl=60) is True  # the copy claimed nothing
     assert [e.body for e in await chat.take("w", count=10, lease=30)] == ["one"]
+    assert await is_new(chat, ["event:2"], ttl=60) is True  # the copy claimed nothing
 
 
 async def test_a_message_for_a_followed_thread_only_is_recorded_only_there(
@@ -110,13 +115,13 @@ async def test_a_message_for_a_followed_thread_only_is_recorded_only_there(
 ) -> None:
     reply = ThreadNote(thread_id=THREAD, only_if_followed=True)
     assert await chat.enqueue("overheard", keys=["m1"], ttl=60, note=reply) is None
-    assert await chat.first_delivery(["m1"], ttl=60) is True  # it claimed nothing
     mention = ThreadNote(thread_id=THREAD, follow=True, reference={"channel": "C1"})
     assert await chat.enqueue("mention", keys=["m2"], ttl=60, note=mention) is not None
     assert await chat.follows(THREAD) is True
     assert await chat.conversation_ref(THREAD) == {"channel": "C1"}
     assert await chat.enqueue("reply", keys=["m3"], ttl=60, note=reply) is not None
     assert [e.body for e in await chat.take("w", count=5, lease=30)] == ["mention", "reply"]
+    assert await is_new(chat, ["m1"], ttl=60) is True  # the overheard one claimed nothing
 
 
 async def test_a_copy_changes_nothing_of_its_thread(chat: ChatState) -> None:
@@ -331,8 +336,7 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
     await chat.set_conversation_ref(THREAD, {"channel": "C1"})
     await chat.set_card("run-1", "call-1", place("1.1"))
     await chat.add_vote("run-1", "call-1", Person(id="U2", name="Grace"))
-    assert await chat.first_delivery(["k"], ttl=60) is True
-    assert await chat.enqueue("unfinished", keys=["k2"], ttl=60) is not None
+    assert await chat.enqueue("unfinished", keys=["k"], ttl=60) is not None
     await chat.close()
     await store.close()
 
@@ -343,8 +347,8 @@ async def test_chat_state_survives_reopening(durable_url: str) -> None:
         assert await reopened.conversation_ref(THREAD) == {"channel": "C1"}
         assert await reopened.card_of("run-1", "call-1") == place("1.1")
         assert await reopened.votes("run-1", "call-1") == [Person(id="U2", name="Grace")]
-        assert await reopened.first_delivery(["k"], ttl=60) is False
         assert [e.body for e in await reopened.take("w", count=5, lease=30)] == ["unfinished"]
+        assert await is_new(reopened, ["k"], ttl=60) is False
     finally:
         await reopened.close()
         await store.close()

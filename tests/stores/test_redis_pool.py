@@ -28,7 +28,7 @@ async def test_a_burst_larger_than_the_pool_queues_and_every_operation_completes
             loaded = await asyncio.gather(*(store.load_run(run.run_id) for run in runs))
             assert loaded == saved
             firsts = await asyncio.gather(
-                *(chat.first_delivery([f"event:{i}"], ttl=60) for i in range(BURST))
+                *(chat.enqueue(str(i), keys=[f"event:{i}"], ttl=60) for i in range(BURST))
             )
             assert all(firsts)
         finally:

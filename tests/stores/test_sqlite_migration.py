@@ -100,7 +100,7 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
         assert saved.revision == 2
         assert await store.paused_runs(waiting.thread_id or "") == []
         chat = open_chat_state(store)
-        assert await chat.first_delivery(["slack:event:Ev1"], ttl=60) is False
+        assert await chat.enqueue("copy", keys=["slack:event:Ev1"], ttl=60) is None
         assert await chat.conversation_ref("teams:t:c:r") == {"id": 1}
         await chat.close()
     finally:
