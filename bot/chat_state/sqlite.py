@@ -7,7 +7,6 @@ over; what else the chat layer kept before is not (README, "Upgrading").
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,77 +66,6 @@ _SET_REFERENCE = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
 
 
-Write = Callable[[aiosqlite.Connection], Awaitable[str | None]]
-Outcome = tuple[str | None, Exception | None]
-
-
-class GroupCommit:
-    """Inbox writes that arrive together share one transaction, and so one fsync.
-
-    Each commit of the store's file waits for the disk (``synchronous = FULL``:
-    an ack is a promise). A burst of deliveries would wait for one fsync each,
-    in a row; instead, the writes that arrive while one transaction runs go
-    together in the next. Each keeps its own outcome (a savepoint each), in
-    arrival order, so a copy in the same batch is still a copy.
-    """
-
-    def __init__(self, file: SQLiteFile) -> None:
-        self._file = file
-        self._waiting: list[tuple[Write, asyncio.Future[str | None]]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def run(self, work: Write) -> str | None:
-        """Run ``work`` in the next shared transaction; its own result or exception."""
-        done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((work, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write(), name="sqlite-group-commit")
-            self._writer.add_done_callback(self._abandon)
-        return await asyncio.shield(done)
-
-    def _abandon(self, writer: asyncio.Task[None]) -> None:
-        """The writer never leaves a caller waiting, whatever ended it (even before it ran)."""
-        if writer is not self._writer:
-            return  # a newer writer has the queue now
-        gone = RuntimeError("the inbox writer stopped")
-        waiting, self._waiting = self._waiting, []
-        for _, done in waiting:
-            if not done.done():
-                done.set_exception(gone)
-
-    async def _write(self) -> None:
-        while self._waiting:
-            batch = list(self._waiting)  # stays waiting (for the finally) until resolved
-            writes = [work for work, _ in batch]
-
-            async def each(db: aiosqlite.Connection, writes: list[Write] = writes) -> list[Outcome]:
-                outcomes: list[Outcome] = []
-                for work in writes:
-                    await db.execute("SAVEPOINT delivery")
-                    try:
-                        outcomes.append((await work(db), None))
-                    except Exception as exc:
-                        if not db.in_transaction:
-                            raise  # SQLite rolled it all back (disk full...): the batch fails
-                        await db.execute("ROLLBACK TO delivery")
-                        outcomes.append((None, exc))
-                    await db.execute("RELEASE delivery")
-                return outcomes
-
-            try:
-                outcomes = await self._file.run(each, transaction=True)
-            except Exception as exc:  # the commit itself: every write of the batch failed
-                outcomes = [(None, exc)] * len(batch)
-            self._waiting = self._waiting[len(batch) :]
-            for (_, done), (result, error) in zip(batch, outcomes, strict=True):
-                if done.done():
-                    continue
-                if error is not None:
-                    done.set_exception(error)
-                else:
-                    done.set_result(result)
-
-
 class SQLiteChatState(StoreCardLocks):
     """The chat state over the store's file; card locks are the store's locks."""
 
@@ -150,7 +78,6 @@ class SQLiteChatState(StoreCardLocks):
             self._file, self._owns_file = SQLiteFile(url, _migrate), True
         self._locks = locks
         self._next_seen_sweep = 0.0
-        self._commits = GroupCommit(self._file)
 
     async def follow(self, thread_id: str) -> None:
         await self._file.changes(_FOLLOW, (thread_id,))
@@ -216,7 +143,7 @@ class SQLiteChatState(StoreCardLocks):
                 await changes(db, _SET_REFERENCE, (note.thread_id, reference))
             return entry_id
 
-        return await self._commits.run(work)
+        return await self._file.grouped(work)
 
     def _claim(
         self, keys: Sequence[str], ttl: float

@@ -379,7 +379,7 @@ async def test_a_stopped_inbox_writer_fails_its_callers_instead_of_leaving_them_
     try:
         writes = [asyncio.ensure_future(chat.enqueue(str(n), keys=(), ttl=60)) for n in range(5)]
         await asyncio.sleep(0)  # the writer has started
-        writer = chat._commits._writer
+        writer = chat._file._commits._writer
         assert writer is not None
         writer.cancel()
         outcomes = await asyncio.wait_for(asyncio.gather(*writes, return_exceptions=True), 5)
