@@ -218,6 +218,31 @@ class Agent:
         """``decline_tool_call`` and wait for the result."""
         return await (await self.decline_tool_call(**kwargs)).result()
 
+    async def answer_question(
+        self, messages: Input, *, thread_id: str, resource_id: str | None = None
+    ) -> AgentStream | None:
+        """Resume the thread's newest waiting question with a person's words, if one waits.
+
+        What ``stream`` does with ``auto_resume_suspended_tools``, without ever
+        starting a new run: ``None`` when no question waits. Raises
+        ``ResumeDataInvalidError`` when the words do not fit the tool's schema.
+        """
+        said = _as_messages(messages)
+        now = utcnow()
+        waiting = [
+            p
+            for p in await self.list_suspended_runs(thread_id=thread_id)
+            if p.kind == "suspension" and p.expires_at > now
+        ]
+        if not waiting:
+            return None
+        target = waiting[-1]
+        text = "\n".join(m.text for m in said if m.role == "user").strip()
+        data = await self._extract_resume_data(target, text)
+        return await self.resume_stream(
+            data, run_id=target.run_id, tool_call_id=target.tool_call_id, decided_by=resource_id
+        )
+
     async def resume_generate(self, resume_data: Any, **kwargs: Any) -> AgentResult:
         """``resume_stream`` and wait for the result."""
         return await (await self.resume_stream(resume_data, **kwargs)).result()
@@ -323,31 +348,6 @@ class Agent:
             return _result(await self.engine.ended(run_id), run_id)
 
         return AgentStream(run_id, chunks, result, (self.id,))
-
-    async def answer_question(
-        self, messages: Input, *, thread_id: str, resource_id: str | None = None
-    ) -> AgentStream | None:
-        """Resume the thread's newest waiting question with a person's words, if one waits.
-
-        What ``stream`` does with ``auto_resume_suspended_tools``, without ever
-        starting a new run: ``None`` when no question waits. Raises
-        ``ResumeDataInvalidError`` when the words do not fit the tool's schema.
-        """
-        said = _as_messages(messages)
-        now = utcnow()
-        waiting = [
-            p
-            for p in await self.list_suspended_runs(thread_id=thread_id)
-            if p.kind == "suspension" and p.expires_at > now
-        ]
-        if not waiting:
-            return None
-        target = waiting[-1]
-        text = "\n".join(m.text for m in said if m.role == "user").strip()
-        data = await self._extract_resume_data(target, text)
-        return await self.resume_stream(
-            data, run_id=target.run_id, tool_call_id=target.tool_call_id, decided_by=resource_id
-        )
 
     async def _extract_resume_data(self, call: PendingInfo, text: str) -> Any:
         schema = call.resume_schema

@@ -50,7 +50,6 @@ from .types import (
     IncomingMessage,
     Messenger,
     Notice,
-    Person,
     Reply,
     Text,
     ThreadKey,
@@ -336,7 +335,9 @@ class ChatBot:
                     return  # perhaps not even for the bot: no word to everyone overheard
                 thread = delivery.message.thread
                 messenger = self.presenter.messenger(thread.platform)
-                notice = Notice(text=messages.DELAYED, to=Person(id=delivery.message.user_id))
+                notice = self.presenter.notice_for(
+                    thread, delivery.message.user_id, messages.DELAYED
+                )
                 await self.presenter.say(messenger, thread, notice)
             elif delivery.click is not None:
                 click = delivery.click
