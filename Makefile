@@ -30,6 +30,7 @@ typecheck: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-redis
+	scripts/ensure-redis-cluster
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy agents bot examples adapters tests bench

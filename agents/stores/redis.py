@@ -2,16 +2,22 @@
 
 Values are JSON (never pickle); key names and their lifetimes are in
 ``redis_keys``. Each state change that must happen once is one Lua script or one
-``MULTI`` block: ``save_run`` checks the revision and moves the run between its
-indexes atomically, and a lock is ``SET NX PX`` released by compare-and-delete.
-Nothing on a hot path scans the keyspace.
+script: ``save_run`` checks the revision and moves the run between its indexes
+atomically, and a lock is ``SET NX PX`` released by compare-and-delete. Nothing
+on a hot path scans the keyspace.
+
+``redis+cluster://`` runs the same scripts on a Redis Cluster: each touches the
+keys of one shard group (see ``redis_keys``), and a deployment-wide index is read
+from every group at once and merged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import cast
@@ -31,12 +37,13 @@ from ..snapshot import (
 from . import redis_keys as k
 from ._lease import hold_lease
 from .base import StoreConflict
-from .redis_url import POOL_SIZE, redis_client, split_prefix
+from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
 # KEYS: run hash, expiring index, in-flight index[, paused index of the thread].
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
-# paused-index prefix (to drop the run from a thread it no longer belongs to).
+# what the paused index's name has before and after the thread id (to drop the
+# run from a thread it no longer belongs to; the same shard group on a cluster).
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
 _SAVE_RUN_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], '$REV')
@@ -49,7 +56,7 @@ local run_id = ARGV[4]
 local old_thread = redis.call('HGET', KEYS[1], '$THREAD')
 redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT', ARGV[2])
 if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
-  redis.call('ZREM', ARGV[9] .. '{' .. old_thread .. '}', run_id)
+  redis.call('ZREM', ARGV[9] .. old_thread .. ARGV[10], run_id)
 end
 if KEYS[4] then
   if ARGV[5] == '1' then
@@ -85,6 +92,21 @@ end
 return 0
 """
 
+# KEYS: the history list. ARGV: the window, then the messages' JSON. Appends and
+# keeps the last ``window`` (none when it is 0).
+_APPEND_HISTORY = """
+local window = tonumber(ARGV[1])
+if window <= 0 then return redis.call('DEL', KEYS[1]) end
+if #ARGV > 1 then redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) end
+return redis.call('LTRIM', KEYS[1], -window, -1)
+"""
+
+# KEYS: audit lists. ARGV: the entry's JSON, appended to each.
+_APPEND_AUDIT = """
+for i = 1, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[1]) end
+return #KEYS
+"""
+
 
 class RedisStore:
     """The store protocol over one Redis primary, shared by every replica.
@@ -97,10 +119,12 @@ class RedisStore:
     def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         server_url, prefix = split_prefix(url)
-        self.keys = k.RedisKeys(prefix)
+        self.keys = k.RedisKeys(prefix, k.SHARDS if is_cluster(url) else 0)
         self._redis = redis_client(server_url, pool_size=pool_size)
         self._save = self._redis.register_script(_SAVE_RUN)
         self._release = self._redis.register_script(_RELEASE_LOCK)
+        self._append_history = self._redis.register_script(_APPEND_HISTORY)
+        self._append_audit = self._redis.register_script(_APPEND_AUDIT)
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         """The snapshot of a run, or ``None``."""
@@ -115,9 +139,10 @@ class RedisStore:
         run_id = saved.run_id
         index = run_index(saved)
         paused, expiry, in_flight = index.paused, index.expires_at, index.in_flight
-        keys = [self.keys.run(run_id), self.keys.expiring(), self.keys.in_flight()]
+        shard = self.keys.shard(run_id)
+        keys = [self.keys.run(run_id), self.keys.expiring(shard), self.keys.in_flight(shard)]
         if saved.thread_id is not None:
-            keys.append(self.keys.paused(saved.thread_id))
+            keys.append(self.keys.paused(saved.thread_id, shard))
         args: list[str | int] = [
             snapshot.revision,
             dump_snapshot(saved),
@@ -127,7 +152,7 @@ class RedisStore:
             repr(saved.created_at.timestamp()),
             repr(expiry.timestamp()) if expiry is not None else "",
             "1" if in_flight else "0",
-            self.keys.paused_prefix(),
+            *self.keys.paused_affixes(shard),
         ]
         done, actual = await self._save(keys=keys, args=args)
         if not done:
@@ -164,16 +189,32 @@ class RedisStore:
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Root runs of the thread waiting for a person, oldest first."""
-        return _strings(await self._redis.zrange(self.keys.paused(thread_id), 0, -1))
+        return await self._merged(
+            lambda shard: self._redis.zrange(
+                self.keys.paused(thread_id, shard), 0, -1, withscores=True
+            )
+        )
 
     async def runs_expiring(self, before: datetime) -> list[str]:
         """Root paused runs with a pending call expiring before ``before``, soonest first."""
         upper = f"({before.timestamp()!r}"
-        return _strings(await self._redis.zrangebyscore(self.keys.expiring(), "-inf", upper))
+        return await self._merged(
+            lambda shard: self._redis.zrangebyscore(
+                self.keys.expiring(shard), "-inf", upper, withscores=True
+            )
+        )
 
     async def runs_in_flight(self) -> list[str]:
         """Root runs with a claimed call whose outcome was never recorded, oldest first."""
-        return _strings(await self._redis.zrange(self.keys.in_flight(), 0, -1))
+        return await self._merged(
+            lambda shard: self._redis.zrange(self.keys.in_flight(shard), 0, -1, withscores=True)
+        )
+
+    async def _merged(self, read: Callable[[int], Awaitable[object]]) -> list[str]:
+        """An index read from each shard group at once, merged by score (then member)."""
+        replies = await asyncio.gather(*(read(shard) for shard in self.keys.groups))
+        rows = cast(list[list[tuple[str, float]]], replies)
+        return [member for member, _ in heapq.merge(*rows, key=lambda row: (row[1], row[0]))]
 
     async def load_history(self, thread_id: str) -> list[Message]:
         """The thread's remembered conversation, oldest first."""
@@ -183,40 +224,32 @@ class RedisStore:
     async def append_history(
         self, thread_id: str, messages: Sequence[Message], *, window: int
     ) -> None:
-        """``RPUSH`` then ``LTRIM`` to ``window`` in one ``MULTI``."""
-        key = self.keys.history(thread_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            if window <= 0:
-                pipe.delete(key)
-            else:
-                if messages:
-                    pipe.rpush(key, *(m.model_dump_json() for m in messages))
-                pipe.ltrim(key, -window, -1)
-            await pipe.execute()
+        """``RPUSH`` then ``LTRIM`` to ``window``, in one script."""
+        lines = [m.model_dump_json() for m in messages]
+        await self._append_history(keys=[self.keys.history(thread_id)], args=[window, *lines])
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to the run's, the thread's and the deployment's audit lists at once."""
-        line = entry.model_dump_json()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self.keys.audit_run(entry.run_id), line)
-            if entry.thread_id is not None:
-                pipe.rpush(self.keys.audit_thread(entry.thread_id), line)
-            pipe.rpush(self.keys.audit_all(), line)
-            await pipe.execute()
+        shard = self.keys.shard(entry.run_id)
+        keys = [self.keys.audit_run(entry.run_id), self.keys.audit_all(shard)]
+        if entry.thread_id is not None:
+            keys.append(self.keys.audit_thread(entry.thread_id, shard))
+        await self._append_audit(keys=keys, args=[entry.model_dump_json()])
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
     ) -> list[AuditEntry]:
         """Audit entries of a run and/or a thread (all when neither), oldest first."""
         if run_id is not None:
-            key = self.keys.audit_run(run_id)
+            keys = [self.keys.audit_run(run_id)]
         elif thread_id is not None:
-            key = self.keys.audit_thread(thread_id)
+            keys = [self.keys.audit_thread(thread_id, shard) for shard in self.keys.groups]
         else:
-            key = self.keys.audit_all()
-        entries = [
-            AUDIT_ADAPTER.validate_json(line) for line in await self._redis.lrange(key, 0, -1)
-        ]
+            keys = [self.keys.audit_all(shard) for shard in self.keys.groups]
+        lists = await asyncio.gather(*(self._redis.lrange(key, 0, -1) for key in keys))
+        groups = [[AUDIT_ADAPTER.validate_json(line) for line in lines] for lines in lists]
+        # Each group's list is in the order written; groups interleave by time.
+        entries = list(heapq.merge(*groups, key=lambda entry: entry.at))
         if run_id is not None and thread_id is not None:
             entries = [e for e in entries if e.thread_id == thread_id]
         return entries

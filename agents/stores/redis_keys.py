@@ -2,16 +2,23 @@
 
 All keys start with a deployment prefix (``ab`` unless the URL says
 ``?prefix=...``) so several bots, or test runs, can share one Redis and each
-can remove its own keys. A run's keys carry its id as a hash tag (``{run_id}``)
-and a thread's keys carry the thread id, so each group lands in one cluster
-slot. ``save_run`` also updates the deployment-wide indexes in the same Lua
-script, which a Redis Cluster would refuse across slots: the store targets one
-primary (with replicas or Sentinel), where hash tags are harmless.
+can remove its own keys.
+
+On one primary a run's keys carry its id as a hash tag (``{run_id}``), a
+thread's keys the thread id, and the deployment-wide indexes have none. On a
+Redis Cluster each script must stay within one hash slot, yet ``save_run``
+moves a run between its indexes atomically: so there the runs fall into
+``SHARDS`` groups by their id, each group's keys share one hash tag (the group's
+runs, and the group's part of every index), and a deployment-wide read asks
+each group and merges. The groups' tags are chosen to spread evenly over the
+slot range, hence over the primaries of a cluster that splits it evenly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
+from functools import cache
 
 # Isolates one deployment (or one test) from others sharing the server.
 DEFAULT_PREFIX = "ab"
@@ -49,54 +56,111 @@ ALIVE = "alive"
 # how long a crashed holder blocks everyone else.
 LOCK = "lock"
 
+# Shard groups on a Redis Cluster. Fixed for a deployment's lifetime: a run is
+# found by its id's group, so a different count would lose every stored run.
+SHARDS = 16
+SLOTS = 16384
+
 # Redis rejects a zero expiry; sub-millisecond TTLs are rounded up to this.
 MIN_TTL_MS = 1
 
 
+@cache
+def shard_tags(count: int) -> tuple[str, ...]:
+    """A hash tag per shard group, the ``i``-th in the ``i``-th ``1/count`` of the slots."""
+    from redis.crc import key_slot
+
+    tags: list[str | None] = [None] * count
+    candidate = 0
+    while None in tags:
+        group = key_slot(str(candidate).encode()) * count // SLOTS
+        if tags[group] is None:
+            tags[group] = str(candidate)
+        candidate += 1
+    return tuple(tag for tag in tags if tag is not None)
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard group of a run id or thread id (0 when there are no groups)."""
+    return zlib.crc32(name.encode()) % count if count else 0
+
+
 @dataclass(frozen=True)
 class RedisKeys:
-    """Key names under one prefix."""
+    """Key names under one prefix.
+
+    Attributes:
+        prefix: The deployment's prefix.
+        shards: Shard groups: 0 on one primary (no groups), ``SHARDS`` on a cluster.
+    """
 
     prefix: str = DEFAULT_PREFIX
+    shards: int = 0
+    _tags: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tags", shard_tags(self.shards) if self.shards else ())
+
+    @property
+    def groups(self) -> range:
+        """Every shard group, to read a deployment-wide index from each."""
+        return range(max(1, self.shards))
+
+    def shard(self, run_id: str) -> int:
+        """The shard group a run's keys are in."""
+        return shard_of(run_id, self.shards)
+
+    def _own(self, kind: str, name: str, shard: int) -> str:
+        """A key of one run or thread: tagged by the name, or by its group on a cluster."""
+        if not self.shards:
+            return f"{self.prefix}:{kind}:{{{name}}}"
+        return f"{self.prefix}:{kind}:{{{self._tags[shard]}}}:{name}"
+
+    def _index(self, kind: str, shard: int) -> str:
+        """A deployment-wide key: one, or one per group on a cluster."""
+        if not self.shards:
+            return f"{self.prefix}:{kind}"
+        return f"{self.prefix}:{kind}:{{{self._tags[shard]}}}"
 
     def run(self, run_id: str) -> str:
         """The hash holding a run's snapshot and revision."""
-        return f"{self.prefix}:{RUN}:{{{run_id}}}"
+        return self._own(RUN, run_id, self.shard(run_id))
 
     def audit_run(self, run_id: str) -> str:
         """The audit list of one run."""
-        return f"{self.prefix}:{AUDIT_RUN}:{{{run_id}}}"
+        return self._own(AUDIT_RUN, run_id, self.shard(run_id))
 
-    def paused(self, thread_id: str) -> str:
-        """The index of a thread's paused root runs."""
-        return self.paused_prefix() + f"{{{thread_id}}}"
+    def paused(self, thread_id: str, shard: int = 0) -> str:
+        """The index of a thread's paused root runs (of one group on a cluster)."""
+        return self._own(PAUSED, thread_id, shard)
 
-    def paused_prefix(self) -> str:
-        """What ``paused`` puts before the thread's hash tag (the Lua script needs it)."""
-        return f"{self.prefix}:{PAUSED}:"
+    def paused_affixes(self, shard: int) -> tuple[str, str]:
+        """What ``paused`` puts before and after the thread id (the Lua script needs it)."""
+        before, _, after = self.paused("\0", shard).partition("\0")
+        return before, after
 
-    def expiring(self) -> str:
+    def expiring(self, shard: int = 0) -> str:
         """The index of paused root runs by earliest expiry."""
-        return f"{self.prefix}:{EXPIRING}"
+        return self._index(EXPIRING, shard)
 
-    def in_flight(self) -> str:
+    def in_flight(self, shard: int = 0) -> str:
         """The index of root runs with work in flight."""
-        return f"{self.prefix}:{IN_FLIGHT}"
+        return self._index(IN_FLIGHT, shard)
 
     def history(self, thread_id: str) -> str:
-        """A thread's remembered conversation."""
+        """A thread's remembered conversation (one key: tagged by the thread everywhere)."""
         return f"{self.prefix}:{HISTORY}:{{{thread_id}}}"
 
-    def audit_thread(self, thread_id: str) -> str:
-        """The audit list of one thread."""
-        return f"{self.prefix}:{AUDIT_THREAD}:{{{thread_id}}}"
+    def audit_thread(self, thread_id: str, shard: int = 0) -> str:
+        """The audit list of one thread (of one group on a cluster)."""
+        return self._own(AUDIT_THREAD, thread_id, shard)
 
-    def audit_all(self) -> str:
+    def audit_all(self, shard: int = 0) -> str:
         """The audit list of the whole deployment."""
-        return f"{self.prefix}:{AUDIT_ALL}"
+        return self._index(AUDIT_ALL, shard)
 
     def alive(self, run_id: str) -> str:
-        """A run's heartbeat."""
+        """A run's heartbeat (one key: tagged by the run everywhere)."""
         return f"{self.prefix}:{ALIVE}:{{{run_id}}}"
 
     def lock(self, name: str) -> str:

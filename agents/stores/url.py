@@ -15,6 +15,8 @@ _KINDS: dict[str, StoreKind] = {
     "sqlite": "sqlite",
     "redis": "redis",
     "rediss": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "unix": "redis",
 }
 
@@ -27,7 +29,10 @@ def store_kind(url: str) -> StoreKind:
     """
     kind = _KINDS.get(urlsplit(url).scheme)
     if kind is None:
-        raise ValueError(f"{url!r}: use memory://, sqlite:///path.db or redis://host:6379/0")
+        raise ValueError(
+            f"{url!r}: use memory://, sqlite:///path.db, redis://host:6379/0"
+            " or redis+cluster://host:port[,host:port...]/"
+        )
     return kind
 
 

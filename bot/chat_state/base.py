@@ -154,6 +154,10 @@ class ChatState(Protocol):
         returns the new entry's id. A copy writes nothing and returns ``None``;
         so does a message whose ``note`` asks for a followed thread that is not.
         Otherwise the ``note``'s follow and reference are kept in the same step.
+
+        A copy comes with its delivery's thread (or, like it, with none): the
+        platforms' retries and twin events do. A store may keep dedupe keys per
+        thread (on a Redis Cluster they live in the thread's hash slot).
         """
         ...
 
@@ -161,6 +165,9 @@ class ChatState(Protocol):
         self, worker: str, *, count: int, lease: float, take_over: bool = True
     ) -> list[InboxEntry]:
         """Lease up to ``count`` entries to ``worker`` for ``lease`` s, oldest first.
+
+        A thread's entries are always in the order written; a store may order
+        across threads only roughly (a Redis Cluster's inbox is a stream per group).
 
         An entry is free when no worker took it yet, or (with ``take_over``) when
         its worker's lease lapsed (it died): then it is taken over and its

@@ -3,14 +3,17 @@
 JSON values, never pickle; key names and lifetimes are in ``redis_keys``. A
 delivery's dedupe claim and inbox write are one Lua script, and so is a vote
 (add if absent, return all): votes clicked on different replicas at once all
-count, once each.
+count, once each. On a Redis Cluster the inbox is a stream per shard group (see
+``redis_keys``); an entry's id then names its group, ``<group>/<stream id>``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -18,6 +21,8 @@ from redis.exceptions import ResponseError
 
 from agents import Store
 from agents.stores import redis_client, split_prefix
+from agents.stores.redis_keys import SHARDS
+from agents.stores.redis_url import is_cluster
 
 from ..types import Person
 from . import redis_keys as k
@@ -77,19 +82,28 @@ end
 return 0
 """
 
+# KEYS: the inbox stream. ARGV: the group, the entry id. Worked off: acknowledged
+# and deleted, so the stream holds only unfinished work.
+_DONE = """
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('XDEL', KEYS[1], ARGV[2])
+"""
+
 
 class RedisChatState(StoreCardLocks):
-    """The chat state on one Redis primary; card locks are the store's locks."""
+    """The chat state on the store's Redis or Redis Cluster; card locks are the store's."""
 
     def __init__(self, url: str, locks: Store) -> None:
         server_url, prefix = split_prefix(url)
-        self.keys = k.ChatKeys(prefix)
+        self.keys = k.ChatKeys(prefix, SHARDS if is_cluster(url) else 0)
         self._locks = locks
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
+        self._done = self._redis.register_script(_DONE)
         self._next_prune = 0.0
+        self._next_group = 0
 
     async def follow(self, thread_id: str) -> None:
         await self._redis.set(self.keys.follow(thread_id), "1")
@@ -126,9 +140,14 @@ class RedisChatState(StoreCardLocks):
     ) -> str | None:
         """One Lua script: the follow check, the dedupe claim, ``XADD``, the note."""
         px = max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
-        seen = [self.keys.seen(key) for key in keys]
         thread_id = note.thread_id if note is not None else ""
+        # A thread's deliveries share its group (so do its copies: any shared key
+        # is a copy); the rest share the first group.
+        shard = self.keys.shard(thread_id) if note is not None else 0
+        seen = [self.keys.seen(key, shard) for key in keys]
         marks = [self.keys.follow(thread_id), self.keys.reference(thread_id)]
+        if note is None:  # no thread: names in the group, never written
+            marks = [self.keys.seen("", shard)] * 2
         reference = note.reference if note is not None else None
         args: list[str | int] = [
             px,
@@ -137,17 +156,42 @@ class RedisChatState(StoreCardLocks):
             "1" if note is not None and note.follow else "0",
             json.dumps(reference, ensure_ascii=False) if reference is not None else "",
         ]
-        entry_id = await self._enqueue(keys=[self.keys.inbox(), *marks, *seen], args=args)
-        return cast(str, entry_id) if entry_id is not None else None
+        stream = self.keys.inbox(shard)
+        entry_id = await self._enqueue(keys=[stream, *marks, *seen], args=args)
+        return self._entry(shard, cast(str, entry_id)) if entry_id is not None else None
+
+    def _entry(self, shard: int, stream_id: str) -> str:
+        return f"{shard}/{stream_id}" if self.keys.shards else stream_id
+
+    def _locate(self, entry_id: str) -> tuple[int, str]:
+        """The group and stream id of an entry id."""
+        if not self.keys.shards:
+            return 0, entry_id
+        shard, _, stream_id = entry_id.partition("/")
+        return int(shard), stream_id
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
     ) -> list[InboxEntry]:
-        """``XAUTOCLAIM`` what lapsed, then ``XREADGROUP`` new entries for the rest."""
-        stream, idle = self.keys.inbox(), max(k.MIN_TTL_MS, math.ceil(lease * 1000))
-        idle = idle if take_over else 0
+        """``XAUTOCLAIM`` what lapsed, then ``XREADGROUP`` new entries for the rest.
+
+        On a cluster, group after group, starting each time one further on.
+        """
+        idle = max(k.MIN_TTL_MS, math.ceil(lease * 1000)) if take_over else 0
+        groups = list(self.keys.groups)
+        start, self._next_group = self._next_group, (self._next_group + 1) % len(groups)
+        await self._forget_gone_workers(worker)
+        taken: list[InboxEntry] = []
+        for shard in groups[start:] + groups[:start]:
+            if len(taken) >= count:
+                break
+            taken += await self._take_group(shard, worker, count - len(taken), idle)
+        return taken
+
+    async def _take_group(self, shard: int, worker: str, count: int, idle: int) -> list[InboxEntry]:
+        stream = self.keys.inbox(shard)
         try:
-            return await self._take(stream, worker, count, idle)
+            entries = await self._take(stream, worker, count, idle)
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -158,9 +202,13 @@ class RedisChatState(StoreCardLocks):
             except ResponseError as race:
                 if "BUSYGROUP" not in str(race):
                     raise
-            return await self._take(stream, worker, count, idle)
+            entries = await self._take(stream, worker, count, idle)
+        return [
+            InboxEntry(id=self._entry(shard, e.id), body=e.body, attempts=e.attempts)
+            for e in entries
+        ]
 
-    async def _forget_gone_workers(self, stream: str, worker: str) -> None:
+    async def _forget_gone_workers(self, worker: str) -> None:
         """Delete consumers of processes long gone (each restart names a new one).
 
         Only those holding nothing: deleting a consumer drops its pending entries.
@@ -169,14 +217,20 @@ class RedisChatState(StoreCardLocks):
         if now < self._next_prune:
             return
         self._next_prune = now + k.PRUNE_INTERVAL
-        for consumer in await self._redis.xinfo_consumers(stream, k.INBOX_GROUP):
-            name = consumer["name"]
-            if name != worker and not consumer["pending"] and consumer["idle"] > k.GONE_AFTER_MS:
-                await self._redis.xgroup_delconsumer(stream, k.INBOX_GROUP, name)
+        for shard in self.keys.groups:
+            stream = self.keys.inbox(shard)
+            try:
+                consumers = await self._redis.xinfo_consumers(stream, k.INBOX_GROUP)
+            except ResponseError:
+                continue  # no stream or no group yet: nobody to forget
+            for consumer in consumers:
+                name = consumer["name"]
+                idle = consumer["idle"]
+                if name != worker and not consumer["pending"] and idle > k.GONE_AFTER_MS:
+                    await self._redis.xgroup_delconsumer(stream, k.INBOX_GROUP, name)
 
     async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[InboxEntry]:
         """Take over entries idle ``idle`` ms (none when 0), then new ones."""
-        await self._forget_gone_workers(stream, worker)
         group = k.INBOX_GROUP
         taken: list[InboxEntry] = []
         claimed: list[tuple[str, dict[str, str] | None]] = []
@@ -214,15 +268,21 @@ class RedisChatState(StoreCardLocks):
         return taken
 
     async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
-        if ids:
-            await self._renew(keys=[self.keys.inbox()], args=[k.INBOX_GROUP, worker, *ids])
+        by_group: dict[int, list[str]] = defaultdict(list)
+        for entry_id in ids:
+            shard, stream_id = self._locate(entry_id)
+            by_group[shard].append(stream_id)
+        await asyncio.gather(
+            *(
+                self._renew(keys=[self.keys.inbox(shard)], args=[k.INBOX_GROUP, worker, *held])
+                for shard, held in by_group.items()
+            )
+        )
 
     async def done(self, entry_id: str) -> None:
-        """``XACK`` and ``XDEL`` in one ``MULTI``."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.keys.inbox(), k.INBOX_GROUP, entry_id)
-            pipe.xdel(self.keys.inbox(), entry_id)
-            await pipe.execute()
+        """``XACK`` and ``XDEL`` in one script."""
+        shard, stream_id = self._locate(entry_id)
+        await self._done(keys=[self.keys.inbox(shard)], args=[k.INBOX_GROUP, stream_id])
 
     async def close(self) -> None:
         await self._redis.aclose()

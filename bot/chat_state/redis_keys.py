@@ -4,11 +4,18 @@ Keys live under the deployment prefix of the store's URL (``ab`` unless
 ``?prefix=...``), beside the store's own keys. ``seen`` and ``ref`` keep the
 names they had when the store kept them, so an upgrade carries them over.
 Thread keys carry the thread id, and card keys the run id, as a hash tag.
+
+On a Redis Cluster a delivery's write (dedupe keys, inbox entry, thread marks) is
+one script, so it must stay in one slot: there the inbox is one stream per shard
+group (the store's groups and tags), a delivery goes to its thread's group, and
+its dedupe keys and the thread's marks carry that group's tag.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from agents.stores.redis_keys import shard_of, shard_tags
 
 # Dedupe claim per platform delivery; its TTL is the caller's (the platform's
 # retry horizon), so no constant here.
@@ -41,25 +48,54 @@ MIN_TTL_MS = 1
 
 @dataclass(frozen=True)
 class ChatKeys:
-    """Key names under one prefix."""
+    """Key names under one prefix.
+
+    Attributes:
+        prefix: The deployment's prefix.
+        shards: Shard groups: 0 on one primary, the store's count on a cluster.
+    """
 
     prefix: str
+    shards: int = 0
+    _tags: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    def seen(self, key: str) -> str:
-        """A dedupe claim."""
-        return f"{self.prefix}:{SEEN}:{key}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tags", shard_tags(self.shards) if self.shards else ())
 
-    def inbox(self) -> str:
-        """The inbox stream."""
-        return f"{self.prefix}:{INBOX}"
+    @property
+    def groups(self) -> range:
+        """Every shard group: an inbox stream each."""
+        return range(max(1, self.shards))
+
+    def shard(self, thread_id: str) -> int:
+        """The shard group of a thread's deliveries and marks."""
+        return shard_of(thread_id, self.shards)
+
+    def _group(self, shard: int) -> str:
+        return f"{{{self._tags[shard]}}}:" if self.shards else ""
+
+    def seen(self, key: str, shard: int = 0) -> str:
+        """A dedupe claim (in its delivery's group on a cluster)."""
+        return f"{self.prefix}:{SEEN}:{self._group(shard)}{key}"
+
+    def inbox(self, shard: int = 0) -> str:
+        """The inbox stream (of one group on a cluster)."""
+        if not self.shards:
+            return f"{self.prefix}:{INBOX}"
+        return f"{self.prefix}:{INBOX}:{{{self._tags[shard]}}}"
+
+    def _thread(self, kind: str, thread_id: str) -> str:
+        if not self.shards:
+            return f"{self.prefix}:{kind}:{{{thread_id}}}"
+        return f"{self.prefix}:{kind}:{self._group(self.shard(thread_id))}{thread_id}"
 
     def reference(self, thread_id: str) -> str:
         """A thread's conversation reference."""
-        return f"{self.prefix}:{REFERENCE}:{{{thread_id}}}"
+        return self._thread(REFERENCE, thread_id)
 
     def follow(self, thread_id: str) -> str:
         """The mark of a thread the bot follows."""
-        return f"{self.prefix}:{FOLLOW}:{{{thread_id}}}"
+        return self._thread(FOLLOW, thread_id)
 
     def card(self, run_id: str, ask: str) -> str:
         """Where a call's card was posted."""

@@ -125,7 +125,8 @@ async def test_a_message_for_a_followed_thread_only_is_recorded_only_there(
 
 
 async def test_a_copy_changes_nothing_of_its_thread(chat: ChatState) -> None:
-    assert await chat.enqueue("one", keys=["k"], ttl=60) is not None
+    overheard = ThreadNote(thread_id=OTHER_THREAD)
+    assert await chat.enqueue("one", keys=["k"], ttl=60, note=overheard) is not None
     note = ThreadNote(thread_id=OTHER_THREAD, follow=True, reference={"x": 1})
     assert await chat.enqueue("copy", keys=["k"], ttl=60, note=note) is None
     assert await chat.follows(OTHER_THREAD) is False

@@ -17,22 +17,22 @@ import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
 from agents.texts import INTERRUPTED_RUN
+from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .fake_slack import FakeSlack, Posted
 from .harness import CHANNEL, mention_event
 from .process import BotProcess, running
 from .test_approvals import card_text, has_buttons
-from .test_restart import DURABLE, durable_url
 
 # Generous: a restart, one lease for the dead process's leases to lapse, and a sweep.
 RECOVERY_WITHIN = 20.0
 
 
-@pytest.fixture(params=DURABLE)
+@pytest.fixture(params=DURABLE_KINDS)
 async def bot(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
 ) -> AsyncIterator[BotProcess]:
-    async with durable_url(request.param, tmp_path) as url, running(slack, url, tmp_path) as bot:
+    async with store_url(request.param, tmp_path) as url, running(slack, url, tmp_path) as bot:
         yield bot
 
 

@@ -16,23 +16,23 @@ from pathlib import Path
 import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
+from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .fake_slack import BOT_USER_ID, FakeSlack, Posted
 from .harness import CHANNEL, mention_event, message_event, new_ts
 from .process import BotProcess
 from .test_approvals import has_buttons
 from .test_crash import replies
-from .test_restart import DURABLE, durable_url
 
 THREADS = 20
 BURST = 40
 
 
-@pytest.fixture(params=DURABLE)
+@pytest.fixture(params=DURABLE_KINDS)
 async def replicas(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
 ) -> AsyncIterator[tuple[BotProcess, BotProcess]]:
-    async with durable_url(request.param, tmp_path) as url:
+    async with store_url(request.param, tmp_path) as url:
         pair = []
         for name in ("a", "b"):
             workdir = tmp_path / name
@@ -116,3 +116,33 @@ async def test_a_burst_queues_on_few_workers_and_every_card_is_decided_once(
     assert sorted(deployed) == sorted(f"svc{n}" for n in range(BURST))
     everything = [m.text for m in slack.messages.values() if m.channel == CHANNEL]
     assert not any("went wrong" in text or "try again" in text for text in everything)
+
+
+async def test_a_replica_killed_loses_nothing_and_the_other_serves_its_cards(
+    replicas: tuple[BotProcess, BotProcess], slack: FakeSlack
+) -> None:
+    a, b = replicas
+    roots = [mention_event(f"deploy svc{n}") for n in range(THREADS // 2)]
+    assert set(await asyncio.gather(*(a.send_event(root) for root in roots))) == {200}
+
+    def cards() -> list[Posted]:
+        return [m for m in slack.messages.values() if has_buttons(m)]
+
+    await slack.wait_for(lambda: len(cards()) == len(roots), within=30, what="every card")
+    # Acked by the replica about to die: in the shared inbox, maybe being worked on.
+    greetings = [mention_event(f"hello {n}") for n in range(THREADS // 2)]
+    assert set(await asyncio.gather(*(a.send_event(g) for g in greetings))) == {200}
+    await a.kill()
+
+    clicks = await asyncio.gather(*(b.press(card, APPROVE_ACTION) for card in cards()))
+    assert set(clicks) == {200}
+    await slack.wait_for(
+        lambda: not cards() and all(replies(slack, g["ts"]) for g in greetings),
+        within=30,
+        what="every card decided and every greeting answered",
+    )
+    await b.stop()
+    deployed = [line["service"] for line in b.recorded("deploy-end")]
+    assert sorted(deployed) == sorted(f"svc{n}" for n in range(len(roots)))
+    for n, greeting in enumerate(greetings):
+        assert replies(slack, greeting["ts"]) == [f"You said: hello {n}"]

@@ -18,13 +18,13 @@ from redis.asyncio import Redis
 
 from adapters.slack.wire import APPROVE_ACTION
 from bot import messages
+from tests.stores.conftest import REDIS_URL, store_url
 
 from .fake_slack import FakeSlack
 from .harness import CHANNEL, mention_event
 from .process import BotProcess, running
 from .test_approvals import card_text, has_buttons
 from .test_crash import card_for, replies
-from .test_restart import REDIS_URL, durable_url
 
 pytestmark = pytest.mark.redis
 
@@ -34,7 +34,7 @@ SLACK_PATIENCE = 3.0
 
 @pytest.fixture
 async def bot(slack: FakeSlack, tmp_path: Path) -> AsyncIterator[BotProcess]:
-    async with durable_url("redis", tmp_path) as url, running(slack, url, tmp_path) as bot:
+    async with store_url("redis", tmp_path) as url, running(slack, url, tmp_path) as bot:
         yield bot
 
 

@@ -1,8 +1,9 @@
 """The ``store`` fixture: every test of the store contract runs on each store.
 
-Redis is the real server at ``REDIS_URL``; when it does not answer the fixture
-fails (run ``scripts/ensure-redis``), it never skips. Each Redis test gets its own
-key prefix and deletes its keys afterwards.
+Redis is the real server at ``REDIS_URL`` and the real three-primary cluster at
+``REDIS_CLUSTER_URL``; when one does not answer the fixture fails (run
+``scripts/ensure-redis`` and ``scripts/ensure-redis-cluster``), it never skips.
+Each Redis test gets its own key prefix and deletes its keys afterwards.
 """
 
 from __future__ import annotations
@@ -14,36 +15,48 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from agents.stores import Store, open_store
+from agents.stores import Store, open_store, redis_client, split_prefix
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-STORE_KINDS = ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
-DURABLE_KINDS = ["sqlite", pytest.param("redis", marks=pytest.mark.redis)]
+REDIS_CLUSTER_URL = os.environ.get(
+    "REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/"
+)
+REDIS_KINDS = [
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("cluster", marks=pytest.mark.redis),
+]
+STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS]
+DURABLE_KINDS = ["sqlite", *REDIS_KINDS]
 
 
 @asynccontextmanager
-async def redis_prefix() -> AsyncIterator[str]:
-    """A fresh key prefix on the real Redis whose keys are deleted on exit."""
+async def redis_prefix(url: str = REDIS_URL) -> AsyncIterator[str]:
+    """A fresh key prefix on the real Redis (or cluster) whose keys are deleted on exit."""
     prefix = f"test-{uuid.uuid4().hex[:12]}"
-    client = Redis.from_url(REDIS_URL, decode_responses=True)
+    client = redis_client(split_prefix(url)[0])
+    script = "scripts/ensure-redis-cluster" if "cluster" in url else "scripts/ensure-redis"
     try:
         try:
             await client.ping()
         except (RedisError, OSError) as exc:
             pytest.fail(
-                f"no Redis answers at {REDIS_URL} ({exc}); start one with scripts/ensure-redis."
+                f"no Redis answers at {url} ({exc}); start one with {script}."
                 " The Redis store tests never skip.",
                 pytrace=False,
             )
         yield prefix
-        stale = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        if stale:
-            await client.delete(*stale)
+        # A cluster client scans every primary; a key at a time, as keys differ in slot.
+        async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            await client.delete(key)
     finally:
         await client.aclose()
+
+
+def with_prefix(url: str, prefix: str) -> str:
+    """``url`` with ``?prefix=`` added."""
+    return f"{url}{'&' if '?' in url else '?'}prefix={prefix}"
 
 
 @asynccontextmanager
@@ -54,10 +67,10 @@ async def store_url(kind: str, tmp_path: Path) -> AsyncIterator[str]:
     elif kind == "sqlite":
         # A nested directory also proves the store creates missing parents.
         yield f"sqlite:///{tmp_path / 'state' / 'bot.db'}"
-    elif kind == "redis":
-        async with redis_prefix() as prefix:
-            separator = "&" if "?" in REDIS_URL else "?"
-            yield f"{REDIS_URL}{separator}prefix={prefix}"
+    elif kind in ("redis", "cluster"):
+        url = REDIS_URL if kind == "redis" else REDIS_CLUSTER_URL
+        async with redis_prefix(url) as prefix:
+            yield with_prefix(url, prefix)
     else:
         raise ValueError(kind)
 
@@ -77,13 +90,14 @@ async def opened(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
 
 @pytest.fixture(params=STORE_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each store in turn: memory, SQLite (a temporary file), Redis (a private prefix)."""
+    """Each store in turn: memory, SQLite (a temporary file), Redis and Redis Cluster
+    (a private prefix)."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store
 
 
 @pytest.fixture(params=DURABLE_KINDS)
 async def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """The stores whose state outlives the process: SQLite and Redis."""
+    """The stores whose state outlives the process: SQLite, Redis, Redis Cluster."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from redis.crc import key_slot
 
 from agents.stores import open_store, split_prefix
 from agents.stores.redis import RedisStore
+from agents.stores.redis_keys import SHARDS, shard_tags
 from agents.stores.sqlite import SQLiteStore, database_path
 
 
@@ -55,3 +57,38 @@ async def test_redis_run_keys_share_the_run_id_as_hash_tag() -> None:
         assert store.keys.audit_run("r1") == "p:audit:run:{r1}"
     finally:
         await store.close()
+
+
+async def test_a_cluster_url_opens_the_redis_store_on_shard_groups() -> None:
+    store = open_store("redis+cluster://127.0.0.1:7001,127.0.0.1:7002/?prefix=p")
+    try:
+        assert isinstance(store, RedisStore)
+        assert store.keys.shards == SHARDS
+        group = store.keys.shard("r1")
+        tag = shard_tags(SHARDS)[group]
+        assert store.keys.run("r1") == f"p:run:{{{tag}}}:r1"
+        assert store.keys.expiring(group) == f"p:expiring:{{{tag}}}"
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("redis+cluster:///", "at least one node"),
+        ("redis+cluster://h1:7001,h2/", "not host:port"),
+        ("redis+cluster://h1:7001/0", "no database number"),
+        ("redis+cluster://h1:7001/?socket_timeout=2", "nothing else"),
+    ],
+)
+def test_a_cluster_url_that_says_too_little_or_too_much_is_refused(
+    url: str, complaint: str
+) -> None:
+    with pytest.raises(ValueError, match=complaint):
+        open_store(url)
+
+
+def test_shard_groups_spread_evenly_over_the_slots() -> None:
+    slots = sorted(key_slot(tag.encode()) for tag in shard_tags(SHARDS))
+    share = 16384 // SHARDS
+    assert [slot // share for slot in slots] == list(range(SHARDS))
