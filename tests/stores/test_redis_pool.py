@@ -1,26 +1,31 @@
 """A burst on Redis waits for a free connection instead of failing.
 
 redis-py's own pool stops at 100 connections and then raises "Too many
-connections"; a burst of 300 operations here would have failed with it.
+connections", and its cluster client raises once a node's pool is full; a
+burst of 300 operations here would have failed with either.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agents.stores.redis import RedisStore
 from bot import open_chat_state
 
 from ._snapshots import paused_run
-from .conftest import REDIS_URL, redis_prefix
+from .conftest import REDIS_CLUSTER_URL, REDIS_URL, redis_prefix, with_prefix
 
 BURST = 300
 
 
-async def test_a_burst_larger_than_the_pool_queues_and_every_operation_completes() -> None:
-    async with redis_prefix() as prefix:
-        separator = "&" if "?" in REDIS_URL else "?"
-        store = RedisStore(f"{REDIS_URL}{separator}prefix={prefix}")
+@pytest.mark.parametrize("url", [REDIS_URL, REDIS_CLUSTER_URL], ids=["redis", "cluster"])
+async def test_a_burst_larger_than_the_pool_queues_and_every_operation_completes(
+    url: str,
+) -> None:
+    async with redis_prefix(url) as prefix:
+        store = RedisStore(with_prefix(url, prefix), pool_size=8)
         chat = open_chat_state(store)
         try:
             runs = [paused_run() for _ in range(BURST)]
