@@ -19,14 +19,13 @@ that owns the tool holds the call itself; every copy is derived from it by
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from . import texts
-from ._turns import Outcome, Turns, error_chunk, error_outcome, lock_name
+from ._turns import Outcome, Turns, audit_entry, error_chunk, error_outcome, lock_name
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,
@@ -38,11 +37,17 @@ from .errors import (
     ToolCallNotPendingError,
     validation_messages,
 )
-from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
+from .snapshot import AuditEvent, Decision, PendingCall, RunSnapshot, utcnow
 from .stores.base import StoreConflict
 from .tools import Tool
 
-log = logging.getLogger(__name__)
+_DECIDED: dict[str, AuditEvent] = {
+    "approve": "approved",
+    "decline": "declined",
+    "resume": "resumed",
+    "expire": "expired",
+}
+"""The audit event a decision's claim writes."""
 
 
 class Decider:
@@ -82,24 +87,16 @@ class Decider:
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
-            # Audited before anything is saved: if the log cannot be written, the
-            # claim has not happened either.
-            event = {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
-                decision.action, "expired"
-            )
-            await self._turns.audit(top, entry, event, decision)
-            # The top last: until it is saved, the claim has not happened.
+            event: AuditEvent = _DECIDED[decision.action]
+            # The top last, with the decision's audit entry: until that one write
+            # succeeds, the claim has not happened and nothing says it did.
             try:
-                for snap in reversed(chain):
+                for snap in chain[:0:-1]:
                     await self._turns.save(snap)
+                await self._turns.save(top, [audit_entry(top, entry, event, decision)])
             except StoreConflict as exc:
                 # Someone wrote the run without its lock (a lease that ran out):
-                # this claim lost, says so in the log it was already written to,
-                # and to the caller instead of a storage error.
-                try:
-                    await self._turns.audit(top, entry, "superseded", decision)
-                except Exception:
-                    log.exception("could not mark the lost decision on %s", entry.tool_call_id)
+                # this claim lost, and the caller hears so instead of a storage error.
                 raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
 
@@ -243,30 +240,19 @@ class Decider:
         low = len(chain_ids) - 1
         record: Outcome | None = outcome
         while low >= 0:
+            ids = chain_ids[: low + 1]
             async with self._turns.store.lock(lock_name(chain_ids[0])):
-                snaps = [await self._turns.load(run_id) for run_id in chain_ids[: low + 1]]
-                changed = {snaps[-1].run_id} if record is not None else set()
-                if record is not None:
-                    _record(snaps[-1], tool_call_id, record)
-                    record = None
-                for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
-                    if self._sync(parent, child):
-                        changed.add(parent.run_id)
-                target = next((s for s in reversed(snaps) if _batch_complete(s)), None)
-                if target is not None:
-                    target.status = "running"
-                    changed.add(target.run_id)
-                    # The runs above now wait on a busy child: say so all the way up.
-                    for parent, child in zip(
-                        reversed(snaps[:-1]), reversed(snaps[1:]), strict=True
-                    ):
-                        if self._sync(parent, child):
-                            changed.add(parent.run_id)
-                # Only what changed is written: a run another process is driving
-                # must keep its revision.
-                for snap in reversed(snaps):
-                    if snap.run_id in changed:
-                        await self._turns.save(snap)
+                # A top run that owns the call is usually as this process last saved
+                # it (the claim): used as it is, its save's revision check tells if
+                # another process wrote it since, and only then is it read.
+                held = self._turns.saved.pop(ids[0], None) if len(ids) == 1 else None
+                try:
+                    target = await self._pass(ids, tool_call_id, record, held)
+                except StoreConflict:
+                    if held is None:
+                        raise
+                    target = await self._pass(ids, tool_call_id, record, None)
+                record = None
             if target is None:
                 return
             async for chunk in self._turns.drive(target, shown):
@@ -274,6 +260,39 @@ class Decider:
             low = chain_ids.index(target.run_id)
             if low == 0:
                 return
+
+    async def _pass(
+        self,
+        ids: list[str],
+        tool_call_id: str,
+        record: Outcome | None,
+        held: RunSnapshot | None,
+    ) -> RunSnapshot | None:
+        """One locked pass of ``_settle`` over the runs ``ids`` (the top first): record
+        the outcome in the last, bring those above up to date, set running the lowest
+        whose batch is complete (returned). ``held``: the top as last saved here, or
+        ``None`` to read it."""
+        snaps = [held] if held is not None else [await self._turns.load(i) for i in ids]
+        changed = {snaps[-1].run_id} if record is not None else set()
+        if record is not None:
+            _record(snaps[-1], tool_call_id, record)
+        for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
+            if self._sync(parent, child):
+                changed.add(parent.run_id)
+        target = next((s for s in reversed(snaps) if _batch_complete(s)), None)
+        if target is not None:
+            target.status = "running"
+            changed.add(target.run_id)
+            # The runs above now wait on a busy child: say so all the way up.
+            for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
+                if self._sync(parent, child):
+                    changed.add(parent.run_id)
+        # Only what changed is written: a run another process is driving must keep
+        # its revision.
+        for snap in reversed(snaps):
+            if snap.run_id in changed:
+                await self._turns.save(snap)
+        return target
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
         """Make a parent's view of a child run current: its pending calls or its answer.

@@ -20,7 +20,7 @@ from typing import Any
 
 from ._decide import Decider
 from ._recover import Recoverer, Recovery
-from ._turns import CallPredicate, Turns, lock_name
+from ._turns import CallPredicate, Turns, audit_entry, lock_name
 from .chunks import (
     Chunk,
     FinishChunk,
@@ -127,9 +127,8 @@ class Engine:
                 new = _unannounced(top)
                 for call in new:
                     call.announced = True
-                    await self.turns.audit(top, call, "requested")
                 if new:
-                    await self.turns.save(top)
+                    await self.turns.save(top, [audit_entry(top, c, "requested") for c in new])
         path = tuple(top.agent_path)
         for call in [*shown, *new]:
             info = PendingInfo.of(run_id, call)

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import texts
 from ._decide import Decider
-from ._turns import Turns, lock_name
+from ._turns import Turns, audit_entry, lock_name
 from .chunks import Chunk
 from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
 
@@ -84,9 +84,7 @@ class Recoverer:
             # Every call still shown goes with the run: each is audited and returned,
             # so the caller can tell people it can no longer be decided.
             dropped, top.pending, top.busy_children = top.pending, [], []
-            await self._turns.save(top)
-        for entry in dropped:
-            await self._turns.audit(top, entry, "interrupted")
+            await self._turns.save(top, [audit_entry(top, e, "interrupted") for e in dropped])
         log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
         return Recovery(run=top, call=call, retry=None, dropped=dropped)
 

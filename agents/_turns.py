@@ -35,7 +35,15 @@ from .errors import (
 )
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models.base import ModelError, ModelFinish, ModelRequest, TextDelta, ToolCallEvent
-from .snapshot import AuditEntry, Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .snapshot import (
+    AuditEntry,
+    AuditEvent,
+    Decision,
+    FinishReason,
+    PendingCall,
+    RunSnapshot,
+    utcnow,
+)
 from .spec import DELEGATION_PREFIX, AgentSpec, DelegationInput
 from .stores.base import Store
 from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
@@ -91,8 +99,9 @@ class Turns:
             raise RunNotFoundError(run_id)
         return snap
 
-    async def save(self, snap: RunSnapshot) -> None:
-        saved = await self.store.save_run(snap)
+    async def save(self, snap: RunSnapshot, audit: Sequence[AuditEntry] = ()) -> None:
+        """Save ``snap`` (compare-and-set) with the audit entries it puts on record."""
+        saved = await self.store.save_run(snap, audit)
         snap.revision = saved.revision
         snap.updated_at = saved.updated_at
         if snap.is_root:
@@ -185,8 +194,7 @@ class Turns:
             fresh = [p for p in snap.pending if p.state == "pending" and not p.announced]
             for asked in fresh:
                 asked.announced = True
-                await self.audit(snap, asked, "requested")
-        await self.save(snap)
+        await self.save(snap, [audit_entry(snap, asked, "requested") for asked in fresh])
         if shown is not None:
             shown.extend(fresh)
         if snap.is_root and snap.status != "paused":
@@ -460,30 +468,6 @@ class Turns:
             )
         )
 
-    # -- audit ----------------------------------------------------------------
-
-    async def audit(
-        self,
-        top: RunSnapshot,
-        call: PendingCall,
-        event: Any,
-        decision: Decision | None = None,
-    ) -> None:
-        await self.store.append_audit(
-            AuditEntry(
-                event=event,
-                run_id=top.run_id,
-                thread_id=top.thread_id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=call.args,
-                kind=call.kind,
-                requester=call.requester,
-                actor=decision.decided_by if decision else None,
-                reason=decision.reason if decision else None,
-            )
-        )
-
 
 def _finish_reason(stop: str) -> FinishReason:
     return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
@@ -552,3 +536,21 @@ async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+def audit_entry(
+    top: RunSnapshot, call: PendingCall, event: AuditEvent, decision: Decision | None = None
+) -> AuditEntry:
+    """The audit log's record of ``event`` on a call of the top run ``top``."""
+    return AuditEntry(
+        event=event,
+        run_id=top.run_id,
+        thread_id=top.thread_id,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=call.args,
+        kind=call.kind,
+        requester=call.requester,
+        actor=decision.decided_by if decision else None,
+        reason=decision.reason if decision else None,
+    )

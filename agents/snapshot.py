@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from .messages import Message, ToolCallPart, ToolResultPart
 from .usage import Usage
@@ -29,8 +29,9 @@ DecisionAction = Literal["approve", "decline", "resume", "expire"]
 AuditEvent = Literal[
     "requested", "approved", "declined", "resumed", "expired", "interrupted", "superseded"
 ]
-"""What the runtime writes to the audit log. ``superseded``: the decision logged just
-before did not take effect (the run changed under it; see ``RunChangedError``)."""
+"""What the runtime writes to the audit log, each with the save that makes it true.
+``superseded`` (the decision logged just before did not take effect) is only in logs
+written before decisions were audited in their claim's save; readers still honour it."""
 
 
 def utcnow() -> datetime:
@@ -126,6 +127,19 @@ class RunSnapshot(BaseModel):
     created_at: AwareDatetime = Field(default_factory=utcnow)
     updated_at: AwareDatetime = Field(default_factory=utcnow)
     revision: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_last_calls(cls, data: Any) -> Any:
+        """Fill in ``batch`` and ``tool_calls`` that ``dump_snapshot`` wrote as the
+        calls of the last message (what they are while a run waits on its calls)."""
+        if not isinstance(data, dict) or LAST_CALLS not in (
+            data.get("batch"),
+            data.get("tool_calls"),
+        ):
+            return data
+        calls = _last_calls(data.get("messages") or [])
+        return {k: calls if v == LAST_CALLS else v for k, v in data.items()}
 
     @property
     def is_root(self) -> bool:
@@ -233,15 +247,44 @@ def dump_snapshot(snapshot: RunSnapshot) -> str:
     """Serialize a snapshot to JSON, leaving out fields that hold their default.
 
     About a third smaller for a paused run (every store keeps one per pause);
-    ``load_snapshot`` fills them in again. Parts keep their ``kind``: it is
+    ``load_snapshot`` fills them in again, and the calls a paused run waits on,
+    its ``batch`` and ``tool_calls``, point at the last message's instead of
+    repeating them. Parts keep their ``kind``: it is
     what tells them apart.
     """
     data = _pruned(SNAPSHOT_ADAPTER.dump_python(snapshot, mode="json"), _RUN_DEFAULTS)
     if "pending" in data:
         data["pending"] = [_pruned(call, _CALL_DEFAULTS) for call in data["pending"]]
+    last = _last_calls(data.get("messages") or [])
+    for name in ("batch", "tool_calls"):
+        if last and data.get(name) == last:
+            data[name] = LAST_CALLS  # the same calls once, not three times
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+LAST_CALLS: Final = "last-message"
+"""In stored JSON: ``batch`` or ``tool_calls`` equal to the last message's tool calls."""
+
+
+def _last_calls(messages: list[Any]) -> list[Any]:
+    """The tool-call parts of the last message, as JSON (from a dump or stored JSON)."""
+    if not messages or not isinstance(messages[-1], dict):
+        return []
+    return [p for p in messages[-1].get("parts", []) if p.get("kind") == "tool-call"]
 
 
 def load_snapshot(data: str | bytes) -> RunSnapshot:
     """Parse a snapshot from JSON (raises on an unknown version)."""
     return SNAPSHOT_ADAPTER.validate_json(data)
+
+
+def next_revision(snapshot: RunSnapshot) -> tuple[RunSnapshot, str]:
+    """What a store's ``save_run`` keeps: the snapshot one revision on, and its JSON.
+
+    The copy is parsed back from that JSON, so it shares nothing with the
+    caller's snapshot (which goes on changing); a third of a deep copy's cost.
+    """
+    data = dump_snapshot(
+        snapshot.model_copy(update={"revision": snapshot.revision + 1, "updated_at": utcnow()})
+    )
+    return load_snapshot(data), data

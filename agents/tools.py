@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -69,6 +70,16 @@ class ToolContext:
                     self.run_id, self.tool_call_id, validation_messages(exc)
                 ) from exc
         raise ToolSuspended(payload)
+
+
+@functools.lru_cache(maxsize=4096)
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a tool's input model, built once per model (shared: read only).
+
+    Every model turn offers every tool; pydantic builds a schema afresh each
+    time it is asked, which was a sixth of a scripted approval cycle.
+    """
+    return model.model_json_schema()
 
 
 @dataclass(kw_only=True)
@@ -143,7 +154,7 @@ class Tool:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            input_schema=self.input_model.model_json_schema(),
+            input_schema=input_schema(self.input_model),
         )
 
     def validate_args(self, args: dict[str, Any]) -> BaseModel:

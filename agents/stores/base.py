@@ -41,11 +41,15 @@ class Store(Protocol):
         """The snapshot of a run, or ``None``."""
         ...
 
-    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+    async def save_run(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+    ) -> RunSnapshot:
         """Store a snapshot if the stored revision still equals ``snapshot.revision``.
 
         Returns the saved copy with ``revision + 1``; raises ``StoreConflict``
-        otherwise, changing nothing. Keeps two indexes current from the
+        otherwise, changing nothing. ``audit`` (entries of this run) is appended
+        to the log in the same atomic write: what a save decided is on record
+        exactly when it took effect. Keeps two indexes current from the
         snapshot: root runs that wait for a person per thread
         (``paused_runs``), by earliest expiry (``runs_expiring``), and with work
         in flight (``runs_in_flight``).
@@ -117,3 +121,14 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+def check_audit(snapshot: RunSnapshot, audit: Sequence[AuditEntry]) -> None:
+    """Refuse audit entries that are not the saved run's (``save_run`` writes them with it)."""
+    strays = [
+        (e.run_id, e.thread_id)
+        for e in audit
+        if (e.run_id, e.thread_id) != (snapshot.run_id, snapshot.thread_id)
+    ]
+    if strays:
+        raise ValueError(f"audit entries of {strays} cannot be saved with run {snapshot.run_id}")

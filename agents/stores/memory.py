@@ -8,8 +8,15 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from ..messages import Message
-from ..snapshot import AuditEntry, RunIndex, RunSnapshot, run_index, utcnow
-from .base import LockTimeout, StoreConflict
+from ..snapshot import (
+    AuditEntry,
+    RunIndex,
+    RunSnapshot,
+    load_snapshot,
+    next_revision,
+    run_index,
+)
+from .base import LockTimeout, StoreConflict, check_audit
 
 
 class MemoryStore:
@@ -17,28 +24,45 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
-        self._runs: dict[str, RunSnapshot] = {}
+        self._saved: dict[str, str] = {}
+        """Each run's JSON as last saved: callers get copies parsed from it, as from a file."""
+        self._index: dict[str, RunIndex] = {}
+        self._revisions: dict[str, int] = {}
+        self._paused: dict[str, dict[str, datetime]] = {}
+        """Per thread, its paused root runs and when each was created."""
         self._history: dict[str, list[Message]] = {}
         self._audit: list[AuditEntry] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._alive: dict[str, datetime] = {}
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
-        snapshot = self._runs.get(run_id)
-        return snapshot.model_copy(deep=True) if snapshot else None
+        data = self._saved.get(run_id)
+        return load_snapshot(data) if data is not None else None
 
-    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
-        current = self._runs.get(snapshot.run_id)
-        actual = current.revision if current else 0
+    async def save_run(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+    ) -> RunSnapshot:
+        check_audit(snapshot, audit)
+        run_id = snapshot.run_id
+        actual = self._revisions.get(run_id, 0)
         if actual != snapshot.revision:
-            raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
-        saved = snapshot.model_copy(
-            deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
-        )
-        self._runs[saved.run_id] = saved
+            raise StoreConflict(run_id, snapshot.revision, actual)
+        saved, data = next_revision(snapshot)
+        self._saved[run_id] = data
+        self._revisions[run_id] = saved.revision
+        old, index = self._index.get(run_id), run_index(saved)
+        self._index[run_id] = index
+        if old is not None and old.paused and old.thread_id in self._paused:
+            waiting = self._paused[old.thread_id]
+            waiting.pop(run_id, None)
+            if not waiting:
+                del self._paused[old.thread_id]
+        if index.paused and index.thread_id is not None:
+            self._paused.setdefault(index.thread_id, {})[run_id] = index.created_at
+        self._audit.extend(audit)
         if not saved.in_flight:
-            self._alive.pop(saved.run_id, None)
-        return saved.model_copy(deep=True)
+            self._alive.pop(run_id, None)
+        return load_snapshot(data)
 
     @asynccontextmanager
     async def lock(
@@ -56,18 +80,18 @@ class MemoryStore:
             lock.release()
 
     async def beat(self, run_id: str, until: datetime) -> None:
-        if run_id in self._runs:
+        if run_id in self._saved:
             self._alive[run_id] = until
 
     async def alive_until(self, run_id: str) -> datetime | None:
         return self._alive.get(run_id)
 
     def _indexed(self) -> list[tuple[str, RunIndex]]:
-        indexed = [(run_id, run_index(run)) for run_id, run in self._runs.items()]
-        return sorted(indexed, key=lambda item: item[1].created_at)
+        return sorted(self._index.items(), key=lambda item: item[1].created_at)
 
     async def paused_runs(self, thread_id: str) -> list[str]:
-        return [i for i, ix in self._indexed() if ix.paused and ix.thread_id == thread_id]
+        runs = self._paused.get(thread_id, {})
+        return sorted(runs, key=lambda run_id: (runs[run_id], run_id))
 
     async def runs_expiring(self, before: datetime) -> list[str]:
         due = [

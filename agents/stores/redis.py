@@ -29,21 +29,22 @@ from ..snapshot import (
     AUDIT_ADAPTER,
     AuditEntry,
     RunSnapshot,
-    dump_snapshot,
     load_snapshot,
+    next_revision,
     run_index,
-    utcnow,
 )
 from . import redis_keys as k
 from ._lease import hold_lease
-from .base import StoreConflict
+from .base import StoreConflict, check_audit
 from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
-# KEYS: run hash, expiring index, in-flight index[, paused index of the thread].
+# KEYS: run hash, expiring index, in-flight index[, paused index of the thread],
+# then the audit lists the entries go to (from KEYS[ARGV[11]] on).
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # what the paused index's name has before and after the thread id (to drop the
-# run from a thread it no longer belongs to; the same shard group on a cluster).
+# run from a thread it no longer belongs to; the same shard group on a cluster),
+# the index of the first audit list in KEYS, then the audit entries' JSON.
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
 _SAVE_RUN_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], '$REV')
@@ -58,7 +59,8 @@ redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT'
 if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
   redis.call('ZREM', ARGV[9] .. old_thread .. ARGV[10], run_id)
 end
-if KEYS[4] then
+local lists = tonumber(ARGV[11])
+if lists == 5 then
   if ARGV[5] == '1' then
     redis.call('ZADD', KEYS[4], ARGV[6], run_id)
   else
@@ -74,6 +76,9 @@ if ARGV[8] == '1' then
   redis.call('ZADD', KEYS[3], ARGV[6], run_id)
 else
   redis.call('ZREM', KEYS[3], run_id)
+end
+for i = 12, #ARGV do
+  for j = lists, #KEYS do redis.call('RPUSH', KEYS[j], ARGV[i]) end
 end
 return {1, current}
 """
@@ -131,11 +136,13 @@ class RedisStore:
         data = await self._redis.hget(self.keys.run(run_id), k.RUN_SNAPSHOT_FIELD)
         return load_snapshot(data) if data is not None else None
 
-    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
-        """Compare-and-set plus index upkeep in one Lua script; see ``Store.save_run``."""
-        saved = snapshot.model_copy(
-            deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
-        )
+    async def save_run(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+    ) -> RunSnapshot:
+        """Compare-and-set, index upkeep and the audit entries in one Lua script (one
+        slot on a cluster: the run's shard group); see ``Store.save_run``."""
+        check_audit(snapshot, audit)
+        saved, data = next_revision(snapshot)
         run_id = saved.run_id
         index = run_index(saved)
         paused, expiry, in_flight = index.paused, index.expires_at, index.in_flight
@@ -145,7 +152,7 @@ class RedisStore:
             keys.append(self.keys.paused(saved.thread_id, shard))
         args: list[str | int] = [
             snapshot.revision,
-            dump_snapshot(saved),
+            data,
             saved.thread_id or "",
             run_id,
             "1" if paused else "0",
@@ -153,7 +160,11 @@ class RedisStore:
             repr(expiry.timestamp()) if expiry is not None else "",
             "1" if in_flight else "0",
             *self.keys.paused_affixes(shard),
+            len(keys) + 1,
+            *(entry.model_dump_json() for entry in audit),
         ]
+        if audit:
+            keys += self._audit_keys(run_id, saved.thread_id, shard)
         done, actual = await self._save(keys=keys, args=args)
         if not done:
             raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
@@ -231,10 +242,15 @@ class RedisStore:
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to the run's, the thread's and the deployment's audit lists at once."""
         shard = self.keys.shard(entry.run_id)
-        keys = [self.keys.audit_run(entry.run_id), self.keys.audit_all(shard)]
-        if entry.thread_id is not None:
-            keys.append(self.keys.audit_thread(entry.thread_id, shard))
+        keys = self._audit_keys(entry.run_id, entry.thread_id, shard)
         await self._append_audit(keys=keys, args=[entry.model_dump_json()])
+
+    def _audit_keys(self, run_id: str, thread_id: str | None, shard: int) -> list[str]:
+        """The lists an entry of a run goes to: the run's, the deployment's, the thread's."""
+        keys = [self.keys.audit_run(run_id), self.keys.audit_all(shard)]
+        if thread_id is not None:
+            keys.append(self.keys.audit_thread(thread_id, shard))
+        return keys
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None

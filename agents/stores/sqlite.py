@@ -19,13 +19,12 @@ from ..snapshot import (
     AUDIT_ADAPTER,
     AuditEntry,
     RunSnapshot,
-    dump_snapshot,
     load_snapshot,
+    next_revision,
     run_index,
-    utcnow,
 )
 from ._lease import hold_lease
-from .base import StoreConflict
+from .base import StoreConflict, check_audit
 from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
@@ -129,16 +128,21 @@ class SQLiteStore:
         rows = await self._fetch("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,))
         return load_snapshot(rows[0][0]) if rows else None
 
-    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
-        """Compare-and-set on ``revision``, one SQL statement; see ``Store.save_run``."""
-        saved = snapshot.model_copy(
-            deep=True, update={"revision": snapshot.revision + 1, "updated_at": utcnow()}
-        )
-        params = _run_params(saved, expected=snapshot.revision)
+    async def save_run(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+    ) -> RunSnapshot:
+        """Compare-and-set on ``revision`` (one statement), with its audit entries in the
+        same transaction; see ``Store.save_run``."""
+        check_audit(snapshot, audit)
+        saved, data = next_revision(snapshot)
+        params = _run_params(saved, data, expected=snapshot.revision)
+        entries = [_audit_params(entry) for entry in audit]
 
         async def work(db: aiosqlite.Connection) -> tuple[bool, int | None]:
             sql = _INSERT_RUN if snapshot.revision == 0 else _UPDATE_RUN
             if await changes(db, sql, params) == 1:
+                if entries:
+                    await db.executemany(_INSERT_AUDIT, entries)
                 return True, snapshot.revision
             # Only for the error message; the decision was made by the statement above.
             rows = await db.execute_fetchall(
@@ -146,7 +150,7 @@ class SQLiteStore:
             )
             return False, next((int(row[0]) for row in rows), None)
 
-        done, actual = await self._run(work)
+        done, actual = await self._run(work, transaction=bool(entries))
         if not done:
             raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
         return saved
@@ -228,9 +232,8 @@ class SQLiteStore:
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append one entry; triggers forbid changing it afterwards."""
-        sql = "INSERT INTO audit (run_id, thread_id, entry) VALUES (?, ?, ?)"
-        params = (entry.run_id, entry.thread_id, entry.model_dump_json())
-        await self._run(lambda db: changes(db, sql, params))
+        params = _audit_params(entry)
+        await self._run(lambda db: changes(db, _INSERT_AUDIT, params))
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -273,7 +276,14 @@ class SQLiteStore:
             )
 
 
-def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
+_INSERT_AUDIT = "INSERT INTO audit (run_id, thread_id, entry) VALUES (?, ?, ?)"
+
+
+def _audit_params(entry: AuditEntry) -> tuple[str, str | None, str]:
+    return (entry.run_id, entry.thread_id, entry.model_dump_json())
+
+
+def _run_params(saved: RunSnapshot, data: str, *, expected: int) -> dict[str, Any]:
     index = run_index(saved)
     return {
         "run_id": saved.run_id,
@@ -286,5 +296,5 @@ def _run_params(saved: RunSnapshot, *, expected: int) -> dict[str, Any]:
         "next_expiry": index.expires_at.timestamp() if index.expires_at else None,
         "in_flight": int(index.in_flight),
         "created_at": saved.created_at.timestamp(),
-        "snapshot": dump_snapshot(saved),
+        "snapshot": data,
     }

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import pytest
 
 from agents import (
     Agent,
     AlreadyDecidedError,
+    AuditEntry,
     MemoryStore,
     RunChangedError,
     RunNotFoundError,
@@ -277,11 +281,13 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
     class Raced(MemoryStore):
         conflicts = 0
 
-        async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+        async def save_run(
+            self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        ) -> RunSnapshot:
             if self.conflicts:
                 self.conflicts -= 1
                 raise StoreConflict(snapshot.run_id, snapshot.revision, None)
-            return await super().save_run(snapshot)
+            return await super().save_run(snapshot, audit)
 
     store = Raced()
 
@@ -304,6 +310,49 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
     snap = await agent.get_run(paused.run_id)
     assert [(p.tool_call_id, p.state) for p in snap.pending] == [("w-1", "pending")]
     events = [e.event for e in await store.list_audit(run_id=paused.run_id)]
-    assert events == ["requested", "approved", "superseded"]
+    assert events == ["requested"]  # the lost claim's entry went with its save
     final = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w-1")
     assert "wipe ok: wiped" in final.text
+
+
+async def test_a_sibling_decided_by_another_process_mid_tool_is_kept_when_the_first_finishes() -> (
+    None
+):
+    """Process A runs x while process B decides and runs y: A's outcome lands on B's."""
+    ran: list[str] = []
+    started, hold = asyncio.Event(), asyncio.Event()
+
+    @tool(require_approval=True)
+    async def restart(service: str) -> str:
+        """Restart a service."""
+        if service == "api":
+            started.set()
+            await hold.wait()
+        ran.append(service)
+        return f"{service} restarted"
+
+    store = MemoryStore()
+
+    def process() -> Agent:
+        model = call_then_answer(
+            ToolCall("restart", {"service": "api"}, id="x"),
+            ToolCall("restart", {"service": "web"}, id="y"),
+        )
+        return Agent(id="ops", model=model, tools=[restart], store=store)
+
+    a, b = process(), process()
+    paused = await a.generate("restart both")
+    first = asyncio.create_task(
+        a.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="x")
+    )
+    await started.wait()
+    second = await b.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="y")
+    assert second.finish_reason == "suspended"  # x is still running in A
+    hold.set()
+    final = await first
+
+    assert final.finish_reason == "stop"
+    assert "api restarted" in final.text
+    assert "web restarted" in final.text
+    assert sorted(ran) == ["api", "web"]
+    assert (await a.get_run(paused.run_id)).status == "finished"

@@ -25,6 +25,7 @@ from agents import (
     tool,
 )
 from agents.models.base import ModelRequest
+from agents.snapshot import dump_snapshot
 
 from .helpers import Counter, after_the_lease, call_then_answer, last_results
 
@@ -384,6 +385,14 @@ async def test_a_call_that_asks_again_after_sibling_decisions_is_announced_once(
     assert requested.count("x") == 3  # approval asked, approved, question asked
 
 
+async def backdate(store: MemoryStore, run_id: str, by: timedelta) -> None:
+    """Make a run look last saved ``by`` earlier (no public API sets ``updated_at``)."""
+    snapshot = await store.load_run(run_id)
+    assert snapshot is not None
+    snapshot.updated_at -= by
+    store._saved[run_id] = dump_snapshot(snapshot)
+
+
 async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashed() -> None:
     store = MemoryStore()
     gate = Gate()
@@ -393,12 +402,13 @@ async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashe
     last = await sup.approve_tool_call(run_id=paused.run_id, tool_call_id="r-web")
     await crash_while(asyncio.create_task(last.result()), gate)
 
-    top = store._runs[paused.run_id]
+    top = await store.load_run(paused.run_id)
+    assert top is not None
     child_id = top.busy_children[0]
-    top.updated_at -= timedelta(hours=1)
+    await backdate(store, paused.run_id, timedelta(hours=1))
     assert await sup.recover_interrupted(now=after_the_lease(), quiet=timedelta(minutes=15)) == []
 
-    store._runs[child_id].updated_at -= timedelta(hours=1)
+    await backdate(store, child_id, timedelta(hours=1))
     found = await sup.recover_interrupted(now=after_the_lease(), quiet=timedelta(minutes=15))
     assert len(found) == 1
 

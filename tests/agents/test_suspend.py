@@ -179,3 +179,19 @@ async def test_a_stored_snapshot_leaves_out_what_holds_its_default() -> None:
     assert "decisions" not in data  # empty: the default
     assert "created_at" in data["pending"][0]  # a time is never a default
     assert load_snapshot(dump_snapshot(snap)) == snap
+
+
+async def test_a_paused_run_stores_the_calls_it_waits_on_once() -> None:
+    store = MemoryStore()
+    output = await weather_agent(store).generate("What's the weather like?")
+    snap = await store.load_run(output.run_id)
+    assert snap is not None
+    assert snap.batch  # waiting on its call, which is also its last turn's call
+    assert snap.tool_calls == snap.batch
+
+    text = dump_snapshot(snap)
+    assert text.count('"tool_name":"weather"') == 2  # the message and the pending call
+    assert load_snapshot(text) == snap
+    # What the runs were before (the calls written out) still loads the same.
+    full = {**json.loads(text), **snap.model_dump(mode="json", include={"batch", "tool_calls"})}
+    assert load_snapshot(json.dumps(full)) == snap

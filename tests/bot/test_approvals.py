@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-from agents import Agent, AgentOptions, MemoryStore, RunSnapshot, StoreConflict, ToolCall, tool
+from agents import (
+    Agent,
+    AgentOptions,
+    AuditEntry,
+    MemoryStore,
+    RunSnapshot,
+    StoreConflict,
+    ToolCall,
+    tool,
+)
 from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
@@ -270,11 +280,13 @@ class RacedStore(MemoryStore):
         super().__init__()
         self.conflicts = 0
 
-    async def save_run(self, snapshot: RunSnapshot) -> RunSnapshot:
+    async def save_run(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+    ) -> RunSnapshot:
         if self.conflicts:
             self.conflicts -= 1
             raise StoreConflict(snapshot.run_id, snapshot.revision, snapshot.revision + 1)
-        return await super().save_run(snapshot)
+        return await super().save_run(snapshot, audit)
 
 
 async def test_a_click_that_loses_a_write_race_is_told_so_and_changes_nothing() -> None:

@@ -291,6 +291,37 @@ async def test_audit_lists_entries_per_run_and_per_thread_oldest_first(store: St
     assert await store.list_audit(run_id="run-z") == []
 
 
+async def test_a_save_puts_its_audit_entries_on_record_with_it(store: Store) -> None:
+    snapshot = paused_run()
+    requested = audit(snapshot.run_id, THREAD, "requested", "U123")
+    saved = await store.save_run(snapshot, [requested])
+    approved = audit(snapshot.run_id, THREAD, "approved", "U777")
+    await store.save_run(decided(saved, "U777"), [approved])
+
+    assert await store.list_audit(run_id=snapshot.run_id) == [requested, approved]
+    assert await store.list_audit(thread_id=THREAD) == [requested, approved]
+    assert await store.list_audit() == [requested, approved]
+
+
+async def test_a_save_that_conflicts_writes_none_of_its_audit_entries(store: Store) -> None:
+    snapshot = paused_run()
+    saved = await store.save_run(snapshot)
+    await store.save_run(decided(saved, "U1"))
+
+    with pytest.raises(StoreConflict):
+        await store.save_run(
+            decided(saved, "U2"), [audit(snapshot.run_id, THREAD, "approved", "U2")]
+        )
+    assert await store.list_audit(run_id=snapshot.run_id) == []
+
+
+async def test_a_save_refuses_audit_entries_of_another_run(store: Store) -> None:
+    snapshot = paused_run()
+    with pytest.raises(ValueError, match="cannot be saved with run"):
+        await store.save_run(snapshot, [audit("run-other", THREAD, "requested", "U1")])
+    assert await store.load_run(snapshot.run_id) is None
+
+
 async def test_audit_without_a_filter_lists_everything(store: Store) -> None:
     entries = [audit("run-a", THREAD, "requested", "U1"), audit("run-b", None, "expired", "U2")]
     for entry in entries:
@@ -378,6 +409,9 @@ async def test_a_short_wait_gives_up_without_shortening_the_lease(
     assert time.monotonic() - started < 0.3  # gave up after its wait, not the lease
     async with durable_store.lock("run:r1", ttl=30, wait=5):  # the lease ran out
         pass
+    # Ended while the store is open: left suspended, the lock's generator would run its
+    # release when collected, on a closed client in a later test (one that reconnects).
+    await crashed.__aexit__(None, None, None)
 
 
 async def test_locks_with_different_names_do_not_exclude_each_other(store: Store) -> None:
