@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,16 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	scripts/ensure-redis
+	scripts/ensure-redis-cluster
 	$(BIN)/python -m bench
 
+# The same approval cycle on LangGraph, LangChain and Pydantic AI, in a venv of its
+# own so the peers never change what the bot runs or is tested with.
+PEERS := .venv-peers
+bench-peers: pyproject.toml
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet -e '.[bench-peers]'
+	$(PEERS)/bin/python -m bench.peers
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache

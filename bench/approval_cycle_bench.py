@@ -4,8 +4,9 @@ Run with ``python -m bench.approval_cycle_bench``. The cycle is what a chat
 approval costs: a scripted model asks for a gated tool, the run pauses and is
 persisted (``generate``), a person approves, the tool runs and the model
 answers (``approve_tool_call_generate``). Store calls are counted by a thin
-proxy around the real store; Redis is the server at ``REDIS_URL`` under a
-private key prefix, deleted afterwards.
+proxy around the real store; Redis is the server at ``REDIS_URL`` and Redis
+Cluster the cluster at ``REDIS_CLUSTER_URL``, each under a private key prefix,
+deleted afterwards.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-
 from agents import Agent, FunctionModel, Message, ModelResponse, Store, ToolCall, open_store, tool
 from agents.models.base import ModelRequest
-from agents.stores import split_prefix
+from agents.stores import redis_client, split_prefix
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_CLUSTER_URL = os.environ.get(
+    "REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/"
+)
+KINDS = ("memory", "sqlite", "redis", "cluster")
 
 
 class CountingStore:
@@ -108,17 +111,17 @@ async def store_for(kind: str) -> AsyncIterator[Store]:
             finally:
                 await store.close()
         return
+    url = REDIS_URL if kind == "redis" else REDIS_CLUSTER_URL
     prefix = f"bench-{uuid.uuid4().hex[:12]}"
-    separator = "&" if "?" in REDIS_URL else "?"
-    store = open_store(f"{REDIS_URL}{separator}prefix={prefix}")
-    client = Redis.from_url(split_prefix(REDIS_URL)[0], decode_responses=True)
+    store = open_store(f"{url}{'&' if '?' in url else '?'}prefix={prefix}")
+    client = redis_client(split_prefix(url)[0])
     try:
         yield store
     finally:
         await store.close()
-        stale = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-        if stale:
-            await client.delete(*stale)
+        # Key by key: a cluster's keys differ in slot (its client scans every primary).
+        async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            await client.delete(key)
         await client.aclose()
 
 
@@ -189,9 +192,8 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--iterations", type=int, default=200)
     args = parser.parse_args(argv)
     print(f"Approval cycle through the runtime, scripted model, {args.iterations} cycles (ms)")
-    kinds = ("memory", "sqlite", "redis")
-    single = [await measure(kind, args.iterations) for kind in kinds]
-    nested = [await measure(kind, args.iterations, supervised=True) for kind in kinds]
+    single = [await measure(kind, args.iterations) for kind in KINDS]
+    nested = [await measure(kind, args.iterations, supervised=True) for kind in KINDS]
     print_table([*single, *nested])
     memory = float(single[0][1])
     print("ratios of the cycle p50, in this run:")
