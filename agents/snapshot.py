@@ -101,6 +101,7 @@ class RunSnapshot(BaseModel):
     run_id: str
     agent_path: list[str]
     root_run_id: str
+    """The top run of the tree; stored JSON leaves it out for a top run (its own id)."""
     parent_run_id: str | None = None
     parent_call_id: str | None = None
     thread_id: str | None = None
@@ -131,15 +132,28 @@ class RunSnapshot(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _expand_last_calls(cls, data: Any) -> Any:
-        """Fill in ``batch`` and ``tool_calls`` that ``dump_snapshot`` wrote as the
-        calls of the last message (what they are while a run waits on its calls)."""
-        if not isinstance(data, dict) or LAST_CALLS not in (
-            data.get("batch"),
-            data.get("tool_calls"),
-        ):
+        """Fill in what ``dump_snapshot`` wrote as the last message's calls: ``batch``
+        and ``tool_calls`` (while a run waits on its calls), and pending calls'
+        ``args`` (when they are the model's, unchanged by validation)."""
+        if not isinstance(data, dict):
+            return data
+        if "root_run_id" not in data and "run_id" in data:
+            data = {**data, "root_run_id": data["run_id"]}
+        pending = data.get("pending") or []
+        bare = any(isinstance(p, dict) and "args" not in p for p in pending)
+        if not bare and LAST_CALLS not in (data.get("batch"), data.get("tool_calls")):
             return data
         calls = _last_calls(data.get("messages") or [])
-        return {k: calls if v == LAST_CALLS else v for k, v in data.items()}
+        data = {k: calls if v == LAST_CALLS else v for k, v in data.items()}
+        if bare:
+            args = {c.get("tool_call_id"): c.get("args") for c in calls}
+            data["pending"] = [
+                {**p, "args": args.get(p.get("tool_call_id"))}
+                if isinstance(p, dict) and "args" not in p
+                else p
+                for p in pending
+            ]
+        return data
 
     @property
     def is_root(self) -> bool:
@@ -249,13 +263,17 @@ def dump_snapshot(snapshot: RunSnapshot) -> str:
     About a third smaller for a paused run (every store keeps one per pause);
     ``load_snapshot`` fills them in again, and the calls a paused run waits on,
     its ``batch`` and ``tool_calls``, point at the last message's instead of
-    repeating them. Parts keep their ``kind``: it is
-    what tells them apart.
+    repeating them, as do its pending calls' arguments where they are the same,
+    and a top run leaves out its ``root_run_id`` (its own id). Parts keep their
+    ``kind``: it is what tells them apart.
     """
     data = _pruned(SNAPSHOT_ADAPTER.dump_python(snapshot, mode="json"), _RUN_DEFAULTS)
-    if "pending" in data:
-        data["pending"] = [_pruned(call, _CALL_DEFAULTS) for call in data["pending"]]
+    if data["root_run_id"] == data["run_id"]:
+        del data["root_run_id"]
     last = _last_calls(data.get("messages") or [])
+    if "pending" in data:
+        asked = {c["tool_call_id"]: c["args"] for c in last}
+        data["pending"] = [_pending_json(call, asked) for call in data["pending"]]
     for name in ("batch", "tool_calls"):
         if last and data.get(name) == last:
             data[name] = LAST_CALLS  # the same calls once, not three times
@@ -264,6 +282,15 @@ def dump_snapshot(snapshot: RunSnapshot) -> str:
 
 LAST_CALLS: Final = "last-message"
 """In stored JSON: ``batch`` or ``tool_calls`` equal to the last message's tool calls."""
+
+
+def _pending_json(call: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """A pending call's stored JSON: defaults left out, and its arguments too when they
+    are exactly those of the last message's call with its id (the model's, validated)."""
+    kept = _pruned(call, _CALL_DEFAULTS)
+    if call["tool_call_id"] in asked and asked[call["tool_call_id"]] == call["args"]:
+        del kept["args"]
+    return kept
 
 
 def _last_calls(messages: list[Any]) -> list[Any]:

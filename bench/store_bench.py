@@ -73,6 +73,7 @@ def typical_snapshot() -> RunSnapshot:
             ),
         ],
         batch=[call],
+        tool_calls=[call],
         pending=[
             PendingCall(
                 tool_call_id=call.tool_call_id,
@@ -82,7 +83,7 @@ def typical_snapshot() -> RunSnapshot:
                 agent_path=["support"],
                 expires_at=now + timedelta(hours=24),
                 requester="U0123ABCD",
-                card={"channel": "C0456EFGH", "ts": "1700000001.000200"},
+                announced=True,
             )
         ],
         steps=1,

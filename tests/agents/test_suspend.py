@@ -191,7 +191,39 @@ async def test_a_paused_run_stores_the_calls_it_waits_on_once() -> None:
 
     text = dump_snapshot(snap)
     assert text.count('"tool_name":"weather"') == 2  # the message and the pending call
+    assert text.count(snap.run_id) == 1  # a top run is its own root
     assert load_snapshot(text) == snap
     # What the runs were before (the calls written out) still loads the same.
     full = {**json.loads(text), **snap.model_dump(mode="json", include={"batch", "tool_calls"})}
     assert load_snapshot(json.dumps(full)) == snap
+
+
+@pytest.mark.parametrize(
+    ("asked", "stored"),
+    [
+        ({"amount": 12.0}, None),  # the model's own arguments: read from its message
+        ({"amount": "12"}, {"amount": 12.0}),  # changed by validation: kept as they run
+    ],
+)
+async def test_a_pending_call_stores_its_arguments_unless_the_model_gave_them_as_they_are(
+    asked: dict[str, object], stored: dict[str, object] | None
+) -> None:
+    @tool(require_approval=True)
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    store = MemoryStore()
+    agent = Agent(
+        id="pay",
+        model=call_then_answer(ToolCall("pay", asked, id="p-1")),
+        tools=[pay],
+        store=store,
+    )
+    paused = await agent.generate("pay 12")
+    snap = await store.load_run(paused.run_id)
+    assert snap is not None
+    assert snap.pending[0].args == {"amount": 12.0}  # what the approver sees and what runs
+    text = dump_snapshot(snap)
+    assert json.loads(text)["pending"][0].get("args") == stored
+    assert load_snapshot(text) == snap
