@@ -86,8 +86,9 @@ def shard_of(name: str, count: int) -> int:
 
 
 @dataclass(frozen=True)
-class RedisKeys:
-    """Key names under one prefix.
+class ShardedKeys:
+    """Key names under one prefix, in shard groups on a cluster (the store's and
+    the chat state's keys share the groups and their tags).
 
     Attributes:
         prefix: The deployment's prefix.
@@ -103,8 +104,13 @@ class RedisKeys:
 
     @property
     def groups(self) -> range:
-        """Every shard group, to read a deployment-wide index from each."""
+        """Every shard group (one without groups), to read a deployment-wide key from each."""
         return range(max(1, self.shards))
+
+
+@dataclass(frozen=True)
+class RedisKeys(ShardedKeys):
+    """The store's key names."""
 
     def shard(self, run_id: str) -> int:
         """The shard group a run's keys are in."""

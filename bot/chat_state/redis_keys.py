@@ -13,9 +13,9 @@ its dedupe keys and the thread's marks carry that group's tag.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from agents.stores.redis_keys import shard_of, shard_tags
+from agents.stores.redis_keys import ShardedKeys, shard_of
 
 # Dedupe claim per platform delivery; its TTL is the caller's (the platform's
 # retry horizon), so no constant here.
@@ -47,25 +47,8 @@ MIN_TTL_MS = 1
 
 
 @dataclass(frozen=True)
-class ChatKeys:
-    """Key names under one prefix.
-
-    Attributes:
-        prefix: The deployment's prefix.
-        shards: Shard groups: 0 on one primary, the store's count on a cluster.
-    """
-
-    prefix: str
-    shards: int = 0
-    _tags: tuple[str, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_tags", shard_tags(self.shards) if self.shards else ())
-
-    @property
-    def groups(self) -> range:
-        """Every shard group: an inbox stream each."""
-        return range(max(1, self.shards))
+class ChatKeys(ShardedKeys):
+    """The chat state's key names (an inbox stream per shard group)."""
 
     def shard(self, thread_id: str) -> int:
         """The shard group of a thread's deliveries and marks."""
