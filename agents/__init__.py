@@ -35,7 +35,7 @@ from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
 from .spec import AgentOptions, AgentSpec
 from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store
 from .stream import AgentStream
-from .tools import Tool, ToolContext, tool
+from .tools import Tool, ToolContext, ToolSource, tool
 from .usage import Usage
 
 __all__ = [
@@ -89,6 +89,7 @@ __all__ = [
     "ToolErrorChunk",
     "ToolResultChunk",
     "ToolResultPart",
+    "ToolSource",
     "Usage",
     "open_store",
     "tool",

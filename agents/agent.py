@@ -19,7 +19,7 @@ from .spec import AgentOptions, AgentSpec, tools_by_name
 from .stores.base import Store
 from .stores.memory import MemoryStore
 from .stream import AgentStream
-from .tools import Tool
+from .tools import LiveTools, Tool, ToolSource
 
 Input = str | Message | Sequence[str | Message]
 
@@ -69,13 +69,15 @@ class Agent:
     description: str = ""
     instructions: str = ""
     tools: Sequence[Tool] | Mapping[str, Tool] = ()
+    tool_sources: Sequence[ToolSource] = ()
+    """Where more tools come from while the agent runs (MCP servers: ``McpTools``)."""
     agents: Mapping[str, Agent] = field(default_factory=dict)
     store: Store | None = None
     default_options: AgentOptions = field(default_factory=AgentOptions)
 
     def __post_init__(self) -> None:
         descriptions = {key: sub.description for key, sub in self.agents.items()}
-        self._tools = tools_by_name(self.id, self.tools, descriptions)
+        self._tools = LiveTools(tools_by_name(self.id, self.tools, descriptions), self.tool_sources)
         self.name = self.name or self.id
         self._engine: Engine | None = None
 
@@ -104,7 +106,7 @@ class Agent:
             id=self.id,
             instructions=self.instructions,
             model=self.model,
-            tools=dict(self._tools),
+            tools=self._tools,
             agents={key: sub.spec() for key, sub in self.agents.items()},
             options=self.default_options,
         )

@@ -2,7 +2,8 @@
 
 ``Agent`` is the facade people build and call; when it first runs it freezes
 into an ``AgentSpec`` (its sub-agents too), which the run loop and the
-decisions read. Nothing in a spec changes while runs use it.
+decisions read. Nothing in a spec changes while runs use it, except the tools
+of its sources (an MCP server's list follows the server).
 """
 
 from __future__ import annotations

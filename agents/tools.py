@@ -6,10 +6,10 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NoReturn, get_type_hints, overload
+from typing import Any, NoReturn, Protocol, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -72,6 +72,54 @@ class ToolContext:
         raise ToolSuspended(payload)
 
 
+@runtime_checkable
+class ToolSource(Protocol):
+    """Tools that come and go while an agent runs (an MCP server's: ``McpTools``).
+
+    ``tools()`` is read at every model turn and every call, so a tool listed
+    later is offered at once and one withdrawn is no longer called.
+    """
+
+    name: str
+
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools offered now, by the name the model knows."""
+        ...
+
+
+class LiveTools(Mapping[str, "Tool"]):
+    """An agent's own tools, then those its sources offer now (an own tool wins a name)."""
+
+    def __init__(self, own: Mapping[str, Tool], sources: Sequence[ToolSource] = ()) -> None:
+        self._own = dict(own)
+        self._sources = tuple(sources)
+
+    @property
+    def sources(self) -> tuple[ToolSource, ...]:
+        return self._sources
+
+    def __getitem__(self, name: str) -> Tool:
+        if name in self._own:
+            return self._own[name]
+        for source in self._sources:
+            found = source.tools().get(name)
+            if found is not None:
+                return found
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        seen = set(self._own)
+        yield from self._own
+        for source in self._sources:
+            for name in source.tools():
+                if name not in seen:
+                    seen.add(name)
+                    yield name
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @functools.lru_cache(maxsize=4096)
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema of a tool's input model, built once per model (shared: read only).
@@ -102,6 +150,9 @@ class Tool:
     unpack_args: bool = True
     delegate_to: str | None = None
     """Set on the ``agent-<key>`` tools of a supervisor: the sub-agent's key."""
+    schema: dict[str, Any] | None = None
+    """The input's JSON schema as offered to the model, when it is not ``input_model``'s
+    own (an MCP tool's, from its server; its ``input_model`` checks against it)."""
 
     @classmethod
     def from_function(
@@ -154,7 +205,7 @@ class Tool:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            input_schema=input_schema(self.input_model),
+            input_schema=self.schema if self.schema is not None else input_schema(self.input_model),
         )
 
     def validate_args(self, args: dict[str, Any]) -> BaseModel:

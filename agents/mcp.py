@@ -1,0 +1,425 @@
+"""Tools of MCP servers, under the same approval rules as an agent's own tools.
+
+``McpServer`` says how to reach one server (streamable HTTP or a stdio
+command) and how its tools are gated; ``McpTools`` keeps a live connection to
+it and offers its tools as ``Tool`` objects named ``<server>__<tool>``, which
+an ``Agent`` takes as one of its ``tool_sources``. Everything on the wire is the
+official ``mcp`` SDK's (``mcp.Client``: the current protocol revision, falling
+back to the previous one for older servers).
+
+Approval: with ``require_approval="hints"`` (the default) a tool runs without a
+person only when its annotations say ``readOnlyHint: true``; anything else,
+missing annotations included, needs approval (MCP's ``destructiveHint``
+defaults to true: this fails closed). ``idempotentHint: true`` makes a decided
+call that a crash interrupted safe to retry; nothing else is ever run twice.
+
+Arguments are validated against the tool's input schema (JSON Schema, with
+``jsonschema``) before a card is shown: invalid ones go back to the model as
+an error. Every failure (server down, an error result, a timeout) becomes a
+tool error the model sees; the connection is re-made in the background, with
+backoff, and the tool list follows the server's ``tools/list_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import httpx2
+import mcp.types as mt
+from jsonschema import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, create_model, model_validator
+
+from .tools import Tool
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+"""Between a server's name and its tool's: ``tickets__delete_ticket``."""
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What a tool's full name must match (Anthropic's tool-name pattern)."""
+SERVER_NAME = re.compile(r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$")
+"""A server's name: no ``__`` inside, so a full tool name splits one way."""
+
+ApprovalMode = Literal["always", "never", "hints"]
+McpState = Literal["connecting", "connected", "down", "closed"]
+
+RETRY_FIRST = 0.5
+RETRY_MAX = 30.0
+"""Seconds between reconnection attempts: doubling from the first to the last."""
+
+
+class McpError(Exception):
+    """An MCP call that did not give a result; the message is for the model and the thread."""
+
+
+class McpUnavailable(Exception):
+    """A server that could not be reached (or listed) when it had to be."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpServer:
+    """How to reach one MCP server, and how its tools are gated.
+
+    Exactly one of ``url`` (streamable HTTP, with ``headers``) and ``command``
+    (a process speaking stdio, with ``args``, ``env`` and ``cwd``) is given.
+    ``env`` is added to a minimal environment (``PATH``, ``HOME``...), not to
+    the bot's own: a server gets no secret it is not given.
+    """
+
+    name: str
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    command: str | None = None
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    require_approval: ApprovalMode = "hints"
+    tool_approval: Mapping[str, bool] = field(default_factory=dict)
+    """Per-tool overrides (by the server's tool name): ``True`` always asks, ``False`` never."""
+    timeout: float = 60.0
+    """Seconds a call may take before it fails as timed out."""
+
+    def __post_init__(self) -> None:
+        if not SERVER_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"MCP server name {self.name!r}: letters, digits, '-' and single '_' only"
+            )
+        if (self.url is None) == (self.command is None):
+            raise ValueError(f"MCP server {self.name!r}: give exactly one of url and command")
+        if self.timeout <= 0:
+            raise ValueError(f"MCP server {self.name!r}: timeout must be positive")
+
+    @property
+    def where(self) -> str:
+        """The URL or the command, for logs and health (never the headers or env)."""
+        return self.url or " ".join([self.command or "", *self.args]).strip()
+
+    def needs_approval(self, tool: mt.Tool) -> bool:
+        """Whether a call of this tool waits for a person (fails closed on missing hints)."""
+        override = self.tool_approval.get(tool.name)
+        if override is not None:
+            return override
+        if self.require_approval != "hints":
+            return self.require_approval == "always"
+        hints = tool.annotations
+        return not (hints is not None and hints.read_only_hint is True)
+
+
+class McpArguments(BaseModel):
+    """A call's arguments, checked against the tool's JSON schema (one subclass per tool)."""
+
+    model_config = ConfigDict(extra="allow")
+    schema_check: ClassVar[Validator | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("the arguments must be a JSON object")
+        if cls.schema_check is not None:
+            problems = [
+                f"{'/'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}"
+                for e in sorted(cls.schema_check.iter_errors(data), key=lambda e: e.path)
+            ]
+            if problems:
+                raise ValueError("; ".join(problems))
+        return data
+
+
+@dataclass
+class McpStats:
+    """What the calls of one server did (``/metrics`` reads it)."""
+
+    calls: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+
+class McpTools:
+    """A live connection to one MCP server, offering its tools (a ``ToolSource``).
+
+    ``start`` connects (and lists the tools) or raises ``McpUnavailable``;
+    afterwards a lost connection is re-made in the background with backoff,
+    while the tools last listed stay offered and their calls fail with a clear
+    error. One task owns the connection from open to close (the SDK's contexts
+    must be left in the task that entered them); calls run from any task.
+    """
+
+    def __init__(self, server: McpServer, *, retry: tuple[float, float] = (RETRY_FIRST, RETRY_MAX)):
+        self.server = server
+        self.name = server.name
+        self.state: McpState = "connecting"
+        self.error: str | None = None
+        """Why the server is not connected, when it is not."""
+        self.stats = McpStats()
+        self._retry = retry
+        self._tools: dict[str, Tool] = {}
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._broken = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._tried = asyncio.Event()
+
+    def tools(self) -> Mapping[str, Tool]:
+        """The server's tools as last listed, by full name (``<server>__<tool>``)."""
+        return self._tools
+
+    def tool_names(self) -> list[str]:
+        """The server's own names of the tools it offers."""
+        return [name.removeprefix(self.name + SEPARATOR) for name in self._tools]
+
+    async def start(self, *, wait: float = 10.0) -> None:
+        """Connect and list the tools, waiting at most ``wait`` seconds.
+
+        Raises:
+            McpUnavailable: The first attempt failed or took too long (the
+                connection keeps being retried in the background until
+                ``aclose``).
+        """
+        if self._owner is None:
+            self._owner = asyncio.create_task(self._own(), name=f"mcp:{self.name}")
+        try:
+            await asyncio.wait_for(self._tried.wait(), wait)
+        except TimeoutError:
+            self.error = self.error or f"no answer within {wait:g} s"
+        if self.state != "connected":
+            raise McpUnavailable(f"MCP server {self.name} ({self.server.where}): {self.error}")
+
+    async def aclose(self) -> None:
+        """Close the connection (a stdio server's process ends with it)."""
+        self._stop.set()
+        if self._owner is not None:
+            await asyncio.gather(self._owner, return_exceptions=True)
+        self.state = "closed"
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call one of the server's tools; its result as text.
+
+        Raises:
+            McpError: The server is not connected, the call timed out or failed,
+                or the tool answered with an error (its text is the message).
+        """
+        client = self._client
+        if client is None:
+            raise McpError(
+                f"the MCP server {self.name} is not connected ({self.error or 'connecting'})"
+            )
+        started = time.monotonic()
+        self.stats.calls += 1
+        try:
+            try:
+                result = await client.call_tool(
+                    tool, arguments, read_timeout_seconds=self.server.timeout
+                )
+            except MCPError as exc:
+                if exc.code == mt.REQUEST_TIMEOUT:
+                    raise McpError(
+                        f"{self.name}: {tool} did not answer within {self.server.timeout:g} s"
+                    ) from exc
+                if exc.code == mt.CONNECTION_CLOSED:
+                    self._broken.set()
+                    raise McpError(f"{self.name}: the connection was lost during {tool}") from exc
+                raise McpError(f"{self.name}: {tool} failed: {exc.message}") from exc
+            except Exception as exc:
+                self._broken.set()
+                raise McpError(f"{self.name}: {tool} failed: {_reason(exc)}") from exc
+            text = result_text(result)
+            if result.is_error:
+                raise McpError(text or f"{self.name}: {tool} failed")
+            return text
+        except McpError:
+            self.stats.errors += 1
+            raise
+        finally:
+            self.stats.seconds += time.monotonic() - started
+
+    # -- the owner task ------------------------------------------------------
+
+    async def _own(self) -> None:
+        delay, longest = self._retry
+        while not self._stop.is_set():
+            try:
+                await self._connected()
+                delay = self._retry[0]
+            except Exception as exc:
+                self.error = _reason(exc)
+                log.warning("MCP server %s (%s): %s", self.name, self.server.where, self.error)
+            self._client = None
+            self.state = "down"
+            self._tried.set()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+            delay = min(delay * 2, longest)
+
+    async def _connected(self) -> None:
+        """One connection, from open to close: list, then follow changes until it breaks."""
+        async with self._connect() as client:
+            self._broken.clear()
+            await self._refresh(client)
+            self._client, self.state, self.error = client, "connected", None
+            self._tried.set()
+            log.info("MCP server %s connected: %d tools", self.name, len(self._tools))
+            async with self._listening(client):
+                while not self._stop.is_set():
+                    await _first(self._stop, self._broken, self._changed)
+                    if self._broken.is_set():
+                        raise McpUnavailable("the connection broke")
+                    if self._changed.is_set():
+                        self._changed.clear()
+                        await self._refresh(client)
+                        log.info("MCP server %s: %d tools now", self.name, len(self._tools))
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Client]:
+        async with AsyncExitStack() as stack:
+            server = self.server
+            if server.url is not None:
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=dict(server.headers), timeout=httpx2.Timeout(30))
+                )
+                transport: Any = streamable_http_client(server.url, http_client=http)
+            else:
+                assert server.command is not None
+                params = StdioServerParameters(
+                    command=server.command,
+                    args=list(server.args),
+                    env=dict(server.env),
+                    cwd=server.cwd,
+                )
+                transport = stdio_client(params, errlog=sys.stderr)
+            client = await stack.enter_async_context(
+                Client(transport, message_handler=self._on_message, cache=None)
+            )
+            yield client
+
+    @asynccontextmanager
+    async def _listening(self, client: Client) -> AsyncIterator[None]:
+        """Ask for ``tools/list_changed`` where the revision needs asking (2026-07-28)."""
+        if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            yield  # notifications come unasked, to ``_on_message``
+            return
+        async with client.listen(tools_list_changed=True) as events:
+
+            async def follow() -> None:
+                async for _ in events:
+                    self._changed.set()
+
+            task = asyncio.create_task(follow(), name=f"mcp:{self.name}:listen")
+            try:
+                yield
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._changed.set()
+        elif isinstance(message, Exception):
+            log.warning("MCP server %s: %s", self.name, _reason(message))
+            self._broken.set()
+
+    async def _refresh(self, client: Client) -> None:
+        listed: list[mt.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            listed += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        tools: dict[str, Tool] = {}
+        for tool in listed:
+            built = self._tool(tool)
+            if built is not None:
+                tools[built.name] = built
+        self._tools = tools
+
+    def _tool(self, tool: mt.Tool) -> Tool | None:
+        """The runtime's view of one server tool, or ``None`` (logged) when it cannot be one."""
+        name = f"{self.name}{SEPARATOR}{tool.name}"
+        if not TOOL_NAME.fullmatch(name):
+            log.warning(
+                "MCP server %s: tool %r skipped: %r is not a valid name", self.name, tool.name, name
+            )
+            return None
+        schema = dict(tool.input_schema)
+        try:
+            check = validator_for(schema)
+            check.check_schema(schema)
+        except SchemaError as exc:
+            log.warning(
+                "MCP server %s: tool %r skipped: bad input schema (%s)",
+                self.name,
+                tool.name,
+                exc.message,
+            )
+            return None
+        model = create_model(f"{name}_arguments", __base__=McpArguments)
+        model.schema_check = check(schema)
+        remote = tool.name
+
+        async def run(args: BaseModel) -> str:
+            return await self.call(remote, args.model_dump(mode="json"))
+
+        hints = tool.annotations
+        return Tool(
+            name=name,
+            description=tool.description or tool.title or f"{tool.name} (MCP server {self.name})",
+            fn=run,
+            input_model=model,
+            schema=schema,
+            require_approval=self.server.needs_approval(tool),
+            idempotent=hints is not None and hints.idempotent_hint is True,
+            unpack_args=False,
+        )
+
+
+def result_text(result: mt.CallToolResult) -> str:
+    """A tool result as text for the model: its text blocks, else its structured content."""
+    texts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mt.TextContent):
+            texts.append(block.text)
+        else:
+            texts.append(f"[{block.type} content]")
+    if texts:
+        return "\n".join(texts)
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return ""
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for an exception, unwrapping the exception groups anyio raises."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_reason(e) for e in exc.exceptions)
+    return str(exc) or type(exc).__name__
