@@ -44,6 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, create_model, model_validator
 
+from .agent import Agent
 from .tools import Tool
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What a tool's full name must match (Anthropic's tool-name pattern)."""
 SERVER_NAME = re.compile(r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$")
 """A server's name: no ``__`` inside, so a full tool name splits one way."""
+
+PYTHON = ("python", "python3")
+"""A stdio command that means the bot's own interpreter (its virtualenv and packages)."""
 
 ApprovalMode = Literal["always", "never", "hints"]
 McpState = Literal["connecting", "connected", "down", "closed"]
@@ -78,7 +82,8 @@ class McpServer:
     Exactly one of ``url`` (streamable HTTP, with ``headers``) and ``command``
     (a process speaking stdio, with ``args``, ``env`` and ``cwd``) is given.
     ``env`` is added to a minimal environment (``PATH``, ``HOME``...), not to
-    the bot's own: a server gets no secret it is not given.
+    the bot's own: a server gets no secret it is not given. The command
+    ``python`` (or ``python3``) is the bot's own interpreter.
     """
 
     name: str
@@ -297,12 +302,13 @@ class McpTools:
             else:
                 assert server.command is not None
                 params = StdioServerParameters(
-                    command=server.command,
+                    command=sys.executable if server.command in PYTHON else server.command,
                     args=list(server.args),
                     env=dict(server.env),
                     cwd=server.cwd,
                 )
-                transport = stdio_client(params, errlog=sys.stderr)
+                # The real stderr (a replaced sys.stderr may have no file behind it).
+                transport = stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
             client = await stack.enter_async_context(
                 Client(transport, message_handler=self._on_message, cache=None)
             )
@@ -423,3 +429,14 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_reason(e) for e in exc.exceptions)
     return str(exc) or type(exc).__name__
+
+
+def mcp_servers(agent: Agent) -> list[McpTools]:
+    """The MCP connections of an agent tree, each once, top-down."""
+    found: list[McpTools] = []
+    todo = [agent]
+    while todo:
+        current = todo.pop(0)
+        found += [s for s in current.tool_sources if isinstance(s, McpTools) and s not in found]
+        todo += current.agents.values()
+    return found

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from agents import Agent, Model, Store, open_store
 
+from .config import BotConfig, ConfigError, load_config
 from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
 from .server import Adapter, build_app
@@ -288,14 +289,20 @@ async def run(command: str, settings: Settings) -> None:
     """
     policy, model = _policy_and_model(settings)
     store = open_store(settings.store_url)
+    config: BotConfig | None = None
     try:
         await _check_store(store)
-        agent = await load_agent(settings.bot_agent, model, store)
+        if settings.bot_config is not None:
+            config = await load_config(settings.bot_config, model, store)
+            agent, described = config.agent, f"{config.agent.id} ({config.source})"
+        else:
+            agent = await load_agent(settings.bot_agent, model, store)
+            described = agent.id
         bot = ChatBot(agent, policy=policy, lease=settings.bot_lease, workers=settings.bot_workers)
-        log.info("agent %s, model %s, store %s", agent.id, model.name, _redact(store.url))
+        log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:
             if command == "check":
-                await check(settings, bot, agent=agent.id, model=model.name, store=store.url)
+                await check(settings, bot, agent=described, model=model.name, store=store.url)
             elif command == "console":
                 await console(settings, bot)
             else:
@@ -303,6 +310,8 @@ async def run(command: str, settings: Settings) -> None:
         finally:
             await bot.aclose()
     finally:
+        if config is not None:
+            await config.aclose()
         await store.close()
         closer = getattr(model, "aclose", None)
         if closer is not None:
@@ -364,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         asyncio.run(run(args.command, settings))
-    except (SettingsError, PolicyError, StartupError) as exc:
+    except (SettingsError, PolicyError, ConfigError, StartupError) as exc:
         for line in exc.lines:
             print(f"approval-bot: {line}", file=sys.stderr)
         return 2

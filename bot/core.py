@@ -33,6 +33,7 @@ from agents import (
     StoreConflict,
     ToolCallNotPendingError,
 )
+from agents.mcp import mcp_servers
 
 from . import messages
 from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
@@ -102,6 +103,7 @@ class ChatBot:
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
+        self.metrics.watch_mcp(mcp_servers(agent))
         self._threads = KeyedLocks()
         self.presenter = Presenter(
             agent_id=agent.id,

@@ -6,7 +6,7 @@ benchmarks) count apart; ``GET /metrics`` renders it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from prometheus_client import (
@@ -17,6 +17,10 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agents.mcp import McpTools
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The text format every Prometheus scraper reads."""
@@ -62,6 +66,11 @@ class Metrics:
         )
         self.background_tasks.set_function(background_tasks)
 
+    def watch_mcp(self, servers: Sequence[McpTools]) -> None:
+        """Expose each MCP server's calls, errors and seconds spent, read at every scrape."""
+        if servers:
+            self.registry.register(_McpCollector(tuple(servers)))
+
     def decided(self, outcome: DecisionOutcome) -> None:
         """Count one click or expiry outcome."""
         self.decisions.labels(outcome).inc()
@@ -73,3 +82,32 @@ class Metrics:
     def render(self) -> bytes:
         """All metrics in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+class _McpCollector(Collector):
+    """Per-server counters of MCP tool calls, from ``McpTools.stats``."""
+
+    def __init__(self, servers: tuple[McpTools, ...]) -> None:
+        self._servers = servers
+
+    def collect(self) -> Iterator[Metric]:
+        calls = CounterMetricFamily(
+            "approval_bot_mcp_calls", "MCP tool calls, per server.", labels=["server"]
+        )
+        errors = CounterMetricFamily(
+            "approval_bot_mcp_errors",
+            "MCP tool calls that failed (error result, timeout, connection), per server.",
+            labels=["server"],
+        )
+        seconds = CounterMetricFamily(
+            "approval_bot_mcp_call_seconds", "Seconds spent in MCP tool calls.", labels=["server"]
+        )
+        connected = GaugeMetricFamily(
+            "approval_bot_mcp_connected", "1 while the MCP server is connected.", labels=["server"]
+        )
+        for server in self._servers:
+            calls.add_metric([server.name], server.stats.calls)
+            errors.add_metric([server.name], server.stats.errors)
+            seconds.add_metric([server.name], server.stats.seconds)
+            connected.add_metric([server.name], 1.0 if server.state == "connected" else 0.0)
+        yield from (calls, errors, seconds, connected)

@@ -14,6 +14,8 @@ from typing import Protocol
 
 from aiohttp import web
 
+from agents.mcp import mcp_servers
+
 from .core import ChatBot
 from .metrics import CONTENT_TYPE
 from .settings import Settings
@@ -103,14 +105,24 @@ def build_app(
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """200 when the store answers, 503 otherwise."""
+    """200 when the store answers, 503 otherwise; each MCP server's state besides.
+
+    An MCP server that is down does not fail the check: the bot still serves
+    everything else, and that server's calls say it is down.
+    """
     bot = request.app[BOT_KEY]
     try:
         ok = bool(await asyncio.wait_for(bot.store.ping(), HEALTH_TIMEOUT))
     except Exception:
         log.warning("health check: the store did not answer", exc_info=True)
         ok = False
-    return web.json_response({"ok": ok, "store": ok}, status=200 if ok else 503)
+    body: dict[str, object] = {"ok": ok, "store": ok}
+    servers = mcp_servers(bot.agent)
+    if servers:
+        body["mcp"] = {
+            s.name: {"state": s.state, "tools": len(s.tools()), "error": s.error} for s in servers
+        }
+    return web.json_response(body, status=200 if ok else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:

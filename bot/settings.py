@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     anthropic_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     bot_model: str | None = None
     bot_agent: str = DEFAULT_AGENT
+    bot_config: Path | None = None
+    """A TOML file declaring the agents, their tools and MCP servers (``bot/config.py``);
+    replaces ``bot_agent`` when set."""
 
     store_url: str = DEFAULT_STORE_URL
     approval_policy: Path | None = None

@@ -108,6 +108,30 @@ _INTENTS: tuple[_Intent, ...] = (
         attempt="refund order {order_id}",
         convert=_refund_args,
     ),
+    # The MCP ticket desk of examples/bot.toml: its tools are <server>__<tool>.
+    _Intent(
+        tool="tickets__list_tickets",
+        pattern=re.compile(r"\b(?:list|show)\s+(?:all\s+|the\s+)?tickets\b", re.IGNORECASE),
+        topics=("ticket", "tickets"),
+        done="The tickets",
+        attempt="list the tickets",
+    ),
+    _Intent(
+        tool="tickets__show_ticket",
+        pattern=re.compile(
+            r"\b(?:show|get|look\s*up)\s+ticket\s+" + _ID.format("ticket_id"), re.IGNORECASE
+        ),
+        topics=("ticket", "tickets"),
+        done="Ticket {ticket_id}",
+        attempt="show ticket {ticket_id}",
+    ),
+    _Intent(
+        tool="tickets__close_ticket",
+        pattern=re.compile(r"\bclose\s+ticket\s+" + _ID.format("ticket_id"), re.IGNORECASE),
+        topics=("ticket", "tickets"),
+        done="Ticket {ticket_id}",
+        attempt="close ticket {ticket_id}",
+    ),
 )
 
 DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
@@ -116,6 +140,8 @@ DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
     ("deploy api 1.4.2 to staging", "deploy a version (production asks for approval)"),
     ("deploy web to staging", "deploy; you are asked which version (reply in the thread)"),
     ("refund order A-1001 50", "refund part of an order (over 100 asks for approval)"),
+    ("show ticket T-100", "an MCP server's read-only tool (with BOT_CONFIG=examples/bot.toml)"),
+    ("close ticket T-101", "an MCP tool that changes data (asks for approval)"),
     ("help", "show this list"),
 )
 """Example requests the demo model understands, each with what it does.

@@ -41,6 +41,12 @@ def over_limit(args: Any) -> bool:
     return float(args.amount) > REFUND_APPROVAL_LIMIT
 
 
+def tools() -> list[Tool]:
+    """The billing tools on the default database (``OPS_DB_PATH``, else ``data/ops.db``):
+    what ``examples/bot.toml`` names as ``examples.ops.billing:tools``."""
+    return billing_tools(OpsDatabase.open())
+
+
 def billing_tools(db: OpsDatabase) -> list[Tool]:
     """The billing tools, bound to one database."""
 

@@ -108,6 +108,12 @@ def needs_approval(args: Any) -> bool:
     return outside_staging(args) and args.version is not None
 
 
+def tools() -> list[Tool]:
+    """The deploy tools on the default database (``OPS_DB_PATH``, else ``data/ops.db``):
+    what ``examples/bot.toml`` names as ``examples.ops.deploy:tools``."""
+    return deploy_tools(OpsDatabase.open())
+
+
 def deploy_tools(db: OpsDatabase) -> list[Tool]:
     """The deploy tools, bound to one database."""
 

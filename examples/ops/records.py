@@ -33,6 +33,12 @@ You manage users and their records in the ops database.
 """
 
 
+def tools() -> list[Tool]:
+    """The records tools on the default database (``OPS_DB_PATH``, else ``data/ops.db``):
+    what ``examples/bot.toml`` names as ``examples.ops.records:tools``."""
+    return records_tools(OpsDatabase.open())
+
+
 def records_tools(db: OpsDatabase) -> list[Tool]:
     """The records tools, bound to one database."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,10 @@ import pytest
 
 from agents import Agent, MemoryStore
 from agents.models.demo import DemoModel
+from bot.config import load_config
 from examples.ops import build_agent
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "bot.toml"
 
 
 @pytest.fixture
@@ -30,6 +34,20 @@ def store() -> MemoryStore:
 def ops(db_path: Path, store: MemoryStore) -> Agent:
     """The ops supervisor driven by the demo model."""
     return build_agent(DemoModel(), store, db_path=db_path)
+
+
+@pytest.fixture
+async def ops_from_config(
+    db_path: Path, store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Agent]:
+    """The same tree from ``examples/bot.toml``, with its MCP ticket desk (a real server)."""
+    monkeypatch.setenv("OPS_DB_PATH", str(db_path))
+    monkeypatch.setenv("TICKETS_DB", str(tmp_path / "tickets.json"))
+    loaded = await load_config(EXAMPLE_CONFIG, DemoModel(), store)
+    try:
+        yield loaded.agent
+    finally:
+        await loaded.aclose()
 
 
 def rows(db_path: Path, sql: str, *params: Any) -> list[dict[str, Any]]:

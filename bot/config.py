@@ -1,0 +1,363 @@
+"""``BOT_CONFIG``: the agent tree, Python tools and MCP servers, from one TOML file.
+
+```toml
+[bot]
+root = "ops"                        # the agent the chat talks to
+
+[agents.ops]
+description = "Ops team assistant"
+instructions = "You help the ops team..."
+agents = ["deploy", "tickets"]      # sub-agents, any depth
+auto_resume = true                  # a reply in the thread answers a tool's question
+
+[agents.deploy]
+tools = ["examples.ops.deploy:tools"]   # Python tools by import path
+
+[agents.tickets]
+mcp = ["tickets"]                   # every tool of these MCP servers
+
+[mcp.tickets]
+url = "http://127.0.0.1:8931/mcp"   # streamable HTTP; or command = "...", args = [...], env = {...}
+headers = { Authorization = "Bearer ${TICKETS_TOKEN}" }   # ${VAR} (or ${VAR:-default})
+require_approval = "hints"          # "always" | "never" | "hints" (default)
+
+[mcp.tickets.tools.delete_ticket]
+require_approval = true             # per-tool override
+```
+
+Everything is checked before the bot starts, and every problem is one line
+(``ConfigError.lines``): unknown fields, agents or servers named but not
+declared, declared but unused, a cycle, a tool path that does not import, an
+unset ``${VAR}``, a server that cannot be reached, an override of a tool the
+server does not have. A tool path names a ``Tool``, a list of them, or a
+function taking no arguments that returns either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agents import Agent, AgentOptions, Model, Store, Tool
+from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
+
+MCP_START_WAIT = 20.0
+"""Seconds each MCP server has to answer at start."""
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${VAR}``, or ``${VAR:-default}`` for a value used when ``VAR`` is unset."""
+
+
+class ConfigError(Exception):
+    """The config file is missing, not TOML, or describes something that cannot run."""
+
+    def __init__(self, path: str, problems: list[tuple[str | None, str]]) -> None:
+        self.path = path
+        self.problems = problems
+        self.lines = [
+            f"config {path}: " + (f"{field}: {message}" if field else message)
+            for field, message in problems
+        ]
+        """One readable line per problem."""
+        super().__init__("; ".join(self.lines))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BotSection(_Section):
+    root: str
+
+
+class AgentSection(_Section):
+    name: str = ""
+    description: str = ""
+    instructions: str = ""
+    agents: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    mcp: list[str] = Field(default_factory=list)
+    auto_resume: bool = False
+    """A reply in the thread answers a tool's question (``auto_resume_suspended_tools``)."""
+    require_approval: bool = False
+    """Every tool call of this agent waits for a person, whatever the tool says."""
+    max_steps: int = Field(default=10, ge=1, le=100)
+
+
+class ToolOverride(_Section):
+    require_approval: bool
+
+
+class McpSection(_Section):
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    require_approval: Literal["always", "never", "hints"] = "hints"
+    timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+
+
+class ConfigFile(_Section):
+    bot: BotSection
+    agents: dict[str, AgentSection]
+    mcp: dict[str, McpSection] = Field(default_factory=dict)
+
+
+@dataclass
+class BotConfig:
+    """What a config file built: the root agent, and the MCP connections it uses
+    (started; ``aclose`` ends them)."""
+
+    agent: Agent
+    servers: list[McpTools]
+    source: str
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(server.aclose() for server in self.servers))
+
+
+def read_config(path: str | Path, env: Mapping[str, str] | None = None) -> ConfigFile:
+    """Parse and check a config file, without importing or connecting anything.
+
+    Raises:
+        ConfigError: Every problem found, one per line.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(source, [(None, f"cannot read it ({exc.strerror})")]) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [(None, f"not valid TOML: {exc}")]) from exc
+    try:
+        config = ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, _validation_problems(exc)) from exc
+    problems = _tree_problems(config)
+    config, unset = _with_environment(config, os.environ if env is None else env)
+    problems += unset
+    if problems:
+        raise ConfigError(source, problems)
+    return config
+
+
+async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig:
+    """Read the file, import its tools, connect its MCP servers and build the agents.
+
+    Raises:
+        ConfigError: Every problem found, one per line; nothing is left running.
+    """
+    source = str(path)
+    config = read_config(path)
+    problems: list[tuple[str | None, str]] = []
+    python_tools: dict[str, list[Tool]] = {}
+    for key, section in config.agents.items():
+        found: list[Tool] = []
+        for index, ref in enumerate(section.tools):
+            try:
+                found += import_tools(ref)
+            except ValueError as exc:
+                problems.append((f"agents.{key}.tools[{index}]", str(exc)))
+        python_tools[key] = found
+    servers = {name: McpTools(_server(name, section)) for name, section in config.mcp.items()}
+    if problems:
+        raise ConfigError(source, problems)
+    started = await asyncio.gather(
+        *(server.start(wait=MCP_START_WAIT) for server in servers.values()),
+        return_exceptions=True,
+    )
+    for (name, server), outcome in zip(servers.items(), started, strict=True):
+        if isinstance(outcome, McpUnavailable):
+            problems.append((f"mcp.{name}", f"cannot connect: {server.error}"))
+        elif isinstance(outcome, BaseException):
+            problems.append((f"mcp.{name}", f"cannot connect: {outcome}"))
+        else:
+            offered = set(server.tool_names())
+            for tool in sorted(set(config.mcp[name].tools) - offered):
+                problems.append(
+                    (f"mcp.{name}.tools.{tool}", f"the server has no such tool ({_known(offered)})")
+                )
+    if problems:
+        await asyncio.gather(*(server.aclose() for server in servers.values()))
+        raise ConfigError(source, problems)
+    agent = _build(config, config.bot.root, model, store, python_tools, servers)
+    return BotConfig(agent=agent, servers=list(servers.values()), source=source)
+
+
+def import_tools(ref: str) -> list[Tool]:
+    """The tools ``module:attribute`` names: a ``Tool``, a list of them, or a function
+    taking no arguments that returns either.
+
+    Raises:
+        ValueError: It does not import or is none of those.
+    """
+    module_name, _, attribute = ref.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{ref!r} is not 'module:attribute'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{ref!r}: cannot import {module_name!r} ({exc})") from exc
+    try:
+        value: Any = getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"{ref!r}: {module_name!r} has no {attribute!r}") from None
+    if callable(value) and not isinstance(value, Tool):
+        try:
+            value = value()
+        except Exception as exc:
+            raise ValueError(f"{ref!r}: building the tools failed: {exc}") from exc
+    tools = [value] if isinstance(value, Tool) else value
+    if not isinstance(tools, Sequence) or not all(isinstance(t, Tool) for t in tools):
+        raise ValueError(f"{ref!r}: not a Tool, a list of Tools, or a function returning one")
+    return list(tools)
+
+
+def _build(
+    config: ConfigFile,
+    key: str,
+    model: Model,
+    store: Store,
+    tools: Mapping[str, list[Tool]],
+    servers: Mapping[str, McpTools],
+) -> Agent:
+    section = config.agents[key]
+    subs = {sub: _build(config, sub, model, store, tools, servers) for sub in section.agents}
+    return Agent(
+        id=key,
+        name=section.name or key,
+        description=section.description,
+        instructions=section.instructions,
+        model=model,
+        tools=tools[key],
+        tool_sources=[servers[name] for name in section.mcp],
+        agents=subs,
+        store=store if key == config.bot.root else None,
+        default_options=AgentOptions(
+            auto_resume_suspended_tools=section.auto_resume,
+            require_tool_approval=section.require_approval,
+            max_steps=section.max_steps,
+        ),
+    )
+
+
+def _server(name: str, section: McpSection) -> McpServer:
+    return McpServer(
+        name=name,
+        url=section.url,
+        headers=section.headers,
+        command=section.command,
+        args=section.args,
+        env=section.env,
+        cwd=section.cwd,
+        require_approval=section.require_approval,
+        tool_approval={tool: rule.require_approval for tool, rule in section.tools.items()},
+        timeout=section.timeout,
+    )
+
+
+def _tree_problems(config: ConfigFile) -> list[tuple[str | None, str]]:
+    """Names that point nowhere, agents nobody reaches, cycles, servers nobody uses."""
+    problems: list[tuple[str | None, str]] = []
+    agents, servers = set(config.agents), set(config.mcp)
+    if config.bot.root not in agents:
+        problems.append(("bot.root", f"no agent {config.bot.root!r} ({_known(agents)})"))
+    for key, section in config.agents.items():
+        for sub in section.agents:
+            if sub not in agents:
+                problems.append((f"agents.{key}.agents", f"no agent {sub!r} ({_known(agents)})"))
+            elif sub == key:
+                problems.append((f"agents.{key}.agents", "an agent cannot be its own sub-agent"))
+        for name in section.mcp:
+            if name not in servers:
+                problems.append((f"agents.{key}.mcp", f"no server {name!r} ({_known(servers)})"))
+    for name, server in config.mcp.items():
+        if not SERVER_NAME.fullmatch(name):
+            problems.append((f"mcp.{name}", "a server name has letters, digits, '-', single '_'"))
+        if (server.url is None) == (server.command is None):
+            problems.append((f"mcp.{name}", "give exactly one of url and command"))
+        if server.url is not None and (server.args or server.env or server.cwd):
+            problems.append((f"mcp.{name}", "args, env and cwd are for a command, not a url"))
+        if server.command is not None and server.headers:
+            problems.append((f"mcp.{name}.headers", "headers are for a url, not a command"))
+    if problems:
+        return problems
+    reached: set[str] = set()
+
+    def visit(key: str, path: tuple[str, ...]) -> None:
+        if key in path:
+            cycle = " -> ".join([*path[path.index(key) :], key])
+            problems.append((f"agents.{path[-1]}.agents", f"a cycle: {cycle}"))
+            return
+        reached.add(key)
+        for sub in config.agents[key].agents:
+            visit(sub, (*path, key))
+
+    visit(config.bot.root, ())
+    for key in sorted(agents - reached):
+        problems.append((f"agents.{key}", f"not reached from bot.root {config.bot.root!r}"))
+    used = {name for key in reached for name in config.agents[key].mcp}
+    for name in sorted(servers - used):
+        problems.append((f"mcp.{name}", "no agent uses this server"))
+    return problems
+
+
+def _with_environment(
+    config: ConfigFile, env: Mapping[str, str]
+) -> tuple[ConfigFile, list[tuple[str | None, str]]]:
+    """``${VAR}`` in the servers' url, command, args, env and headers, from ``env``."""
+    problems: list[tuple[str | None, str]] = []
+    servers: dict[str, McpSection] = {}
+    for name, section in config.mcp.items():
+
+        def fill(text: str, where: str, name: str = name) -> str:
+            def one(match: re.Match[str]) -> str:
+                variable, default = match.group(1), match.group(2)
+                if variable not in env and default is not None:
+                    return default
+                if variable not in env:
+                    problems.append((f"mcp.{name}.{where}", f"${{{variable}}} is not set"))
+                    return ""
+                return env[variable]
+
+            return _VARIABLE.sub(one, text)
+
+        servers[name] = section.model_copy(
+            update={
+                "url": fill(section.url, "url") if section.url else None,
+                "command": fill(section.command, "command") if section.command else None,
+                "args": [fill(a, f"args[{i}]") for i, a in enumerate(section.args)],
+                "env": {k: fill(v, f"env.{k}") for k, v in section.env.items()},
+                "headers": {k: fill(v, f"headers.{k}") for k, v in section.headers.items()},
+            }
+        )
+    return config.model_copy(update={"mcp": servers}), problems
+
+
+def _validation_problems(exc: ValidationError) -> list[tuple[str | None, str]]:
+    out: list[tuple[str | None, str]] = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or None
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        out.append((field, message))
+    return out
+
+
+def _known(names: set[str]) -> str:
+    return f"known: {', '.join(sorted(names))}" if names else "none declared"
