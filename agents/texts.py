@@ -56,6 +56,7 @@ ModelProblem = Literal[
     "billing",
     "not_found",
     "invalid_request",
+    "conversation_too_long",
     "timeout",
     "connection",
     "server",
@@ -73,7 +74,12 @@ MODEL_PROBLEMS: Final[dict[ModelProblem, str]] = {
     "permission": "The bot's Anthropic account may not use this model.",
     "billing": "The bot's Anthropic account has a billing problem.",
     "not_found": "The bot's configured Claude model does not exist.",
-    "invalid_request": "Claude could not accept this conversation (it may be too long).",
+    "invalid_request": (
+        "Claude refused the request the bot built; that is a bug in the bot, and it is logged."
+    ),
+    "conversation_too_long": (
+        "This conversation is too long for Claude; please start again in a new thread."
+    ),
     "timeout": "Claude took too long to answer; please try again.",
     "connection": "The bot could not reach Claude; please try again later.",
     "server": "Claude had an internal error; please try again.",

@@ -20,6 +20,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from agents import Usage
 from agents.mcp import McpTools
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -61,6 +62,11 @@ class Metrics:
             "approval_bot_runs_finished", "Agent runs that finished with an answer."
         )
         self.runs_failed = counter("approval_bot_runs_failed", "Agent runs that failed.")
+        self.tokens = counter(
+            "approval_bot_model_tokens",
+            "Model tokens of runs that ended, by kind (input, output, cache_read, cache_write).",
+            ("kind",),
+        )
         self.background_tasks = Gauge(
             "approval_bot_background_tasks", "Background tasks running now.", registry=self.registry
         )
@@ -70,6 +76,13 @@ class Metrics:
         """Expose each MCP server's calls, errors and seconds spent, read at every scrape."""
         if servers:
             self.registry.register(_McpCollector(tuple(servers)))
+
+    def used(self, usage: Usage) -> None:
+        """Count the tokens of a run that ended (prompt cache reads and writes apart)."""
+        self.tokens.labels("input").inc(usage.input_tokens)
+        self.tokens.labels("output").inc(usage.output_tokens)
+        self.tokens.labels("cache_read").inc(usage.cache_read_tokens)
+        self.tokens.labels("cache_write").inc(usage.cache_write_tokens)
 
     def decided(self, outcome: DecisionOutcome) -> None:
         """Count one click or expiry outcome."""

@@ -126,6 +126,8 @@ class Presenter:
                     await self._flush(messenger, thread, reply)
                     if chunk.finish_reason not in ("suspended", "error"):
                         self._metrics.runs_finished.inc()
+                    if chunk.finish_reason != "suspended" and chunk.agent_path == self._top:
+                        self._metrics.used(chunk.usage)  # a run's total, once it is over
                     # A model that stops for its own reasons must not leave the thread silent.
                     why = messages.FINISH_NOTES.get(chunk.finish_reason)
                     if why is not None and chunk.agent_path == self._top:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import math
 import os
+import random
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 import anthropic
 import httpx2
-from anthropic import AsyncAnthropic, omit
+from anthropic import AsyncAnthropic, Omit, omit
 from anthropic.types import (
     AssistantMessageParam,
+    CacheControlEphemeralParam,
     InputJSONDelta,
     MessageParam,
     RawContentBlockDeltaEvent,
@@ -50,6 +54,8 @@ from .base import (
 )
 
 # Not "claude-sonnet-4-5": anthropic 2.14 lists it in DEPRECATED_MODELS and warns on every call.
+log = logging.getLogger(__name__)
+
 DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 DEFAULT_MAX_RETRIES: Final = 4
 DEFAULT_TIMEOUT: Final = 60.0
@@ -57,6 +63,14 @@ DEFAULT_TIMEOUT: Final = 60.0
 Problem = ModelProblem
 USER_MESSAGES = MODEL_PROBLEMS
 """What people in a chat see for each kind of failure (kept in ``agents.texts``)."""
+
+STREAM_RETRY_FIRST = 0.5
+STREAM_RETRY_MAX = 8.0
+"""Seconds before retrying a stream that reported an overload: doubling, with jitter."""
+_RETRIED_IN_STREAM: Final = frozenset({"overloaded_error", "api_error"})
+_CACHED: Final = CacheControlEphemeralParam(type="ephemeral")
+_TOO_LONG: Final = ("prompt is too long", "too many tokens", "context window", "context length")
+"""What Anthropic's 400 says when the conversation itself is too long."""
 
 _PROBLEM_BY_ERROR_TYPE: Final[dict[str, Problem]] = {
     "overloaded_error": "overloaded",
@@ -77,7 +91,7 @@ _PROBLEM_BY_STATUS: Final[dict[int, Problem]] = {
     403: "permission",
     404: "not_found",
     408: "timeout",
-    413: "invalid_request",
+    413: "conversation_too_long",
     429: "rate_limited",
     504: "timeout",
     529: "overloaded",
@@ -215,22 +229,35 @@ class AnthropicModel:
             RuntimeError: Model requests are switched off (``_guard``) for this host.
         """
         self._check_ready()
-        assembler = _StreamAssembler()
-        try:
-            events = await self._client.messages.create(
-                model=self._model_name,
-                max_tokens=self._max_tokens,
-                messages=to_anthropic_messages(request.messages),
-                system=request.system or omit,
-                tools=[_tool_param(tool) for tool in request.tools] or omit,
-                stream=True,
-            )
-            async with events:
-                async for event in events:
-                    for model_event in assembler.feed(event):
-                        yield model_event
-        except _CLIENT_ERRORS as err:
-            raise _model_error(err) from err
+        retries = 0
+        while True:
+            assembler = _StreamAssembler()
+            said = False
+            try:
+                events = await self._client.messages.create(
+                    model=self._model_name,
+                    max_tokens=self._max_tokens,
+                    messages=to_anthropic_messages(request.messages),
+                    system=_system(request.system),
+                    tools=_tools(request.tools),
+                    stream=True,
+                )
+                async with events:
+                    async for event in events:
+                        for model_event in assembler.feed(event):
+                            said = True
+                            yield model_event
+                break
+            except _CLIENT_ERRORS as err:
+                # An overload reported inside a 200 stream is not retried by the SDK
+                # (the HTTP answer was a success): retried here, as long as nothing of
+                # this answer was passed on, so nothing is said twice.
+                if said or retries >= self._client.max_retries or not _retry_in_stream(err):
+                    raise _model_error(err) from err
+            retries += 1
+            delay = min(STREAM_RETRY_MAX, STREAM_RETRY_FIRST * 2 ** (retries - 1))
+            log.warning("Anthropic stream reported an overload; retry %d in %.1f s", retries, delay)
+            await asyncio.sleep(delay * random.uniform(0.75, 1.0))
         yield assembler.finish()
 
     async def structured(self, request: StructuredRequest) -> dict[str, Any]:
@@ -251,7 +278,7 @@ class AnthropicModel:
                 model=self._model_name,
                 max_tokens=self._max_tokens,
                 messages=to_anthropic_messages(request.messages),
-                system=request.system or omit,
+                system=_system(request.system),
                 tools=[tool],
                 tool_choice=ToolChoiceToolParam(type="tool", name=request.name),
             )
@@ -362,6 +389,35 @@ def _tool_param(tool: ToolSpec) -> ToolParam:
     return ToolParam(name=tool.name, description=tool.description, input_schema=tool.input_schema)
 
 
+def _system(system: str) -> list[TextBlockParam] | Omit:
+    """The system prompt, marked as the end of the cached prefix (tools come before it)."""
+    if not system:
+        return omit
+    return [TextBlockParam(type="text", text=system, cache_control=_CACHED)]
+
+
+def _tools(tools: Sequence[ToolSpec]) -> list[ToolParam] | Omit:
+    """The tools, the last one ending a cached prefix (as the system prompt does).
+
+    Every model turn of a run sends the same tools and system prompt, so with a
+    cache breakpoint after them a long tool list is paid for once per few minutes
+    (Anthropic caches prefixes above a minimum length; shorter ones are not cached).
+    """
+    params = [_tool_param(tool) for tool in tools]
+    if params:
+        params[-1]["cache_control"] = _CACHED
+    return params or omit
+
+
+def _retry_in_stream(err: Exception) -> bool:
+    """An error event inside a stream that a retry may cure (overloaded, internal)."""
+    return (
+        isinstance(err, anthropic.APIStatusError)
+        and err.status_code < 400
+        and err.type in _RETRIED_IN_STREAM
+    )
+
+
 @dataclass(kw_only=True)
 class _PendingToolCall:
     id: str
@@ -393,6 +449,8 @@ class _StreamAssembler:
         """A tool input that did not parse; what it means depends on the stop reason."""
         self._input_tokens = 0
         self._output_tokens = 0
+        self._cache_read = 0
+        self._cache_write = 0
         self._stop_reason: str | None = None
         self._stopped = False
 
@@ -401,7 +459,10 @@ class _StreamAssembler:
         # The SDK builds events without validation: check the fields we rely on.
         match event:
             case RawMessageStartEvent(type="message_start"):
-                self._input_tokens = _tokens(getattr(event.message, "usage", None), "input_tokens")
+                usage = getattr(event.message, "usage", None)
+                self._input_tokens = _tokens(usage, "input_tokens")
+                self._cache_read = _tokens(usage, "cache_read_input_tokens")
+                self._cache_write = _tokens(usage, "cache_creation_input_tokens")
             case RawContentBlockStartEvent(type="content_block_start"):
                 return self._start_block(event.index, event.content_block)
             case RawContentBlockDeltaEvent(type="content_block_delta"):
@@ -416,6 +477,12 @@ class _StreamAssembler:
                 self._output_tokens = _tokens(event.usage, "output_tokens")
                 # message_delta's counts are cumulative and may revise message_start's.
                 self._input_tokens = _tokens(event.usage, "input_tokens") or self._input_tokens
+                self._cache_read = (
+                    _tokens(event.usage, "cache_read_input_tokens") or self._cache_read
+                )
+                self._cache_write = (
+                    _tokens(event.usage, "cache_creation_input_tokens") or self._cache_write
+                )
             case _ if event.type == "message_stop":
                 self._stopped = True
             case _:
@@ -436,7 +503,11 @@ class _StreamAssembler:
         if stop_reason is None:
             raise ModelError(f"unsupported Anthropic stop_reason {self._stop_reason!r}")
         usage = Usage(
-            input_tokens=self._input_tokens, output_tokens=self._output_tokens, requests=1
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            requests=1,
+            cache_read_tokens=self._cache_read,
+            cache_write_tokens=self._cache_write,
         )
         return ModelFinish(stop_reason=stop_reason, usage=usage)
 
@@ -508,6 +579,16 @@ def _model_error(err: Exception) -> ModelError:
         )
         # An error event inside a 200 stream arrives with the stream's status.
         where = "in the stream" if err.status_code < 400 else f"HTTP {err.status_code}"
+        said = (err.api_message or err.message or "").lower()
+        if problem == "invalid_request" and any(words in said for words in _TOO_LONG):
+            problem = "conversation_too_long"
+        elif problem == "invalid_request":
+            # Not the conversation's fault: the bot built a request the API refuses.
+            log.error(
+                "bug: Anthropic refused the request the bot built: %s (request-id %s)",
+                err.api_message or err.message,
+                err.request_id,
+            )
         return ModelError(
             f"Anthropic API error {where}, {err.type or 'unknown type'}: "
             f"{err.api_message or err.message} (request-id {err.request_id})",

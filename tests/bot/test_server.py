@@ -115,6 +115,13 @@ async def test_metrics_count_messages_clicks_decisions_and_runs(
         "# TYPE approval_bot_decisions_total counter",
         "# TYPE approval_bot_background_tasks gauge",
     } <= lines
+    run = await adapter.bot.agent.get_run(card.run_id)
+    assert run.usage.output_tokens > 0
+    assert {
+        f'approval_bot_model_tokens_total{{kind="input"}} {float(run.usage.input_tokens)}',
+        f'approval_bot_model_tokens_total{{kind="output"}} {float(run.usage.output_tokens)}',
+        'approval_bot_model_tokens_total{kind="cache_read"} 0.0',
+    } <= lines
 
 
 async def test_adapters_are_registered_started_and_stopped() -> None:

@@ -11,6 +11,7 @@ import anthropic
 import httpx2
 import pytest
 
+import agents.models.anthropic as anthropic_module
 from agents.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from agents.models.anthropic import (
     DEFAULT_MODEL,
@@ -104,7 +105,13 @@ async def test_text_arrives_as_separate_deltas(fake: FakeAnthropic, model: Anthr
     assert sent.body == {
         "model": DEFAULT_MODEL,
         "max_tokens": 4096,
-        "system": "You are a release bot.",
+        "system": [
+            {
+                "type": "text",
+                "text": "You are a release bot.",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}],
         "stream": True,
     }
@@ -165,6 +172,7 @@ async def test_one_tool_call_is_assembled_from_json_pieces(
             "name": "deploy",
             "description": "Deploy a service to an environment.",
             "input_schema": DEPLOY_TOOL.input_schema,
+            "cache_control": {"type": "ephemeral"},  # the tool list is a cached prefix
         }
     ]
 
@@ -735,3 +743,99 @@ def test_broken_credential_config_raises_model_error_at_construction(
         AnthropicModel()
 
     assert caught.value.user_message == USER_MESSAGES["no_credentials"]
+
+
+async def test_prompt_cache_reads_and_writes_are_counted(
+    fake: FakeAnthropic, model: AnthropicModel
+) -> None:
+    reply = stream_reply(Text(pieces=["ok"]), input_tokens=12, output_tokens=2)
+    assert reply.sse_chunks is not None
+    start = reply.sse_chunks[0].replace(
+        b'"output_tokens": 1}',
+        b'"output_tokens": 1, "cache_read_input_tokens": 2048, "cache_creation_input_tokens": 96}',
+    )
+    assert start != reply.sse_chunks[0]
+    fake.script(dataclasses.replace(reply, sse_chunks=[start, *reply.sse_chunks[1:]]))
+
+    events = await collect(model, deploy_request(Message.user("deploy api")))
+
+    finish = events[-1]
+    assert isinstance(finish, ModelFinish)
+    assert finish.usage == Usage(
+        input_tokens=12, output_tokens=2, requests=1, cache_read_tokens=2048, cache_write_tokens=96
+    )
+
+
+def overloaded_in_stream(*head: bytes) -> Reply:
+    """A 200 stream that reports an overload after ``head``."""
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    return raw_stream_reply(*head, sse("error", error))
+
+
+async def test_an_overload_inside_the_stream_is_retried_when_nothing_was_said(
+    fake: FakeAnthropic, model: AnthropicModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(anthropic_module, "STREAM_RETRY_FIRST", 0.01)
+    fake.script(
+        overloaded_in_stream(_HEAD[0]),  # message_start, then the error: nothing said yet
+        stream_reply(Text(pieces=["fine now"])),
+    )
+
+    events = await collect(model, HELLO)
+
+    assert events[0] == TextDelta(text="fine now")
+    assert len(fake.requests) == 2
+    assert fake.requests[0].body == fake.requests[1].body
+
+
+async def test_an_overload_inside_the_stream_after_text_is_not_retried(
+    fake: FakeAnthropic, model: AnthropicModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(anthropic_module, "STREAM_RETRY_FIRST", 0.01)
+    fake.script(overloaded_in_stream(*_HEAD), stream_reply(Text(pieces=["again"])))
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ModelError) as caught:
+        await collect_into(seen, model, HELLO)
+
+    assert seen == [TextDelta(text="partial")]  # said once, never twice
+    assert caught.value.user_message == USER_MESSAGES["overloaded"]
+    assert len(fake.requests) == 1
+
+
+async def test_a_persistent_overload_inside_the_stream_stops_after_the_retries(
+    fake: FakeAnthropic, model: AnthropicModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(anthropic_module, "STREAM_RETRY_FIRST", 0.01)
+    fake.script(*(overloaded_in_stream(_HEAD[0]) for _ in range(3)))
+
+    with pytest.raises(ModelError) as caught:
+        await collect(model, HELLO)
+
+    assert caught.value.user_message == USER_MESSAGES["overloaded"]
+    assert len(fake.requests) == 3  # the first try and max_retries=2
+
+
+@pytest.mark.parametrize(
+    ("message", "problem", "logged"),
+    [
+        ("prompt is too long: 210000 tokens > 200000 maximum", "conversation_too_long", False),
+        ("tools.0.name: String should match pattern", "invalid_request", True),
+    ],
+)
+async def test_a_400_names_its_cause(
+    fake: FakeAnthropic,
+    model: AnthropicModel,
+    caplog: pytest.LogCaptureFixture,
+    message: str,
+    problem: Problem,
+    logged: bool,
+) -> None:
+    fake.script(error_reply(400, "invalid_request_error", message))
+
+    with pytest.raises(ModelError) as caught:
+        await collect(model, HELLO)
+
+    assert caught.value.user_message == USER_MESSAGES[problem]
+    bugs = [r for r in caplog.records if r.levelname == "ERROR" and "bug" in r.getMessage()]
+    assert bool(bugs) is logged
