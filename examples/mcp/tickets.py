@@ -83,4 +83,5 @@ def close_ticket(ticket_id: str) -> str:
 
 
 if __name__ == "__main__":
+    _load()  # seeded before the first request: a bad TICKETS_DB fails at start
     server.run("stdio")

@@ -76,7 +76,7 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     assert pending.tool_name == "restart_service"
 
 
-async def console_demo(tmp_path: Path, *typed: str) -> str:
+async def console_demo(tmp_path: Path, *typed: str, **extra: str) -> str:
     """``python -m bot console`` on the demo, fed ``typed`` line by line; its output."""
     env = {
         key: value
@@ -89,6 +89,7 @@ async def console_demo(tmp_path: Path, *typed: str) -> str:
         "OPS_DB_PATH": str(tmp_path / "ops.db"),
         "PYTHONPATH": str(ROOT),
         "USER": "grace",
+        **extra,
     }
     env.pop("BOT_AGENT", None)
     env.pop("APPROVAL_POLICY", None)
@@ -132,6 +133,24 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
     assert "[approved by grace] delete_record" in out
     assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
     assert (tmp_path / "bot.db").exists()
+
+
+async def test_the_example_config_runs_its_mcp_ticket_desk_in_the_console(tmp_path: Path) -> None:
+    tickets = tmp_path / "tickets.json"
+    out = await console_demo(
+        tmp_path,
+        "show ticket T-100",
+        "close ticket T-101",
+        "a",
+        "list tickets",
+        BOT_CONFIG=str(ROOT / "examples" / "bot.toml"),
+        TICKETS_DB=str(tickets),
+    )
+    assert "bot> Ticket T-100: T-100 [open] Printer on floor 3 is on fire" in out
+    assert "ops › tickets wants to run tickets__close_ticket" in out
+    assert "[approved by grace] tickets__close_ticket" in out
+    assert "T-101 [closed] VPN drops every hour" in out
+    assert '"status": "closed"' in tickets.read_text()
 
 
 async def test_the_console_card_shows_the_checked_version_and_that_version_deploys(
