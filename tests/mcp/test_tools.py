@@ -111,6 +111,17 @@ async def test_a_new_tool_is_offered_once_the_server_says_its_list_changed(
     assert "T-1.txt" in result.text
 
 
+async def test_a_tool_that_asks_the_person_fails_clearly_until_questions_are_supported(
+    tickets: Connected,
+) -> None:
+    """The bot declares no elicitation capability yet: the server refuses, nothing hangs."""
+    agent = agent_calling(tickets.tools, ToolCall("tickets__escalate", {"ticket": "T-1"}))
+    result = await asyncio.wait_for(agent.generate("escalate T-1"), 10)
+    assert result.finish_reason == "stop"
+    assert "tickets__escalate error" in result.text
+    assert "elicitation" in result.text.lower()
+
+
 async def test_an_idempotent_hint_marks_the_tool_safe_to_retry(tickets: Connected) -> None:
     tools = tickets.tools.tools()
     assert tools["tickets__assign"].idempotent

@@ -12,13 +12,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("tickets", version="1.0", log_level="WARNING")
 TICKETS = {"T-1": "printer on fire", "T-2": "VPN down"}
@@ -101,6 +102,25 @@ async def add_export_tool(ctx: Context) -> str:
     await ctx.notify_tools_changed()  # clients on the 2026-07-28 revision, listening
     await ctx.session.send_tool_list_changed()  # clients on 2025-11-25
     return "export added"
+
+
+class Reason(BaseModel):
+    reason: str
+
+
+async def ask_reason() -> Elicit[Reason]:
+    return Elicit("Why should the ticket be escalated?", Reason)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def escalate(
+    ticket: str, why: Annotated[ElicitationResult[Reason], Resolve(ask_reason)]
+) -> str:
+    """Escalate a ticket; asks the person why (MCP elicitation)."""
+    record("escalate", ticket=ticket)
+    if isinstance(why, AcceptedElicitation):
+        return f"{ticket} escalated: {why.data.reason}"
+    return f"not escalated ({why.action})"
 
 
 if __name__ == "__main__":
