@@ -39,16 +39,17 @@ import asyncio
 import importlib
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents import Agent, AgentOptions, Model, Store, Tool
 from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
+
+from .tomlfile import FileProblems, Problem, parse, read_text
 
 MCP_START_WAIT = 20.0
 """Seconds each MCP server has to answer at start."""
@@ -57,18 +58,10 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${VAR}``, or ``${VAR:-default}`` for a value used when ``VAR`` is unset."""
 
 
-class ConfigError(Exception):
+class ConfigError(FileProblems):
     """The config file is missing, not TOML, or describes something that cannot run."""
 
-    def __init__(self, path: str, problems: list[tuple[str | None, str]]) -> None:
-        self.path = path
-        self.problems = problems
-        self.lines = [
-            f"config {path}: " + (f"{field}: {message}" if field else message)
-            for field, message in problems
-        ]
-        """One readable line per problem."""
-        super().__init__("; ".join(self.lines))
+    what = "config"
 
 
 class _Section(BaseModel):
@@ -135,18 +128,7 @@ def read_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
         ConfigError: Every problem found, one per line.
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, [(None, f"cannot read it ({exc.strerror})")]) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, [(None, f"not valid TOML: {exc}")]) from exc
-    try:
-        config = ConfigFile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(source, _validation_problems(exc)) from exc
+    config = parse(ConfigFile, read_text(path, ConfigError), source=source, error=ConfigError)
     problems = _tree_problems(config)
     config, unset = _with_environment(config, os.environ if env is None else env)
     problems += unset
@@ -163,7 +145,7 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
     """
     source = str(path)
     config = read_config(path)
-    problems: list[tuple[str | None, str]] = []
+    problems: list[Problem] = []
     python_tools: dict[str, list[Tool]] = {}
     for key, section in config.agents.items():
         found: list[Tool] = []
@@ -270,9 +252,9 @@ def _server(name: str, section: McpSection) -> McpServer:
     )
 
 
-def _tree_problems(config: ConfigFile) -> list[tuple[str | None, str]]:
+def _tree_problems(config: ConfigFile) -> list[Problem]:
     """Names that point nowhere, agents nobody reaches, cycles, servers nobody uses."""
-    problems: list[tuple[str | None, str]] = []
+    problems: list[Problem] = []
     agents, servers = set(config.agents), set(config.mcp)
     if config.bot.root not in agents:
         problems.append(("bot.root", f"no agent {config.bot.root!r} ({_known(agents)})"))
@@ -318,9 +300,9 @@ def _tree_problems(config: ConfigFile) -> list[tuple[str | None, str]]:
 
 def _with_environment(
     config: ConfigFile, env: Mapping[str, str]
-) -> tuple[ConfigFile, list[tuple[str | None, str]]]:
+) -> tuple[ConfigFile, list[Problem]]:
     """``${VAR}`` in the servers' url, command, args, env and headers, from ``env``."""
-    problems: list[tuple[str | None, str]] = []
+    problems: list[Problem] = []
     servers: dict[str, McpSection] = {}
     for name, section in config.mcp.items():
 
@@ -346,17 +328,6 @@ def _with_environment(
             }
         )
     return config.model_copy(update={"mcp": servers}), problems
-
-
-def _validation_problems(exc: ValidationError) -> list[tuple[str | None, str]]:
-    out: list[tuple[str | None, str]] = []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"]) or None
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = "unknown field"
-        out.append((field, message))
-    return out
 
 
 def _known(names: set[str]) -> str:

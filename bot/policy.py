@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,10 +40,11 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
-    ValidationError,
 )
+from pydantic_core import ErrorDetails
 
 from . import messages
+from .tomlfile import FileProblems, parse, read_text
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -94,25 +94,17 @@ class PolicyFile(BaseModel):
     tools: dict[str, Rule] = Field(default_factory=dict)
 
 
-class PolicyError(Exception):
+class PolicyError(FileProblems):
     """The policy file is missing, not TOML, or has an invalid field.
 
     Attributes:
         path: The policy file.
         field: The first offending field (``tools.deploy.approvers``), if any.
         problems: Every ``(field, message)`` found.
+        lines: One readable line per problem.
     """
 
-    def __init__(self, path: str, problems: list[tuple[str | None, str]]) -> None:
-        self.path = path
-        self.problems = problems
-        self.field = problems[0][0] if problems else None
-        self.lines = [
-            f"approval policy {path}: " + (f"{field}: {msg}" if field else msg)
-            for field, msg in problems
-        ]
-        """One readable line per problem."""
-        super().__init__("; ".join(self.lines))
+    what = "approval policy"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,23 +139,12 @@ class ApprovalPolicy:
         Raises:
             PolicyError: The file is missing, unreadable, not TOML or invalid.
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PolicyError(str(path), [(None, f"cannot read it ({exc.strerror})")]) from exc
-        return cls.from_toml(text, source=str(path))
+        return cls.from_toml(read_text(path, PolicyError), source=str(path))
 
     @classmethod
     def from_toml(cls, text: str, *, source: str = "<string>") -> ApprovalPolicy:
         """Parse and validate policy TOML; ``source`` names it in errors."""
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise PolicyError(source, [(None, f"not valid TOML: {exc}")]) from exc
-        try:
-            rules = PolicyFile.model_validate(data)
-        except ValidationError as exc:
-            raise PolicyError(source, _problems(exc)) from exc
+        rules = parse(PolicyFile, text, source=source, error=PolicyError, unknown=_unknown)
         return cls(rules, source=source)
 
     @property
@@ -262,14 +243,7 @@ def _too_few(quorum: int, approvers: Iterable[str]) -> str:
     return f"quorum = {quorum} can never be reached: only {listed} {noun} listed"
 
 
-def _problems(exc: ValidationError) -> list[tuple[str | None, str]]:
-    out: list[tuple[str | None, str]] = []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"]) or None
-        message = err["msg"]
-        if err["type"] == "extra_forbidden":
-            message = "unknown field (known: approvers, allow_self_approval, expires_in, quorum)"
-            if len(err["loc"]) == 1:
-                message = "unknown section (known: [default], [tools.<tool name>])"
-        out.append((field, message.removeprefix("Value error, ")))
-    return out
+def _unknown(err: ErrorDetails) -> str:
+    if len(err["loc"]) == 1:
+        return "unknown section (known: [default], [tools.<tool name>])"
+    return "unknown field (known: approvers, allow_self_approval, expires_in, quorum)"

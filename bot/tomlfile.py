@@ -1,0 +1,77 @@
+"""The bot's TOML files (the approval policy, ``BOT_CONFIG``): read, parse, validate,
+and say every problem in one line each."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+Problem = tuple[str | None, str]
+"""The dotted field a problem is about (``tools.deploy.approvers``), if any, and what it is."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class FileProblems(Exception):
+    """A file that cannot be used as it is.
+
+    Attributes:
+        path: The file.
+        problems: Every ``(field, message)`` found.
+        field: The first offending field, if any.
+        lines: One readable line per problem (``<what> <path>: <field>: <message>``).
+    """
+
+    what: ClassVar[str] = "file"
+
+    def __init__(self, path: str, problems: list[Problem]) -> None:
+        self.path = path
+        self.problems = problems
+        self.field = problems[0][0] if problems else None
+        self.lines = [
+            f"{self.what} {path}: " + (f"{field}: {message}" if field else message)
+            for field, message in problems
+        ]
+        super().__init__("; ".join(self.lines))
+
+
+def read_text(path: str | Path, error: type[FileProblems]) -> str:
+    """The file's text, or ``error`` saying why it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(str(path), [(None, f"cannot read it ({exc.strerror})")]) from exc
+
+
+def parse(
+    model: type[M],
+    text: str,
+    *,
+    source: str,
+    error: type[FileProblems],
+    unknown: Callable[[ErrorDetails], str] = lambda _: "unknown field",
+) -> M:
+    """TOML ``text`` validated as ``model``, or ``error`` with every problem.
+
+    ``unknown`` words the message for a field or section the model does not have.
+    """
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(source, [(None, f"not valid TOML: {exc}")]) from exc
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems: list[Problem] = []
+        for err in exc.errors():
+            field = ".".join(str(part) for part in err["loc"]) or None
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = unknown(err)
+            problems.append((field, message))
+        raise error(source, problems) from exc
