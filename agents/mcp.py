@@ -62,6 +62,8 @@ PYTHON = ("python", "python3")
 ApprovalMode = Literal["always", "never", "hints"]
 McpState = Literal["connecting", "connected", "down", "closed"]
 
+CLOSE_GRACE = 2.0
+"""Seconds ``aclose`` waits for a connection attempt to end before cancelling it."""
 RETRY_FIRST = 0.5
 RETRY_MAX = 30.0
 """Seconds between reconnection attempts: doubling from the first to the last."""
@@ -210,6 +212,11 @@ class McpTools:
         """Close the connection (a stdio server's process ends with it)."""
         self._stop.set()
         if self._owner is not None:
+            # Connected, it stops at once; mid-connect (a server that hangs on start) it
+            # is cancelled after a moment, in its own task, which leaves every context.
+            _, late = await asyncio.wait({self._owner}, timeout=CLOSE_GRACE)
+            for owner in late:
+                owner.cancel()
             await asyncio.gather(self._owner, return_exceptions=True)
         self.state = "closed"
 

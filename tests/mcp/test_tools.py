@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import time
 from typing import Any
 
 import mcp.types as mt
@@ -228,3 +230,16 @@ def test_a_server_spec_that_cannot_work_is_refused(options: dict[str, Any], prob
 
 def test_stdio_servers_get_only_the_environment_they_are_given(stdio_calls: Calls) -> None:
     assert dict(stdio_server(stdio_calls).env) == {"MCP_TEST_CALLS": str(stdio_calls.path)}
+
+
+async def test_a_server_that_never_answers_is_one_line_and_closes_promptly() -> None:
+    silent = McpServer(
+        name="tickets", command=sys.executable, args=["-c", "import time; time.sleep(120)"]
+    )
+    tools = McpTools(silent)
+    with pytest.raises(McpUnavailable, match="no answer within 1 s"):
+        await tools.start(wait=1)
+    started = time.monotonic()
+    await asyncio.wait_for(tools.aclose(), 30)
+    assert time.monotonic() - started < 15  # not the SDK's connect timeout, nor forever
+    assert tools.state == "closed"
