@@ -155,6 +155,9 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
             except ValueError as exc:
                 problems.append((f"agents.{key}.tools[{index}]", str(exc)))
         python_tools[key] = found
+        names = [t.name for t in found]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append((f"agents.{key}.tools", f"two tools are named {name!r}"))
     servers = {name: McpTools(_server(name, section)) for name, section in config.mcp.items()}
     if problems:
         raise ConfigError(source, problems)
@@ -173,11 +176,15 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
                 problems.append(
                     (f"mcp.{name}.tools.{tool}", f"the server has no such tool ({_known(offered)})")
                 )
-    if problems:
-        await asyncio.gather(*(server.aclose() for server in servers.values()))
-        raise ConfigError(source, problems)
-    agent = _build(config, config.bot.root, model, store, python_tools, servers)
-    return BotConfig(agent=agent, servers=list(servers.values()), source=source)
+    if not problems:
+        try:
+            agent = _build(config, config.bot.root, model, store, python_tools, servers)
+        except ValueError as exc:  # a tool named like a sub-agent's delegation tool
+            problems.append((None, str(exc)))
+        else:
+            return BotConfig(agent=agent, servers=list(servers.values()), source=source)
+    await asyncio.gather(*(server.aclose() for server in servers.values()))
+    raise ConfigError(source, problems)
 
 
 def import_tools(ref: str) -> list[Tool]:

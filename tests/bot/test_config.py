@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agents import DemoModel, MemoryStore, ToolCall
+from agents import DemoModel, MemoryStore, Tool, ToolCall
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, PolicyError, Reply, load_settings
 from bot.__main__ import main
 from bot.config import ConfigError, load_config, read_config
 from bot.server import build_app
+from examples.ops.deploy import tools as deploy_tools
 from tests.agents.helpers import call_then_answer
 from tests.mcp.conftest import ROOT, SERVER_MODULE, Calls
 
@@ -172,6 +174,35 @@ async def test_tool_paths_that_do_not_import_are_one_line_each(tmp_path: Path) -
         "agents.a.tools[2]: 'examples.ops:DEFAULT_DB_PATH': not a Tool, a list of Tools, "
         "or a function returning one",
     ]
+
+
+@pytest.mark.parametrize(
+    ("agents", "problem"),
+    [
+        (
+            "[agents.a]\ntools = ['examples.ops.deploy:tools', 'examples.ops.deploy:tools']\n",
+            "agents.a.tools: two tools are named 'deploy_service'",
+        ),
+        (
+            "[agents.a]\nagents = ['deploy_service']\ntools = ['tests.bot.test_config:clash']\n"
+            "[agents.deploy_service]\n",
+            "agent 'a': tool 'agent-deploy_service' clashes with sub-agent 'deploy_service'",
+        ),
+    ],
+)
+async def test_tool_names_that_clash_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agents: str, problem: str
+) -> None:
+    monkeypatch.setenv("OPS_DB_PATH", str(tmp_path / "ops.db"))
+    path = write(tmp_path, "[bot]\nroot = 'a'\n" + agents)
+    with pytest.raises(ConfigError) as info:
+        await load_config(path, DemoModel(), MemoryStore())
+    assert info.value.lines == [f"config {path}: {problem}"]
+
+
+def clash() -> list[Tool]:
+    """A tool named like the delegation tool of a sub-agent ``deploy_service``."""
+    return [replace(t, name="agent-deploy_service") for t in deploy_tools()]
 
 
 async def test_an_override_of_a_tool_the_server_lacks_stops_the_start(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
+from agents import texts
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .fake_slack import BOT_USER_ID, FakeSlack, Posted
@@ -145,4 +146,7 @@ async def test_a_replica_killed_loses_nothing_and_the_other_serves_its_cards(
     deployed = [line["service"] for line in b.recorded("deploy-end")]
     assert sorted(deployed) == sorted(f"svc{n}" for n in range(len(roots)))
     for n, greeting in enumerate(greetings):
-        assert replies(slack, greeting["ts"]) == [f"You said: hello {n}"]
+        # One answer each. A greeting the killed replica was in the middle of is
+        # reported as interrupted (a run is never re-run from an unknown point).
+        (answer,) = replies(slack, greeting["ts"])
+        assert answer == f"You said: hello {n}" or answer.endswith(texts.INTERRUPTED_RUN), answer
