@@ -146,7 +146,7 @@ class Decider:
             return data
         owned = owner.find_pending(entry.tool_call_id) or entry
         try:
-            answer = tool.validate_resume(data)
+            answer = tool.validate_resume(data, owned.resume_schema)
             tool.answered_args(owned.args, answer)
         except ValidationError as exc:
             raise ResumeDataInvalidError(
@@ -215,6 +215,7 @@ class Decider:
                     outcomes,
                     approved=approved,
                     resume_data=resume_data,
+                    suspended=owned.suspend_payload,
                 ):
                     yield chunk
         ids = [snap.run_id for snap in chain]
@@ -326,7 +327,11 @@ def _approved(tool: Tool, call: PendingCall) -> tuple[BaseModel, Any] | str:
     or why it cannot run."""
     try:
         args = tool.validate_args(call.args)
-        answer = tool.validate_resume(call.answer) if call.answer is not None else None
+        answer = (
+            tool.validate_resume(call.answer, call.resume_schema)
+            if call.answer is not None
+            else None
+        )
     except ValidationError as exc:
         return texts.APPROVED_ARGS_INVALID.format(
             tool=call.tool_name, errors="; ".join(validation_messages(exc))

@@ -299,6 +299,7 @@ class Turns:
         *,
         approved: bool = False,
         resume_data: Any = None,
+        suspended: Any = None,
     ) -> ToolContext:
         return ToolContext(
             run_id=snap.run_id,
@@ -309,6 +310,7 @@ class Turns:
             agent_path=tuple(snap.agent_path),
             approved=approved,
             resume_data=resume_data,
+            suspended=suspended,
         )
 
     def pending(
@@ -322,6 +324,7 @@ class Turns:
         *,
         approved: bool = False,
         answer: Any = None,
+        answer_schema: dict[str, Any] | None = None,
     ) -> PendingCall:
         """A pending call, holding the validated arguments it runs with.
 
@@ -343,7 +346,9 @@ class Turns:
             kind="approval" if kind == "approval" else "suspension",
             agent_path=list(snap.agent_path),
             suspend_payload=suspend_payload,
-            resume_schema=(tool.resume_schema.model_json_schema() if tool.resume_schema else None),
+            resume_schema=(
+                tool.resume_schema.model_json_schema() if tool.resume_schema else answer_schema
+            ),
             created_at=now,
             expires_at=now + ttl,
             requester=snap.resource_id,
@@ -363,23 +368,32 @@ class Turns:
         *,
         approved: bool = False,
         resume_data: Any = None,
+        suspended: Any = None,
     ) -> AsyncIterator[Chunk]:
-        """Run one tool call (or delegation); record its outcome in ``outcomes``."""
+        """Run one tool call (or delegation); record its outcome in ``outcomes``.
+
+        ``resume_data`` answers the suspension whose payload was ``suspended``."""
         if tool.delegate_to is not None:
             async for chunk in self._delegate(agent, snap, call, tool.delegate_to, args, outcomes):
                 yield chunk
             return
-        ctx = self.context(snap, call, approved=approved, resume_data=resume_data)
+        ctx = self.context(
+            snap, call, approved=approved, resume_data=resume_data, suspended=suspended
+        )
         try:
             value = await tool.invoke(args, ctx)
-        except ToolSuspended as suspended:
-            outcomes[call.tool_call_id] = Outcome(
-                pending=[
-                    self.pending(
-                        snap, tool, call, "suspension", args, suspended.payload, approved=approved
-                    )
-                ]
+        except ToolSuspended as asked:
+            waiting = self.pending(
+                snap,
+                tool,
+                call,
+                "suspension",
+                args,
+                asked.payload,
+                approved=approved,
+                answer_schema=asked.schema,
             )
+            outcomes[call.tool_call_id] = Outcome(pending=[waiting])
             return
         except Exception as exc:
             log.info("tool %s failed: %r", call.tool_name, exc)

@@ -31,21 +31,20 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import httpx2
 import mcp.types as mt
 from jsonschema import SchemaError
-from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict, create_model, model_validator
+from pydantic import BaseModel, create_model
 
 from .agent import Agent
-from .tools import Tool
+from .tools import SchemaChecked, Tool, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -127,25 +126,56 @@ class McpServer:
         return not (hints is not None and hints.read_only_hint is True)
 
 
-class McpArguments(BaseModel):
+class McpArguments(SchemaChecked):
     """A call's arguments, checked against the tool's JSON schema (one subclass per tool)."""
 
-    model_config = ConfigDict(extra="allow")
-    schema_check: ClassVar[Validator | None] = None
 
-    @model_validator(mode="before")
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    """What a server asks the person before a call can finish (an elicitation form).
+
+    It becomes the call's suspension: ``payload()`` is what the run keeps (the
+    question, and the server's ``request_state`` to retry with), ``schema`` what
+    the answer must satisfy. The retry needs nothing else, so it works hours
+    later, on another replica, after a restart (as long as the server accepts
+    its own ``request_state`` then: a server with a fixed key does).
+    """
+
+    message: str
+    schema: dict[str, Any]
+    key: str
+    request_state: str | None
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            MCP_QUESTION: {"key": self.key, "state": self.request_state},
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """A person's answer to a ``Question``, for the retried call."""
+
+    key: str
+    content: dict[str, Any]
+    request_state: str | None
+
     @classmethod
-    def _check(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            raise ValueError("the arguments must be a JSON object")
-        if cls.schema_check is not None:
-            problems = [
-                f"{'/'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}"
-                for e in sorted(cls.schema_check.iter_errors(data), key=lambda e: e.path)
-            ]
-            if problems:
-                raise ValueError("; ".join(problems))
-        return data
+    def to(cls, suspended: Any, data: Any) -> Answer | None:
+        """The answer ``data`` to the question a call suspended with, if it asked one."""
+        asked = suspended.get(MCP_QUESTION) if isinstance(suspended, dict) else None
+        if not isinstance(asked, dict) or data is None:
+            return None
+        content = data if isinstance(data, dict) else {}
+        return cls(key=str(asked.get("key")), content=content, request_state=asked.get("state"))
+
+    def responses(self) -> mt.InputResponses:
+        return {self.key: mt.ElicitResult(action="accept", content=self.content)}
+
+
+MCP_QUESTION = "mcp_question"
+"""Where a suspension's payload keeps what retrying the call needs."""
 
 
 @dataclass
@@ -220,8 +250,11 @@ class McpTools:
             await asyncio.gather(self._owner, return_exceptions=True)
         self.state = "closed"
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call one of the server's tools; its result as text.
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, answer: Answer | None = None
+    ) -> str | Question:
+        """Call one of the server's tools: its result as text, or the ``Question`` it
+        asks the person first. ``answer`` retries a call that asked, with the reply.
 
         Raises:
             McpError: The server is not connected, the call timed out or failed,
@@ -236,8 +269,13 @@ class McpTools:
         self.stats.calls += 1
         try:
             try:
-                result = await client.call_tool(
-                    tool, arguments, read_timeout_seconds=self.server.timeout
+                result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.server.timeout,
+                    allow_input_required=True,
+                    input_responses=answer.responses() if answer else None,
+                    request_state=answer.request_state if answer else None,
                 )
             except MCPError as exc:
                 if exc.code == mt.REQUEST_TIMEOUT:
@@ -251,6 +289,10 @@ class McpTools:
             except Exception as exc:
                 self._broken.set()
                 raise McpError(f"{self.name}: {tool} failed: {_reason(exc)}") from exc
+            if isinstance(result, mt.InputRequiredResult):
+                return self._question(tool, result)
+            if not isinstance(result, mt.CallToolResult):
+                raise McpError(f"{self.name}: {tool} answered with no tool result")
             text = result_text(result)
             if result.is_error:
                 raise McpError(text or f"{self.name}: {tool} failed")
@@ -260,6 +302,41 @@ class McpTools:
             raise
         finally:
             self.stats.seconds += time.monotonic() - started
+
+    def _question(self, tool: str, result: mt.InputRequiredResult) -> Question:
+        """The one form question an ``InputRequiredResult`` asks, or ``McpError``."""
+        requests = result.input_requests or {}
+        asked = [
+            (key, request.params)
+            for key, request in requests.items()
+            if isinstance(request, mt.ElicitRequest)
+            and isinstance(request.params, mt.ElicitRequestFormParams)
+        ]
+        if len(requests) != 1 or len(asked) != 1:
+            kinds = ", ".join(sorted({type(r).__name__ for r in requests.values()})) or "nothing"
+            raise McpError(
+                f"{self.name}: {tool} asked for {kinds}; the bot answers one form question"
+                " at a time"
+            )
+        key, params = asked[0]
+        return Question(
+            message=params.message,
+            schema=dict(params.requested_schema),
+            key=key,
+            request_state=result.request_state,
+        )
+
+    async def _legacy_question(self, context: Any, params: mt.ElicitRequestParams) -> mt.ErrorData:
+        """A question asked inside a call (MCP before 2026-07-28): refused, saying why.
+
+        Such a question lives in the server's session only, so it cannot wait
+        for a person hours later or survive a restart; the call fails clearly.
+        """
+        log.warning("MCP server %s asked inside a call; it needs MCP 2026-07-28", self.name)
+        return mt.ErrorData(
+            code=mt.INVALID_REQUEST,
+            message="this bot answers a server's questions on MCP 2026-07-28 only",
+        )
 
     # -- the owner task ------------------------------------------------------
 
@@ -317,7 +394,13 @@ class McpTools:
                 # The real stderr (a replaced sys.stderr may have no file behind it).
                 transport = stdio_client(params, errlog=sys.__stderr__ or sys.stderr)
             client = await stack.enter_async_context(
-                Client(transport, message_handler=self._on_message, cache=None)
+                Client(
+                    transport,
+                    message_handler=self._on_message,
+                    # Declared so servers ask (on 2026-07-28, by InputRequiredResult).
+                    elicitation_callback=self._legacy_question,
+                    cache=None,
+                )
             )
             yield client
 
@@ -387,8 +470,12 @@ class McpTools:
         model.schema_check = check(schema)
         remote = tool.name
 
-        async def run(args: BaseModel) -> str:
-            return await self.call(remote, args.model_dump(mode="json"))
+        async def run(args: BaseModel, ctx: ToolContext) -> str:
+            answer = Answer.to(ctx.suspended, ctx.resume_data)
+            outcome = await self.call(remote, args.model_dump(mode="json"), answer=answer)
+            if isinstance(outcome, Question):
+                ctx.suspend(outcome.payload(), answer_schema=outcome.schema)
+            return outcome
 
         hints = tool.annotations
         return Tool(
@@ -400,6 +487,7 @@ class McpTools:
             require_approval=self.server.needs_approval(tool),
             idempotent=hints is not None and hints.idempotent_hint is True,
             unpack_args=False,
+            context_param="ctx",
         )
 
 

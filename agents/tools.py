@@ -9,9 +9,11 @@ import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NoReturn, Protocol, get_type_hints, overload, runtime_checkable
+from typing import Any, ClassVar, NoReturn, Protocol, get_type_hints, overload, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
 
 from .errors import SuspendPayloadInvalidError, validation_messages
 from .models.base import ToolSpec
@@ -29,9 +31,12 @@ class ToolSuspended(BaseException):
     A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
     """
 
-    def __init__(self, payload: Any) -> None:
+    def __init__(self, payload: Any, schema: dict[str, Any] | None = None) -> None:
         super().__init__("tool suspended")
         self.payload = payload
+        self.schema = schema
+        """The JSON schema of the answer this suspension expects, when the tool has no
+        ``resume_schema`` (an MCP server's question brings its own)."""
 
 
 @dataclass(kw_only=True)
@@ -54,13 +59,17 @@ class ToolContext:
     agent_path: tuple[str, ...] = ()
     approved: bool = False
     resume_data: Any = None
+    suspended: Any = None
+    """On a resumed call: the payload it suspended with (what the answer answers)."""
     _suspend_schema: type[BaseModel] | None = field(default=None, repr=False)
 
-    def suspend(self, payload: Any) -> NoReturn:
+    def suspend(self, payload: Any, *, answer_schema: dict[str, Any] | None = None) -> NoReturn:
         """End this call and pause the run until someone resumes it.
 
         The payload is validated against the tool's ``suspend_schema``; an invalid
-        payload raises ``SuspendPayloadInvalidError`` instead.
+        payload raises ``SuspendPayloadInvalidError`` instead. ``answer_schema``
+        (JSON Schema) is what the answer must satisfy when the tool has no
+        ``resume_schema`` of its own.
         """
         if self._suspend_schema is not None:
             try:
@@ -69,7 +78,7 @@ class ToolContext:
                 raise SuspendPayloadInvalidError(
                     self.run_id, self.tool_call_id, validation_messages(exc)
                 ) from exc
-        raise ToolSuspended(payload)
+        raise ToolSuspended(payload, answer_schema)
 
 
 @runtime_checkable
@@ -118,6 +127,41 @@ class LiveTools(Mapping[str, "Tool"]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+class SchemaChecked(BaseModel):
+    """A JSON object checked against a JSON schema (``schema_check``; one subclass per
+    schema): what a tool gets when its schema is not a Python model's."""
+
+    model_config = ConfigDict(extra="allow")
+    schema_check: ClassVar[Validator | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        if cls.schema_check is not None:
+            problems = [
+                f"{'/'.join(map(str, e.absolute_path)) or 'value'}: {e.message}"
+                for e in sorted(cls.schema_check.iter_errors(data), key=lambda e: e.path)
+            ]
+            if problems:
+                raise ValueError("; ".join(problems))
+        return data
+
+
+def schema_model(schema: dict[str, Any], name: str = "answer") -> type[SchemaChecked]:
+    """A ``SchemaChecked`` model for one JSON schema.
+
+    Raises:
+        jsonschema.SchemaError: The schema itself is invalid.
+    """
+    check = validator_for(schema)
+    check.check_schema(schema)
+    model = create_model(name, __base__=SchemaChecked)
+    model.schema_check = check(schema)
+    return model
 
 
 @functools.lru_cache(maxsize=4096)
@@ -256,11 +300,14 @@ class Tool:
         except Exception:
             return True
 
-    def validate_resume(self, data: Any) -> Any:
-        """Validate resume data against ``resume_schema`` (raises ``ValidationError``)."""
-        if self.resume_schema is None:
-            return data
-        return self.resume_schema.model_validate(data)
+    def validate_resume(self, data: Any, schema: dict[str, Any] | None = None) -> Any:
+        """Validate resume data against ``resume_schema``, else against ``schema`` (the
+        JSON schema the suspension asked for, if any). Raises ``ValidationError``."""
+        if self.resume_schema is not None:
+            return self.resume_schema.model_validate(data)
+        if schema is not None:
+            return schema_model(schema).model_validate(data).model_dump(mode="json")
+        return data
 
     async def invoke(self, args: BaseModel, ctx: ToolContext) -> Any:
         """Run the function; returns its (validated) output, raises what it raises."""

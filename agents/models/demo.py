@@ -126,6 +126,13 @@ _INTENTS: tuple[_Intent, ...] = (
         attempt="show ticket {ticket_id}",
     ),
     _Intent(
+        tool="tickets__reopen_ticket",
+        pattern=re.compile(r"\breopen\s+ticket\s+" + _ID.format("ticket_id"), re.IGNORECASE),
+        topics=("ticket", "tickets"),
+        done="Ticket {ticket_id}",
+        attempt="reopen ticket {ticket_id}",
+    ),
+    _Intent(
         tool="tickets__close_ticket",
         pattern=re.compile(r"\bclose\s+ticket\s+" + _ID.format("ticket_id"), re.IGNORECASE),
         topics=("ticket", "tickets"),
@@ -142,6 +149,10 @@ DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
     ("refund order A-1001 50", "refund part of an order (over 100 asks for approval)"),
     ("show ticket T-100", "an MCP server's read-only tool (with BOT_CONFIG=examples/bot.toml)"),
     ("close ticket T-101", "an MCP tool that changes data (asks for approval)"),
+    (
+        "reopen ticket T-102",
+        "asks for approval, then the MCP server asks why (reply in the thread)",
+    ),
     ("help", "show this list"),
 )
 """Example requests the demo model understands, each with what it does.

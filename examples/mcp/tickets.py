@@ -2,8 +2,11 @@
 
 ``examples/bot.toml`` starts it as the ``tickets`` server, so the bot offers its
 tools as ``tickets__list_tickets``, ``tickets__show_ticket`` and
-``tickets__close_ticket``. Its annotations decide the approval rule: listing
-and showing are read-only (no card), closing changes data (a card).
+``tickets__close_ticket`` and ``tickets__reopen_ticket``. Its annotations decide
+the approval rule: listing and showing are read-only (no card), closing and
+reopening change data (a card). Reopening also asks the person why, with an
+MCP elicitation: the bot shows it as a question in the thread, and the reply
+answers it.
 
 Tickets live in ``TICKETS_DB`` (default ``data/tickets.json``), seeded on
 first use, so a closed ticket stays closed across restarts.
@@ -14,10 +17,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Elicit, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 SEED = {
     "T-100": {"title": "Printer on floor 3 is on fire", "status": "open"},
@@ -80,6 +86,28 @@ def close_ticket(ticket_id: str) -> str:
     ticket["status"] = "closed"
     _save(tickets)
     return f"Closed {ticket_id.upper()}: {ticket['title']}"
+
+
+class ReopenReason(BaseModel):
+    reason: str
+
+
+async def ask_why() -> Elicit[ReopenReason]:
+    """The question ``reopen_ticket`` asks the person (an MCP elicitation)."""
+    return Elicit("Why should the ticket be reopened?", ReopenReason)
+
+
+@server.tool(
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+)
+def reopen_ticket(ticket_id: str, why: Annotated[ReopenReason, Resolve(ask_why)]) -> str:
+    """Reopen a closed ticket, e.g. T-102; asks the person why."""
+    tickets = _load()
+    ticket = _ticket(tickets, ticket_id)
+    ticket["status"] = "open"
+    ticket["reopened_because"] = why.reason
+    _save(tickets)
+    return f"Reopened {ticket_id.upper()} ({why.reason}): {ticket['title']}"
 
 
 if __name__ == "__main__":

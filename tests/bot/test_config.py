@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agents import DemoModel, MemoryStore, Tool, ToolCall
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, PolicyError, Reply, load_settings
+from agents import DemoModel, MemoryStore, Message, Tool, ToolCall
+from agents.models.demo import extract_fields
+from bot import ApprovalCard, ApprovalPolicy, ChatBot, PolicyError, Prompt, Reply, load_settings
 from bot.__main__ import main
 from bot.config import ConfigError, load_config, read_config
 from bot.server import build_app
@@ -152,6 +154,7 @@ async def test_the_example_config_builds_the_ops_tree_with_the_mcp_desk(
             "tickets__list_tickets",
             "tickets__show_ticket",
             "tickets__close_ticket",
+            "tickets__reopen_ticket",
         }
         assert ops.default_options.auto_resume_suspended_tools
     finally:
@@ -316,6 +319,41 @@ async def test_healthz_and_metrics_report_each_mcp_server(tmp_path: Path) -> Non
             response = await client.get("/healthz")
             assert response.status == 200
             assert (await response.json())["mcp"]["tickets"]["state"] == "closed"
+    finally:
+        await bot.aclose()
+        await loaded.aclose()
+
+
+async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_it(
+    tmp_path: Path,
+) -> None:
+    calls = Calls(tmp_path / "calls.jsonl")
+
+    def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+        return extract_fields(messages[-1].text, schema)
+
+    model = call_then_answer(
+        ToolCall("tickets__escalate", {"ticket": "T-1"}), structured_handler=from_reply
+    )
+    text = (
+        '[bot]\nroot = "desk"\n[agents.desk]\nmcp = ["tickets"]\nauto_resume = true\n'
+        + tickets_server(calls)
+    )
+    loaded = await load_config(write(tmp_path, text), model, MemoryStore())
+    bot = ChatBot(loaded.agent)
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    try:
+        await bot.on_message(message("escalate T-1"))
+        await bot.drain()
+        (asked,) = messenger.views(Prompt)
+        assert asked.question == "Why should the ticket be escalated?"
+        assert asked.fields == ("reason",)
+
+        await bot.on_message(message("the whole floor is offline"))
+        await bot.drain()
+        assert "T-1 escalated: the whole floor is offline" in messenger.views(Reply)[-1].text
+        assert [c["tool"] for c in calls()] == ["escalate"]  # its body ran once, answered
     finally:
         await bot.aclose()
         await loaded.aclose()

@@ -62,6 +62,9 @@ DOCUMENTED = {
     "close ticket T-101": Documented(
         finish_reason="suspended", tool="tickets__close_ticket", waits_for="approval"
     ),
+    "reopen ticket T-102": Documented(
+        finish_reason="suspended", tool="tickets__reopen_ticket", waits_for="approval"
+    ),
 }
 MCP_REQUESTS = [
     (e, m) for e, m in DEMO_REQUESTS if (DOCUMENTED[e].tool or "").startswith("tickets")

@@ -12,7 +12,7 @@ from typing import Any
 import mcp.types as mt
 import pytest
 
-from agents import Agent, MemoryStore, ToolCall
+from agents import Agent, MemoryStore, ResumeDataInvalidError, ToolCall
 from agents.mcp import McpError, McpServer, McpTools, McpUnavailable
 
 from ..agents.helpers import call_then_answer
@@ -113,15 +113,51 @@ async def test_a_new_tool_is_offered_once_the_server_says_its_list_changed(
     assert "T-1.txt" in result.text
 
 
-async def test_a_tool_that_asks_the_person_fails_clearly_until_questions_are_supported(
+async def test_a_servers_question_pauses_the_call_and_the_answer_finishes_it(
     tickets: Connected,
 ) -> None:
-    """The bot declares no elicitation capability yet: the server refuses, nothing hangs."""
     agent = agent_calling(tickets.tools, ToolCall("tickets__escalate", {"ticket": "T-1"}))
-    result = await asyncio.wait_for(agent.generate("escalate T-1"), 10)
-    assert result.finish_reason == "stop"
-    assert "tickets__escalate error" in result.text
-    assert "elicitation" in result.text.lower()
+    paused = await agent.generate("escalate T-1")
+    assert paused.finish_reason == "suspended"
+    question = paused.suspend_payload
+    assert question is not None
+    assert question.kind == "suspension"
+    assert question.suspend_payload["message"] == "Why should the ticket be escalated?"
+    assert question.resume_schema is not None
+    assert "reason" in question.resume_schema["properties"]
+
+    with pytest.raises(ResumeDataInvalidError, match="reason"):
+        await agent.resume_generate({"why": "no"}, run_id=paused.run_id)
+    final = await agent.resume_generate({"reason": "customer is down"}, run_id=paused.run_id)
+    assert final.finish_reason == "stop"
+    assert "T-1 escalated: customer is down" in final.text
+
+
+async def test_an_answer_through_another_replica_retries_the_call(
+    http_server: HttpServer,
+) -> None:
+    """Nothing of the question lives in the bot's memory: another connection and agent on
+    the same store (a replica, or the bot after a restart) answer it."""
+    store = MemoryStore()
+    first = McpTools(http_server_spec(http_server))
+    await first.start(wait=20)
+    call = ToolCall("tickets__escalate", {"ticket": "T-2"})
+    try:
+        paused = await Agent(
+            id="desk", model=call_then_answer(call), tool_sources=[first], store=store
+        ).generate("escalate T-2")
+    finally:
+        await first.aclose()
+    assert paused.finish_reason == "suspended"
+
+    second = McpTools(http_server_spec(http_server))
+    await second.start(wait=20)
+    try:
+        replica = Agent(id="desk", model=call_then_answer(call), tool_sources=[second], store=store)
+        final = await replica.resume_generate({"reason": "VPN for all"}, run_id=paused.run_id)
+    finally:
+        await second.aclose()
+    assert "T-2 escalated: VPN for all" in final.text
 
 
 async def test_an_idempotent_hint_marks_the_tool_safe_to_retry(tickets: Connected) -> None:

@@ -16,7 +16,7 @@ from tests.examples.conftest import EXAMPLE_CONFIG
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack
-from .harness import BOB, CHANNEL, BotServer, mention_event, view_submission
+from .harness import BOB, CHANNEL, BotServer, mention_event, message_event, view_submission
 from .test_approvals import card_text, has_buttons
 
 
@@ -90,3 +90,24 @@ async def test_a_declined_mcp_call_never_reaches_the_server(
     await bot.idle()
     assert "Declined by" in card_text(card)
     assert status(tickets, "T-100") == "open"
+
+
+async def test_an_mcp_servers_question_is_asked_in_the_thread_after_the_approval(
+    desk: tuple[BotServer, Path], slack: FakeSlack
+) -> None:
+    bot, tickets = desk
+    root = mention_event("reopen ticket T-102")
+    await bot.send_event(root)
+    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
+    card = next(m for m in slack.messages.values() if has_buttons(m))
+    assert "tickets__reopen_ticket" in card_text(card)
+    await bot.press(card, APPROVE_ACTION, user=BOB)
+    await bot.idle()
+    assert "Why should the ticket be reopened?" in answers(slack, root["ts"])
+    assert status(tickets, "T-102") == "closed"  # the call waits for the answer
+
+    await bot.send_event(message_event("the laptop died again", thread_ts=root["ts"]))
+    await bot.idle()
+    assert status(tickets, "T-102") == "open"
+    assert json.loads(tickets.read_text())["T-102"]["reopened_because"] == ("the laptop died again")
+    assert "Reopened T-102" in answers(slack, root["ts"])
