@@ -44,6 +44,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, create_model
 
 from .agent import Agent
+from .chunks import PendingInfo
 from .tools import SchemaChecked, Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,12 @@ class Answer:
 
 MCP_QUESTION = "mcp_question"
 """Where a suspension's payload keeps what retrying the call needs."""
+
+
+def asks_for_a_server(info: PendingInfo) -> bool:
+    """Whether a waiting question is an MCP server's (an elicitation)."""
+    payload = info.suspend_payload
+    return isinstance(payload, dict) and MCP_QUESTION in payload
 
 
 @dataclass

@@ -33,7 +33,7 @@ from agents import (
     StoreConflict,
     ToolCallNotPendingError,
 )
-from agents.mcp import mcp_servers
+from agents.mcp import asks_for_a_server, mcp_servers
 
 from . import messages
 from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
@@ -409,6 +409,22 @@ class ChatBot:
             elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
                 await self.presenter.say(messenger, thread, Notice(text=why))
 
+    def _answer_refused(self, questions: list[PendingInfo], user_id: str) -> str | None:
+        """Why ``user_id`` may not answer the newest question (``None``: they may).
+
+        An MCP server's question is part of deciding that tool's call: only the
+        people the policy lets decide it may answer. A tool's own question (a
+        missing version) is the requester's to answer, like any reply.
+        """
+        now = datetime.now(UTC)
+        live = [q for q in questions if q.expires_at > now]
+        if not live or not asks_for_a_server(live[-1]):
+            return None
+        newest = live[-1]
+        if self.policy.check(newest.tool_name, newest.requester, user_id) is None:
+            return None
+        return messages.ANSWER_NOT_ALLOWED.format(tool=newest.tool_name)
+
     async def _stream_for(
         self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
     ) -> AgentStream | None:
@@ -421,6 +437,10 @@ class ChatBot:
         pending = await self._pending(thread.id)
         questions = [p for p in pending if p.kind == "suspension"]
         if questions:
+            refused = self._answer_refused(questions, message.user_id)
+            if refused is not None:
+                await self.presenter.tell(thread, message.user_id, (refused,))
+                return None
             try:
                 answered = await self.agent.answer_question(
                     message.text, thread_id=thread.id, resource_id=message.user_id

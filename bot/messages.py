@@ -79,6 +79,9 @@ CLICK_RACED: Final = (
 # -- approval policy refusals --------------------------------------------------
 
 POLICY_NOT_APPROVER: Final = "You are not one of the approvers for `{tool}`."
+ANSWER_NOT_ALLOWED: Final = (
+    "Only people who may approve `{tool}` may answer its question; your reply was not used."
+)
 POLICY_SELF_APPROVAL: Final = "You asked for `{tool}` yourself; someone else has to approve it."
 
 DECIDED: Final = "decided"

@@ -357,3 +357,46 @@ async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_i
     finally:
         await bot.aclose()
         await loaded.aclose()
+
+
+async def test_only_people_who_may_decide_the_tool_answer_its_servers_question(
+    tmp_path: Path,
+) -> None:
+    calls = Calls(tmp_path / "calls.jsonl")
+
+    def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+        return extract_fields(messages[-1].text, schema)
+
+    model = call_then_answer(
+        ToolCall("tickets__escalate", {"ticket": "T-2"}), structured_handler=from_reply
+    )
+    text = (
+        '[bot]\nroot = "desk"\n[agents.desk]\nmcp = ["tickets"]\nauto_resume = true\n'
+        + tickets_server(calls)
+    )
+    loaded = await load_config(write(tmp_path, text), model, MemoryStore())
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.tickets__escalate]\napprovers = ["U9LEAD"]\n')
+    bot = ChatBot(loaded.agent, policy=ApprovalPolicy.load(policy))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    try:
+        await bot.on_message(message("escalate T-2", user="U1"))
+        await bot.drain()
+        assert len(messenger.views(Prompt)) == 1
+
+        await bot.on_message(message("because I say so", user="U1"))
+        await bot.drain()
+        assert messenger.tells[-1][1:] == (
+            "U1",
+            "Only people who may approve `tickets__escalate` may answer its question; "
+            "your reply was not used.",
+        )
+        assert calls() == []
+
+        await bot.on_message(message("the VPN is down for everyone", user="U9LEAD"))
+        await bot.drain()
+        assert "T-2 escalated: the VPN is down for everyone" in messenger.views(Reply)[-1].text
+    finally:
+        await bot.aclose()
+        await loaded.aclose()
