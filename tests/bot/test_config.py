@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -324,26 +326,44 @@ async def test_healthz_and_metrics_report_each_mcp_server(tmp_path: Path) -> Non
         await loaded.aclose()
 
 
-async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_it(
-    tmp_path: Path,
-) -> None:
+def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+    """What a model would read off the person's reply: the demo model's rules."""
+    return extract_fields(messages[-1].text, schema)
+
+
+@asynccontextmanager
+async def escalation_desk(
+    tmp_path: Path, ticket: str, policy: str | None = None
+) -> AsyncIterator[tuple[ChatBot, RecordingMessenger, Calls]]:
+    """A chat bot whose model escalates ``ticket`` (the server asks why), answers auto-resumed."""
     calls = Calls(tmp_path / "calls.jsonl")
-
-    def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
-        return extract_fields(messages[-1].text, schema)
-
     model = call_then_answer(
-        ToolCall("tickets__escalate", {"ticket": "T-1"}), structured_handler=from_reply
+        ToolCall("tickets__escalate", {"ticket": ticket}), structured_handler=from_reply
     )
     text = (
         '[bot]\nroot = "desk"\n[agents.desk]\nmcp = ["tickets"]\nauto_resume = true\n'
         + tickets_server(calls)
     )
     loaded = await load_config(write(tmp_path, text), model, MemoryStore())
-    bot = ChatBot(loaded.agent)
+    rules = None
+    if policy is not None:
+        path = tmp_path / "policy.toml"
+        path.write_text(policy)
+        rules = ApprovalPolicy.load(path)
+    bot = ChatBot(loaded.agent, policy=rules)
     messenger = RecordingMessenger()
     bot.register("test", messenger)
     try:
+        yield bot, messenger, calls
+    finally:
+        await bot.aclose()
+        await loaded.aclose()
+
+
+async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_it(
+    tmp_path: Path,
+) -> None:
+    async with escalation_desk(tmp_path, "T-1") as (bot, messenger, calls):
         await bot.on_message(message("escalate T-1"))
         await bot.drain()
         (asked,) = messenger.views(Prompt)
@@ -354,33 +374,13 @@ async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_i
         await bot.drain()
         assert "T-1 escalated: the whole floor is offline" in messenger.views(Reply)[-1].text
         assert [c["tool"] for c in calls()] == ["escalate"]  # its body ran once, answered
-    finally:
-        await bot.aclose()
-        await loaded.aclose()
 
 
 async def test_only_people_who_may_decide_the_tool_answer_its_servers_question(
     tmp_path: Path,
 ) -> None:
-    calls = Calls(tmp_path / "calls.jsonl")
-
-    def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
-        return extract_fields(messages[-1].text, schema)
-
-    model = call_then_answer(
-        ToolCall("tickets__escalate", {"ticket": "T-2"}), structured_handler=from_reply
-    )
-    text = (
-        '[bot]\nroot = "desk"\n[agents.desk]\nmcp = ["tickets"]\nauto_resume = true\n'
-        + tickets_server(calls)
-    )
-    loaded = await load_config(write(tmp_path, text), model, MemoryStore())
-    policy = tmp_path / "policy.toml"
-    policy.write_text('[tools.tickets__escalate]\napprovers = ["U9LEAD"]\n')
-    bot = ChatBot(loaded.agent, policy=ApprovalPolicy.load(policy))
-    messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    try:
+    policy = '[tools.tickets__escalate]\napprovers = ["U9LEAD"]\n'
+    async with escalation_desk(tmp_path, "T-2", policy) as (bot, messenger, calls):
         await bot.on_message(message("escalate T-2", user="U1"))
         await bot.drain()
         assert len(messenger.views(Prompt)) == 1
@@ -397,6 +397,3 @@ async def test_only_people_who_may_decide_the_tool_answer_its_servers_question(
         await bot.on_message(message("the VPN is down for everyone", user="U9LEAD"))
         await bot.drain()
         assert "T-2 escalated: the VPN is down for everyone" in messenger.views(Reply)[-1].text
-    finally:
-        await bot.aclose()
-        await loaded.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from bot.config import load_config
 from tests.examples.conftest import EXAMPLE_CONFIG
 
 from .conftest import StartBot
-from .fake_slack import FakeSlack
+from .fake_slack import FakeSlack, Posted
 from .harness import BOB, CHANNEL, BotServer, mention_event, message_event, view_submission
 from .test_approvals import card_text, has_buttons
 
@@ -40,6 +41,14 @@ async def desk(
         await loaded.aclose()
 
 
+async def card_for(bot: BotServer, slack: FakeSlack, text: str) -> tuple[dict[str, Any], Posted]:
+    """Mention the bot with ``text``; the thread's root event and the card it posts."""
+    root = mention_event(text)
+    await bot.send_event(root)
+    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
+    return root, next(m for m in slack.messages.values() if has_buttons(m))
+
+
 def answers(slack: FakeSlack, root: str) -> str:
     return "\n".join(m.text for m in slack.in_thread(CHANNEL, root))
 
@@ -59,10 +68,7 @@ async def test_an_mcp_tool_that_changes_data_runs_once_its_card_is_approved(
     desk: tuple[BotServer, Path], slack: FakeSlack
 ) -> None:
     bot, tickets = desk
-    root = mention_event("close ticket T-101")
-    await bot.send_event(root)
-    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
-    card = next(m for m in slack.messages.values() if has_buttons(m))
+    root, card = await card_for(bot, slack, "close ticket T-101")
     assert "tickets__close_ticket" in card_text(card)
     assert "ops › tickets" in card_text(card)
     assert "T-101" in card_text(card)
@@ -79,10 +85,7 @@ async def test_a_declined_mcp_call_never_reaches_the_server(
     desk: tuple[BotServer, Path], slack: FakeSlack
 ) -> None:
     bot, tickets = desk
-    root = mention_event("close ticket T-100")
-    await bot.send_event(root)
-    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
-    card = next(m for m in slack.messages.values() if has_buttons(m))
+    _, card = await card_for(bot, slack, "close ticket T-100")
     await bot.press(card, DECLINE_ACTION, user=BOB)
     await slack.wait_for(lambda: bool(slack.of("views.open")))
     view = slack.of("views.open")[0].args["view"]
@@ -96,10 +99,7 @@ async def test_an_mcp_servers_question_is_asked_in_the_thread_after_the_approval
     desk: tuple[BotServer, Path], slack: FakeSlack
 ) -> None:
     bot, tickets = desk
-    root = mention_event("reopen ticket T-102")
-    await bot.send_event(root)
-    await slack.wait_for(lambda: any(has_buttons(m) for m in slack.messages.values()))
-    card = next(m for m in slack.messages.values() if has_buttons(m))
+    root, card = await card_for(bot, slack, "reopen ticket T-102")
     assert "tickets__reopen_ticket" in card_text(card)
     await bot.press(card, APPROVE_ACTION, user=BOB)
     await bot.idle()
