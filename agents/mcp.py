@@ -36,16 +36,15 @@ from typing import Any, Literal
 import httpx2
 import mcp.types as mt
 from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel
 
 from .agent import Agent
 from .chunks import PendingInfo
-from .tools import SchemaChecked, Tool, ToolContext
+from .tools import Tool, ToolContext, schema_model
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +124,6 @@ class McpServer:
             return self.require_approval == "always"
         hints = tool.annotations
         return not (hints is not None and hints.read_only_hint is True)
-
-
-class McpArguments(SchemaChecked):
-    """A call's arguments, checked against the tool's JSON schema (one subclass per tool)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -463,8 +458,7 @@ class McpTools:
             return None
         schema = dict(tool.input_schema)
         try:
-            check = validator_for(schema)
-            check.check_schema(schema)
+            model = schema_model(schema, f"{name}_arguments")
         except SchemaError as exc:
             log.warning(
                 "MCP server %s: tool %r skipped: bad input schema (%s)",
@@ -473,8 +467,6 @@ class McpTools:
                 exc.message,
             )
             return None
-        model = create_model(f"{name}_arguments", __base__=McpArguments)
-        model.schema_check = check(schema)
         remote = tool.name
 
         async def run(args: BaseModel, ctx: ToolContext) -> str:
