@@ -103,7 +103,9 @@ class ChatBot:
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
-        self.metrics.watch_mcp(mcp_servers(agent))
+        self.mcp_servers = mcp_servers(agent)
+        """The agent tree's MCP connections (fixed with the agents), for health and metrics."""
+        self.metrics.watch_mcp(self.mcp_servers)
         self._threads = KeyedLocks()
         self.presenter = Presenter(
             agent_id=agent.id,

@@ -14,8 +14,6 @@ from typing import Protocol
 
 from aiohttp import web
 
-from agents.mcp import mcp_servers
-
 from .core import ChatBot
 from .metrics import CONTENT_TYPE
 from .settings import Settings
@@ -117,10 +115,10 @@ async def healthz(request: web.Request) -> web.Response:
         log.warning("health check: the store did not answer", exc_info=True)
         ok = False
     body: dict[str, object] = {"ok": ok, "store": ok}
-    servers = mcp_servers(bot.agent)
-    if servers:
+    if bot.mcp_servers:
         body["mcp"] = {
-            s.name: {"state": s.state, "tools": len(s.tools()), "error": s.error} for s in servers
+            s.name: {"state": s.state, "tools": len(s.tools()), "error": s.error}
+            for s in bot.mcp_servers
         }
     return web.json_response(body, status=200 if ok else 503)
 
