@@ -310,7 +310,7 @@ async def test_healthz_and_metrics_report_each_mcp_server(tmp_path: Path) -> Non
         async with TestClient(TestServer(app)) as client:
             health = await (await client.get("/healthz")).json()
             assert health["ok"] is True
-            assert health["mcp"] == {"tickets": {"state": "connected", "tools": 8, "error": None}}
+            assert health["mcp"] == {"tickets": {"state": "connected", "tools": 9, "error": None}}
             body = await (await client.get("/metrics")).text()
         assert 'approval_bot_mcp_calls_total{server="tickets"} 1.0' in body
         assert 'approval_bot_mcp_errors_total{server="tickets"} 0.0' in body

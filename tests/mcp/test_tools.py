@@ -264,8 +264,18 @@ def test_a_server_spec_that_cannot_work_is_refused(options: dict[str, Any], prob
         McpServer(**options)
 
 
-def test_stdio_servers_get_only_the_environment_they_are_given(stdio_calls: Calls) -> None:
-    assert dict(stdio_server(stdio_calls).env) == {"MCP_TEST_CALLS": str(stdio_calls.path)}
+async def test_a_stdio_server_gets_only_the_environment_it_is_given(
+    stdio_calls: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_SECRET_FOR_TEST", "s3cret")  # the bot's own, not the server's
+    tools = McpTools(stdio_server(stdio_calls))
+    await tools.start(wait=20)
+    try:
+        assert await tools.call("environment", {"name": "BOT_SECRET_FOR_TEST"}) == "unset"
+        given = await tools.call("environment", {"name": "MCP_TEST_CALLS"})
+        assert given == str(stdio_calls.path)
+    finally:
+        await tools.aclose()
 
 
 async def test_a_server_that_never_answers_is_one_line_and_closes_promptly() -> None:

@@ -104,6 +104,12 @@ async def add_export_tool(ctx: Context) -> str:
     return "export added"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def environment(name: str) -> str:
+    """The value of one of the server's environment variables, or "unset"."""
+    return os.environ.get(name, "unset")
+
+
 class Reason(BaseModel):
     reason: str
 
