@@ -118,8 +118,9 @@ class Decider:
             raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
         if entry.decision is not None:
             raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
-        wants = "suspension" if decision.action == "resume" else "approval"
-        if decision.action != "expire" and entry.kind != wants:
+        # A question can be answered or declined; an approval approved or declined.
+        wants = {"resume": "suspension", "approve": "approval"}.get(decision.action)
+        if wants is not None and entry.kind != wants:
             detail = (
                 "waits for resume data, not for approval"
                 if entry.kind == "suspension"
@@ -169,10 +170,14 @@ class Decider:
         assert owned is not None
         agent = self._turns.agent_at(leaf.agent_path)
         tool = agent.tool(call.tool_name)
-        if decision.action in ("decline", "expire"):
-            text = texts.EXPIRED if decision.action == "expire" else texts.DECLINED
-            if decision.action == "decline" and decision.reason:
-                text += texts.DECLINED_REASON.format(reason=decision.reason)
+        heard = (
+            decision.action == "decline"
+            and entry.kind == "suspension"
+            and tool is not None
+            and tool.hears_declines
+        )
+        if decision.action in ("decline", "expire") and not heard:
+            text = _refused_text(entry, decision)
             outcomes[call.tool_call_id] = error_outcome(call, text)
             yield error_chunk(leaf, call, text)
         elif tool is None:
@@ -192,6 +197,21 @@ class Decider:
                     agent, leaf, call, tool, args, outcomes, approved=True, resume_data=answer
                 ):
                     yield chunk
+        elif heard:
+            # The tool hears that its question was declined (an MCP server decides what
+            # that means); it runs with the arguments it asked with.
+            async for chunk in self._turns.execute(
+                agent,
+                leaf,
+                call,
+                tool,
+                tool.validate_args(owned.args),
+                outcomes,
+                approved=owned.approved,
+                suspended=owned.suspend_payload,
+                declined="cancel" if decision.cancelled else "decline",
+            ):
+                yield chunk
         else:
             # The answer fills the arguments it names (validated when it was claimed).
             args = tool.answered_args(owned.args, resume_data)
@@ -320,6 +340,19 @@ class Decider:
         if busy:
             parent.busy_children.append(child.run_id)
         return (parent.pending, parent.results, parent.busy_children) != was
+
+
+def _refused_text(entry: PendingCall, decision: Decision) -> str:
+    """What the model is told about a call that was declined or expired."""
+    if decision.action == "expire":
+        return texts.EXPIRED
+    if entry.kind == "suspension":
+        text = texts.QUESTION_CANCELLED if decision.cancelled else texts.QUESTION_DECLINED
+    else:
+        text = texts.DECLINED
+    if decision.reason:
+        text += texts.DECLINED_REASON.format(reason=decision.reason)
+    return text
 
 
 def _approved(tool: Tool, call: PendingCall) -> tuple[BaseModel, Any] | str:

@@ -106,7 +106,13 @@ class Recoverer:
             return None
         entry = executing[0]
         decision = entry.decision
-        if decision is None or not (decision.action in ("decline", "expire") or entry.idempotent):
+        # A declined approval or an expiry runs nothing; a declined question runs a
+        # tool that hears declines, so it is safe only as an idempotent call is.
+        runs_nothing = decision is not None and (
+            decision.action == "expire"
+            or (decision.action == "decline" and entry.kind == "approval")
+        )
+        if decision is None or not (runs_nothing or entry.idempotent):
             return None
         chain = await self._decider.chain(top, entry.tool_call_id)
         owner = chain[-1].find_pending(entry.tool_call_id)

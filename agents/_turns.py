@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -300,6 +300,7 @@ class Turns:
         approved: bool = False,
         resume_data: Any = None,
         suspended: Any = None,
+        declined: Literal["decline", "cancel"] | None = None,
     ) -> ToolContext:
         return ToolContext(
             run_id=snap.run_id,
@@ -311,6 +312,7 @@ class Turns:
             approved=approved,
             resume_data=resume_data,
             suspended=suspended,
+            declined=declined,
         )
 
     def pending(
@@ -353,6 +355,7 @@ class Turns:
             expires_at=now + ttl,
             requester=snap.resource_id,
             idempotent=tool.idempotent,
+            source=tool.source,
             approved=approved,
             answer=_answer_json(answer),
         )
@@ -369,16 +372,23 @@ class Turns:
         approved: bool = False,
         resume_data: Any = None,
         suspended: Any = None,
+        declined: Literal["decline", "cancel"] | None = None,
     ) -> AsyncIterator[Chunk]:
         """Run one tool call (or delegation); record its outcome in ``outcomes``.
 
-        ``resume_data`` answers the suspension whose payload was ``suspended``."""
+        ``resume_data`` answers the suspension whose payload was ``suspended``;
+        ``declined`` says the person declined (or cancelled) it instead."""
         if tool.delegate_to is not None:
             async for chunk in self._delegate(agent, snap, call, tool.delegate_to, args, outcomes):
                 yield chunk
             return
         ctx = self.context(
-            snap, call, approved=approved, resume_data=resume_data, suspended=suspended
+            snap,
+            call,
+            approved=approved,
+            resume_data=resume_data,
+            suspended=suspended,
+            declined=declined,
         )
         try:
             value = await tool.invoke(args, ctx)

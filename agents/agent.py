@@ -194,9 +194,16 @@ class Agent:
         tool_call_id: str | None = None,
         reason: str | None = None,
         decided_by: str | None = None,
+        cancel: bool = False,
     ) -> AgentStream:
-        """Decline a pending call: the tool never runs and the model is told why."""
-        decision = Decision(action="decline", decided_by=decided_by, reason=reason)
+        """Decline a pending call: the tool never runs and the model is told why.
+
+        On a question, ``cancel`` says the person called it off rather than refused
+        to answer; a tool that ``hears_declines`` is run again to hear which.
+        """
+        decision = Decision(
+            action="decline", decided_by=decided_by, reason=reason, cancelled=cancel
+        )
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
     async def resume_stream(

@@ -37,6 +37,8 @@ class PendingInfo:
     requester: str | None = None
     answer: Any = None
     """An approval's answer: what a person said before it, which runs with the arguments."""
+    source: str | None = None
+    """The tool source offering the tool (an MCP server's name), if not the agent itself."""
 
     @classmethod
     def of(cls, run_id: str, call: PendingCall) -> PendingInfo:
@@ -54,6 +56,7 @@ class PendingInfo:
             expires_at=call.expires_at,
             requester=call.requester,
             answer=call.answer,
+            source=call.source,
         )
 
 

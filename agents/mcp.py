@@ -18,6 +18,14 @@ Arguments are validated against the tool's input schema (JSON Schema, with
 an error. Every failure (server down, an error result, a timeout) becomes a
 tool error the model sees; the connection is re-made in the background, with
 backoff, and the tool list follows the server's ``tools/list_changed``.
+
+A server's question (an elicitation) suspends the call (``ctx.suspend``). On
+MCP 2026-07-28 the call has returned (``InputRequiredResult``): the suspension
+keeps the server's ``request_state``, and the answer (or a decline) retries
+the call with it, from any process. Before that revision the server asks
+inside the call: the suspension names the call still open here, and the answer
+is handed to it; after a restart that call is gone (``QuestionLost``), and the
+tool is called again only if it is idempotent.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import asyncio
 import json
 import logging
 import re
+import secrets
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -98,7 +107,11 @@ class McpServer:
     tool_approval: Mapping[str, bool] = field(default_factory=dict)
     """Per-tool overrides (by the server's tool name): ``True`` always asks, ``False`` never."""
     timeout: float = 60.0
-    """Seconds a call may take before it fails as timed out."""
+    """Seconds a call may take before it fails as timed out (a person's answer to the
+    server's question does not count)."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """``auto``: the current revision, else the previous one; ``legacy``: the initialize
+    handshake only (MCP 2025-11-25), for a server or proxy that mishandles discovery."""
 
     def __post_init__(self) -> None:
         if not SERVER_NAME.fullmatch(self.name):
@@ -141,34 +154,50 @@ class Question:
     schema: dict[str, Any]
     key: str
     request_state: str | None
+    live: bool = False
+    """Asked inside a call that is still open (MCP before 2026-07-28): the answer must
+    reach this process while that call lasts."""
 
     def payload(self) -> dict[str, Any]:
-        return {
-            "message": self.message,
-            MCP_QUESTION: {"key": self.key, "state": self.request_state},
-        }
+        asked: dict[str, Any] = {"key": self.key, "state": self.request_state}
+        if self.live:
+            asked["live"] = True
+        return {"message": self.message, MCP_QUESTION: asked}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Answer:
-    """A person's answer to a ``Question``, for the retried call."""
+    """A person's answer to a ``Question`` (or their refusal), for the retried call."""
 
     key: str
-    content: dict[str, Any]
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None
     request_state: str | None
+    live: bool = False
 
     @classmethod
-    def to(cls, suspended: Any, data: Any) -> Answer | None:
-        """The answer ``data`` to the question a call suspended with, if it asked one."""
+    def to(cls, ctx: ToolContext) -> Answer | None:
+        """What a resumed call tells the server about the question it suspended with."""
+        suspended = ctx.suspended
         asked = suspended.get(MCP_QUESTION) if isinstance(suspended, dict) else None
-        if not isinstance(asked, dict) or data is None:
+        if not isinstance(asked, dict):
             return None
-        content = data if isinstance(data, dict) else {}
-        return cls(key=str(asked.get("key")), content=content, request_state=asked.get("state"))
+        key, state, live = str(asked.get("key")), asked.get("state"), asked.get("live") is True
+        if ctx.declined is not None:
+            return cls(key=key, action=ctx.declined, content=None, request_state=state, live=live)
+        if ctx.resume_data is None:
+            return None
+        content = ctx.resume_data if isinstance(ctx.resume_data, dict) else {}
+        return cls(key=key, action="accept", content=content, request_state=state, live=live)
+
+    def result(self) -> mt.ElicitResult:
+        return mt.ElicitResult(action=self.action, content=self.content)
 
     def responses(self) -> mt.InputResponses:
-        return {self.key: mt.ElicitResult(action="accept", content=self.content)}
+        return {self.key: self.result()}
 
+
+_RECHECK = "please check what it did and ask again."
 
 MCP_QUESTION = "mcp_question"
 """Where a suspension's payload keeps what retrying the call needs."""
@@ -178,6 +207,35 @@ def asks_for_a_server(info: PendingInfo) -> bool:
     """Whether a waiting question is an MCP server's (an elicitation)."""
     payload = info.suspend_payload
     return isinstance(payload, dict) and MCP_QUESTION in payload
+
+
+class QuestionLost(McpError):
+    """An answer to a question asked inside a call that is no longer open."""
+
+
+@dataclass(eq=False)
+class _Live:
+    """A question a legacy server asked inside a call; ``reply`` is awaited by that call."""
+
+    key: str
+    message: str
+    schema: dict[str, Any]
+    reply: asyncio.Future[mt.ElicitResult]
+
+
+@dataclass(eq=False)
+class _Flight:
+    """One call the server is working on (its request runs in ``task``)."""
+
+    tool: str
+    task: asyncio.Task[Any]
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    question: _Live | None = None
+    """The question the call waits on now, if it asked one."""
+
+
+LIVE_QUESTION_MAX = 24 * 3600.0
+"""Seconds a call that asked inside itself is held open for the answer (then cancelled)."""
 
 
 @dataclass
@@ -214,6 +272,9 @@ class McpTools:
         self._broken = asyncio.Event()
         self._changed = asyncio.Event()
         self._tried = asyncio.Event()
+        self._flights: set[_Flight] = set()
+        self._live: dict[str, _Flight] = {}
+        """Calls waiting inside themselves for a person, by their question's key."""
 
     def tools(self) -> Mapping[str, Tool]:
         """The server's tools as last listed, by full name (``<server>__<tool>``)."""
@@ -243,6 +304,9 @@ class McpTools:
     async def aclose(self) -> None:
         """Close the connection (a stdio server's process ends with it)."""
         self._stop.set()
+        for flight in list(self._live.values()):
+            if flight.question is not None and not flight.question.reply.done():
+                flight.question.reply.set_result(mt.ElicitResult(action="cancel"))
         if self._owner is not None:
             # Connected, it stops at once; mid-connect (a server that hangs on start) it
             # is cancelled after a moment, in its own task, which leaves every context.
@@ -256,54 +320,116 @@ class McpTools:
         self, tool: str, arguments: dict[str, Any], *, answer: Answer | None = None
     ) -> str | Question:
         """Call one of the server's tools: its result as text, or the ``Question`` it
-        asks the person first. ``answer`` retries a call that asked, with the reply.
+        asks the person first. ``answer`` retries a call that asked, with the reply (or
+        hands it to the call still open, for a question asked inside it).
 
         Raises:
+            QuestionLost: ``answer`` is for a question asked inside a call that is no
+                longer open (the bot restarted, or this is another replica).
             McpError: The server is not connected, the call timed out or failed,
                 or the tool answered with an error (its text is the message).
         """
+        if answer is not None and answer.live:
+            return await self._answer_live(tool, answer)
         client = self._client
         if client is None:
             raise McpError(
                 f"the MCP server {self.name} is not connected ({self.error or 'connecting'})"
             )
-        started = time.monotonic()
         self.stats.calls += 1
+        request = client.session.call_tool(
+            tool,
+            arguments,
+            allow_input_required=True,
+            input_responses=answer.responses() if answer else None,
+            request_state=answer.request_state if answer else None,
+        )
+        flight = _Flight(tool=tool, task=asyncio.create_task(request, name=f"mcp:{tool}"))
+        self._flights.add(flight)
+        flight.task.add_done_callback(lambda task: self._landed(flight, task))
+        return await self._outcome(flight)
+
+    def _landed(self, flight: _Flight, task: asyncio.Task[Any]) -> None:
+        """A request ended: it is no longer in flight (an outcome nobody waits for any
+        more, after a timeout or an abandoned question, is dropped here)."""
+        self._flights.discard(flight)
+        if not task.cancelled():
+            task.exception()
+
+    async def _answer_live(self, tool: str, answer: Answer) -> str | Question:
+        """Give the call that asked inside itself its answer, then wait for it again."""
+        flight = self._live.get(answer.key)
+        question = flight.question if flight is not None else None
+        if flight is None or question is None or question.reply.done():
+            raise QuestionLost(
+                f"{self.name}: {tool} asked this question inside its call, and that call is"
+                " no longer open (the bot restarted, or the answer reached another replica)"
+            )
+        question.reply.set_result(answer.result())
+        flight.question = None
+        return await self._outcome(flight)
+
+    async def _outcome(self, flight: _Flight) -> str | Question:
+        """What a call in flight comes to: its result, a question it asks inside itself,
+        or ``McpError`` (a timeout cancels it). Time a person takes does not count."""
+        started = time.monotonic()
+        flight.asked.clear()
+        asking = asyncio.create_task(flight.asked.wait())
         try:
-            try:
-                result = await client.session.call_tool(
-                    tool,
-                    arguments,
-                    read_timeout_seconds=self.server.timeout,
-                    allow_input_required=True,
-                    input_responses=answer.responses() if answer else None,
-                    request_state=answer.request_state if answer else None,
+            await asyncio.wait(
+                {flight.task, asking},
+                timeout=self.server.timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            asking.cancel()
+            self.stats.seconds += time.monotonic() - started
+        try:
+            if flight.task.done():
+                return self._result(flight.tool, flight.task)
+            asked = flight.question
+            if asked is not None:
+                return Question(
+                    message=asked.message,
+                    schema=asked.schema,
+                    key=asked.key,
+                    request_state=None,
+                    live=True,
                 )
-            except MCPError as exc:
-                if exc.code == mt.REQUEST_TIMEOUT:
-                    raise McpError(
-                        f"{self.name}: {tool} did not answer within {self.server.timeout:g} s"
-                    ) from exc
-                if exc.code == mt.CONNECTION_CLOSED:
-                    self._broken.set()
-                    raise McpError(f"{self.name}: the connection was lost during {tool}") from exc
-                raise McpError(f"{self.name}: {tool} failed: {exc.message}") from exc
-            except Exception as exc:
-                self._broken.set()
-                raise McpError(f"{self.name}: {tool} failed: {_reason(exc)}") from exc
-            if isinstance(result, mt.InputRequiredResult):
-                return self._question(tool, result)
-            if not isinstance(result, mt.CallToolResult):
-                raise McpError(f"{self.name}: {tool} answered with no tool result")
-            text = result_text(result)
-            if result.is_error:
-                raise McpError(text or f"{self.name}: {tool} failed")
-            return text
+            flight.task.cancel()
+            raise McpError(
+                f"{self.name}: {flight.tool} did not answer within {self.server.timeout:g} s"
+            )
         except McpError:
             self.stats.errors += 1
             raise
-        finally:
-            self.stats.seconds += time.monotonic() - started
+
+    def _result(self, tool: str, task: asyncio.Task[Any]) -> str | Question:
+        """A finished request as text or a ``Question``; ``McpError`` for any failure."""
+        try:
+            result = task.result()
+        except MCPError as exc:
+            if exc.code == mt.INVALID_PARAMS and "requestState" in exc.message:
+                raise McpError(
+                    f"{self.name}: {tool} could not take the answer: the server no longer"
+                    f" opens the state it asked with ({exc.message}; it restarted without a"
+                    " fixed key, or the state expired). It did not run; please ask again."
+                ) from exc
+            if exc.code == mt.CONNECTION_CLOSED:
+                self._broken.set()
+                raise McpError(f"{self.name}: the connection was lost during {tool}") from exc
+            raise McpError(f"{self.name}: {tool} failed: {exc.message}") from exc
+        except Exception as exc:
+            self._broken.set()
+            raise McpError(f"{self.name}: {tool} failed: {_reason(exc)}") from exc
+        if isinstance(result, mt.InputRequiredResult):
+            return self._question(tool, result)
+        if not isinstance(result, mt.CallToolResult):
+            raise McpError(f"{self.name}: {tool} answered with no tool result")
+        text = result_text(result)
+        if result.is_error:
+            raise McpError(text or f"{self.name}: {tool} failed")
+        return text
 
     def _question(self, tool: str, result: mt.InputRequiredResult) -> Question:
         """The one form question an ``InputRequiredResult`` asks, or ``McpError``."""
@@ -328,17 +454,42 @@ class McpTools:
             request_state=result.request_state,
         )
 
-    async def _legacy_question(self, context: Any, params: mt.ElicitRequestParams) -> mt.ErrorData:
-        """A question asked inside a call (MCP before 2026-07-28): refused, saying why.
+    async def _legacy_question(
+        self, context: Any, params: mt.ElicitRequestParams
+    ) -> mt.ElicitResult | mt.ErrorData:
+        """A question asked inside a call (MCP before 2026-07-28): the call suspends
+        with it while the server's request stays open, and the answer is handed to it.
 
-        Such a question lives in the server's session only, so it cannot wait
-        for a person hours later or survive a restart; the call fails clearly.
+        Such a question lives in this process's session only. It is taken when the
+        call asking is the only one in flight on the connection (the protocol does
+        not say which call asks); otherwise it is refused, saying why.
         """
-        log.warning("MCP server %s asked inside a call; it needs MCP 2026-07-28", self.name)
-        return mt.ErrorData(
-            code=mt.INVALID_REQUEST,
-            message="this bot answers a server's questions on MCP 2026-07-28 only",
+        if not isinstance(params, mt.ElicitRequestFormParams):
+            return mt.ErrorData(code=mt.INVALID_REQUEST, message="this bot answers forms only")
+        flights = [f for f in self._flights if not f.task.done() and f.question is None]
+        if len(flights) != 1 or len(self._flights) != 1:
+            log.warning("MCP server %s asked inside one of several calls; refused", self.name)
+            return mt.ErrorData(
+                code=mt.INVALID_REQUEST,
+                message="this bot takes a question asked inside a call only while that call"
+                " is the only one in flight (MCP 2026-07-28 has no such limit)",
+            )
+        (flight,) = flights
+        live = _Live(
+            key=f"live-{secrets.token_hex(8)}",
+            message=params.message,
+            schema=dict(params.requested_schema),
+            reply=asyncio.get_running_loop().create_future(),
         )
+        flight.question = live
+        self._live[live.key] = flight
+        flight.asked.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(live.reply), LIVE_QUESTION_MAX)
+        except TimeoutError:
+            return mt.ElicitResult(action="cancel")
+        finally:
+            self._live.pop(live.key, None)
 
     # -- the owner task ------------------------------------------------------
 
@@ -398,8 +549,10 @@ class McpTools:
             client = await stack.enter_async_context(
                 Client(
                     transport,
+                    mode=server.protocol,
                     message_handler=self._on_message,
-                    # Declared so servers ask (on 2026-07-28, by InputRequiredResult).
+                    # Declared so servers ask: on 2026-07-28 by InputRequiredResult (the
+                    # call returns), before it inside the call (this callback).
                     elicitation_callback=self._legacy_question,
                     cache=None,
                 )
@@ -469,14 +622,23 @@ class McpTools:
             return None
         remote = tool.name
 
+        hints = tool.annotations
+        idempotent = hints is not None and hints.idempotent_hint is True
+
         async def run(args: BaseModel, ctx: ToolContext) -> str:
-            answer = Answer.to(ctx.suspended, ctx.resume_data)
-            outcome = await self.call(remote, args.model_dump(mode="json"), answer=answer)
+            arguments = args.model_dump(mode="json")
+            try:
+                outcome = await self.call(remote, arguments, answer=Answer.to(ctx))
+            except QuestionLost as lost:
+                if not idempotent:
+                    raise McpError(f"{lost} It was not run again: {_RECHECK}") from lost
+                # Safe to start over, as any interrupted idempotent call is.
+                log.info("MCP server %s: %s; calling %s again", self.name, lost, remote)
+                outcome = await self.call(remote, arguments)
             if isinstance(outcome, Question):
                 ctx.suspend(outcome.payload(), answer_schema=outcome.schema)
             return outcome
 
-        hints = tool.annotations
         return Tool(
             name=name,
             description=tool.description or tool.title or f"{tool.name} (MCP server {self.name})",
@@ -484,9 +646,11 @@ class McpTools:
             input_model=model,
             schema=schema,
             require_approval=self.server.needs_approval(tool),
-            idempotent=hints is not None and hints.idempotent_hint is True,
+            idempotent=idempotent,
             unpack_args=False,
             context_param="ctx",
+            source=self.name,
+            hears_declines=True,
         )
 
 

@@ -50,6 +50,9 @@ class Decision(BaseModel):
     reason: str | None = None
     data: Any = None
     """The resume data as given (JSON), kept so an idempotent tool can be retried."""
+    cancelled: bool = False
+    """On a declined question: the person called it off (MCP's ``cancel``) rather
+    than refused to answer (``decline``)."""
 
 
 class PendingCall(BaseModel):
@@ -81,6 +84,8 @@ class PendingCall(BaseModel):
     decision: Decision | None = None
     requester: str | None = None
     idempotent: bool = False
+    source: str | None = None
+    """The tool source offering the tool (an MCP server's name), if not the agent itself."""
     approved: bool = False
     """A person already approved this call (a suspension after an approval)."""
     announced: bool = False

@@ -17,6 +17,8 @@ TOOL_REFUSED: Final = "Tool {tool} was not run: {reason}"
 DECLINED: Final = "Tool call was not approved by the user"
 """The reference's wording; a reason, when given, follows as ". Reason: ..."."""
 DECLINED_REASON: Final = ". Reason: {reason}"
+QUESTION_DECLINED: Final = "The user declined to answer the question, so the tool did not finish"
+QUESTION_CANCELLED: Final = "The user cancelled the question, so the tool did not finish"
 EXPIRED: Final = "The approval request expired before anyone decided; the tool did not run."
 APPROVED_ARGS_INVALID: Final = (
     "The approved arguments of {tool} are no longer valid ({errors}); it did not run. "

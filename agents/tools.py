@@ -9,7 +9,16 @@ import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, NoReturn, Protocol, get_type_hints, overload, runtime_checkable
+from typing import (
+    Any,
+    ClassVar,
+    Literal,
+    NoReturn,
+    Protocol,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
@@ -61,6 +70,9 @@ class ToolContext:
     resume_data: Any = None
     suspended: Any = None
     """On a resumed call: the payload it suspended with (what the answer answers)."""
+    declined: Literal["decline", "cancel"] | None = None
+    """On a question the person declined to answer (or called off): how. Only a tool
+    that ``hears_declines`` is run again then, with no ``resume_data``."""
     _suspend_schema: type[BaseModel] | None = field(default=None, repr=False)
 
     def suspend(self, payload: Any, *, answer_schema: dict[str, Any] | None = None) -> NoReturn:
@@ -197,6 +209,11 @@ class Tool:
     schema: dict[str, Any] | None = None
     """The input's JSON schema as offered to the model, when it is not ``input_model``'s
     own (an MCP tool's, from its server; its ``input_model`` checks against it)."""
+    source: str | None = None
+    """The ``ToolSource`` offering it (an MCP server's name); cards name it."""
+    hears_declines: bool = False
+    """Run again (with ``ctx.declined``) when a person declines its question, instead of
+    ending the call with "declined" (an MCP tool: its server hears the decline)."""
 
     @classmethod
     def from_function(

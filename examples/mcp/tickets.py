@@ -10,18 +10,28 @@ answers it.
 
 Tickets live in ``TICKETS_DB`` (default ``data/tickets.json``), seeded on
 first use, so a closed ticket stays closed across restarts.
+
+The question rides MCP 2026-07-28's ``request_state``, which the server seals;
+the bot keeps it with the paused call and sends it back with the answer. So
+that an answer given after this process restarted (the bot starts it) still
+opens it, the key is kept in ``<TICKETS_DB>.key`` (made on first use) and a
+sealed state lasts as long as the bot's question does (a day), not the SDK's
+default ten minutes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Annotated
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Elicit, Resolve
+from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -31,11 +41,32 @@ SEED = {
     "T-102": {"title": "New laptop for Ada", "status": "closed"},
 }
 
-server = MCPServer("tickets", version="1.0", log_level="WARNING")
+STATE_TTL = 24 * 3600.0
+"""Seconds a sealed question stays answerable: the bot's default question expiry."""
 
 
 def _path() -> Path:
     return Path(os.environ.get("TICKETS_DB", "data/tickets.json"))
+
+
+def _state_key() -> bytes:
+    """The key that seals ``request_state``: kept beside the tickets, made once."""
+    path = _path().with_name(_path().name + ".key")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+server = MCPServer(
+    "tickets",
+    version="1.0",
+    log_level="WARNING",
+    request_state_security=RequestStateSecurity(keys=[_state_key()], ttl=STATE_TTL),
+)
 
 
 def _load() -> dict[str, dict[str, str]]:
@@ -100,14 +131,18 @@ async def ask_why() -> Elicit[ReopenReason]:
 @server.tool(
     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 )
-def reopen_ticket(ticket_id: str, why: Annotated[ReopenReason, Resolve(ask_why)]) -> str:
+def reopen_ticket(
+    ticket_id: str, why: Annotated[ElicitationResult[ReopenReason], Resolve(ask_why)]
+) -> str:
     """Reopen a closed ticket, e.g. T-102; asks the person why."""
+    if not isinstance(why, AcceptedElicitation):
+        return f"{ticket_id.upper()} stays as it is: the reason was not given ({why.action})"
     tickets = _load()
     ticket = _ticket(tickets, ticket_id)
     ticket["status"] = "open"
-    ticket["reopened_because"] = why.reason
+    ticket["reopened_because"] = why.data.reason
     _save(tickets)
-    return f"Reopened {ticket_id.upper()} ({why.reason}): {ticket['title']}"
+    return f"Reopened {ticket_id.upper()} ({why.data.reason}): {ticket['title']}"
 
 
 if __name__ == "__main__":

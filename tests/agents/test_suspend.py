@@ -110,6 +110,31 @@ async def test_approve_is_refused_for_a_suspension_and_resume_for_an_approval() 
     assert (await gated.get_run(waiting.run_id)).pending[0].state == "pending"
 
 
+@pytest.mark.parametrize(
+    ("cancel", "told"),
+    [(False, "declined to answer the question"), (True, "cancelled the question")],
+)
+async def test_a_declined_question_ends_the_call_and_the_model_hears_it(
+    cancel: bool, told: str
+) -> None:
+    agent = weather_agent()
+    output = await agent.generate("What's the weather like?")
+    stream = await agent.decline_tool_call(
+        run_id=output.run_id, decided_by="U1", reason="not now", cancel=cancel
+    )
+    errors: list[ToolErrorChunk] = []
+    async for chunk in stream:
+        if isinstance(chunk, ToolErrorChunk):
+            errors.append(chunk)
+    assert [e.error for e in errors] == [
+        f"The user {told}, so the tool did not finish. Reason: not now"
+    ]
+    run = await agent.get_run(output.run_id)
+    assert run.status == "finished"
+    events = [e.event for e in await agent.engine.store.list_audit(run_id=output.run_id)]
+    assert events == ["requested", "declined"]
+
+
 async def test_an_approved_tool_may_still_suspend() -> None:
     @tool(require_approval=True, resume_schema=City)
     def careful(ctx: ToolContext) -> str:

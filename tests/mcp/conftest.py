@@ -130,6 +130,18 @@ class Connected:
     calls: Calls
 
 
+@pytest.fixture
+async def legacy(request: pytest.FixtureRequest, stdio_calls: Calls) -> AsyncIterator[Connected]:
+    """The tickets server over stdio on the previous revision (MCP 2025-11-25), where a
+    server asks inside its call."""
+    tools = McpTools(stdio_server(stdio_calls, timeout=2.0, protocol="legacy"))
+    await tools.start(wait=20)
+    try:
+        yield Connected(tools, stdio_calls)
+    finally:
+        await tools.aclose()
+
+
 @pytest.fixture(params=["stdio", "http"])
 async def tickets(
     request: pytest.FixtureRequest, stdio_calls: Calls, http_server: HttpServer

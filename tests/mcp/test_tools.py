@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sys
 import time
 from typing import Any
@@ -131,6 +132,38 @@ async def test_a_servers_question_pauses_the_call_and_the_answer_finishes_it(
     final = await agent.resume_generate({"reason": "customer is down"}, run_id=paused.run_id)
     assert final.finish_reason == "stop"
     assert "T-1 escalated: customer is down" in final.text
+
+
+@pytest.mark.parametrize(("cancel", "action"), [(False, "decline"), (True, "cancel")])
+async def test_declining_a_servers_question_tells_the_server_which(
+    tickets: Connected, cancel: bool, action: str
+) -> None:
+    agent = agent_calling(tickets.tools, ToolCall("tickets__escalate", {"ticket": "T-1"}))
+    paused = await agent.generate("escalate T-1")
+    final = await agent.decline_tool_call_generate(
+        run_id=paused.run_id, decided_by="U1", cancel=cancel
+    )
+    assert final.finish_reason == "stop"
+    # The server heard the person's choice and answered it itself.
+    assert f"not escalated ({action})" in final.text
+    assert [c["tool"] for c in tickets.calls()] == ["escalate"]
+
+
+async def test_a_question_of_several_fields_is_answered_with_typed_values(
+    tickets: Connected,
+) -> None:
+    agent = agent_calling(tickets.tools, ToolCall("tickets__schedule", {"ticket": "T-1"}))
+    paused = await agent.generate("schedule T-1")
+    question = paused.suspend_payload
+    assert question is not None
+    assert question.resume_schema is not None
+    assert list(question.resume_schema["properties"]) == ["day", "hour", "notify"]
+    with pytest.raises(ResumeDataInvalidError, match="hour"):
+        await agent.resume_generate({"day": "sunday", "hour": 30}, run_id=paused.run_id)
+    final = await agent.resume_generate(
+        {"day": "sunday", "hour": 4, "notify": True}, run_id=paused.run_id
+    )
+    assert "T-1 scheduled: sunday 04:00 UTC, customer told" in final.text
 
 
 async def test_an_answer_through_another_replica_retries_the_call(
@@ -289,3 +322,38 @@ async def test_a_server_that_never_answers_is_one_line_and_closes_promptly() -> 
     await asyncio.wait_for(tools.aclose(), 30)
     assert time.monotonic() - started < 15  # not the SDK's connect timeout, nor forever
     assert tools.state == "closed"
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+async def test_an_answer_after_the_server_restarted_needs_the_servers_own_key(
+    stdio_calls: Calls, keyed: bool
+) -> None:
+    """A stdio server restarts with the bot: its sealed request_state opens again only
+    under a key it keeps (``RequestStateSecurity(keys=...)``); else the call fails clearly."""
+    env = {"MCP_TEST_STATE_KEY": "k" * 32} if keyed else {}
+    store = MemoryStore()
+    call = ToolCall("tickets__escalate", {"ticket": "T-1"})
+
+    def spec() -> McpServer:
+        server = stdio_server(stdio_calls)
+        return dataclasses.replace(server, env={**server.env, **env})
+
+    before = McpTools(spec())
+    await before.start(wait=20)
+    try:
+        paused = await Agent(
+            id="desk", model=call_then_answer(call), tool_sources=[before], store=store
+        ).generate("escalate T-1")
+    finally:
+        await before.aclose()  # the server process ends with the bot
+    after = McpTools(spec())
+    await after.start(wait=20)
+    try:
+        replica = Agent(id="desk", model=call_then_answer(call), tool_sources=[after], store=store)
+        final = await replica.resume_generate({"reason": "still down"}, run_id=paused.run_id)
+    finally:
+        await after.aclose()
+    if keyed:
+        assert "T-1 escalated: still down" in final.text
+    else:
+        assert "could not take the answer: the server no longer opens the state" in final.text

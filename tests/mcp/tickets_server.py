@@ -3,7 +3,8 @@
 Run as ``python -m tests.mcp.tickets_server stdio`` or ``... http HOST PORT``
 (streamable HTTP at ``/mcp``). Every call that reaches a tool is appended to
 the JSON-lines file ``MCP_TEST_CALLS`` names, so a test can count what ran.
-``MCP_TEST_TOKEN``, when set, is the bearer token HTTP requests must carry.
+``MCP_TEST_TOKEN``, when set, is the bearer token HTTP requests must carry;
+``MCP_TEST_STATE_KEY`` the key that seals ``request_state`` (else one per process).
 """
 
 from __future__ import annotations
@@ -12,16 +13,24 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-server = MCPServer("tickets", version="1.0", log_level="WARNING")
+_KEY = os.environ.get("MCP_TEST_STATE_KEY")
+server = MCPServer(
+    "tickets",
+    version="1.0",
+    log_level="WARNING",
+    # A fixed key: a question's request_state still opens after this process restarts.
+    request_state_security=RequestStateSecurity(keys=[_KEY], ttl=3600) if _KEY else None,
+)
 TICKETS = {"T-1": "printer on fire", "T-2": "VPN down"}
 
 
@@ -127,6 +136,31 @@ async def escalate(
     if isinstance(why, AcceptedElicitation):
         return f"{ticket} escalated: {why.data.reason}"
     return f"not escalated ({why.action})"
+
+
+class Window(BaseModel):
+    """A maintenance window: several fields, so chats ask with a form."""
+
+    day: Literal["saturday", "sunday"] = Field(title="Day")
+    hour: int = Field(title="Hour (UTC)", ge=0, le=23)
+    notify: bool = Field(default=False, title="Tell the customer")
+
+
+async def ask_window() -> Elicit[Window]:
+    return Elicit("When should the maintenance run?", Window)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+async def schedule(
+    ticket: str, window: Annotated[ElicitationResult[Window], Resolve(ask_window)]
+) -> str:
+    """Schedule maintenance for a ticket; asks the person when (a form of three fields)."""
+    record("schedule", ticket=ticket)
+    if isinstance(window, AcceptedElicitation):
+        chosen = window.data
+        told = ", customer told" if chosen.notify else ""
+        return f"{ticket} scheduled: {chosen.day} {chosen.hour:02d}:00 UTC{told}"
+    return f"not scheduled ({window.action})"
 
 
 if __name__ == "__main__":
