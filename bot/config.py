@@ -99,6 +99,7 @@ class McpSection(_Section):
     cwd: str | None = None
     require_approval: Literal["always", "never", "hints"] = "hints"
     timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    protocol: Literal["auto", "legacy"] = "auto"
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
 
 
@@ -256,6 +257,7 @@ def _server(name: str, section: McpSection) -> McpServer:
         require_approval=section.require_approval,
         tool_approval={tool: rule.require_approval for tool, rule in section.tools.items()},
         timeout=section.timeout,
+        protocol=section.protocol,
     )
 
 

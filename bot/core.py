@@ -33,7 +33,7 @@ from agents import (
     StoreConflict,
     ToolCallNotPendingError,
 )
-from agents.mcp import asks_for_a_server, mcp_servers
+from agents.mcp import mcp_servers
 
 from . import messages
 from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
@@ -51,6 +51,7 @@ from .types import (
     IncomingMessage,
     Messenger,
     Notice,
+    Prompt,
     Reply,
     Text,
     ThreadKey,
@@ -219,6 +220,10 @@ class ChatBot:
         a refusal is better said before someone types a reason.
         """
         return await self.decisions.check(click)
+
+    async def question_form(self, click: Click) -> Prompt | Text:
+        """The question an ``answer`` click opens a form for, or why it would be refused."""
+        return await self.decisions.question_form(click)
 
     # -- housekeeping -----------------------------------------------------------
 
@@ -411,21 +416,24 @@ class ChatBot:
             elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
                 await self.presenter.say(messenger, thread, Notice(text=why))
 
-    def _answer_refused(self, questions: list[PendingInfo], user_id: str) -> str | None:
-        """Why ``user_id`` may not answer the newest question (``None``: they may).
-
-        An MCP server's question is part of deciding that tool's call: only the
-        people the policy lets decide it may answer. A tool's own question (a
-        missing version) is the requester's to answer, like any reply.
-        """
+    async def _show_answered(
+        self, thread: ThreadKey, messenger: Messenger, questions: list[PendingInfo], user_id: str
+    ) -> None:
+        """Mark the question a reply answered (the newest live one) as answered, by whom:
+        its Decline and Cancel buttons go."""
         now = datetime.now(UTC)
         live = [q for q in questions if q.expires_at > now]
-        if not live or not asks_for_a_server(live[-1]):
-            return None
-        newest = live[-1]
-        if self.policy.check(newest.tool_name, newest.requester, user_id) is None:
-            return None
-        return messages.ANSWER_NOT_ALLOWED.format(tool=newest.tool_name)
+        ref = await self.presenter.card_ref(live[-1]) if live else None
+        if ref is not None:
+            who = self.presenter.who(thread, user_id)
+            shown = prompt(live[-1], status="answered", decided_by=who)
+            await self.presenter.update(messenger, thread, ref, shown)
+
+    def _answer_refused(self, questions: list[PendingInfo], user_id: str) -> str | None:
+        """Why ``user_id`` may not answer the newest question (``None``: they may)."""
+        now = datetime.now(UTC)
+        live = [q for q in questions if q.expires_at > now]
+        return self.policy.question_refusal(live[-1], user_id, reply=True) if live else None
 
     async def _stream_for(
         self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
@@ -449,8 +457,9 @@ class ChatBot:
                 )
             except ResumeDataInvalidError as exc:
                 asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
-                again = prompt(asked or questions[-1], error="; ".join(exc.errors))
-                await self.presenter.say(messenger, thread, again)
+                # Asked again below the reply: that message is the question's card now.
+                error = "; ".join(exc.errors)
+                await self.presenter.show_pending(messenger, thread, asked or questions[-1], error)
                 return None
             except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
                 # Another replica took the answer first, or the question expired meanwhile.
@@ -462,6 +471,7 @@ class ChatBot:
                 await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
                 return None
             if answered is not None:
+                await self._show_answered(thread, messenger, questions, message.user_id)
                 return answered
             # The question went away between the look and the answer: only a
             # message addressed to the bot may start a new run, as it may below.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -22,6 +23,7 @@ from agents import (
     CallExpiredError,
     Decision,
     PendingInfo,
+    ResumeDataInvalidError,
     RunChangedError,
     RunNotFoundError,
     RunNotPausedError,
@@ -42,15 +44,22 @@ from .types import (
     MessageRef,
     Messenger,
     Person,
+    Prompt,
     Text,
     ThreadKey,
     naming,
 )
+from .views import form_answer, prompt
 from .votes import VOTED, audit_vote
 
 log = logging.getLogger(__name__)
 
 _AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
+_QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
+    "answer": "answered",
+    "decline": "declined",
+    "cancel": "cancelled",
+}
 
 
 class Decisions:
@@ -112,6 +121,14 @@ class Decisions:
         _, refusal = await self._check(click)
         return refusal[0] if refusal else None
 
+    async def question_form(self, click: Click) -> Prompt | Text:
+        """The question (as it reads now) a form answers, or why answering is refused."""
+        call, refusal = await self._check(click)
+        if call is None:
+            assert refusal is not None
+            return refusal[0]
+        return prompt(call)
+
     async def _check(
         self, click: Click
     ) -> tuple[PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
@@ -127,8 +144,10 @@ class Decisions:
         )
         if call is None:
             return None, (await self._why_not_pending(click), "stale")
-        if call.kind != "approval":
+        if call.kind != "approval" and click.action == "approve":
             return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
+        if call.kind == "approval" and click.action in ("answer", "cancel"):
+            return None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
         if call.expires_at <= datetime.now(UTC):
             return None, ((messages.CLICK_EXPIRED,), "stale")
         if click.message_ref is not None:
@@ -137,9 +156,16 @@ class Decisions:
             place = await self._presenter.card_place(call)
             if place is not None and place.ref != click.message_ref:
                 return None, ((messages.CLICK_OUTDATED,), "stale")
-        refusal = self._policy.check(
-            call.tool_name, call.requester, click.user_id, action=click.action
-        )
+        if call.kind == "suspension":
+            declining = click.action != "answer"
+            refusal = self._policy.question_refusal(call, click.user_id, declining=declining)
+        else:
+            action: Literal["approve", "decline"] = (
+                "approve" if click.action == "approve" else "decline"
+            )
+            refusal = self._policy.check(
+                call.tool_name, call.requester, click.user_id, action=action
+            )
         if refusal is not None:
             return None, ((refusal,), "refused")
         return call, None
@@ -149,6 +175,8 @@ class Decisions:
         if call is None:
             assert refusal is not None
             return self._refuse(refusal[0], outcome=refusal[1])
+        if call.kind == "suspension":
+            return await self._settle_question(click, call)
         quorum = self._policy.quorum(call.tool_name)
         if quorum == 1:
             return await self._carry_out(click, call)
@@ -212,24 +240,71 @@ class Decisions:
 
         ``voters`` are the user ids whose votes approve it, when a quorum does.
         """
-        messenger = self._presenter.messenger(click.thread.platform)
         reason = (click.reason or "").strip() or None
         deciders = voters or (click.user_id,)
         # The runtime keeps one label per decision (the audit's actor); the people
         # themselves travel as values, and a quorum's voters are in the chat state.
         decided_by = ",".join(deciders)
+        if click.action == "approve":
+            deciding = self._agent.approve_tool_call(
+                run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=decided_by
+            )
+        else:
+            deciding = self._agent.decline_tool_call(
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                reason=reason,
+                decided_by=decided_by,
+            )
+        stream = await self._decided(click, call, deciding)
+        if isinstance(stream, ClickResult):
+            return stream
+        status: Literal["approved", "declined"] = (
+            "approved" if click.action == "approve" else "declined"
+        )
+        self._metrics.decided(status)
+        card = self._presenter.card(
+            click.thread, call, status=status, decided_by=deciders, reason=reason, approvals=voters
+        )
+        await self._follow(click, call, card, stream)
+        return ClickResult(accepted=True, card=card)
+
+    async def _settle_question(self, click: Click, call: PendingInfo) -> ClickResult:
+        """Answer a question with its form, or decline or cancel it; the run follows."""
+        if click.action == "answer":
+            deciding = self._agent.resume_stream(
+                form_answer(prompt(call).fields, click.values or {}),
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                decided_by=click.user_id,
+            )
+        else:
+            deciding = self._agent.decline_tool_call(
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                decided_by=click.user_id,
+                cancel=click.action == "cancel",
+            )
+        stream = await self._decided(click, call, deciding)
+        if isinstance(stream, ClickResult):
+            return stream
+        status = _QUESTION_STATUS[click.action]
+        self._metrics.decided(status)
+        who = self._presenter.who(click.thread, click.user_id)
+        shown = prompt(call, status=status, decided_by=who)
+        await self._follow(click, call, shown, stream)
+        return ClickResult(accepted=True, card=shown)
+
+    async def _decided(
+        self, click: Click, call: PendingInfo, deciding: Awaitable[AgentStream]
+    ) -> AgentStream | ClickResult:
+        """The runtime's stream once it took the decision, or the refusal that says why not."""
         try:
-            if click.action == "approve":
-                stream = await self._agent.approve_tool_call(
-                    run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=decided_by
-                )
-            else:
-                stream = await self._agent.decline_tool_call(
-                    run_id=call.run_id,
-                    tool_call_id=call.tool_call_id,
-                    reason=reason,
-                    decided_by=decided_by,
-                )
+            return await deciding
+        except ResumeDataInvalidError as exc:
+            invalid = messages.FORM_INVALID.format(errors="; ".join(exc.errors))
+            self._metrics.decided("refused")
+            return ClickResult(accepted=False, said=(invalid,), retry=True)
         except AlreadyDecidedError as exc:
             decision = exc.decision
             decided = await self._already(click.thread, call.run_id, call.tool_call_id, decision)
@@ -240,23 +315,21 @@ class Decisions:
             return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")
         except RunChangedError:
             return self._refuse(messages.CLICK_RACED, outcome="stale")
-        status: Literal["approved", "declined"] = (
-            "approved" if click.action == "approve" else "declined"
-        )
-        self._metrics.decided(status)
-        card = self._presenter.card(
-            click.thread, call, status=status, decided_by=deciders, reason=reason, approvals=voters
-        )
+
+    async def _follow(
+        self, click: Click, call: PendingInfo, shown: ApprovalCard | Prompt, stream: AgentStream
+    ) -> None:
+        """Update the clicked card (or question) and continue the run, in the background."""
+        messenger = self._presenter.messenger(click.thread.platform)
         ref = click.message_ref or await self._presenter.card_ref(call)
         try:
             self._tasks.spawn(
-                self._after_decision(click.thread, messenger, ref, card, stream),
+                self._after_decision(click.thread, messenger, ref, shown, stream),
                 name=f"decision:{call.run_id}",
             )
         except RuntimeError:
             # The decision stands; only this process is going away before carrying it out.
             log.error("run %s: decided during shutdown, not continued here", call.run_id)
-        return ClickResult(accepted=True, card=card)
 
     def _refuse(self, message: Text | str, *, outcome: DecisionOutcome) -> ClickResult:
         self._metrics.decided(outcome)
@@ -331,7 +404,7 @@ class Decisions:
         thread: ThreadKey,
         messenger: Messenger,
         ref: MessageRef | None,
-        card: ApprovalCard,
+        card: ApprovalCard | Prompt,
         stream: AgentStream,
     ) -> None:
         if ref is not None:

@@ -15,7 +15,7 @@ from .metrics import Metrics
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
 from .types import Messenger, ThreadKey
-from .views import thread_of
+from .views import prompt, thread_of
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +140,14 @@ class Housekeeping:
             await self._presenter.say(messenger, thread, notice)
 
     async def _close_card(self, messenger: Messenger, thread: ThreadKey, call: PendingInfo) -> None:
-        """Show a call's approval card as expired, without its buttons."""
-        if call.kind != "approval":
-            return
+        """Show a call's approval card (or question) as expired, without its buttons."""
         place = await self._presenter.card_place(call)
         if place is None:
+            return
+        if call.kind != "approval":
+            await self._presenter.update(
+                messenger, thread, place.ref, prompt(call, status="expired")
+            )
             return
         expired = self._presenter.card(thread, call, status="expired")
         # A quorum card's votes update it under this lock: take it too, so a vote

@@ -60,6 +60,8 @@ CLICK_INTERRUPTED: Final = "The bot stopped while working on this request, so it
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
+CLICK_NOT_A_QUESTION: Final = "This request waits for a decision, not for an answer."
+FORM_INVALID: Final = "That answer does not fit: {errors}. Please correct it and send it again."
 CLICK_OUTDATED: Final = (
     "This card is out of date: the request changed since it was posted. "
     "Use its newest card in the thread."

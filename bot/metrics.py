@@ -30,8 +30,11 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 # charts; the process start time says the same. Applies to counters made after.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-DecisionOutcome = Literal["approved", "declined", "voted", "refused", "stale", "expired"]
-"""``voted``: an approval counted towards a quorum not yet reached; ``refused``: the
+DecisionOutcome = Literal[
+    "approved", "declined", "voted", "refused", "stale", "expired", "answered", "cancelled"
+]
+"""``answered``/``cancelled``: a question's form or its Cancel button; ``voted``: an
+approval counted towards a quorum not yet reached; ``refused``: the
 policy said no (or the person already voted); ``stale``: the call was already
 decided, expired or unknown at click time; ``expired``: resolved by the expiry sweep."""
 

@@ -43,6 +43,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from agents import PendingInfo
+from agents.mcp import asks_for_a_server
+
 from . import messages
 from .tomlfile import FileProblems, parse, read_text
 
@@ -231,6 +234,31 @@ class ApprovalPolicy:
         if action == "approve" and is_requester and not rule.allow_self_approval:
             return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
         return None
+
+    def question_refusal(
+        self,
+        question: PendingInfo,
+        person: str,
+        *,
+        declining: bool = False,
+        reply: bool = False,
+    ) -> str | None:
+        """Why ``person`` may not answer (or, ``declining``, decline) a question, or ``None``.
+
+        An MCP server's question is part of deciding that tool's call: only the
+        people the policy lets decide it may answer. A tool's own question (a
+        missing version) is anyone's in the thread to answer, like any reply.
+        Declining either is for those who may decline the tool's card, its
+        requester included. ``reply``: the answer came as a reply (which is then
+        not used), not from a button or a form.
+        """
+        action: Literal["approve", "decline"] = "decline" if declining else "approve"
+        if not declining and not asks_for_a_server(question):
+            return None
+        refusal = self.check(question.tool_name, question.requester, person, action=action)
+        if refusal is None or not reply:
+            return refusal
+        return messages.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
 
     def expires_in(self, tool_name: str) -> timedelta | None:
         """How long a call of this tool stays decidable, if the policy says (else the agent's)."""

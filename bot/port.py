@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .chat_state import ChatState
-from .types import Click, ClickResult, IncomingMessage, Messenger, Text
+from .types import Click, ClickResult, IncomingMessage, Messenger, Prompt, Text
 
 
 class ChatCore(Protocol):
@@ -37,8 +37,9 @@ class ChatCore(Protocol):
         ...
 
     async def on_click(self, click: Click) -> ClickResult:
-        """A person pressed Approve or Decline; records it, then waits a moment for the
-        decision: the card to show, or words for the clicker (``Overloaded`` as above)."""
+        """A person pressed a card's or a question's button (or sent its form); records
+        it, then waits a moment for the decision: the card (or question) to show, or
+        words for the clicker (``Overloaded`` as above)."""
         ...
 
     async def accept_click(self, click: Click) -> None:
@@ -47,6 +48,11 @@ class ChatCore(Protocol):
 
     async def check_click(self, click: Click) -> Text | None:
         """Why a click would be refused, before asking the person for more."""
+        ...
+
+    async def question_form(self, click: Click) -> Prompt | Text:
+        """The question an ``answer`` click opens a form for, as it reads now (its
+        fields from the current schema); or why answering it would be refused."""
         ...
 
     async def drain(self) -> None:

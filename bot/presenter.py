@@ -146,10 +146,15 @@ class Presenter:
             await self.say(messenger, thread, Reply(text=text))
 
     async def show_pending(
-        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
+        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, error: str | None = None
     ) -> None:
-        """Post a waiting call's card (or question) and remember where it is."""
-        view: View = self.card(thread, info) if info.kind == "approval" else prompt(info)
+        """Post a waiting call's card (or question) and remember where it is.
+
+        ``error``: why the last answer to the question did not fit (it is asked again).
+        """
+        view: View = (
+            self.card(thread, info) if info.kind == "approval" else prompt(info, error=error)
+        )
         ref = await self.say(messenger, thread, view)
         if ref is None:
             return

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from agents.mcp import SEPARATOR
+
 MessageRef = dict[str, Any]
 """Where a posted message lives, opaque JSON chosen by the adapter (e.g. channel + ts)."""
 
@@ -61,18 +63,27 @@ class IncomingMessage:
     reference: dict[str, Any] | None = None
 
 
+ClickAction = Literal["approve", "decline", "answer", "cancel"]
+"""Approve or Decline on a card; on a question, a form's answer, Decline or Cancel."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Click:
-    """A person pressed Approve or Decline on a card."""
+    """A person pressed a button on a card or a question (or sent a question's form).
+
+    ``values`` is the form's answer (on ``answer``), as the platform gave it:
+    ``bot.views.form_answer`` makes it the answer's types.
+    """
 
     thread: ThreadKey
     user_id: str
     run_id: str
     tool_call_id: str
-    action: Literal["approve", "decline"]
+    action: ClickAction
     reason: str | None = None
     message_ref: MessageRef | None = None
     user_name: str | None = None
+    values: dict[str, Any] | None = None
 
 
 CardStatus = Literal["pending", "approved", "declined", "expired"]
@@ -99,13 +110,41 @@ class ApprovalCard:
     reason: str | None = None
     approvals: tuple[Person, ...] = ()
     quorum: int = 1
+    source: str | None = None
+    """The MCP server offering the tool, if any: cards name it with the tool's own name."""
+
+    @property
+    def tool(self) -> str:
+        """The tool's own name (``close_ticket`` of ``tickets__close_ticket``)."""
+        return own_name(self.tool_name, self.source)
+
+
+FieldKind = Literal["text", "number", "integer", "boolean", "choice"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptField:
+    """One thing a question asks for: a property of the answer's schema."""
+
+    name: str
+    label: str
+    kind: FieldKind = "text"
+    choices: tuple[str, ...] = ()
+    """The values a ``choice`` may take."""
+    required: bool = False
+    description: str | None = None
+
+
+PromptStatus = Literal["waiting", "answered", "declined", "cancelled", "expired"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Prompt:
-    """A tool's question; the next reply in the thread answers it.
+    """A tool's question; the next reply in the thread answers it (or, with several
+    fields, a form). Decline and Cancel end it unanswered.
 
-    ``error`` is set when the previous reply did not fit (the re-ask).
+    ``error`` is set when the previous reply did not fit (the re-ask). Once
+    ``status`` is not ``waiting``, ``decided_by`` says who answered or declined.
     """
 
     run_id: str
@@ -113,8 +152,39 @@ class Prompt:
     tool_name: str
     agent_path: tuple[str, ...]
     question: str
-    fields: tuple[str, ...] = ()
+    fields: tuple[PromptField, ...] = ()
     error: str | None = None
+    status: PromptStatus = "waiting"
+    decided_by: Person | None = None
+    source: str | None = None
+    """The MCP server asking, if any (``tool_name`` is then ``<server>__<tool>``)."""
+
+    @property
+    def tool(self) -> str:
+        """The tool's own name (``escalate`` of ``tickets__escalate``)."""
+        return own_name(self.tool_name, self.source)
+
+    @property
+    def form(self) -> bool:
+        """Whether the question is answered with a form (it asks for several things)."""
+        return len(self.fields) > 1
+
+
+def tool_label(view: ApprovalCard | Prompt) -> str:
+    """The tool as cards and questions name it: with its MCP server, when it has one
+    (``close_ticket (MCP server tickets)``), else its name."""
+    if view.source is None:
+        return view.tool_name
+    return TOOL_OF_SERVER.format(tool=view.tool, server=view.source)
+
+
+TOOL_OF_SERVER = "{tool} (MCP server {server})"
+
+
+def own_name(tool_name: str, source: str | None) -> str:
+    """A tool's name without its source's prefix (the name its MCP server gives it)."""
+    prefix = f"{source}{SEPARATOR}" if source else ""
+    return tool_name.removeprefix(prefix) if prefix and tool_name != prefix else tool_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,8 +232,12 @@ class ClickResult:
     """The answer to a click: the updated card, or words for the clicker only."""
 
     accepted: bool
-    card: ApprovalCard | None = None
+    card: ApprovalCard | Prompt | None = None
+    """The card (or question) as it now reads, to show in place of the clicked one."""
     said: Text = ()
+    retry: bool = False
+    """A form's answer that did not fit: the same form may be corrected and sent again
+    (any other refusal is final)."""
 
     @property
     def message(self) -> str | None:

@@ -13,7 +13,16 @@ from typing import Any
 from agents import PendingInfo
 
 from . import messages
-from .types import ApprovalCard, CardStatus, Person, Prompt, ThreadKey
+from .types import (
+    ApprovalCard,
+    CardStatus,
+    FieldKind,
+    Person,
+    Prompt,
+    PromptField,
+    PromptStatus,
+    ThreadKey,
+)
 
 
 def approval_card(
@@ -45,6 +54,7 @@ def approval_card(
         reason=reason,
         approvals=approvals,
         quorum=quorum,
+        source=info.source,
     )
 
 
@@ -59,18 +69,102 @@ def shown_args(info: PendingInfo) -> dict[str, Any]:
     return shown
 
 
-def prompt(info: PendingInfo, *, error: str | None = None) -> Prompt:
+def prompt(
+    info: PendingInfo,
+    *,
+    error: str | None = None,
+    status: PromptStatus = "waiting",
+    decided_by: Person | None = None,
+) -> Prompt:
     """The question of a suspended tool; ``fields`` are its ``resume_schema`` properties."""
-    properties = (info.resume_schema or {}).get("properties", {})
     return Prompt(
         run_id=info.run_id,
         tool_call_id=info.tool_call_id,
         tool_name=info.tool_name,
         agent_path=info.agent_path,
         question=question_text(info),
-        fields=tuple(properties),
+        fields=prompt_fields(info.resume_schema),
         error=error,
+        status=status,
+        decided_by=decided_by,
+        source=info.source,
     )
+
+
+def prompt_fields(schema: dict[str, Any] | None) -> tuple[PromptField, ...]:
+    """What an answer's JSON schema asks for, one field per property, in order."""
+    schema = schema or {}
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    required = set(schema.get("required") or ())
+    return tuple(
+        _field(name, spec if isinstance(spec, dict) else {}, name in required)
+        for name, spec in properties.items()
+    )
+
+
+def _field(name: str, spec: dict[str, Any], required: bool) -> PromptField:
+    # An optional field is ``anyOf: [{...}, {"type": "null"}]`` (pydantic); the other half says.
+    options = [o for o in spec.get("anyOf", ()) if isinstance(o, dict) and o.get("type") != "null"]
+    typed = {**options[0], **spec} if len(options) == 1 else spec
+    choices = _choices(typed)
+    kind: FieldKind = "choice" if choices else _KINDS.get(str(typed.get("type")), "text")
+    title = typed.get("title")
+    description = typed.get("description")
+    return PromptField(
+        name=name,
+        label=title if isinstance(title, str) and title.strip() else name,
+        kind=kind,
+        choices=choices,
+        required=required,
+        description=description if isinstance(description, str) else None,
+    )
+
+
+_KINDS: dict[str, FieldKind] = {"number": "number", "integer": "integer", "boolean": "boolean"}
+
+
+def _choices(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The values an enum property allows (``enum``, or ``oneOf`` of ``const``s), as text."""
+    if isinstance(spec.get("enum"), list):
+        return tuple(str(v) for v in spec["enum"])
+    consts = [o.get("const") for o in spec.get("oneOf", ()) if isinstance(o, dict)]
+    if consts and all(c is not None for c in consts):
+        return tuple(str(c) for c in consts)
+    return ()
+
+
+def form_answer(fields: tuple[PromptField, ...], values: dict[str, Any]) -> dict[str, Any]:
+    """A form's values (text, as platforms send them) as the answer's types.
+
+    An empty field is left out; a value that does not convert stays as it was,
+    so validating the answer names the field and why.
+    """
+    answer: dict[str, Any] = {}
+    for field in fields:
+        value = values.get(field.name)
+        if isinstance(value, str):
+            value = value.strip()
+        if value is None or value == "":
+            continue
+        answer[field.name] = _typed(field.kind, value)
+    return answer
+
+
+def _typed(kind: FieldKind, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        return value
+    if kind == "boolean" and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return value
 
 
 def question_text(info: PendingInfo) -> str:

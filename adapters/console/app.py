@@ -23,6 +23,7 @@ from bot import (
     Click,
     IncomingMessage,
     MessageRef,
+    Prompt,
     Text,
     ThreadKey,
     View,
@@ -33,6 +34,11 @@ from . import texts
 from .render import render
 
 PLATFORM = "console"
+QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
+    "/decline": "decline",
+    "/cancel": "cancel",
+}
+"""What a line says to the newest question instead of answering it."""
 
 
 class ConsoleMessenger:
@@ -43,19 +49,31 @@ class ConsoleMessenger:
         self._show_status = show_status
         self._ids = itertools.count(1)
         self.open_cards: list[tuple[MessageRef, ApprovalCard]] = []
+        self.questions: list[tuple[MessageRef, Prompt]] = []
+        """Questions still waiting, oldest first (a reply answers the newest)."""
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
-        """Print a view; a pending card joins the cards to answer."""
+        """Print a view; a pending card joins the cards to answer, a question the questions."""
         ref: MessageRef = {"console_id": next(self._ids)}
         self.write(render(view))
         if isinstance(view, ApprovalCard) and view.status == "pending":
             self.open_cards.append((ref, view))
+        elif isinstance(view, Prompt) and view.status == "waiting":
+            # A question asked again (the answer did not fit) is answered at its newest.
+            same = (view.run_id, view.tool_call_id)
+            self.questions = [
+                (r, q) for r, q in self.questions if (q.run_id, q.tool_call_id) != same
+            ]
+            self.questions.append((ref, view))
         return ref
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
-        """Print the new state of a posted view; a decided card needs no answer any more."""
+        """Print the new state of a posted view; a decided card (or question) is done."""
         self.write(render(view))
-        if isinstance(view, ApprovalCard) and view.status != "pending":
+        settled = (isinstance(view, ApprovalCard) and view.status != "pending") or (
+            isinstance(view, Prompt) and view.status != "waiting"
+        )
+        if settled:
             self.forget(ref)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
@@ -68,8 +86,9 @@ class ConsoleMessenger:
             self.write(texts.STATUS.format(status=status))
 
     def forget(self, ref: MessageRef) -> None:
-        """Stop waiting for an answer to the card at ``ref``."""
+        """Stop waiting for an answer to the card (or question) at ``ref``."""
         self.open_cards = [(r, c) for r, c in self.open_cards if r != ref]
+        self.questions = [(r, q) for r, q in self.questions if r != ref]
 
     def write(self, text: str, *, end: str = "\n") -> None:
         """Print and flush (output may be a pipe)."""
@@ -122,6 +141,8 @@ class ConsoleAdapter:
             if line:
                 if self.messenger.open_cards:
                     await self._answer_card(line)
+                elif self.messenger.questions and line.lower() in QUESTION_COMMANDS:
+                    await self._decline_question(QUESTION_COMMANDS[line.lower()])
                 else:
                     await self.bot.on_message(
                         IncomingMessage(
@@ -161,6 +182,23 @@ class ConsoleAdapter:
         )
         if not result.accepted:
             # Refused for good (decided, expired or not allowed): asking again can't help.
+            self.messenger.forget(ref)
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+
+    async def _decline_question(self, action: Literal["decline", "cancel"]) -> None:
+        ref, question = self.messenger.questions[-1]
+        result = await self.bot.on_click(
+            Click(
+                thread=self.thread,
+                user_id=self.user,
+                run_id=question.run_id,
+                tool_call_id=question.tool_call_id,
+                action=action,
+                message_ref=ref,
+                user_name=self.user,
+            )
+        )
+        if not result.accepted:
             self.messenger.forget(ref)
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, Reply, View
+from bot import ApprovalCard, Notice, Person, Prompt, Reply, View, tool_label
 
 from . import texts
 
@@ -28,16 +28,16 @@ def render_card(card: ApprovalCard) -> str:
     """A pending card in full; a decided or expired one as a one-line update."""
     who = names(card.decided_by) or texts.SOMEONE
     if card.status == "approved":
-        return texts.CARD_APPROVED.format(who=who, tool=card.tool_name)
+        return texts.CARD_APPROVED.format(who=who, tool=tool_label(card))
     if card.status == "declined":
         if card.reason:
             return texts.CARD_DECLINED_REASON.format(
-                who=who, reason=card.reason, tool=card.tool_name
+                who=who, reason=card.reason, tool=tool_label(card)
             )
-        return texts.CARD_DECLINED.format(who=who, tool=card.tool_name)
+        return texts.CARD_DECLINED.format(who=who, tool=tool_label(card))
     if card.status == "expired":
-        return texts.CARD_EXPIRED.format(tool=card.tool_name)
-    lines = [texts.CARD_HEADER.format(agent=" › ".join(card.agent_path), tool=card.tool_name)]
+        return texts.CARD_EXPIRED.format(tool=tool_label(card))
+    lines = [texts.CARD_HEADER.format(agent=" › ".join(card.agent_path), tool=tool_label(card))]
     lines += [texts.CARD_ARG.format(name=k, value=_value(v)) for k, v in card.args.items()]
     expires = card.expires_at.astimezone().strftime("%Y-%m-%d %H:%M %Z")
     lines.append(
@@ -64,12 +64,20 @@ def names(people: tuple[Person, ...]) -> str:
 
 
 def render_prompt(prompt: Prompt) -> str:
-    """A tool's question, what to answer with, and why the last answer did not fit."""
-    lines = [texts.QUESTION.format(tool=prompt.tool_name, question=_indent(prompt.question))]
+    """A tool's question, what to answer with, and why the last answer did not fit;
+    once settled, one line saying who answered (or declined) it."""
+    if prompt.status == "expired":
+        return texts.QUESTION_EXPIRED.format(tool=tool_label(prompt))
+    if prompt.status != "waiting":
+        who = name(prompt.decided_by) if prompt.decided_by else texts.SOMEONE
+        return texts.QUESTION_SETTLED.format(status=prompt.status, who=who, tool=tool_label(prompt))
+    lines = [texts.QUESTION.format(tool=tool_label(prompt), question=_indent(prompt.question))]
     if prompt.error:
         lines.append(texts.QUESTION_ERROR.format(error=prompt.error))
     if prompt.fields:
-        lines.append(texts.QUESTION_FIELDS.format(fields=", ".join(prompt.fields)))
+        fields = ", ".join(f.name for f in prompt.fields)
+        lines.append(texts.QUESTION_FIELDS.format(fields=fields))
+    lines.append(texts.QUESTION_HINT)
     return "\n".join(lines)
 
 

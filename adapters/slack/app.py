@@ -30,29 +30,51 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ChatCore, Click, Overloaded, TaskTracker, has_lone_surrogate
+from bot import (
+    ChatCore,
+    Click,
+    ClickResult,
+    Overloaded,
+    Prompt,
+    TaskTracker,
+    Text,
+    has_lone_surrogate,
+)
 
 from . import texts
-from .blocks import decline_modal
+from .blocks import answer_modal, decline_modal, form_error
 from .convert import (
     PLATFORM,
     ActionIn,
     ForeignActionIn,
+    FormIn,
     Ignored,
     Inbound,
     MessageIn,
     Passthrough,
     ViewIn,
-    decline_metadata,
+    modal_metadata,
     parse,
     thread_key,
+    to_answer_click,
     to_click,
     to_decline_click,
     to_incoming,
 )
 from .messenger import SlackMessenger
 from .settings import SlackSettings
-from .wire import APPROVE_ACTION, DECLINE_ACTION, DECLINE_VIEW, DeclineMetadata, PayloadError
+from .wire import (
+    ANSWER_ACTION,
+    ANSWER_VIEW,
+    APPROVE_ACTION,
+    DECLINE_ACTION,
+    DECLINE_VIEW,
+    QUESTION_CANCEL_ACTION,
+    QUESTION_DECLINE_ACTION,
+    ModalMetadata,
+    PayloadError,
+    field_block,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +129,14 @@ class SlackAdapter:
         )
         for event in LISTENED_EVENTS:
             self.app.event(event)(self._on_message)
-        self.app.action(APPROVE_ACTION)(self._on_approve)
+        # Approve, and a question's Decline and Cancel, decide at once; a card's
+        # Decline asks for a reason first, Answer… opens the question's form.
+        for action in (APPROVE_ACTION, QUESTION_DECLINE_ACTION, QUESTION_CANCEL_ACTION):
+            self.app.action(action)(self._on_click)
         self.app.action(DECLINE_ACTION)(self._on_decline)
+        self.app.action(ANSWER_ACTION)(self._on_answer)
         self.app.view(DECLINE_VIEW)(self._on_decline_submitted)
+        self.app.view(ANSWER_VIEW)(self._on_answer_submitted)
 
     # -- composition-root contract ------------------------------------------------
 
@@ -185,7 +212,7 @@ class SlackAdapter:
                 return
         await ack()
 
-    async def _on_approve(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+    async def _on_click(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
@@ -201,18 +228,27 @@ class SlackAdapter:
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
-            metadata = decline_metadata(inbound, workspace=_workspace(context))
+            metadata = modal_metadata(inbound, workspace=_workspace(context))
             click = to_click(inbound, workspace=_workspace(context))
             self._spawn(
                 self._ask_reason(click, metadata, inbound.trigger_id),
                 f"slack-decline:{metadata.run}",
             )
 
+    async def _on_answer(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, ForeignActionIn):
+            self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
+        if isinstance(inbound, ActionIn):
+            metadata = modal_metadata(inbound, workspace=_workspace(context))
+            self._spawn(self._open_form(inbound, metadata), f"slack-answer:{metadata.run}")
+
     async def _not_our_card(self, inbound: ForeignActionIn, context: AsyncBoltContext) -> None:
         thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
         await self.messenger.tell(thread, inbound.user, (texts.NOT_OUR_CARD,))
 
-    async def _ask_reason(self, click: Click, metadata: DeclineMetadata, trigger_id: str) -> None:
+    async def _ask_reason(self, click: Click, metadata: ModalMetadata, trigger_id: str) -> None:
         """Open the reason dialog, unless the decline would be refused anyway."""
         refusal = await self.bot.check_click(click)
         if refusal is not None:
@@ -221,6 +257,18 @@ class SlackAdapter:
         # trigger_id is valid for 3 s: the check above reads the store only.
         await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
+    async def _open_form(self, action: ActionIn, metadata: ModalMetadata) -> None:
+        """Open the question's form (its fields as they are now), unless answering it
+        would be refused anyway."""
+        click = to_click(action, workspace=metadata.team)
+        question = await self.bot.question_form(click)
+        if not isinstance(question, Prompt):
+            await self.messenger.tell(click.thread, click.user_id, question)
+            return
+        # trigger_id is valid for 3 s: the lookup above reads the store only.
+        view = answer_modal(metadata, question)
+        await self.client.views_open(trigger_id=action.trigger_id, view=view)
+
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ViewIn):
@@ -228,6 +276,28 @@ class SlackAdapter:
             if not await _kept(context, self.bot.accept_click(click)):
                 return
         await ack()  # closes the modal
+
+    async def _on_answer_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """The form's answer is decided while Slack waits: one that does not fit (or is
+        refused) is shown in the form, to be corrected there."""
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, FormIn):
+            click = to_answer_click(inbound)
+            result = await _decided(context, self.bot.on_click(click))
+            if result is None:
+                return
+            if result.retry:  # the answer did not fit: corrected in the form itself
+                errors = {field_block(0): form_error(result.message or "")}
+                await ack(response_action="errors", errors=errors)
+                return
+            # Refused for good, or kept but not decided yet: the form closes, the words
+            # (if any) go to the clicker, and the question's message follows.
+            if result.said:
+                self._spawn(self._tell(click, result.said), f"slack-answer:{click.run_id}")
+        await ack()  # closes the modal
+
+    async def _tell(self, click: Click, text: Text) -> None:
+        await self.messenger.tell(click.thread, click.user_id, text)
 
     def _spawn(self, work: Awaitable[Any], name: str) -> None:
         async def run() -> None:
@@ -267,10 +337,25 @@ async def _kept(context: AsyncBoltContext, recording: Awaitable[None]) -> bool:
     try:
         await recording
     except Overloaded:
-        log.warning("the bot cannot keep more requests while its store is down: answering 503")
-        context[_OVERLOADED] = True
+        _overloaded(context)
         return False
     return True
+
+
+async def _decided(
+    context: AsyncBoltContext, deciding: Awaitable[ClickResult]
+) -> ClickResult | None:
+    """A click's result; ``None`` (and a 503, no ack) when the core cannot keep it."""
+    try:
+        return await deciding
+    except Overloaded:
+        _overloaded(context)
+        return None
+
+
+def _overloaded(context: AsyncBoltContext) -> None:
+    log.warning("the bot cannot keep more requests while its store is down: answering 503")
+    context[_OVERLOADED] = True
 
 
 def _workspace(context: AsyncBoltContext) -> str | None:

@@ -8,24 +8,40 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, Reply, Text, View
+from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply, Text, View, tool_label
 
 from . import texts
 from .wire import (
+    ANSWER_ACTION,
+    ANSWER_VIEW,
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
+    FIELD_INPUT,
+    QUESTION_CANCEL_ACTION,
+    QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
     REASON_INPUT,
-    DeclineMetadata,
+    FormMetadata,
+    ModalMetadata,
     encode_button_value,
     encode_metadata,
+    field_block,
 )
 
 SECTION_LIMIT = 3000
 CONFIRM_TEXT_LIMIT = 300
 CONTEXT_LIMIT = 2000
 REASON_LIMIT = 1000
+LABEL_LIMIT = 2000
+"""An input's label and hint."""
+OPTION_TEXT_LIMIT = 75
+OPTION_VALUE_LIMIT = 150
+OPTIONS_LIMIT = 100
+"""Options of one select menu."""
+MODAL_BLOCKS_LIMIT = 100
+FORM_ERROR_LIMIT = 150
+"""An error shown under a form's input: Slack shows a short line there."""
 # Text per message when an answer is split: several sections, well below the
 # 40,000 characters at which Slack truncates a message.
 MESSAGE_TEXT_LIMIT = 12000
@@ -65,7 +81,7 @@ def render(view: View) -> list[SlackMessage]:
 
 def approval_card(card: ApprovalCard) -> SlackMessage:
     """The card: what runs, who asks, until when; buttons while pending, the outcome after."""
-    tool = escape(card.tool_name)
+    tool = escape(tool_label(card))
     requester = mention(card.requester) if card.requester else texts.UNKNOWN_PERSON
     facts = [
         texts.CARD_AGENT.format(path=escape(texts.AGENT_PATH_SEPARATOR.join(card.agent_path))),
@@ -129,7 +145,7 @@ def _arguments(args: dict[str, Any]) -> list[Block]:
 
 def _buttons(card: ApprovalCard) -> Block:
     value = encode_button_value(card.run_id, card.tool_call_id)
-    confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(card.tool_name)), CONFIRM_TEXT_LIMIT)
+    confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(tool_label(card))), CONFIRM_TEXT_LIMIT)
     return {
         "type": "actions",
         "elements": [
@@ -158,7 +174,7 @@ def _buttons(card: ApprovalCard) -> Block:
     }
 
 
-def decline_modal(metadata: DeclineMetadata) -> dict[str, Any]:
+def decline_modal(metadata: ModalMetadata) -> dict[str, Any]:
     """The modal that asks for an optional reason before declining."""
     return {
         "type": "modal",
@@ -190,18 +206,152 @@ def decline_modal(metadata: DeclineMetadata) -> dict[str, Any]:
 
 
 def prompt(view: Prompt) -> SlackMessage:
-    """A tool's question in the thread; a reply in the thread answers it."""
+    """A tool's question in the thread: answered by a reply, or with the Answer… form
+    when it asks for several things; Decline and Cancel end it. Once settled, who did."""
+    title = texts.PROMPT_TITLE.format(tool=escape(tool_label(view)))
+    question = section(f"{title}\n{escape(view.question)}")
+    if view.status != "waiting":
+        outcome = prompt_outcome(view)
+        fallback = texts.DECIDED_FALLBACK.format(tool=escape(tool_label(view)), outcome=outcome)
+        return SlackMessage(text=fallback, blocks=[question, context(outcome)])
     blocks: list[Block] = []
     if view.error:
         blocks.append(section(texts.PROMPT_RETRY.format(error=escape(view.error))))
-    title = texts.PROMPT_TITLE.format(tool=escape(view.tool_name))
-    blocks.append(section(f"{title}\n{escape(view.question)}"))
+    blocks.append(question)
     if view.fields:
-        fields = ", ".join(f"`{escape(f)}`" for f in view.fields)
+        fields = ", ".join(f"`{escape(f.name)}`" for f in view.fields)
         blocks.append(context(texts.PROMPT_FIELDS.format(fields=fields)))
-    blocks.append(context(texts.PROMPT_HINT))
+    blocks.append(context(texts.PROMPT_FORM_HINT if view.form else texts.PROMPT_HINT))
+    blocks.append(_question_buttons(view))
     fallback, _ = cut(escape(view.question), SECTION_LIMIT)
     return SlackMessage(text=fallback, blocks=blocks)
+
+
+def prompt_outcome(view: Prompt) -> str:
+    """ "Answered by @x", "Declined by @x", "Cancelled by @x" or "Expired" once settled."""
+    who = mention(view.decided_by) if view.decided_by else texts.UNKNOWN_PERSON
+    match view.status:
+        case "answered":
+            return texts.ANSWERED_BY.format(who=who)
+        case "declined":
+            return texts.QUESTION_DECLINED_BY.format(who=who)
+        case "cancelled":
+            return texts.CANCELLED_BY.format(who=who)
+        case "expired":
+            return texts.QUESTION_EXPIRED
+        case "waiting":
+            return ""
+        case _:
+            assert_never(view.status)
+
+
+def _question_buttons(view: Prompt) -> Block:
+    """Answer… (for a form), Decline and Cancel."""
+    value = encode_button_value(view.run_id, view.tool_call_id)
+    elements: list[Block] = []
+    if view.form:
+        elements.append(
+            {
+                "type": "button",
+                "action_id": ANSWER_ACTION,
+                "text": plain(texts.ANSWER),
+                "style": "primary",
+                "value": value,
+            }
+        )
+    elements += [
+        {
+            "type": "button",
+            "action_id": QUESTION_DECLINE_ACTION,
+            "text": plain(texts.QUESTION_DECLINE),
+            "style": "danger",
+            "value": value,
+        },
+        {
+            "type": "button",
+            "action_id": QUESTION_CANCEL_ACTION,
+            "text": plain(texts.QUESTION_CANCEL),
+            "value": value,
+        },
+    ]
+    return {"type": "actions", "elements": elements}
+
+
+def answer_modal(metadata: ModalMetadata, question: Prompt) -> dict[str, Any]:
+    """The form that answers a question: the question, then one input per field (as
+    many as a modal holds), built from the question as it reads now."""
+    intro = [section(cut(escape(question.question), SECTION_LIMIT)[0])]
+    shown = question.fields[: MODAL_BLOCKS_LIMIT - len(intro)]
+    names = tuple(field.name for field in shown)
+    form = FormMetadata(**metadata.model_dump(), fields=names)
+    return {
+        "type": "modal",
+        "callback_id": ANSWER_VIEW,
+        "private_metadata": encode_metadata(form),
+        "title": plain(texts.FORM_TITLE),
+        "submit": plain(texts.FORM_SUBMIT),
+        "close": plain(texts.FORM_CLOSE),
+        "blocks": [*intro, *(_input(i, field) for i, field in enumerate(shown))],
+    }
+
+
+def form_error(message: str) -> str:
+    """Why a form's answer was not taken, short enough to show under its input."""
+    return _plain_cut(message, FORM_ERROR_LIMIT) or texts.FORM_REFUSED
+
+
+def _input(index: int, field: PromptField) -> Block:
+    block: Block = {
+        "type": "input",
+        "block_id": field_block(index),
+        "optional": not field.required,
+        "label": plain(_plain_cut(field.label.strip(), LABEL_LIMIT) or texts.FORM_UNNAMED),
+        "element": _element(field),
+    }
+    if field.description and field.description.strip():
+        block["hint"] = plain(_plain_cut(field.description.strip(), LABEL_LIMIT))
+    return block
+
+
+def _element(field: PromptField) -> Block:
+    """The input element for a field; a choice Slack cannot list becomes a text input
+    (the core checks the answer either way)."""
+    match field.kind:
+        case "integer" | "number":
+            return {
+                "type": "number_input",
+                "action_id": FIELD_INPUT,
+                "is_decimal_allowed": field.kind == "number",
+            }
+        case "boolean":
+            return _select([(texts.FORM_YES, "true"), (texts.FORM_NO, "false")])
+        case "choice" if _listable(field.choices):
+            choices = dict.fromkeys(field.choices)
+            return _select([(_plain_cut(c, OPTION_TEXT_LIMIT), c) for c in choices])
+        case "text" | "choice":
+            return {"type": "plain_text_input", "action_id": FIELD_INPUT}
+        case _:
+            assert_never(field.kind)
+
+
+def _listable(choices: tuple[str, ...]) -> bool:
+    return 0 < len(set(choices)) <= OPTIONS_LIMIT and all(
+        c.strip() and len(c) <= OPTION_VALUE_LIMIT for c in choices
+    )
+
+
+def _select(options: list[tuple[str, str]]) -> Block:
+    return {
+        "type": "static_select",
+        "action_id": FIELD_INPUT,
+        "placeholder": plain(texts.FORM_CHOOSE),
+        "options": [{"text": plain(text), "value": value} for text, value in options],
+    }
+
+
+def _plain_cut(text: str, limit: int) -> str:
+    """Plain text (never parsed by Slack, so not escaped) shortened to ``limit``."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def long_text(text: str, *, lead: str = "") -> list[SlackMessage]:

@@ -15,20 +15,27 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot import Click, IncomingMessage, ThreadKey
+from bot import Click, ClickAction, IncomingMessage, ThreadKey
 
 from . import texts
 from .wire import (
+    ANSWER_ACTION,
+    ANSWER_VIEW,
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
+    FIELD_INPUT,
+    QUESTION_CANCEL_ACTION,
+    QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
     REASON_INPUT,
     ButtonValue,
-    DeclineMetadata,
+    FormMetadata,
+    ModalMetadata,
     PayloadError,
     decode_button_value,
     decode_metadata,
+    field_block,
 )
 
 PLATFORM = "slack"
@@ -38,6 +45,13 @@ PLATFORM = "slack"
 _PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _PASSTHROUGH_TYPES = frozenset({"url_verification", "ssl_check"})
 _UNESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+_ACTIONS: dict[str, ClickAction] = {
+    APPROVE_ACTION: "approve",
+    DECLINE_ACTION: "decline",
+    ANSWER_ACTION: "answer",
+    QUESTION_DECLINE_ACTION: "decline",
+    QUESTION_CANCEL_ACTION: "cancel",
+}
 
 
 # -- what parse() returns ---------------------------------------------------------
@@ -79,9 +93,10 @@ class MessageIn:
 
 @dataclass(frozen=True, kw_only=True)
 class ActionIn:
-    """Approve or Decline pressed on a card."""
+    """A button pressed: Approve or Decline on a card, Answer…, Decline or Cancel on a
+    question."""
 
-    action: Literal["approve", "decline"]
+    action: ClickAction
     value: ButtonValue
     team: str
     user: str
@@ -93,7 +108,7 @@ class ActionIn:
 
 @dataclass(frozen=True, kw_only=True)
 class ForeignActionIn:
-    """Approve or Decline pressed with a button value the bot never issued."""
+    """One of the bot's buttons pressed with a value the bot never issued."""
 
     team: str
     user: str
@@ -106,11 +121,20 @@ class ViewIn:
     """The decline modal was submitted."""
 
     user: str
-    metadata: DeclineMetadata
+    metadata: ModalMetadata
     reason: str | None
 
 
-Inbound = Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn
+@dataclass(frozen=True, kw_only=True)
+class FormIn:
+    """A question's answer form was submitted: its raw values by field name."""
+
+    user: str
+    metadata: FormMetadata
+    values: dict[str, str | None]
+
+
+Inbound = Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn | FormIn
 
 
 # -- the shapes we accept (extra fields are Slack's business) ---------------------
@@ -241,7 +265,7 @@ def _parse_event(callback: _EventCallback) -> Inbound:
 
 
 def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
-    ours = [a for a in payload.actions if a.action_id in (APPROVE_ACTION, DECLINE_ACTION)]
+    ours = [a for a in payload.actions if a.action_id in _ACTIONS]
     if not ours:
         raise PayloadError(texts.UNKNOWN_ACTION)
     action = ours[0]
@@ -259,7 +283,7 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
             team=team, user=payload.user.id, channel=container.channel_id, root=root
         )
     return ActionIn(
-        action="approve" if action.action_id == APPROVE_ACTION else "decline",
+        action=_ACTIONS[action.action_id],
         value=value,
         team=team,
         user=payload.user.id,
@@ -270,24 +294,53 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
     )
 
 
-def _parse_view(payload: _ViewSubmission) -> ViewIn:
-    if payload.view.callback_id != DECLINE_VIEW:
+def _parse_view(payload: _ViewSubmission) -> ViewIn | FormIn:
+    view = payload.view
+    if view.callback_id == ANSWER_VIEW:
+        metadata = decode_metadata(view.private_metadata, FormMetadata)
+        return FormIn(
+            user=payload.user.id,
+            metadata=metadata,
+            values=_form_values(view.state, metadata.fields),
+        )
+    if view.callback_id != DECLINE_VIEW:
         raise PayloadError(texts.UNKNOWN_ACTION)
     return ViewIn(
         user=payload.user.id,
-        metadata=decode_metadata(payload.view.private_metadata),
-        reason=_reason(payload.view.state),
+        metadata=decode_metadata(view.private_metadata, ModalMetadata),
+        reason=_reason(view.state),
     )
 
 
 def _reason(state: dict[str, Any]) -> str | None:
+    value = _state_value(state, REASON_BLOCK, REASON_INPUT)
+    return (value or "").strip() or None
+
+
+def _form_values(state: dict[str, Any], names: tuple[str, ...]) -> dict[str, str | None]:
+    """Each field's value as Slack sent it: text, a number as text, a chosen option's value."""
+    return {
+        name: _state_value(state, field_block(index), FIELD_INPUT)
+        for index, name in enumerate(names)
+    }
+
+
+def _state_value(state: dict[str, Any], block_id: str, action_id: str) -> str | None:
+    """One input's value in a submitted view's ``state`` (``None`` when left empty)."""
     values = state.get("values")
-    block = values.get(REASON_BLOCK) if isinstance(values, dict) else None
-    field = block.get(REASON_INPUT) if isinstance(block, dict) else None
-    value = field.get("value") if isinstance(field, dict) else None
+    block = values.get(block_id) if isinstance(values, dict) else None
+    field = block.get(action_id) if isinstance(block, dict) else None
+    if not isinstance(field, dict):
+        return None
+    value = field.get("value")
+    if "selected_option" in field:
+        option = field["selected_option"]
+        if option is not None and not isinstance(option, dict):
+            raise PayloadError(texts.BAD_PAYLOAD)
+        value = option.get("value") if option is not None else None
     if value is not None and not isinstance(value, str):
         raise PayloadError(texts.BAD_PAYLOAD)
-    return (value or "").strip() or None
+    return value
 
 
 # -- step 2: bot types ------------------------------------------------------------
@@ -322,7 +375,7 @@ def to_incoming(
 
 
 def to_click(action: ActionIn, *, workspace: str | None) -> Click:
-    """The Approve click for the core (Decline goes through the modal first)."""
+    """The click for the core (a card's Decline goes through the reason modal first)."""
     return Click(
         thread=thread_key(workspace or action.team, action.channel, action.root),
         user_id=action.user,
@@ -333,9 +386,9 @@ def to_click(action: ActionIn, *, workspace: str | None) -> Click:
     )
 
 
-def decline_metadata(action: ActionIn, *, workspace: str | None) -> DeclineMetadata:
-    """What the decline modal must carry to build the click on submission."""
-    return DeclineMetadata(
+def modal_metadata(action: ActionIn, *, workspace: str | None) -> ModalMetadata:
+    """What a modal opened by this click must carry to build the click on submission."""
+    return ModalMetadata(
         run=action.value.run,
         call=action.value.call,
         team=workspace or action.team,
@@ -347,15 +400,31 @@ def decline_metadata(action: ActionIn, *, workspace: str | None) -> DeclineMetad
 
 def to_decline_click(view: ViewIn) -> Click:
     """The Decline click, with its reason, from the modal submission."""
-    meta = view.metadata
+    return _modal_click(view.metadata, view.user, "decline", reason=view.reason)
+
+
+def to_answer_click(form: FormIn) -> Click:
+    """The answer click, with the form's values, from the form submission."""
+    return _modal_click(form.metadata, form.user, "answer", values=dict(form.values))
+
+
+def _modal_click(
+    meta: ModalMetadata,
+    user: str,
+    action: ClickAction,
+    *,
+    reason: str | None = None,
+    values: dict[str, Any] | None = None,
+) -> Click:
     return Click(
         thread=thread_key(meta.team, meta.channel, meta.root),
-        user_id=view.user,
+        user_id=user,
         run_id=meta.run,
         tool_call_id=meta.call,
-        action="decline",
-        reason=view.reason,
+        action=action,
+        reason=reason,
         message_ref=message_ref(meta.channel, meta.ts),
+        values=values,
     )
 
 

@@ -7,6 +7,7 @@ cannot drift apart.
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,6 +18,13 @@ DECLINE_ACTION = "approval_decline"
 DECLINE_VIEW = "approval_decline_reason"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
+
+ANSWER_ACTION = "question_answer"
+QUESTION_DECLINE_ACTION = "question_decline"
+QUESTION_CANCEL_ACTION = "question_cancel"
+ANSWER_VIEW = "question_answer_form"
+FIELD_BLOCK = "field-{index}"
+FIELD_INPUT = "value"
 
 BUTTON_VALUE_LIMIT = 2000
 PRIVATE_METADATA_LIMIT = 3000
@@ -44,8 +52,8 @@ class ButtonValue(_Compact):
     call: str = Field(min_length=1)
 
 
-class DeclineMetadata(_Compact):
-    """Carried by the decline modal from the click to its submission."""
+class ModalMetadata(_Compact):
+    """Carried by a modal from the click that opened it to its submission."""
 
     run: str = Field(min_length=1)
     call: str = Field(min_length=1)
@@ -53,6 +61,15 @@ class DeclineMetadata(_Compact):
     channel: str = Field(min_length=1)
     root: str = Field(min_length=1)
     ts: str = Field(min_length=1)
+
+
+class FormMetadata(ModalMetadata):
+    """The answer form's metadata: also the field names, in the order of the inputs."""
+
+    fields: tuple[str, ...] = Field(min_length=1)
+
+
+Metadata = TypeVar("Metadata", bound=ModalMetadata)
 
 
 def encode_button_value(run_id: str, tool_call_id: str) -> str:
@@ -71,7 +88,12 @@ def decode_button_value(value: str | None) -> ButtonValue:
         raise PayloadError(texts.BAD_ACTION_VALUE) from None
 
 
-def encode_metadata(metadata: DeclineMetadata) -> str:
+def field_block(index: int) -> str:
+    """The ``block_id`` of the form's input for its ``index``-th field."""
+    return FIELD_BLOCK.format(index=index)
+
+
+def encode_metadata(metadata: ModalMetadata) -> str:
     """The modal's ``private_metadata``."""
     value = metadata.dump()
     if len(value) > PRIVATE_METADATA_LIMIT:
@@ -79,9 +101,9 @@ def encode_metadata(metadata: DeclineMetadata) -> str:
     return value
 
 
-def decode_metadata(value: str | None) -> DeclineMetadata:
-    """Parse the modal's ``private_metadata``; ``PayloadError`` when it is not ours."""
+def decode_metadata(value: str | None, model: type[Metadata]) -> Metadata:
+    """Parse a modal's ``private_metadata``; ``PayloadError`` when it is not ours."""
     try:
-        return DeclineMetadata.model_validate_json(value or "")
+        return model.model_validate_json(value or "")
     except ValidationError:
         raise PayloadError(texts.BAD_VIEW_METADATA) from None

@@ -1,13 +1,16 @@
-"""Bot views as Teams content: approval cards as Adaptive Cards 1.5, the rest as markdown.
+"""Bot views as Teams content: approval cards and questions as Adaptive Cards 1.5,
+the rest as markdown.
 
 Plain JSON only (no botbuilder types), so the rendering is testable on its own.
 A card must stay under Teams' message size limit (about 28 KB), so argument
-values are shortened until the whole card fits.
+values (and a question's text) are shortened until the whole card fits.
 
 Teams renders TextBlocks, fact titles and fact values as markdown, so every
 piece of text that comes from people or the model (arguments, reasons, names,
 questions) goes through ``escape``: it shows literally and can add no link,
-emphasis, list or date function to a card or prompt.
+emphasis, list or date function to a card or message. Input labels,
+placeholders, toggle titles and choice titles are plain text to every
+renderer, so they are shown as given (an escape would show its backslashes).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, Reply
+from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply, tool_label
 
 from . import messages
 
@@ -30,13 +33,21 @@ CARD_BUDGET_BYTES: Final = 27_000
 
 KIND: Final = "approval"
 """Marks our action data, so a submit from some other card is not taken for a click."""
+QUESTION_KIND: Final = "question"
+"""Marks the action data of a question's Send, Decline and Cancel."""
 
 REASON_INPUT: Final = "reason"
+FIELD_INPUT_PREFIX: Final = "field:"
+"""Starts the id of every form input. Teams merges the inputs' values into the action
+data, so an input named like one of its keys (``run_id``) must not replace it."""
 
 _MAX_FACTS: Final = 25
 _MAX_LABEL: Final = 80
 _MAX_NAME: Final = 200
 _VALUE_LIMITS: Final = (1500, 600, 200, 60)
+_QUESTION_LIMITS: Final = ((3000, 300), (1000, 100), (300, 0))
+"""(question and error text, field hint) lengths, tried in turn until a question fits."""
+_MAX_SUMMARY: Final = 200
 
 _MARKUP: Final = re.compile(r"[\\`*_\[\]<>~]")
 """Characters that start or end inline markdown: links, emphasis, code, HTML, autolinks."""
@@ -46,15 +57,32 @@ _DATE_FUNCTION: Final = re.compile(r"(?<=\{)\{")
 """The second brace of ``{{``, which opens a Teams ``{{DATE(...)}}`` function."""
 
 Action = Literal["approve", "decline"]
+QuestionAction = Literal["answer", "decline", "cancel"]
 
 
 def approval_card(card: ApprovalCard) -> dict[str, Any]:
     """The Adaptive Card for an approval: pending with buttons, or decided without."""
     for limit in _VALUE_LIMITS:
         rendered = _approval_card(card, value_limit=limit)
-        if len(json.dumps(rendered).encode()) <= CARD_BUDGET_BYTES:
+        if _fits(rendered):
             return rendered
     return _approval_card(card, value_limit=_VALUE_LIMITS[-1], max_facts=5)
+
+
+def question_card(prompt: Prompt) -> dict[str, Any]:
+    """The Adaptive Card for a tool's question.
+
+    Waiting, it has Decline and Cancel, and, when it asks for several things, a
+    form with one input per field and Send; settled, it says who answered,
+    declined or cancelled it (or that it expired), without actions.
+    """
+    for text_limit, hint_limit in _QUESTION_LIMITS:
+        rendered = _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit)
+        if _fits(rendered):
+            return rendered
+    # A form too big for a message (thousands of choices): a reply in the thread answers it.
+    text_limit, hint_limit = _QUESTION_LIMITS[-1]
+    return _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit, inputs=False)
 
 
 def action_data(card: ApprovalCard, action: Action) -> dict[str, str]:
@@ -64,6 +92,16 @@ def action_data(card: ApprovalCard, action: Action) -> dict[str, str]:
         "action": action,
         "run_id": card.run_id,
         "tool_call_id": card.tool_call_id,
+    }
+
+
+def question_data(prompt: Prompt, action: QuestionAction) -> dict[str, str]:
+    """The data a question's Send/Decline/Cancel carries back (the inputs are merged in)."""
+    return {
+        "kind": QUESTION_KIND,
+        "action": action,
+        "run_id": prompt.run_id,
+        "tool_call_id": prompt.tool_call_id,
     }
 
 
@@ -83,14 +121,19 @@ def escape(text: str) -> str:
 def summary(card: ApprovalCard) -> str:
     """A one-line plain text for notifications (not markdown: see ``escape``)."""
     return messages.CARD_SUMMARY.format(
-        agent=_agent(card.agent_path), tool=_cut(card.tool_name, _MAX_NAME)
+        agent=_agent(card.agent_path), tool=_cut(tool_label(card), _MAX_NAME)
     )
 
 
-def text_of(view: Prompt | Reply | Notice) -> str:
+def question_summary(prompt: Prompt) -> str:
+    """A one-line plain text of a question, for notifications (not markdown)."""
+    return messages.QUESTION_SUMMARY.format(
+        tool=_cut(tool_label(prompt), _MAX_NAME), question=_cut(prompt.question, _MAX_SUMMARY)
+    )
+
+
+def text_of(view: Reply | Notice) -> str:
     """Markdown for the views that are plain messages."""
-    if isinstance(view, Prompt):
-        return prompt_text(view)
     if isinstance(view, Notice) and view.to is not None:
         return f"{person_text(view.to)}: {view.text}"
     return view.text
@@ -105,21 +148,6 @@ def _people(people: tuple[Person, ...]) -> str:
     return ", ".join(person_text(person) for person in people)
 
 
-def prompt_text(prompt: Prompt) -> str:
-    """A tool's question, with what to reply and, on a re-ask, what was wrong."""
-    lines = [
-        messages.PROMPT.format(tool=escape(prompt.tool_name), question=escape(prompt.question))
-    ]
-    if prompt.fields:
-        lines.append(messages.PROMPT_FIELDS.format(fields=escape(", ".join(prompt.fields))))
-    if prompt.error:
-        # The error may quote the reply it refuses: someone's own text.
-        lines.insert(0, messages.PROMPT_ERROR.format(error=escape(prompt.error)))
-    if len(prompt.agent_path) > 1:
-        lines.append(messages.PROMPT_FROM.format(agent=escape(_agent(prompt.agent_path))))
-    return "\n\n".join(lines)
-
-
 # -- internals -------------------------------------------------------------------
 
 
@@ -131,7 +159,7 @@ def _approval_card(
         _text(
             messages.CARD_WANTS_TO_RUN.format(
                 agent=escape(_agent(card.agent_path)),
-                tool=escape(_cut(card.tool_name, _MAX_NAME)),
+                tool=escape(_cut(tool_label(card), _MAX_NAME)),
             )
         ),
         _args(card.args, value_limit=value_limit, max_facts=max_facts),
@@ -168,6 +196,116 @@ def _approval_card(
     return content
 
 
+def _question_card(
+    prompt: Prompt, *, text_limit: int, hint_limit: int, inputs: bool = True
+) -> dict[str, Any]:
+    waiting = prompt.status == "waiting"
+    body: list[dict[str, Any]] = [_text(_question_title(prompt), weight="Bolder", size="Medium")]
+    if waiting and prompt.error:
+        # The error may quote the reply it refuses: someone's own text.
+        error = escape(_cut(prompt.error, text_limit))
+        body.append(_text(messages.PROMPT_ERROR.format(error=error), color="Attention"))
+    body.append(
+        _text(
+            messages.PROMPT.format(
+                tool=escape(_cut(tool_label(prompt), _MAX_NAME)),
+                question=escape(_cut(prompt.question, text_limit)),
+            )
+        )
+    )
+    if len(prompt.agent_path) > 1:
+        agent = escape(_cut(_agent(prompt.agent_path), _MAX_NAME))
+        body.append(_text(messages.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small"))
+    content: dict[str, Any] = {
+        "type": "AdaptiveCard",
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "version": CARD_VERSION,
+        "fallbackText": escape(question_summary(prompt)),
+        "msteams": {"width": "Full"},
+        "body": body,
+    }
+    if not waiting:
+        return content
+    actions: list[dict[str, Any]] = []
+    if prompt.form and inputs:
+        body.extend(_field_input(field, hint_limit=hint_limit) for field in prompt.fields)
+        data = question_data(prompt, "answer")
+        actions.append(_execute(messages.QUESTION_SEND, data, style="positive"))
+    else:
+        body.append(_text(_reply_hint(prompt), isSubtle=True))
+    actions += [
+        _execute(
+            messages.DECLINE,
+            question_data(prompt, "decline"),
+            style="destructive",
+            tooltip=messages.QUESTION_DECLINE_TOOLTIP,
+            with_inputs=False,
+        ),
+        _execute(
+            messages.QUESTION_CANCEL,
+            question_data(prompt, "cancel"),
+            tooltip=messages.QUESTION_CANCEL_TOOLTIP,
+            with_inputs=False,
+        ),
+    ]
+    content["actions"] = actions
+    return content
+
+
+def _question_title(prompt: Prompt) -> str:
+    who = person_text(prompt.decided_by) if prompt.decided_by else messages.CARD_SOMEONE
+    match prompt.status:
+        case "waiting":
+            return messages.QUESTION_TITLE_WAITING
+        case "answered":
+            return messages.QUESTION_TITLE_ANSWERED.format(who=who)
+        case "declined":
+            return messages.QUESTION_TITLE_DECLINED.format(who=who)
+        case "cancelled":
+            return messages.QUESTION_TITLE_CANCELLED.format(who=who)
+        case "expired":
+            return messages.QUESTION_TITLE_EXPIRED
+        case _:
+            assert_never(prompt.status)
+
+
+def _reply_hint(prompt: Prompt) -> str:
+    if not prompt.fields:
+        return messages.QUESTION_REPLY
+    labels = ", ".join(_cut(field.label, _MAX_LABEL) for field in prompt.fields)
+    return messages.PROMPT_FIELDS.format(fields=escape(labels))
+
+
+def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
+    """One form input; its label, placeholder and choice titles are plain text."""
+    label = _cut(field.label, _MAX_LABEL)
+    hint = _cut(field.description, hint_limit) if field.description and hint_limit else None
+    element: dict[str, Any] = {"id": FIELD_INPUT_PREFIX + field.name, "label": label}
+    match field.kind:
+        case "text":
+            element["type"] = "Input.Text"
+        case "number" | "integer":
+            element["type"] = "Input.Number"
+        case "boolean":
+            # Not ``isRequired``: a required toggle must be switched on, and off is an answer.
+            element.update(
+                type="Input.Toggle", title=hint or label, valueOn="true", valueOff="false"
+            )
+            element["value"] = "false"
+            return element
+        case "choice":
+            choices = [{"title": _cut(c, _MAX_LABEL), "value": c} for c in field.choices]
+            element.update(type="Input.ChoiceSet", style="compact", choices=choices)
+        case _:
+            assert_never(field.kind)
+    if hint:
+        element["placeholder"] = hint
+    if field.required:
+        element["isRequired"] = True
+        element["errorMessage"] = messages.QUESTION_REQUIRED.format(label=label)
+    return element
+
+
 def _title(card: ApprovalCard) -> str:
     who = _people(card.decided_by) or messages.CARD_SOMEONE
     match card.status:
@@ -184,15 +322,36 @@ def _title(card: ApprovalCard) -> str:
 
 
 def _action(card: ApprovalCard, action: Action, title: str, *, style: str) -> dict[str, Any]:
-    data = action_data(card, action)
+    return _execute(title, action_data(card, action), style=style)
+
+
+def _execute(
+    title: str,
+    data: dict[str, str],
+    *,
+    style: str | None = None,
+    tooltip: str | None = None,
+    with_inputs: bool = True,
+) -> dict[str, Any]:
+    """An Action.Execute whose verb is ``data["action"]``, with an Action.Submit fallback.
+
+    ``with_inputs=False`` sends no inputs, so the client does not insist on the
+    required ones first (Decline and Cancel of a form).
+    """
+    shown: dict[str, Any] = {"title": title}
+    if style is not None:
+        shown["style"] = style
+    if tooltip is not None:
+        shown["tooltip"] = tooltip
+    if not with_inputs:
+        shown["associatedInputs"] = "none"
     # Clients without Universal Actions (Action.Execute) fall back to a plain submit,
     # which reaches the bot as a message activity carrying ``value``.
-    fallback = {"type": "Action.Submit", "title": title, "style": style, "data": data}
+    fallback = {"type": "Action.Submit", **shown, "data": data}
     return {
         "type": "Action.Execute",
-        "title": title,
-        "verb": action,
-        "style": style,
+        "verb": data["action"],
+        **shown,
         "data": data,
         "fallback": fallback,
     }
@@ -244,6 +403,10 @@ def _cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: max(0, limit - len(messages.CARD_TRUNCATED))] + messages.CARD_TRUNCATED
+
+
+def _fits(card: dict[str, Any]) -> bool:
+    return len(json.dumps(card).encode()) <= CARD_BUDGET_BYTES
 
 
 def _rfc3339(at: datetime) -> str:

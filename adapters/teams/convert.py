@@ -8,15 +8,15 @@ The workspace is the tenant.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Self
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ConversationAccount
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot import Click, IncomingMessage, MessageRef, ThreadKey
 
-from .cards import KIND, REASON_INPUT
+from .cards import FIELD_INPUT_PREFIX, KIND, QUESTION_KIND, REASON_INPUT
 
 PLATFORM: Final = "teams"
 CHAT_ROOT: Final = "chat"
@@ -24,6 +24,10 @@ CHAT_ROOT: Final = "chat"
 
 _MESSAGE_ID: Final = ";messageid="
 _NO_TENANT: Final = "-"
+_ACTIONS: Final = {KIND: ("approve", "decline"), QUESTION_KIND: ("answer", "decline", "cancel")}
+"""What each kind of card sends: an approval is never answered, a question never approved."""
+_FORM_VALUE: Final = (str, bool, int, float)
+"""What an input's value may be (Teams sends text; a toggle's is "true"/"false")."""
 
 
 class _ActionData(BaseModel):
@@ -31,11 +35,17 @@ class _ActionData(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: Literal["approval"]
-    action: Literal["approve", "decline"]
+    kind: Literal["approval", "question"]
+    action: Literal["approve", "decline", "answer", "cancel"]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _action_of_its_kind(self) -> Self:
+        if self.action not in _ACTIONS[self.kind]:
+            raise ValueError(f"a {self.kind} card has no {self.action!r} action")
+        return self
 
 
 def is_channel(activity: Activity) -> bool:
@@ -137,7 +147,7 @@ def submit_click(activity: Activity, thread: ThreadKey) -> Click | None:
 
 def is_submit(activity: Activity) -> bool:
     """Whether a message activity is one of our cards' submits rather than text."""
-    return isinstance(activity.value, dict) and activity.value.get("kind") == KIND
+    return isinstance(activity.value, dict) and activity.value.get("kind") in _ACTIONS
 
 
 def message_ref(activity_id: str | None, conversation_id: str) -> MessageRef:
@@ -153,6 +163,9 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         parsed = _ActionData.model_validate(data)
     except ValidationError:
         return None
+    values = _form_values(data) if parsed.action == "answer" else None
+    if parsed.action == "answer" and values is None:
+        return None
     user_id, user_name = _user(activity)
     reason = data.get(REASON_INPUT)
     return Click(
@@ -166,7 +179,20 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         message_ref=message_ref(activity.reply_to_id, activity.conversation.id)
         if activity.reply_to_id
         else None,
+        values=values,
     )
+
+
+def _form_values(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A form's input values by field name, or ``None`` when one is not a plain value."""
+    values = {
+        key.removeprefix(FIELD_INPUT_PREFIX): value
+        for key, value in data.items()
+        if isinstance(key, str) and key.startswith(FIELD_INPUT_PREFIX)
+    }
+    if not all(value is None or isinstance(value, _FORM_VALUE) for value in values.values()):
+        return None
+    return values
 
 
 def _user(activity: Activity) -> tuple[str, str | None]:

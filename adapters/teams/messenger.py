@@ -23,6 +23,7 @@ from bot import (
     ChatState,
     MessageRef,
     Notice,
+    Prompt,
     Text,
     ThreadKey,
     Undeliverable,
@@ -125,14 +126,19 @@ class TeamsMessenger:
 def render(view: View) -> Activity:
     """The message activity showing a view: a card attachment or markdown text."""
     if isinstance(view, ApprovalCard):
-        return Activity(
-            type=ActivityTypes.message,
-            summary=cards.summary(view),
-            attachments=[
-                Attachment(content_type=cards.CONTENT_TYPE, content=cards.approval_card(view))
-            ],
-        )
+        return _card(cards.approval_card(view), summary=cards.summary(view))
+    if isinstance(view, Prompt):
+        return _card(cards.question_card(view), summary=cards.question_summary(view))
     return Activity(type=ActivityTypes.message, text=cards.text_of(view), text_format="markdown")
+
+
+def _card(content: dict[str, Any], *, summary: str) -> Activity:
+    """A message carrying one Adaptive Card; ``summary`` is what notifications show."""
+    return Activity(
+        type=ActivityTypes.message,
+        summary=summary,
+        attachments=[Attachment(content_type=cards.CONTENT_TYPE, content=content)],
+    )
 
 
 def _addressed(activity: Activity, reference: ConversationReference) -> Activity:

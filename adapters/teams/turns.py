@@ -16,7 +16,7 @@ from typing import Any
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
-from bot import ChatCore, ChatState, Click, ClickResult, Overloaded
+from bot import ApprovalCard, ChatCore, ChatState, Click, ClickResult, Overloaded, Prompt
 
 from . import cards, convert, messages
 from .auth import TeamsAuth
@@ -81,12 +81,9 @@ class Turns:
         await self._remember(activity)
         result = await self._click(click)
         if result.accepted and result.card is not None:
-            body = {
-                "statusCode": 200,
-                "type": cards.CONTENT_TYPE,
-                "value": cards.approval_card(result.card),
-            }
+            body = _card_body(result.card)
         else:
+            # Refused, stale, or a form answer that does not fit: the clicker reads why.
             body = _message_body(result.message or messages.ACTION_FAILED)
         await _answer_invoke(context, body)
 
@@ -129,6 +126,15 @@ class Turns:
         except Exception as exc:
             why = str(exc) or type(exc).__name__
             log.warning("could not refresh the reference of %s: %s", thread.id, why)
+
+
+def _card_body(card: ApprovalCard | Prompt) -> dict[str, Any]:
+    """The invoke answer showing the clicker the card as it now reads."""
+    if isinstance(card, ApprovalCard):
+        content = cards.approval_card(card)
+    else:
+        content = cards.question_card(card)
+    return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
 
 
 def _message_body(text: str) -> dict[str, Any]:

@@ -74,7 +74,7 @@ async def test_approving_decides_at_once_updates_the_card_and_posts_the_answer()
     bot, messenger, card = await started(ran)
     result = await bot.on_click(click(card, user="U2"))
     assert result.accepted
-    assert result.card is not None
+    assert isinstance(result.card, ApprovalCard)
     assert (result.card.status, result.card.decided_by) == ("approved", (Person(id="U2"),))
     # Decided before returning: the call no longer waits, even before the work ran.
     assert await bot.agent.list_suspended_runs(thread_id=THREAD.id) == []
@@ -106,7 +106,7 @@ async def test_declining_carries_the_reason_and_the_tool_never_runs() -> None:
     bot, messenger, card = await started(ran)
     result = await bot.on_click(click(card, action="decline", reason="  not during the demo "))
     assert result.accepted
-    assert result.card is not None
+    assert isinstance(result.card, ApprovalCard)
     assert result.card.status == "declined"
     assert result.card.reason == "not during the demo"
     await bot.drain()

@@ -310,7 +310,7 @@ async def test_healthz_and_metrics_report_each_mcp_server(tmp_path: Path) -> Non
         async with TestClient(TestServer(app)) as client:
             health = await (await client.get("/healthz")).json()
             assert health["ok"] is True
-            assert health["mcp"] == {"tickets": {"state": "connected", "tools": 9, "error": None}}
+            assert health["mcp"] == {"tickets": {"state": "connected", "tools": 10, "error": None}}
             body = await (await client.get("/metrics")).text()
         assert 'approval_bot_mcp_calls_total{server="tickets"} 1.0' in body
         assert 'approval_bot_mcp_errors_total{server="tickets"} 0.0' in body
@@ -368,7 +368,7 @@ async def test_a_servers_question_is_asked_in_the_thread_and_the_reply_answers_i
         await bot.drain()
         (asked,) = messenger.views(Prompt)
         assert asked.question == "Why should the ticket be escalated?"
-        assert asked.fields == ("reason",)
+        assert [f.name for f in asked.fields] == ["reason"]
 
         await bot.on_message(message("the whole floor is offline"))
         await bot.drain()

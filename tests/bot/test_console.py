@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -143,14 +144,23 @@ async def test_the_example_config_runs_its_mcp_ticket_desk_in_the_console(tmp_pa
         "close ticket T-101",
         "a",
         "list tickets",
+        "reopen ticket T-102",
+        "a",
+        "/decline",
         BOT_CONFIG=str(ROOT / "examples" / "bot.toml"),
         TICKETS_DB=str(tickets),
     )
     assert "bot> Ticket T-100: T-100 [open] Printer on floor 3 is on fire" in out
-    assert "ops › tickets wants to run tickets__close_ticket" in out
-    assert "[approved by grace] tickets__close_ticket" in out
+    assert "ops › tickets wants to run close_ticket (MCP server tickets)" in out
+    assert "[approved by grace] close_ticket (MCP server tickets)" in out
     assert "T-101 [closed] VPN drops every hour" in out
     assert '"status": "closed"' in tickets.read_text()
+    # The server's question, declined: the server hears it and leaves the ticket alone.
+    assert "[question from reopen_ticket (MCP server tickets)] Why should the ticket" in out
+    assert "(reply to answer, or /decline or /cancel)" in out
+    assert "[declined by grace] reopen_ticket (MCP server tickets)" in out
+    assert "T-102 stays as it is: the reason was not given (decline)" in out
+    assert json.loads(tickets.read_text())["T-102"]["status"] == "closed"
 
 
 async def test_the_console_card_shows_the_checked_version_and_that_version_deploys(

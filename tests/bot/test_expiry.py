@@ -60,10 +60,14 @@ async def test_an_unanswered_question_expires_with_a_notice() -> None:
     bot.register("test", messenger)
     await bot.on_message(message("weather?", user="U7"))
     await bot.drain()
-    assert len(messenger.views(Prompt)) == 1
+    (question,) = messenger.views(Prompt)
     assert await bot.sweep_expired(now=LATER) == 1
     await bot.drain()
-    assert messenger.updates == []  # a question has no status to update
+    # The question loses its buttons: it says it expired.
+    ((_, ref, updated),) = messenger.updates
+    assert ref == messenger.ref_of(question)
+    assert isinstance(updated, Prompt)
+    assert updated.status == "expired"
     (notice,) = messenger.views(Notice)
     assert notice.to == Person(id="U7")
     assert notice.text.startswith("the question from `weather` expired")

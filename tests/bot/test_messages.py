@@ -87,7 +87,8 @@ async def test_a_question_is_posted_and_the_next_reply_resumes_the_tool() -> Non
     await bot.on_message(message("what's the weather?"))
     await bot.drain()
     (prompt,) = messenger.views(Prompt)
-    assert (prompt.question, prompt.fields, prompt.error) == ("Which city?", ("city",), None)
+    assert (prompt.question, prompt.error) == ("Which city?", None)
+    assert [(f.name, f.kind, f.required) for f in prompt.fields] == [("city", "text", True)]
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
     place = await bot.chat.card_of(pending.run_id, ask_of(pending))
     assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(prompt))

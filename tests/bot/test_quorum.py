@@ -81,7 +81,7 @@ async def test_a_first_approval_is_counted_on_the_card_and_runs_nothing() -> Non
     result = await bot.on_click(click(card, user="U2"))
 
     assert result.accepted
-    assert result.card is not None
+    assert isinstance(result.card, ApprovalCard)
     assert (result.card.status, result.card.approvals, result.card.quorum) == (
         "pending",
         (Person(id="U2"),),
@@ -123,7 +123,7 @@ async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
     final = await bot.on_click(click(card, user="U3"))
 
     assert final.accepted
-    assert final.card is not None
+    assert isinstance(final.card, ApprovalCard)
     both = (Person(id="U2"), Person(id="U3"))
     assert (final.card.status, final.card.approvals) == ("approved", both)
     assert final.card.decided_by == both
@@ -151,7 +151,7 @@ async def test_voters_are_named_by_display_name_when_known() -> None:
     bot, _, card = await started(Counter())
     await bot.on_click(replace(click(card, user="U2"), user_name="Grace"))
     final = await bot.on_click(replace(click(card, user="U3"), user_name="Linus"))
-    assert final.card is not None
+    assert isinstance(final.card, ApprovalCard)
     named = (Person(id="U2", name="Grace"), Person(id="U3", name="Linus"))
     assert final.card.approvals == named
     assert final.card.decided_by == named
@@ -167,7 +167,7 @@ async def test_one_decline_after_a_vote_declines_at_once() -> None:
     declined = await bot.on_click(click(card, user="U4", action="decline", reason="not now"))
 
     assert declined.accepted
-    assert declined.card is not None
+    assert isinstance(declined.card, ApprovalCard)
     assert (declined.card.status, declined.card.decided_by) == ("declined", (Person(id="U4"),))
     await bot.drain()
     assert ran.count == 0
@@ -202,7 +202,7 @@ async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
     await bot.drain()
 
     (winner,) = [r for r in results if r.accepted]
-    assert winner.card is not None
+    assert isinstance(winner.card, ApprovalCard)
     assert winner.card.status == "approved"
     (second,) = (v.id for v in winner.card.approvals if v.id != "U2")
     for loser in (r for r in results if not r.accepted):
@@ -269,7 +269,7 @@ async def test_votes_on_two_replicas_count_together() -> None:
     assert first.accepted
     assert shown(messenger).approvals == (Person(id="U2", name="Grace"),)
     assert again.message == "You already approved; waiting for 1 more."
-    assert final.card is not None
+    assert isinstance(final.card, ApprovalCard)
     # The second replica never saw Grace click, yet names her: the vote remembers.
     assert final.card.approvals == (Person(id="U2", name="Grace"), Person(id="U3"))
     assert shown(other) == final.card
@@ -297,7 +297,7 @@ async def test_a_quorum_of_one_decides_on_the_first_click_as_before() -> None:
     bot, _, card = await started(ran, policy)
     assert (card.quorum, card.approvals) == (1, ())
     result = await bot.on_click(click(card, user="U2"))
-    assert result.card is not None
+    assert isinstance(result.card, ApprovalCard)
     assert (result.card.status, result.card.decided_by, result.card.approvals) == (
         "approved",
         (Person(id="U2"),),
@@ -351,11 +351,11 @@ async def test_votes_for_one_version_of_a_call_do_not_approve_a_changed_one() ->
     assert second.approvals == ()
 
     one = await bot.on_click(click(second, user="U4"))
-    assert one.card is not None
+    assert isinstance(one.card, ApprovalCard)
     assert (one.card.status, one.card.approvals) == ("pending", (Person(id="U4"),))
     assert ran == []
     done = await bot.on_click(click(second, user="U2"))
-    assert done.card is not None
+    assert isinstance(done.card, ApprovalCard)
     assert done.card.status == "approved"
     await bot.drain()
     assert ran == ["eu-west"]

@@ -29,6 +29,13 @@ BUTTON_VALUE_LIMIT = 2000
 ID_LIMIT = 255
 BLOCKS_LIMIT = 50
 CONFIRM_TEXT_LIMIT = 300
+MODAL_TITLE_LIMIT = 24
+MODAL_BLOCKS_LIMIT = 100
+LABEL_LIMIT = 2000
+PLACEHOLDER_LIMIT = 150
+OPTIONS_LIMIT = 100
+OPTION_TEXT_LIMIT = 75
+OPTION_VALUE_LIMIT = 150
 
 
 @dataclass
@@ -229,6 +236,9 @@ class FakeSlack:
             return _fail("invalid_arguments")
         if len(view.get("private_metadata", "")) > 3000:
             return self._problem("private_metadata over 3000 characters")
+        problem = _view_problem(view)
+        if problem:
+            return self._problem(problem)
         return _ok(view={"id": f"V{next(self._ts):08d}", **view})
 
     def _assistant_threads_setStatus(self, args: dict[str, Any]) -> web.Response:
@@ -280,6 +290,47 @@ def _block_problem(block: dict[str, Any]) -> str | None:
         confirm = element.get("confirm")
         if confirm and len(confirm.get("text", {}).get("text", "")) > CONFIRM_TEXT_LIMIT:
             return "confirm text over 300 characters"
+    return None
+
+
+def _view_problem(view: dict[str, Any]) -> str | None:
+    for key in ("title", "submit", "close"):
+        if len(view.get(key, {}).get("text", "")) > MODAL_TITLE_LIMIT:
+            return f"modal {key} over 24 characters"
+    blocks = view.get("blocks", [])
+    if len(blocks) > MODAL_BLOCKS_LIMIT:
+        return "more than 100 blocks in a modal"
+    for block in blocks:
+        problem = _block_problem(block) or _input_problem(block)
+        if problem:
+            return problem
+    return None
+
+
+def _input_problem(block: dict[str, Any]) -> str | None:
+    if block.get("type") != "input":
+        return None
+    label = block.get("label", {}).get("text", "")
+    if not label or len(label) > LABEL_LIMIT:
+        return "input label empty or over 2000 characters"
+    if len(block.get("hint", {}).get("text", "")) > LABEL_LIMIT:
+        return "input hint over 2000 characters"
+    element = block.get("element", {})
+    if len(element.get("placeholder", {}).get("text", "")) > PLACEHOLDER_LIMIT:
+        return "placeholder over 150 characters"
+    if element.get("type") == "number_input" and "is_decimal_allowed" not in element:
+        return "number_input without is_decimal_allowed"
+    if element.get("type") == "static_select":
+        options = element.get("options", [])
+        values = [o.get("value", "") for o in options]
+        if not options or len(options) > OPTIONS_LIMIT or len(set(values)) != len(values):
+            return "static_select options empty, repeated or over 100"
+        for option in options:
+            text = option.get("text", {}).get("text", "")
+            if not text or len(text) > OPTION_TEXT_LIMIT:
+                return "option text empty or over 75 characters"
+            if not option.get("value") or len(option["value"]) > OPTION_VALUE_LIMIT:
+                return "option value empty or over 150 characters"
     return None
 
 

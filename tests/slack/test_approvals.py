@@ -27,7 +27,13 @@ def card_text(posted: Posted) -> str:
 
 
 def has_buttons(posted: Posted) -> bool:
-    return any(block["type"] == "actions" for block in posted.blocks)
+    """Whether a message is an approval card still waiting (a question has other buttons)."""
+    return any(
+        element.get("action_id") == APPROVE_ACTION
+        for block in posted.blocks
+        if block["type"] == "actions"
+        for element in block["elements"]
+    )
 
 
 async def ask_for_deploy(bot: BotServer, slack: FakeSlack, service: str = "api") -> Posted:

@@ -25,7 +25,7 @@ from adapters.slack.blocks import (
 )
 from adapters.slack.wire import (
     APPROVE_ACTION,
-    DeclineMetadata,
+    ModalMetadata,
     PayloadError,
     decode_button_value,
     decode_metadata,
@@ -251,9 +251,9 @@ def test_a_display_name_never_reaches_a_card(name: str) -> None:
 
 
 def test_the_decline_modal_carries_the_click_to_its_submission() -> None:
-    meta = DeclineMetadata(run="r", call="c", team="T", channel="C", root="1.1", ts="1.2")
+    meta = ModalMetadata(run="r", call="c", team="T", channel="C", root="1.1", ts="1.2")
     view = decline_modal(meta)
-    assert decode_metadata(view["private_metadata"]) == meta
+    assert decode_metadata(view["private_metadata"], ModalMetadata) == meta
     assert all(len(view[k]["text"]) <= 24 for k in ("title", "submit", "close"))
     (field,) = [b for b in view["blocks"] if b["type"] == "input"]
     assert field["optional"] is True

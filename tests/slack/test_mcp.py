@@ -69,7 +69,7 @@ async def test_an_mcp_tool_that_changes_data_runs_once_its_card_is_approved(
 ) -> None:
     bot, tickets = desk
     root, card = await card_for(bot, slack, "close ticket T-101")
-    assert "tickets__close_ticket" in card_text(card)
+    assert "`close_ticket (MCP server tickets)`" in card_text(card)
     assert "ops › tickets" in card_text(card)
     assert "T-101" in card_text(card)
     assert status(tickets, "T-101") == "open"  # nothing ran before the approval
@@ -100,7 +100,7 @@ async def test_an_mcp_servers_question_is_asked_in_the_thread_after_the_approval
 ) -> None:
     bot, tickets = desk
     root, card = await card_for(bot, slack, "reopen ticket T-102")
-    assert "tickets__reopen_ticket" in card_text(card)
+    assert "`reopen_ticket (MCP server tickets)`" in card_text(card)
     await bot.press(card, APPROVE_ACTION, user=BOB)
     await bot.idle()
     assert "Why should the ticket be reopened?" in answers(slack, root["ts"])

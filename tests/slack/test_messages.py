@@ -16,6 +16,7 @@ from .harness import (
     new_ts,
 )
 from .scripted import Ran
+from .test_approvals import card_text
 
 
 def texts_in(slack: FakeSlack, root: str, channel: str = CHANNEL) -> list[str]:
@@ -132,10 +133,7 @@ async def test_a_tool_question_is_asked_and_the_thread_reply_resumes_it(
     await bot.send_event(root)
     await bot.idle()
     (question,) = slack.in_thread(CHANNEL, root["ts"])
-    shown = " ".join(
-        b["elements"][0]["text"] if b["type"] == "context" else b["text"]["text"]
-        for b in question.blocks
-    )
+    shown = card_text(question)
     assert "Which version of api should I release?" in shown
     assert "Reply in this thread" in shown
 
@@ -143,6 +141,7 @@ async def test_a_tool_question_is_asked_and_the_thread_reply_resumes_it(
     await bot.idle()
     assert ran.releases == [{"service": "api", "version": "1.4.2"}]
     assert "release ok" in texts_in(slack, root["ts"])[-1]
+    assert f"Answered by <@{ALICE}>" in card_text(question)
 
 
 async def test_a_reply_that_does_not_fit_is_asked_again(

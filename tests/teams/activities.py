@@ -110,11 +110,16 @@ def execute(
     card_id: str,
     user: dict[str, Any] = BOB,
     reason: str | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``adaptiveCard/action`` invoke Teams sends when someone presses a button."""
+    """The ``adaptiveCard/action`` invoke Teams sends when someone presses a button.
+
+    ``inputs`` are the card's input values by input id, merged into the data as Teams does.
+    """
     data = dict(action_data(card, verb))
     if reason is not None:
         data["reason"] = reason
+    data.update(inputs or {})
     return {
         **_base(service_url, conversation, user),
         "type": "invoke",
@@ -137,11 +142,13 @@ def submit(
     card_id: str,
     user: dict[str, Any] = BOB,
     reason: str | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The message activity an Action.Submit fallback sends (inputs merged into ``value``)."""
     value = dict(fallback_data(card, verb))
     if reason is not None:
         value["reason"] = reason
+    value.update(inputs or {})
     return {
         **_base(service_url, conversation, user),
         "type": "message",

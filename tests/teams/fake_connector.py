@@ -40,6 +40,26 @@ class ConnectorCall:
         return None
 
     @property
+    def card_text(self) -> str:
+        """Every TextBlock and fact of its card, one a line ("" without a card)."""
+        parts: list[str] = []
+        for element in (self.card or {}).get("body") or []:
+            if element["type"] == "TextBlock":
+                parts.append(element["text"])
+            elif element["type"] == "FactSet":
+                parts.extend(f"{f['title']}: {f['value']}" for f in element["facts"])
+        return "\n".join(parts)
+
+    @property
+    def card_kind(self) -> str | None:
+        """The ``kind`` its card's actions carry ("approval", "question"), if it has actions."""
+        for action in (self.card or {}).get("actions") or []:
+            kind = (action.get("data") or {}).get("kind")
+            if isinstance(kind, str):
+                return kind
+        return None
+
+    @property
     def text(self) -> str:
         return str(self.body.get("text") or "")
 
@@ -104,9 +124,15 @@ class FakeConnector:
             and (conversation_id is None or c.conversation_id == conversation_id)
         ]
 
-    def cards(self, conversation_id: str | None = None) -> list[ConnectorCall]:
-        """Posted messages carrying an Adaptive Card."""
-        return [c for c in self.messages(conversation_id) if c.card is not None]
+    def cards(
+        self, conversation_id: str | None = None, *, kind: str | None = None
+    ) -> list[ConnectorCall]:
+        """Posted messages carrying an Adaptive Card (only approvals or questions, by ``kind``)."""
+        return [
+            c
+            for c in self.messages(conversation_id)
+            if c.card is not None and (kind is None or c.card_kind == kind)
+        ]
 
     def texts(self, conversation_id: str | None = None) -> list[str]:
         """The text of every posted text message."""

@@ -1,7 +1,7 @@
 """Bot Framework authentication at /api/messages: real RS256 tokens, local OpenID metadata.
 
-The metadata and keys are served from this test's own event loop: the adapter
-runs the SDK's blocking metadata fetch in a worker thread, so serving them here
+The metadata and keys are served from this test's own event loop (``signing``):
+the adapter runs the SDK's blocking metadata fetch in a worker thread, so this
 also proves the fetch does not block the loop. A metadata server that accepts
 connections and never answers shows what a hung endpoint costs: the auth
 check's own few threads, never the default executor the rest of the bot uses.
@@ -10,7 +10,6 @@ check's own few threads, never the default executor the rest of the bot uses.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import threading
 import time
@@ -19,10 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import jwt
 import pytest
 import requests
-from aiohttp import web
 from botframework.connector.auth import (
     ChannelValidation,
     EmulatorValidation,
@@ -30,7 +27,6 @@ from botframework.connector.auth import (
     jwt_token_extractor,
 )
 from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
 
 from adapters.teams import auth as teams_auth
 from adapters.teams import load_teams_settings
@@ -46,53 +42,16 @@ from bot import messages as core_messages
 from . import activities as act
 from .conftest import MakeBot, TeamsBot
 from .fake_connector import FakeConnector
+from .signing import APP_ID, OpenIdServer, make_token, serve_openid
 
-APP_ID = "5f0c6a9e-1111-4222-8333-944445555666"
-ISSUER = "https://api.botframework.com"
-KEY_ID = "test-key-1"
 UNUSED_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 """Signs tokens that only the local checks look at."""
 
 
-@dataclass
-class OpenIdServer:
-    """OpenID metadata + JWKS for one signing key; counts how often it is asked."""
-
-    key: rsa.RSAPrivateKey
-    url: str = ""
-    requests: list[str] = field(default_factory=list)
-
-
 @pytest.fixture
 async def openid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OpenIdServer]:
-    server = OpenIdServer(key=rsa.generate_private_key(public_exponent=65537, key_size=2048))
-    jwk = json.loads(RSAAlgorithm.to_jwk(server.key.public_key()))
-    jwk.update(kid=KEY_ID, use="sig", endorsements=["msteams"])
-
-    async def metadata(request: web.Request) -> web.Response:
-        server.requests.append(request.path)
-        return web.json_response({"issuer": ISSUER, "jwks_uri": f"{server.url}/keys"})
-
-    async def keys(request: web.Request) -> web.Response:
-        server.requests.append(request.path)
-        return web.json_response({"keys": [jwk]})
-
-    app = web.Application()
-    app.router.add_get("/.well-known/openidconfiguration", metadata)
-    app.router.add_get("/keys", keys)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    # The SDK's setting for where channel tokens' OpenID metadata lives.
-    monkeypatch.setattr(
-        ChannelValidation,
-        "open_id_metadata_endpoint",
-        f"{server.url}/.well-known/openidconfiguration",
-    )
-    yield server
-    await runner.cleanup()
+    async with serve_openid(monkeypatch) as server:
+        yield server
 
 
 @pytest.fixture
@@ -102,30 +61,6 @@ async def teams(make_bot: MakeBot) -> TeamsBot:
             microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
         )
     )
-
-
-def make_token(
-    key: rsa.RSAPrivateKey,
-    service_url: str | None,
-    *,
-    audience: str = APP_ID,
-    issuer: str = ISSUER,
-    expires_in: float = 3600,
-    kid: str | None = KEY_ID,
-    **extra: Any,
-) -> str:
-    now = time.time()
-    claims = {
-        "iss": issuer,
-        "aud": audience,
-        "exp": int(now + expires_in),
-        "nbf": int(now - 60),
-        **extra,
-    }
-    if service_url is not None:
-        claims["serviceurl"] = service_url
-    headers = {"kid": kid} if kid else {}
-    return jwt.encode(claims, key, algorithm="RS256", headers=headers)
 
 
 def unknown_click(service_url: str) -> dict[str, Any]:

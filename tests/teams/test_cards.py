@@ -1,4 +1,4 @@
-"""Rendering views for Teams: approval cards (Adaptive Cards 1.5) and text messages."""
+"""Rendering views for Teams: approval cards and questions (Adaptive Cards 1.5), text messages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.teams import cards, messages
-from bot import ApprovalCard, CardStatus, Notice, Person, Prompt
+from bot import ApprovalCard, CardStatus, Notice, Person, Prompt, PromptField, PromptStatus
 
 EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
 
@@ -120,20 +120,134 @@ def test_a_card_without_arguments_says_so() -> None:
     assert messages.CARD_NO_ARGS in texts(cards.approval_card(approval(args={})))
 
 
-def test_a_prompt_asks_in_markdown_and_names_the_fields_and_the_problem() -> None:
-    prompt = Prompt(
-        run_id="run-1",
-        tool_call_id="call-1",
-        tool_name="deploy_service",
-        agent_path=("ops", "deploy"),
-        question="Which version?",
-        fields=("version",),
-        error="version: must look like 1.2.3",
+def question(**kw: Any) -> Prompt:
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "deploy_service",
+        "agent_path": ("ops", "deploy"),
+        "question": "Which version?",
+        "fields": (PromptField(name="version", label="version", required=True),),
+    }
+    return Prompt(**{**fields, **kw})
+
+
+WINDOW = (
+    PromptField(name="day", label="Day", kind="choice", choices=("sat", "sun"), required=True),
+    PromptField(name="hour", label="Hour", kind="integer", required=True, description="0-23"),
+    PromptField(name="share", label="Share", kind="number"),
+    PromptField(name="notify", label="Tell them", kind="boolean", required=True),
+    PromptField(name="note", label="Note", description="Anything else?"),
+)
+
+
+def test_a_question_card_names_the_tool_the_problem_and_that_a_reply_answers_it() -> None:
+    card = cards.question_card(question(error="version: must look like 1.2.3"))
+    assert card["version"] == "1.5"
+    assert texts(card) == [
+        "Answer needed",
+        "⚠️ version: must look like 1.2.3",
+        "**deploy\\_service** asks: Which version?",
+        "(via ops → deploy)",
+        "Reply here to answer (version).",
+    ]
+    assert not [e for e in card["body"] if e["type"].startswith("Input.")]
+    assert card["fallbackText"] == "deploy\\_service asks: Which version?"
+
+
+def test_decline_and_cancel_are_execute_actions_that_send_no_inputs() -> None:
+    for prompt in (question(), question(fields=WINDOW)):
+        card = cards.question_card(prompt)
+        decline, cancel = card["actions"][-2:]
+        for action, verb in ((decline, "decline"), (cancel, "cancel")):
+            assert action["type"] == "Action.Execute"
+            assert action["verb"] == verb
+            assert action["data"] == {
+                "kind": "question",
+                "action": verb,
+                "run_id": "run-1",
+                "tool_call_id": "call-1",
+            }
+            assert action["associatedInputs"] == "none"  # a required input cannot hold them up
+            fallback = action["fallback"]
+            assert fallback["type"] == "Action.Submit"
+            assert (fallback["data"], fallback["associatedInputs"]) == (action["data"], "none")
+        assert (decline["title"], cancel["title"]) == ("Decline", "Cancel")
+
+
+def test_a_form_has_one_input_per_field_of_its_kind_and_send() -> None:
+    card = cards.question_card(question(fields=WINDOW))
+    day, hour, share, notify, note = [e for e in card["body"] if e["type"].startswith("Input.")]
+    assert (day["type"], day["style"], day["choices"]) == (
+        "Input.ChoiceSet",
+        "compact",
+        [{"title": "sat", "value": "sat"}, {"title": "sun", "value": "sun"}],
     )
-    text = cards.prompt_text(prompt)
-    assert text.startswith("⚠️ version: must look like 1.2.3")
-    assert "**deploy\\_service** asks: Which version?" in text
-    assert "Reply in this thread with: version" in text
+    assert (hour["type"], hour["placeholder"]) == ("Input.Number", "0-23")
+    assert share["type"] == "Input.Number"
+    assert (notify["type"], notify["valueOn"], notify["valueOff"]) == (
+        "Input.Toggle",
+        "true",
+        "false",
+    )
+    assert (note["type"], note["placeholder"]) == ("Input.Text", "Anything else?")
+    assert [e["label"] for e in (day, hour, share, notify, note)] == [f.label for f in WINDOW]
+    assert (day["isRequired"], day["errorMessage"]) == (True, "Day is required.")
+    assert hour["isRequired"] is True
+    assert "isRequired" not in share
+    assert "isRequired" not in note
+    assert "isRequired" not in notify  # a required toggle would have to be on: off is an answer
+    assert not any(t.startswith("Reply here") for t in texts(card))
+    send = card["actions"][0]
+    assert (send["title"], send["verb"], send["data"]["action"]) == ("Send", "answer", "answer")
+    assert "associatedInputs" not in send
+    assert send["fallback"]["data"] == send["data"]
+
+
+def test_no_input_can_replace_the_actions_own_data() -> None:
+    own = ("kind", "action", "run_id", "tool_call_id", "reason")
+    fields = tuple(PromptField(name=name, label=name) for name in own)
+    card = cards.question_card(question(fields=fields))
+    ids = [e["id"] for e in card["body"] if e["type"].startswith("Input.")]
+    assert ids == [cards.FIELD_INPUT_PREFIX + name for name in own]
+    assert not set(ids) & set(card["actions"][0]["data"])
+
+
+@pytest.mark.parametrize(
+    ("status", "title"),
+    [
+        ("answered", "✅ Answered by Bob"),
+        ("declined", "❌ Declined by Bob"),
+        ("cancelled", "🚫 Cancelled by Bob"),
+        ("expired", messages.QUESTION_TITLE_EXPIRED),
+    ],
+)
+def test_a_settled_question_says_by_whom_and_has_no_actions(
+    status: PromptStatus, title: str
+) -> None:
+    bob = Person(id="aad-bob", name="Bob")
+    card = cards.question_card(
+        question(fields=WINDOW, status=status, decided_by=bob, error="hour: too big")
+    )
+    assert texts(card) == [title, "**deploy\\_service** asks: Which version?", "(via ops → deploy)"]
+    assert "actions" not in card
+    assert not [e for e in card["body"] if e["type"].startswith("Input.")]
+
+
+def test_a_huge_question_or_form_is_shortened_to_fit_a_teams_message() -> None:
+    long = cards.question_card(question(question="why? " * 20_000, error="x" * 50_000))
+    assert size(long) <= cards.CARD_BUDGET_BYTES
+    assert all(len(t) < 3100 for t in texts(long))
+    assert any(t.endswith(messages.CARD_TRUNCATED) for t in texts(long))
+
+    many = tuple(f"option-{i}-{'x' * 20}" for i in range(3000))
+    huge = (*WINDOW, PromptField(name="pick", label="Pick", kind="choice", choices=many))
+    card = cards.question_card(question(fields=huge))
+    assert size(card) <= cards.CARD_BUDGET_BYTES
+    # Too many choices for a card: a reply in the thread answers it instead.
+    assert not [e for e in card["body"] if e["type"].startswith("Input.")]
+    assert texts(card)[-1] == "Reply here to answer (Day, Hour, Share, Tell them, Note, Pick)."
+    assert [a["verb"] for a in card["actions"]] == ["decline", "cancel"]
 
 
 # -- user text is shown, never rendered as markdown -----------------------------------
@@ -200,26 +314,33 @@ def test_tool_and_agent_names_are_escaped_but_the_cards_own_markup_stays() -> No
 
 
 @pytest.mark.parametrize("payload", INJECTIONS)
-def test_a_prompt_cannot_be_given_markup_by_its_question_or_the_reply_it_quotes(
+def test_a_question_cannot_be_given_markup_by_its_text_the_reply_it_quotes_or_names(
     payload: str,
 ) -> None:
-    prompt = Prompt(
-        run_id="run-1",
-        tool_call_id="call-1",
-        tool_name="deploy_service",
-        agent_path=("ops", "deploy"),
-        question=payload,
-        fields=("version",),
-        error=f"version: {payload}",
+    waiting = cards.question_card(
+        question(question=payload, error=f"version: {payload}", agent_path=("ops", payload))
     )
-    text = cards.prompt_text(prompt)
-    own_bold = "**deploy\\_service**"
-    assert own_bold in text
-    assert_literal(
-        text.replace(own_bold, "deploy\\_service"),
-        f"⚠️ version: {payload}\n\ndeploy_service asks: {payload}\n\n"
-        "Reply in this thread with: version\n\n(via ops → deploy)",
+    error, asks, via = texts(waiting)[1:4]
+    assert_literal(error, f"⚠️ version: {payload}")
+    own_bold = "**deploy\\_service** asks: "
+    assert asks.startswith(own_bold)
+    assert_literal(asks.removeprefix(own_bold), payload)
+    assert_literal(via, f"(via ops → {payload})")
+    assert_literal(waiting["fallbackText"], f"deploy_service asks: {payload}")
+
+    settled = cards.question_card(
+        question(question=payload, status="declined", decided_by=Person(id=payload))
     )
+    title = texts(settled)[0]
+    assert_literal(title.removeprefix("❌ Declined by "), payload)
+
+
+def test_form_labels_and_hints_are_plain_text_shown_as_given() -> None:
+    field = PromptField(name="n", label="max_*size*", kind="choice", choices=("a_b",))
+    card = cards.question_card(question(fields=(field, field)))
+    choice = next(e for e in card["body"] if e["type"] == "Input.ChoiceSet")
+    assert choice["label"] == "max_*size*"  # an input label is never markdown: no escapes
+    assert choice["choices"] == [{"title": "a_b", "value": "a_b"}]
 
 
 def test_a_quorum_card_lists_the_approvals_so_far_escaped_and_then_who_approved() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity
 
@@ -89,4 +90,58 @@ def test_an_execute_whose_verb_and_data_disagree_is_not_a_click() -> None:
         value={"action": {"type": "Action.Execute", "verb": "approve", "data": payload}},
     )
     activity = parse(data)
+    assert convert.execute_click(activity, convert.thread_of(activity)) is None
+
+
+def invoke(data: dict[str, Any], verb: str) -> Activity:
+    activity = act.message(URL, "", conversation=act.chat_conversation())
+    activity.update(
+        type="invoke",
+        name="adaptiveCard/action",
+        value={"action": {"type": "Action.Execute", "verb": verb, "data": data}},
+    )
+    return parse(activity)
+
+
+QUESTION = {"kind": "question", "run_id": "r", "tool_call_id": "c"}
+
+
+def test_a_forms_send_carries_only_its_inputs_by_field_name() -> None:
+    data = {
+        **QUESTION,
+        "action": "answer",
+        "field:day": "sunday",
+        "field:hour": "4",
+        "field:notify": True,
+        "field:run_id": "from an input",  # a field named like our own key stays a field
+        "reason": "not an input of this card",
+    }
+    activity = invoke(data, "answer")
+    click = convert.execute_click(activity, convert.thread_of(activity))
+    assert click is not None
+    assert (click.action, click.run_id, click.tool_call_id) == ("answer", "r", "c")
+    assert click.values == {"day": "sunday", "hour": "4", "notify": True, "run_id": "from an input"}
+
+
+def test_a_submit_of_a_question_is_one_of_our_clicks() -> None:
+    data = act.message(URL, "", conversation=act.chat_conversation())
+    data["value"] = {**QUESTION, "action": "cancel", "field:day": "sunday"}
+    activity = parse(data)
+    assert convert.is_submit(activity)
+    click = convert.submit_click(activity, convert.thread_of(activity))
+    assert click is not None
+    assert (click.action, click.values) == ("cancel", None)  # only an answer has values
+
+
+@pytest.mark.parametrize(
+    ("kind", "verb"), [("approval", "answer"), ("approval", "cancel"), ("question", "approve")]
+)
+def test_an_action_the_kind_of_card_does_not_have_is_not_a_click(kind: str, verb: str) -> None:
+    activity = invoke({"kind": kind, "action": verb, "run_id": "r", "tool_call_id": "c"}, verb)
+    assert convert.execute_click(activity, convert.thread_of(activity)) is None
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1], [{"b": "c"}]])
+def test_an_answer_with_a_value_that_is_not_plain_is_not_a_click(value: Any) -> None:
+    activity = invoke({**QUESTION, "action": "answer", "field:hour": value}, "answer")
     assert convert.execute_click(activity, convert.thread_of(activity)) is None

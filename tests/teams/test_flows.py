@@ -246,18 +246,22 @@ async def test_a_question_is_asked_in_the_thread_and_the_next_reply_resumes_the_
     thread = in_thread(THREAD_1)
     await teams.post(act.channel_post(connector.url, "weather", activity_id=THREAD_1, mention=True))
     await teams.bot.drain()
-    assert any("Which city?" in t for t in connector.texts(thread))
+    (asked,) = connector.cards(thread, kind="question")
+    assert "**weather** asks: Which city?" in asked.card_text
 
     # Replies in a thread the bot takes part in reach it without an @mention (RSC).
     await teams.post(act.channel_post(connector.url, "42", root=THREAD_1))
     await teams.bot.drain()
-    reask = connector.texts(thread)[-1]
-    assert "Which city?" in reask
-    assert "⚠️" in reask
+    reask = connector.cards(thread, kind="question")[-1]
+    assert "Which city?" in reask.card_text
+    assert "⚠️" in reask.card_text
 
     await teams.post(act.channel_post(connector.url, "Paris", root=THREAD_1))
     await teams.bot.drain()
     assert "weather ok: Paris: sunny" in connector.texts(thread)[-1]
+    asked_here = {c.response_id for c in connector.cards(thread, kind="question")}
+    answered = [u for u in connector.updates() if u.activity_id in asked_here]
+    assert [u.card_text.splitlines()[0] for u in answered] == ["✅ Answered by Alice"]
 
 
 async def test_two_threads_in_one_channel_stay_separate(

@@ -35,7 +35,7 @@ async def test_an_mcp_tool_that_changes_data_runs_once_its_card_is_approved(
         (posted,) = connector.cards(thread)
         assert posted.card is not None
         texts = [e["text"] for e in posted.card["body"] if e["type"] == "TextBlock"]
-        assert "**ops → tickets** wants to run **tickets\\_\\_close\\_ticket**" in texts
+        assert "**ops → tickets** wants to run **close\\_ticket (MCP server tickets)**" in texts
         assert json.loads(tickets.read_text())["T-101"]["status"] == "open"
 
         await teams.post(

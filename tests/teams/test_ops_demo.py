@@ -67,11 +67,14 @@ async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_r
         act.message(connector.url, "deploy web to staging", conversation=chat, mention=True)
     )
     await teams.bot.drain()
-    assert "Which version of web should I deploy to staging?" in connector.texts(act.GROUP_CHAT)[-1]
+    (asked,) = connector.cards(act.GROUP_CHAT, kind="question")
+    assert "Which version of web should I deploy to staging?" in asked.card_text
 
     await teams.post(act.message(connector.url, "1.4.2", conversation=chat, user=act.BOB))
     await teams.bot.drain()
     assert "Deployed web to staging" in connector.texts(act.GROUP_CHAT)[-1]
+    (answered,) = [u for u in connector.updates() if u.activity_id == asked.response_id]
+    assert answered.card_text.startswith("✅ Answered by Bob")
 
 
 async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(
@@ -87,14 +90,14 @@ async def test_the_production_card_shows_the_checked_version_and_that_version_de
     for reply in ("not 1.4.1 - use 1.5.0", "find user 42"):
         await teams.post(act.message(connector.url, reply, conversation=chat))
         await teams.bot.drain()
-        again = connector.texts(act.GROUP_CHAT)[-1]
+        again = connector.cards(act.GROUP_CHAT)[-1].card_text
         assert "Which version of worker should I deploy to production?" in again
         assert f"'{reply}' is not a version" in again
-    assert connector.cards(act.GROUP_CHAT) == []
+    assert connector.cards(act.GROUP_CHAT, kind="approval") == []
 
     await teams.post(act.message(connector.url, "1.5.0", conversation=chat))
     await teams.bot.drain()
-    (posted,) = connector.cards(act.GROUP_CHAT)
+    (posted,) = connector.cards(act.GROUP_CHAT, kind="approval")
     assert posted.card is not None
     facts = {
         fact["title"]: fact["value"]

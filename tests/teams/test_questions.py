@@ -1,0 +1,403 @@
+"""A tool's question in Teams: an Adaptive Card with a form, Send, Decline and Cancel.
+
+Driven end to end over HTTP with real RS256 channel tokens (checked by the SDK
+against a local OpenID endpoint) and a real MCP server asking the questions
+(``tests/mcp/tickets_server.py``: ``escalate`` asks one thing, ``schedule`` three).
+Only the bot's outbound Bot Framework token is made up: it would come from Entra.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botframework.connector.auth import MicrosoftAppCredentials
+
+from adapters.teams import cards, load_teams_settings
+from adapters.teams import messages as teams_messages
+from agents import FunctionModel, MemoryStore, Message, ModelResponse, ToolCall
+from agents.models.base import ModelRequest
+from agents.models.demo import extract_fields
+from bot import messages as core_messages
+from bot.config import load_config
+from bot.policy import ApprovalPolicy
+from tests.mcp.conftest import ROOT, SERVER_MODULE, Calls
+
+from . import activities as act
+from .conftest import Answer, MakeBot, TeamsBot
+from .fake_connector import ConnectorCall, FakeConnector
+from .signing import APP_ID, make_token, serve_openid
+
+BOT_TOKEN = "bot-framework-token-for-the-bot"
+"""What the bot's outbound calls carry instead of a token from Entra."""
+
+SCHEDULE = "When should the maintenance run?"
+ESCALATE = "Why should the ticket be escalated?"
+
+
+def desk_model() -> FunctionModel:
+    """``escalate T-1`` and ``schedule T-1`` call the server's tools; results are reported."""
+
+    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        last = messages[-1]
+        if last.tool_results:
+            summary = "; ".join(
+                f"{r.tool_name} {'error' if r.is_error else 'ok'}: {r.content}"
+                for r in last.tool_results
+            )
+            return ModelResponse(text=f"Done. {summary}")
+        verb, _, ticket = last.text.partition(" ")
+        if verb in ("escalate", "schedule"):
+            return ModelResponse(tool_calls=[ToolCall(f"tickets__{verb}", {"ticket": ticket})])
+        return ModelResponse(text=f"You said: {last.text}")
+
+    def from_reply(messages: list[Message], schema: dict[str, Any]) -> dict[str, Any]:
+        return extract_fields(messages[-1].text, schema)
+
+    return FunctionModel(respond, structured_handler=from_reply)
+
+
+def config(calls: Calls) -> str:
+    return f"""
+[bot]
+root = "desk"
+
+[agents.desk]
+mcp = ["tickets"]
+auto_resume = true
+
+[mcp.tickets]
+command = "{sys.executable}"
+args = ["-m", "{SERVER_MODULE}", "stdio"]
+cwd = "{ROOT}"
+env = {{ MCP_TEST_CALLS = "{calls.path}" }}
+"""
+
+
+def form(**values: Any) -> dict[str, Any]:
+    """Input values by field name, keyed by their inputs' ids."""
+    return {cards.FIELD_INPUT_PREFIX + name: value for name, value in values.items()}
+
+
+def card_text(card: dict[str, Any]) -> list[str]:
+    return [e["text"] for e in card["body"] if e["type"] == "TextBlock"]
+
+
+def inputs(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in card["body"] if e["type"].startswith("Input.")]
+
+
+def actions(card: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(a["title"], a["verb"]) for a in card.get("actions", [])]
+
+
+@dataclass
+class Desk:
+    """The bot with the ticket desk, and a thread per question asked in the channel."""
+
+    teams: TeamsBot
+    connector: FakeConnector
+    calls: Calls
+    token: str
+
+    async def post(self, activity: dict[str, Any]) -> Answer:
+        """Post an activity as Teams does: with a signed channel token."""
+        answer = await self.teams.post(activity, headers={"Authorization": f"Bearer {self.token}"})
+        assert answer.status == 200, answer
+        return answer
+
+    async def ask(self, text: str, *, user: dict[str, Any] = act.ALICE) -> Question:
+        """Start a thread with ``text``; return the question card the bot posted there."""
+        root = act.next_id()
+        await self.post(
+            act.channel_post(self.connector.url, text, activity_id=root, mention=True, user=user)
+        )
+        await self.teams.bot.drain()
+        (posted,) = self.connector.cards(in_thread(root))
+        return Question(self, root, posted)
+
+
+@dataclass
+class Question:
+    """A posted question card and its thread."""
+
+    desk: Desk
+    root: str
+    posted: ConnectorCall
+
+    @property
+    def card(self) -> dict[str, Any]:
+        assert self.posted.card is not None
+        return self.posted.card
+
+    async def press(
+        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
+    ) -> Answer:
+        """Press a button (Action.Execute), with the form's values; settle the work after."""
+        click = act.execute(
+            self.desk.connector.url,
+            self.card,
+            verb,
+            conversation=act.channel_conversation(self.root),
+            card_id=self.posted.response_id,
+            user=user,
+            inputs=form(**values) if values is not None else None,
+        )
+        answer = await self.desk.post(click)
+        await self.desk.teams.bot.drain()
+        return answer
+
+    async def submit(
+        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
+    ) -> Answer:
+        """The same through the Action.Submit fallback (a message activity)."""
+        click = act.submit(
+            self.desk.connector.url,
+            self.card,
+            verb,
+            conversation=act.channel_conversation(self.root),
+            card_id=self.posted.response_id,
+            user=user,
+            inputs=form(**values) if values is not None else None,
+        )
+        answer = await self.desk.post(click)
+        await self.desk.teams.bot.drain()
+        return answer
+
+    def updates(self) -> list[dict[str, Any]]:
+        """The cards this question's message was replaced with, in order."""
+        return [
+            u.body["attachments"][0]["content"]
+            for u in self.desk.connector.updates()
+            if u.activity_id == self.posted.response_id
+        ]
+
+    def texts(self) -> list[str]:
+        return self.desk.connector.texts(in_thread(self.root))
+
+
+def in_thread(root: str) -> str:
+    return f"{act.CHANNEL};messageid={root}"
+
+
+MakeDesk = Callable[..., Awaitable[Desk]]
+
+
+@pytest.fixture
+async def make_desk(
+    make_bot: MakeBot,
+    connector: FakeConnector,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[MakeDesk]:
+    """Start the desk bot (with a policy, when given) behind real Bot Framework auth."""
+
+    def token_from_entra(self: MicrosoftAppCredentials, force_refresh: bool = False) -> str:
+        return BOT_TOKEN
+
+    monkeypatch.setattr(MicrosoftAppCredentials, "get_access_token", token_from_entra)
+    async with serve_openid(monkeypatch) as openid, AsyncExitStack() as started:
+
+        async def make(policy: str | None = None) -> Desk:
+            calls = Calls(tmp_path / "calls.jsonl")
+            path = tmp_path / "bot.toml"
+            path.write_text(config(calls))
+            loaded = await load_config(path, desk_model(), MemoryStore())
+            started.push_async_callback(loaded.aclose)
+            teams = await make_bot(
+                agent=loaded.agent,
+                policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
+                settings=load_teams_settings(
+                    microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
+                ),
+            )
+            started.push_async_callback(teams.close)  # before its MCP server goes
+            return Desk(teams, connector, calls, make_token(openid.key, connector.url))
+
+        yield make
+
+
+async def test_a_question_asks_with_a_form_only_when_it_asks_for_several_things(
+    make_desk: MakeDesk, connector: FakeConnector
+) -> None:
+    desk = await make_desk()
+
+    schedule = await desk.ask("schedule T-1")
+    assert f"**schedule (MCP server tickets)** asks: {SCHEDULE}" in card_text(schedule.card)
+    assert [(i["type"], i["id"], i["label"]) for i in inputs(schedule.card)] == [
+        ("Input.ChoiceSet", "field:day", "Day"),
+        ("Input.Number", "field:hour", "Hour (UTC)"),
+        ("Input.Toggle", "field:notify", "Tell the customer"),
+    ]
+    day, hour, notify = inputs(schedule.card)
+    assert [c["value"] for c in day["choices"]] == ["saturday", "sunday"]
+    assert day["isRequired"]
+    assert hour["isRequired"]
+    assert "isRequired" not in notify
+    assert (notify["valueOn"], notify["valueOff"]) == ("true", "false")
+    assert actions(schedule.card) == [
+        ("Send", "answer"),
+        ("Decline", "decline"),
+        ("Cancel", "cancel"),
+    ]
+
+    escalate = await desk.ask("escalate T-1")
+    assert f"**escalate (MCP server tickets)** asks: {ESCALATE}" in card_text(escalate.card)
+    assert inputs(escalate.card) == []
+    assert "Reply here to answer (Reason)." in card_text(escalate.card)
+    assert actions(escalate.card) == [("Decline", "decline"), ("Cancel", "cancel")]
+
+    assert desk.calls() == []  # nothing ran: both wait for a person
+    assert {c.authorization for c in connector.calls} == {f"Bearer {BOT_TOKEN}"}
+    unsigned = act.channel_post(connector.url, "schedule T-2", mention=True)
+    assert (await desk.teams.post(unsigned)).status == 401
+
+
+async def test_send_runs_the_tool_once_with_typed_values_and_the_card_says_who_answered(
+    make_desk: MakeDesk,
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask("schedule T-1")
+
+    answer = await question.press("answer", values={"day": "sunday", "hour": "4", "notify": "true"})
+
+    assert answer.body["type"] == cards.CONTENT_TYPE
+    answered = answer.body["value"]
+    assert card_text(answered)[0] == "✅ Answered by Bob"
+    assert "actions" not in answered
+    assert inputs(answered) == []
+    assert [card_text(c)[0] for c in question.updates()] == ["✅ Answered by Bob"]
+    assert desk.calls() == [{"tool": "schedule", "args": {"ticket": "T-1"}}]
+    assert "T-1 scheduled: sunday 04:00 UTC, customer told" in question.texts()[-1]
+
+
+@pytest.mark.parametrize("hour", ["30", "soon"])
+async def test_an_answer_that_does_not_fit_is_told_to_the_clicker_and_the_question_waits(
+    make_desk: MakeDesk, hour: str
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask("schedule T-1")
+
+    refused = await question.press("answer", values={"day": "saturday", "hour": hour})
+
+    assert refused.body["type"] == "application/vnd.microsoft.activity.message"
+    said = refused.body["value"]
+    assert said.startswith("That answer does not fit: ")
+    assert "hour" in said
+    assert said.endswith("Please correct it and send it again.")
+    assert question.updates() == []
+    assert desk.calls() == []
+
+    fixed = await question.press("answer", values={"day": "saturday", "hour": "23"})
+    assert card_text(fixed.body["value"])[0] == "✅ Answered by Bob"
+    assert "T-1 scheduled: saturday 23:00 UTC" in question.texts()[-1]
+    assert len(desk.calls()) == 1
+
+
+@pytest.mark.parametrize(
+    ("request_text", "verb", "title", "result"),
+    [
+        ("schedule T-1", "decline", "❌ Declined by Bob", "not scheduled (decline)"),
+        ("schedule T-1", "cancel", "🚫 Cancelled by Bob", "not scheduled (cancel)"),
+        ("escalate T-1", "decline", "❌ Declined by Bob", "not escalated (decline)"),
+        ("escalate T-1", "cancel", "🚫 Cancelled by Bob", "not escalated (cancel)"),
+    ],
+)
+async def test_decline_and_cancel_are_heard_by_the_server_and_the_card_says_who(
+    make_desk: MakeDesk, request_text: str, verb: str, title: str, result: str
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask(request_text)
+
+    # No values: the form's required inputs do not hold up a Decline or Cancel.
+    answer = await question.press(verb)
+
+    assert card_text(answer.body["value"])[0] == title
+    assert "actions" not in answer.body["value"]
+    assert [card_text(c)[0] for c in question.updates()] == [title]
+    assert result in question.texts()[-1]
+    assert [c["tool"] for c in desk.calls()] == [request_text.split()[0]]
+
+
+async def test_the_submit_fallback_answers_the_form_and_updates_the_card_for_everyone(
+    make_desk: MakeDesk,
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask("schedule T-2")
+
+    await question.submit("answer", values={"day": "saturday", "hour": "7", "notify": "false"})
+
+    assert [card_text(c)[0] for c in question.updates()] == ["✅ Answered by Bob"]
+    assert "T-2 scheduled: saturday 07:00 UTC" in question.texts()[-1]
+    assert "customer told" not in question.texts()[-1]
+    assert desk.calls() == [{"tool": "schedule", "args": {"ticket": "T-2"}}]
+
+
+async def test_a_reply_in_the_thread_answers_a_single_question_and_its_card_says_so(
+    make_desk: MakeDesk, connector: FakeConnector
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask("escalate T-1")
+
+    await desk.post(
+        act.channel_post(connector.url, "the whole floor is offline", root=question.root)
+    )
+    await desk.teams.bot.drain()
+
+    assert "T-1 escalated: the whole floor is offline" in question.texts()[-1]
+    (answered,) = question.updates()
+    assert card_text(answered)[0] == "✅ Answered by Alice"
+    assert "actions" not in answered
+
+
+async def test_someone_the_policy_does_not_allow_is_refused_and_nothing_changes(
+    make_desk: MakeDesk,
+) -> None:
+    desk = await make_desk('[tools.tickets__schedule]\napprovers = ["aad-carol"]\n')
+    question = await desk.ask("schedule T-1")
+    posted_before = len(desk.connector.messages())
+    not_allowed = {
+        "statusCode": 200,
+        "type": "application/vnd.microsoft.activity.message",
+        "value": core_messages.POLICY_NOT_APPROVER.format(tool="tickets__schedule"),
+    }
+
+    sent = await question.press("answer", values={"day": "sunday", "hour": "4"})
+    declined = await question.press("decline")
+
+    assert sent.body == not_allowed
+    assert declined.body == not_allowed
+    assert question.updates() == []
+    assert desk.calls() == []
+    assert len(desk.connector.messages()) == posted_before
+
+    allowed = await question.press("answer", user=act.CAROL, values={"day": "sunday", "hour": "4"})
+    assert card_text(allowed.body["value"])[0] == "✅ Answered by Carol"
+    assert "T-1 scheduled: sunday 04:00 UTC" in question.texts()[-1]
+
+
+@pytest.mark.parametrize("value", [{"nested": 1}, [4], {"hour": "4"}])
+async def test_form_values_that_are_not_plain_are_not_supported_and_change_nothing(
+    make_desk: MakeDesk, value: Any
+) -> None:
+    desk = await make_desk()
+    question = await desk.ask("schedule T-1")
+    values = {"day": "sunday", "hour": value}
+
+    pressed = await question.press("answer", values=values)
+    submitted = await question.submit("answer", values=values)
+
+    assert pressed.body == {
+        "statusCode": 200,
+        "type": "application/vnd.microsoft.activity.message",
+        "value": teams_messages.ACTION_NOT_SUPPORTED,
+    }
+    assert submitted.body is None  # a message activity: the answer is a reply
+    assert question.texts()[-1] == teams_messages.ACTION_NOT_SUPPORTED
+    assert question.updates() == []
+    assert desk.calls() == []
