@@ -77,7 +77,8 @@ def render_prompt(prompt: Prompt) -> str:
     if prompt.fields:
         fields = ", ".join(f.name for f in prompt.fields)
         lines.append(texts.QUESTION_FIELDS.format(fields=fields))
-    lines.append(texts.QUESTION_HINT)
+    else:
+        lines.append(texts.QUESTION_HINT)
     return "\n".join(lines)
 
 

@@ -151,7 +151,7 @@ DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
     ("close ticket T-101", "an MCP tool that changes data (asks for approval)"),
     (
         "reopen ticket T-102",
-        "asks for approval, then the MCP server asks why (reply in the thread)",
+        "asks for approval, then the MCP server asks why (reply, or decline to answer)",
     ),
     ("help", "show this list"),
 )

@@ -61,7 +61,7 @@ async def test_declining_takes_the_rest_of_the_line_as_the_reason() -> None:
 async def test_a_question_is_answered_by_the_next_line() -> None:
     out = await chat(weather_agent(), "weather?", "Lisbon")
     assert "[question from weather] Which city?" in out
-    assert "(answer with: city)" in out
+    assert "(answer with: city; or /decline or /cancel)" in out
     assert "bot> The weather in Lisbon: sunny" in out
 
 
@@ -157,7 +157,7 @@ async def test_the_example_config_runs_its_mcp_ticket_desk_in_the_console(tmp_pa
     assert '"status": "closed"' in tickets.read_text()
     # The server's question, declined: the server hears it and leaves the ticket alone.
     assert "[question from reopen_ticket (MCP server tickets)] Why should the ticket" in out
-    assert "(reply to answer, or /decline or /cancel)" in out
+    assert "(answer with: reason; or /decline or /cancel)" in out
     assert "[declined by grace] reopen_ticket (MCP server tickets)" in out
     assert "T-102 stays as it is: the reason was not given (decline)" in out
     assert json.loads(tickets.read_text())["T-102"]["status"] == "closed"
