@@ -219,9 +219,10 @@ async def serve(settings: Settings, bot: ChatBot) -> None:
         await runner.cleanup()
 
 
-async def console(settings: Settings, bot: ChatBot) -> None:
-    """Chat in the terminal until EOF, then finish pending work."""
-    from adapters.console import ConsoleAdapter
+async def console(settings: Settings, bot: ChatBot, thread: str | None = None) -> None:
+    """Chat in the terminal until EOF, then finish pending work; ``thread`` names the
+    conversation (the same name continues it)."""
+    from adapters.console import DEFAULT_THREAD, ConsoleAdapter
 
     welcome = None
     if settings.use_demo_model:
@@ -230,7 +231,7 @@ async def console(settings: Settings, bot: ChatBot) -> None:
         welcome = DEMO_HELP
     bot.start_sweeper()
     try:
-        await ConsoleAdapter(bot, welcome=welcome).run()
+        await ConsoleAdapter(bot, welcome=welcome, thread=thread or DEFAULT_THREAD).run()
     finally:
         await bot.aclose()
 
@@ -281,7 +282,7 @@ async def check(settings: Settings, bot: ChatBot, *, agent: str, model: str, sto
     )
 
 
-async def run(command: str, settings: Settings) -> None:
+async def run(command: str, settings: Settings, *, thread: str | None = None) -> None:
     """Wire store, model, agent, policy and bot, then run ``command``.
 
     ``check`` stops once everything is built and validated (adapters included),
@@ -304,7 +305,7 @@ async def run(command: str, settings: Settings) -> None:
             if command == "check":
                 await check(settings, bot, agent=described, model=model.name, store=store.url)
             elif command == "console":
-                await console(settings, bot)
+                await console(settings, bot, thread)
             else:
                 await serve(settings, bot)
         finally:
@@ -368,11 +369,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("serve", "console", "check"),
         help="serve HTTP (default), chat in the terminal, or check the configuration and exit",
     )
+    parser.add_argument(
+        "--thread",
+        metavar="NAME",
+        help="console: the conversation to continue (default: main); what waits in it is"
+        " shown again",
+    )
     args = parser.parse_args(argv)
+    if args.thread is not None and args.command != "console":
+        parser.error("--thread is for the console")
+    if args.thread is not None and not args.thread.strip():
+        parser.error("--thread needs a name")
     _configure_logging(console=args.command != "serve")
     try:
         settings = load_settings()
-        asyncio.run(run(args.command, settings))
+        asyncio.run(run(args.command, settings, thread=args.thread))
     except (SettingsError, PolicyError, ConfigError, StartupError) as exc:
         for line in exc.lines:
             print(f"approval-bot: {line}", file=sys.stderr)

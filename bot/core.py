@@ -55,6 +55,7 @@ from .types import (
     Reply,
     Text,
     ThreadKey,
+    tool_label,
 )
 from .views import prompt, run_metadata
 
@@ -220,6 +221,14 @@ class ChatBot:
         a refusal is better said before someone types a reason.
         """
         return await self.decisions.check(click)
+
+    async def show_waiting(self, thread: ThreadKey) -> int:
+        """Post again every card and question still waiting in ``thread``; how many."""
+        messenger = self.presenter.messenger(thread.platform)
+        waiting = await self._pending(thread.id)
+        for info in waiting:
+            await self.presenter.show_pending(messenger, thread, info)
+        return len(waiting)
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question an ``answer`` click opens a form for, or why it would be refused."""
@@ -429,6 +438,37 @@ class ChatBot:
             shown = prompt(live[-1], status="answered", decided_by=who)
             await self.presenter.update(messenger, thread, ref, shown)
 
+    async def _cancel_question(
+        self, message: IncomingMessage, messenger: Messenger, question: PendingInfo, *, retry: bool
+    ) -> AgentStream | None:
+        """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
+        thread = message.thread
+        refused = self.policy.question_refusal(question, message.user_id, declining=True)
+        if refused is not None:
+            await self.presenter.tell(thread, message.user_id, (refused,))
+            return None
+        try:
+            stream = await self.agent.decline_tool_call(
+                run_id=question.run_id,
+                tool_call_id=question.tool_call_id,
+                decided_by=message.user_id,
+                cancel=True,
+            )
+        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
+            if not retry:
+                await self.presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+            return None
+        except RunChangedError:
+            await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
+            return None
+        self.metrics.decided("cancelled")
+        ref = await self.presenter.card_ref(question)
+        if ref is not None:
+            who = self.presenter.who(thread, message.user_id)
+            shown = prompt(question, status="cancelled", decided_by=who)
+            await self.presenter.update(messenger, thread, ref, shown)
+        return stream
+
     def _answer_refused(self, questions: list[PendingInfo], user_id: str) -> str | None:
         """Why ``user_id`` may not answer the newest question (``None``: they may)."""
         now = datetime.now(UTC)
@@ -446,6 +486,14 @@ class ChatBot:
         thread = message.thread
         pending = await self._pending(thread.id)
         questions = [p for p in pending if p.kind == "suspension"]
+        live = [q for q in questions if q.expires_at > datetime.now(UTC)]
+        if live and message.mentioned:
+            # A new request, by all signs: never taken as the answer without asking.
+            notice = messages.QUESTION_WAITS.format(tool=tool_label(prompt(live[-1])))
+            await self.presenter.say(messenger, thread, Notice(text=notice))
+            return None
+        if live and _cancels(message.text, live[-1]):
+            return await self._cancel_question(message, messenger, live[-1], retry=retry)
         if questions:
             refused = self._answer_refused(questions, message.user_id)
             if refused is not None:
@@ -496,6 +544,15 @@ class ChatBot:
         now = datetime.now(UTC)
         pending = await self.agent.list_suspended_runs(thread_id=thread_id)
         return [p for p in pending if p.expires_at > now]
+
+
+def _cancels(text: str, question: PendingInfo) -> bool:
+    """Whether a reply only says to leave the question (and is not one of its choices)."""
+    said = " ".join(text.lower().strip(" .!").split())
+    if said not in messages.CANCEL_WORDS:
+        return False
+    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
+    return said not in choices
 
 
 def _tool_names(agent: Agent) -> tuple[set[str], set[str]]:

@@ -21,6 +21,13 @@ ANSWER_RACED: Final = (
     "Someone changed this request at the same moment, so your answer did not count. "
     "Please send it again."
 )
+QUESTION_WAITS: Final = (
+    "`{tool}` is still waiting for an answer to its question above, so I did not take "
+    "your message as one. Reply without mentioning me to answer it, or reply `cancel` "
+    "to leave it; then send your request again."
+)
+CANCEL_WORDS: Final = frozenset({"cancel", "stop", "never mind", "nevermind", "forget it"})
+"""A reply that is only one of these leaves the question (unless it is one of its choices)."""
 QUESTION_GONE: Final = (
     "That question was already answered, or it expired; nothing was changed. "
     "Send your message again if it was meant as a new request."

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .chat_state import ChatState
-from .types import Click, ClickResult, IncomingMessage, Messenger, Prompt, Text
+from .types import Click, ClickResult, IncomingMessage, Messenger, Prompt, Text, ThreadKey
 
 
 class ChatCore(Protocol):
@@ -53,6 +53,11 @@ class ChatCore(Protocol):
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question an ``answer`` click opens a form for, as it reads now (its
         fields from the current schema); or why answering it would be refused."""
+        ...
+
+    async def show_waiting(self, thread: ThreadKey) -> int:
+        """Post again every card and question still waiting in ``thread`` (a console
+        started again on it); each post becomes that call's card. Returns how many."""
         ...
 
     async def drain(self) -> None:

@@ -51,6 +51,7 @@ class IncomingMessage:
     thread it takes part in (a reply without a mention); the core decides that
     before it records the message. ``reference`` is the platform's reference
     for messaging the thread later, kept when the message is recorded.
+    ``mentioned``: see below.
     """
 
     thread: ThreadKey
@@ -61,6 +62,9 @@ class IncomingMessage:
     addressed: bool = True
     only_if_followed: bool = False
     reference: dict[str, Any] | None = None
+    mentioned: bool = False
+    """The person @mentioned the bot where a plain reply would do (a new request): a
+    question waiting in the thread is not answered by it without asking."""
 
 
 ClickAction = Literal["approve", "decline", "answer", "cancel"]

@@ -13,7 +13,6 @@ import itertools
 import os
 import sys
 import threading
-import uuid
 from collections.abc import AsyncIterator
 from typing import Literal, TextIO
 
@@ -34,6 +33,8 @@ from . import texts
 from .render import render
 
 PLATFORM = "console"
+DEFAULT_THREAD = "main"
+"""The thread a console session continues unless it is given another name."""
 QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
     "/decline": "decline",
     "/cancel": "cancel",
@@ -105,6 +106,8 @@ class ConsoleAdapter:
         lines: Where input lines come from; default stdin, read without blocking the loop.
         out: Where output goes; default stdout.
         welcome: Extra text for the greeting (e.g. what the demo model understands).
+        thread: The conversation's name: the same name is the same thread, so what
+            waits in it (a card, a question) is shown again when the console starts.
     """
 
     platform = PLATFORM
@@ -117,6 +120,7 @@ class ConsoleAdapter:
         lines: AsyncIterator[str] | None = None,
         out: TextIO | None = None,
         welcome: str | None = None,
+        thread: str = DEFAULT_THREAD,
     ) -> None:
         self.bot = bot
         self.user = user or os.environ.get("USER") or "you"
@@ -126,7 +130,7 @@ class ConsoleAdapter:
         self._welcome = welcome
         self.messenger = ConsoleMessenger(self._out, show_status=self._interactive)
         self.thread = ThreadKey(
-            platform=PLATFORM, workspace="local", channel=self.user, root=uuid.uuid4().hex[:12]
+            platform=PLATFORM, workspace="local", channel=self.user, root=thread
         )
         bot.register(PLATFORM, self.messenger)
 
@@ -135,6 +139,8 @@ class ConsoleAdapter:
         self.messenger.write(texts.WELCOME.format(user=self.user))
         if self._welcome:
             self.messenger.write(self._welcome)
+        if await self.bot.show_waiting(self.thread):
+            self.messenger.write(texts.STILL_WAITING.format(thread=self.thread.root))
         self._ask()
         async for raw in self._lines or stdin_lines(sys.stdin):
             line = raw.strip()

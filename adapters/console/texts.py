@@ -9,6 +9,7 @@ WELCOME: Final = (
     "questions are answered on the next line. End with Ctrl-D."
 )
 INPUT: Final = "you> "
+STILL_WAITING: Final = "(these still wait in thread '{thread}', from an earlier session)"
 CARD_QUESTION: Final = "Approve? [a]pprove / [d]ecline (reason) > "
 CARD_REASK: Final = "Please answer 'a' to approve, or 'd' (then a reason, if you like) to decline."
 CARD_HEADER: Final = "[approval needed] {agent} wants to run {tool}"

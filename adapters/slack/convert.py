@@ -371,6 +371,8 @@ def to_incoming(
             f"message:{message.channel}:{message.ts}",
         ),
         only_if_followed=message.kind == "thread_reply",
+        # "@bot ..." in a thread: a new request, not a plain reply (both events say so).
+        mentioned=bool(bot_user_id) and message.text.lstrip().startswith(f"<@{bot_user_id}"),
     )
 
 

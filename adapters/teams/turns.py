@@ -65,6 +65,9 @@ class Turns:
             addressed=mentioned or not group_chat,
             only_if_followed=not mentioned,
             reference=convert.reference_of(activity, thread),
+            # In a group chat a mention is how new work starts, never how a question is
+            # answered; in a channel a reply may have to mention the bot to reach it.
+            mentioned=group_chat and convert.mentions_bot(activity),
         )
         await self._bot.on_message(message)
 

@@ -77,8 +77,10 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     assert pending.tool_name == "restart_service"
 
 
-async def console_demo(tmp_path: Path, *typed: str, **extra: str) -> str:
-    """``python -m bot console`` on the demo, fed ``typed`` line by line; its output."""
+async def console_demo(
+    tmp_path: Path, *typed: str, argv: tuple[str, ...] = (), **extra: str
+) -> str:
+    """``python -m bot console [argv]`` on the demo, fed ``typed`` line by line; its output."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -99,6 +101,7 @@ async def console_demo(tmp_path: Path, *typed: str, **extra: str) -> str:
         "-m",
         "bot",
         "console",
+        *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -209,3 +212,19 @@ def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:
     voters = (Person(id="U2", name="bob"), Person(id="U3"))
     approved = replace(card, status="approved", decided_by=voters, approvals=voters)
     assert render(approved) == "[approved by bob, U3] deploy"
+
+
+async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_thread(
+    tmp_path: Path,
+) -> None:
+    first = await console_demo(tmp_path, "delete record abc-123")
+    assert first.rstrip().endswith("Approve? [a]pprove / [d]ecline (reason) >")
+    # Ctrl-D, then `make run` again: the same thread, the same card, still decidable.
+    second = await console_demo(tmp_path, "a")
+    assert "(these still wait in thread 'main', from an earlier session)" in second
+    assert "[approval needed] ops › records wants to run delete_record" in second
+    assert "[approved by grace] delete_record" in second
+    assert "Deleted record abc-123" in second
+    # Another thread name is another conversation: nothing waits there.
+    other = await console_demo(tmp_path, "help", argv=("--thread", "other"))
+    assert "still wait" not in other

@@ -3,9 +3,15 @@ button, each settled once and shown settled, by whom."""
 
 from __future__ import annotations
 
-from bot import ChatBot, Click, Prompt, PromptField, Reply
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import BaseModel
+
+from agents import Agent, MemoryStore, ToolCall, ToolContext, tool
+from bot import ChatBot, Click, Notice, Prompt, PromptField, Reply
 from bot.views import form_answer, prompt_fields
-from tests.agents.helpers import Counter
+from tests.agents.helpers import Counter, call_then_answer
 
 from .helpers import THREAD, RecordingMessenger, booking_agent, message, weather_agent
 
@@ -144,3 +150,60 @@ def test_form_fields_come_from_the_answer_schema_and_values_are_typed() -> None:
     assert form_answer(fields, values) == {"day": "sun", "hour": 7, "ratio": 0.5, "notify": True}
     # What does not convert stays, so validation names the field.
     assert form_answer(fields, {"hour": "seven"}) == {"hour": "seven"}
+
+
+async def test_cancel_as_a_reply_leaves_the_question_and_the_tool_hears_it() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = wired(bot)
+    question = await asked(bot, messenger, "what's the weather?")
+    await bot.on_message(message("Never mind."))
+    await bot.drain()
+    run = await bot.agent.get_run(question.run_id)
+    assert run.status == "finished"
+    assert "cancelled the question" in run.text
+    (_, ref, shown) = messenger.updates[-1]
+    assert ref == messenger.ref_of(question)
+    assert isinstance(shown, Prompt)
+    assert shown.status == "cancelled"
+
+
+async def test_stop_is_an_answer_when_the_question_offers_it() -> None:
+    class Action(BaseModel):
+        action: Literal["start", "stop"]
+
+    @tool(resume_schema=Action)
+    def control(ctx: ToolContext) -> str:
+        """Start or stop the service."""
+        if ctx.resume_data is None:
+            ctx.suspend({"message": "Start or stop?"})
+        return f"service: {ctx.resume_data.action}"
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("control", {})),
+        tools=[control],
+        store=MemoryStore(),
+    )
+    bot = ChatBot(agent)
+    messenger = wired(bot)
+    question = await asked(bot, messenger, "control the service")
+    await bot.on_message(message("stop"))
+    await bot.drain()
+    run = await bot.agent.get_run(question.run_id)
+    assert "service: stop" in run.text
+
+
+async def test_a_mention_while_a_question_waits_is_not_taken_as_the_answer() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = wired(bot)
+    question = await asked(bot, messenger, "what's the weather?")
+    await bot.on_message(replace(message("deploy web"), mentioned=True))
+    await bot.drain()
+    (notice,) = messenger.views(Notice)
+    assert notice.text.startswith("`weather` is still waiting for an answer to its question")
+    (waiting,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert waiting.tool_call_id == question.tool_call_id
+    # A plain reply still answers it.
+    await bot.on_message(message("Oslo"))
+    await bot.drain()
+    assert messenger.views(Reply)[-1].text.endswith("Oslo: sunny")

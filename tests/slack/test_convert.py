@@ -50,6 +50,28 @@ def test_a_thread_reply_belongs_to_the_thread_root() -> None:
     assert parsed.root == "1700.1"
 
 
+@pytest.mark.parametrize(
+    ("text", "mentioned"),
+    [
+        (f"<@{BOT_USER_ID}> deploy web", True),
+        (f"  <@{BOT_USER_ID}|approval-bot> deploy web", True),
+        ("1.4.2", False),
+        (f"use 1.4.2 <@{BOT_USER_ID}>", False),
+    ],
+)
+def test_a_thread_reply_that_starts_with_the_mention_is_a_new_request(
+    text: str, mentioned: bool
+) -> None:
+    """Either event of the pair (app_mention, message) says the same, whichever comes first."""
+    reply = message_event(text, ts="1700.9", thread_ts="1700.1")
+    for event in (reply, {**reply, "type": "app_mention"}):
+        parsed = parse(event_body(event))
+        assert isinstance(parsed, MessageIn)
+        message = to_incoming(parsed, workspace=TEAM_ID, bot_user_id=BOT_USER_ID)
+        assert message is not None
+        assert message.mentioned is mentioned
+
+
 def test_a_message_that_is_only_the_mention_is_dropped() -> None:
     parsed = parse(event_body(message_event(f"<@{BOT_USER_ID}>", channel_type="im")))
     assert isinstance(parsed, MessageIn)

@@ -402,6 +402,26 @@ async def test_in_a_followed_group_chat_only_a_mention_starts_work(
     assert connector.texts(act.GROUP_CHAT) == ["You said: first", "You said: second"]
 
 
+async def test_in_a_group_chat_a_mention_is_no_answer_to_a_question_and_cancel_leaves_it(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    chat = act.chat_conversation("groupChat")
+    await teams.post(act.message(connector.url, "weather", conversation=chat, mention=True))
+    await teams.bot.drain()
+    (asked,) = connector.cards(act.GROUP_CHAT, kind="question")
+    await teams.post(act.message(connector.url, "Paris", conversation=chat, mention=True))
+    await teams.bot.drain()
+    assert connector.texts(act.GROUP_CHAT)[-1].startswith(
+        "`weather` is still waiting for an answer to its question"
+    )
+    await teams.post(act.message(connector.url, "cancel", conversation=chat))
+    await teams.bot.drain()
+    assert "cancelled the question" in connector.texts(act.GROUP_CHAT)[-1]
+    settled = [u for u in connector.updates() if u.activity_id == asked.response_id]
+    assert [u.card_text.splitlines()[0] for u in settled] == ["🚫 Cancelled by Alice"]
+
+
 async def test_turns_return_before_the_agent_has_answered(
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
