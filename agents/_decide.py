@@ -19,7 +19,7 @@ that owns the tool holds the call itself; every copy is derived from it by
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -29,6 +29,7 @@ from ._turns import Outcome, Turns, audit_entry, error_chunk, error_outcome, loc
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,
+    ArgsInvalidError,
     CallExpiredError,
     ResumeDataInvalidError,
     RunChangedError,
@@ -37,7 +38,7 @@ from .errors import (
     ToolCallNotPendingError,
     validation_messages,
 )
-from .snapshot import AuditEvent, Decision, PendingCall, RunSnapshot, utcnow
+from .snapshot import AuditEntry, AuditEvent, Decision, PendingCall, RunSnapshot, utcnow
 from .stores.base import StoreConflict
 from .tools import Tool
 
@@ -82,6 +83,10 @@ class Decider:
             value = resume_data
             if decision.action == "resume":
                 value = self.validate_resume(chain[-1], entry, resume_data)
+            audit = []
+            if decision.action == "approve" and decision.args is not None:
+                decision, edited = await self._edit(chain, entry, decision)
+                audit.append(edited)
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
                 assert call is not None
@@ -93,12 +98,43 @@ class Decider:
             try:
                 for snap in chain[:0:-1]:
                     await self._turns.save(snap)
-                await self._turns.save(top, [audit_entry(top, entry, event, decision)])
+                audit.append(audit_entry(top, entry, event, decision))
+                await self._turns.save(top, audit)
             except StoreConflict as exc:
                 # Someone wrote the run without its lock (a lease that ran out):
                 # this claim lost, and the caller hears so instead of a storage error.
                 raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
+
+    async def _edit(
+        self, chain: list[RunSnapshot], entry: PendingCall, decision: Decision
+    ) -> tuple[Decision, AuditEntry]:
+        """Put an approval's edited arguments in place of the asked ones, in every run
+        of ``chain`` (changing nothing if they are invalid or the tool's check refuses
+        them): the decision with them as validated, and the ``edited`` audit entry."""
+        owner, top = chain[-1], chain[0]
+        tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
+        call = next((c for c in owner.batch if c.tool_call_id == entry.tool_call_id), None)
+        if tool is None or call is None:
+            raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, "its tool is gone")
+        try:
+            args = tool.validate_args(decision.args or {})
+        except ValidationError as exc:
+            raise ArgsInvalidError(
+                top.run_id, entry.tool_call_id, validation_messages(exc)
+            ) from exc
+        refusal = await tool.refusal(args, self._turns.context(owner, call))
+        if refusal is not None:
+            raise ArgsInvalidError(top.run_id, entry.tool_call_id, [refusal])
+        edited = tool.dump_args(args)
+        before = entry.args
+        for snap in chain:
+            pending = snap.find_pending(entry.tool_call_id)
+            assert pending is not None
+            pending.args = edited
+        decision = decision.model_copy(update={"args": edited})
+        record = audit_entry(top, entry, "edited", decision)
+        return decision, record.model_copy(update={"previous_args": before})
 
     def _select(
         self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
@@ -197,6 +233,8 @@ class Decider:
                     agent, leaf, call, tool, args, outcomes, approved=True, resume_data=answer
                 ):
                     yield chunk
+                if decision.args is not None:
+                    _tell_edited(outcomes, call.tool_call_id, decision)
         elif heard:
             # The tool hears that its question was declined (an MCP server decides what
             # that means); it runs with the arguments it asked with.
@@ -240,7 +278,8 @@ class Decider:
                     yield chunk
         ids = [snap.run_id for snap in chain]
         outcome = outcomes[call.tool_call_id]
-        async for chunk in self._settle(ids, call.tool_call_id, outcome, shown):
+        ran = _ran(chain[0], owned, decision, outcome, heard or decision.action != "decline")
+        async for chunk in self._settle(ids, call.tool_call_id, outcome, shown, ran):
             yield chunk
 
     async def _settle(
@@ -249,8 +288,11 @@ class Decider:
         tool_call_id: str,
         outcome: Outcome,
         shown: list[PendingCall] | None,
+        audit: Sequence[AuditEntry] = (),
     ) -> AsyncIterator[Chunk]:
         """Record a call's outcome where it belongs, then continue what it completed.
+
+        ``audit``: what recording the outcome puts on record (written with the top).
 
         Each locked pass brings every run above the changed one up to date; a
         run whose batch is complete is set running (by this process only) and
@@ -268,12 +310,12 @@ class Decider:
                 # another process wrote it since, and only then is it read.
                 held = self._turns.saved.pop(ids[0], None) if len(ids) == 1 else None
                 try:
-                    target = await self._pass(ids, tool_call_id, record, held)
+                    target = await self._pass(ids, tool_call_id, record, held, audit)
                 except StoreConflict:
                     if held is None:
                         raise
-                    target = await self._pass(ids, tool_call_id, record, None)
-                record = None
+                    target = await self._pass(ids, tool_call_id, record, None, audit)
+                record, audit = None, ()
             if target is None:
                 return
             async for chunk in self._turns.drive(target, shown):
@@ -288,6 +330,7 @@ class Decider:
         tool_call_id: str,
         record: Outcome | None,
         held: RunSnapshot | None,
+        audit: Sequence[AuditEntry] = (),
     ) -> RunSnapshot | None:
         """One locked pass of ``_settle`` over the runs ``ids`` (the top first): record
         the outcome in the last, bring those above up to date, set running the lowest
@@ -310,9 +353,11 @@ class Decider:
                     changed.add(parent.run_id)
         # Only what changed is written: a run another process is driving must keep
         # its revision.
+        if audit:
+            changed.add(snaps[0].run_id)
         for snap in reversed(snaps):
             if snap.run_id in changed:
-                await self._turns.save(snap)
+                await self._turns.save(snap, audit if snap is snaps[0] else ())
         return target
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
@@ -340,6 +385,37 @@ class Decider:
         if busy:
             parent.busy_children.append(child.run_id)
         return (parent.pending, parent.results, parent.busy_children) != was
+
+
+def _ran(
+    top: RunSnapshot, call: PendingCall, decision: Decision, outcome: Outcome, ran: bool
+) -> list[AuditEntry]:
+    """What a decided call came to, for the audit log: ``executed`` or ``failed`` once its
+    tool ran (not when it asked again, nor for a decline or an expiry)."""
+    if not ran or decision.action == "expire" or outcome.result is None:
+        return []
+    event: AuditEvent = "failed" if outcome.result.is_error else "executed"
+    entry = audit_entry(top, call, event, decision)
+    return [entry.model_copy(update={"result": outcome.result.content[:_RESULT_KEPT]})]
+
+
+_RESULT_KEPT = 500
+"""Characters of a tool's result (or error) the audit log keeps."""
+
+
+def _tell_edited(outcomes: dict[str, Outcome], tool_call_id: str, decision: Decision) -> None:
+    """Tell the model the call ran with arguments a person edited, and which."""
+    result = outcomes[tool_call_id].result
+    if result is None:
+        return
+    note = texts.EDITED.format(args=_json(decision.args))
+    outcomes[tool_call_id] = Outcome(
+        result=result.model_copy(update={"content": f"{note}\n{result.content}"})
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _refused_text(entry: PendingCall, decision: Decision) -> str:

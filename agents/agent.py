@@ -87,6 +87,17 @@ class Agent:
         """The tool (or delegation tool) the model knows by ``name``."""
         return self._tools.get(name)
 
+    def input_schema(self, call: PendingInfo) -> dict[str, Any] | None:
+        """The input schema of a pending call's tool (wherever in the tree), as the model
+        is offered it; ``None`` when the tool is gone or is a delegation."""
+        try:
+            tool = self.engine.agent_at(call.agent_path).tool(call.tool_name)
+        except KeyError:  # the agent is gone (a redeploy)
+            return None
+        if tool is None or tool.delegate_to is not None:
+            return None
+        return tool.spec().input_schema
+
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as offered to the model."""
         return [t.spec() for t in self._tools.values()]
@@ -181,10 +192,21 @@ class Agent:
     # -- decisions ------------------------------------------------------------
 
     async def approve_tool_call(
-        self, *, run_id: str, tool_call_id: str | None = None, decided_by: str | None = None
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        decided_by: str | None = None,
+        args: dict[str, Any] | None = None,
     ) -> AgentStream:
-        """Approve a pending call (the most recent when no id is given) and continue."""
-        decision = Decision(action="approve", decided_by=decided_by)
+        """Approve a pending call (the most recent when no id is given) and continue.
+
+        ``args``: the arguments as the approver edited them, which run instead (all of
+        them, validated against the tool's input schema and its check; an invalid edit
+        raises ``ArgsInvalidError`` and changes nothing). Audited as ``edited`` then
+        ``approved``; the model is told the call ran with edited arguments.
+        """
+        decision = Decision(action="approve", decided_by=decided_by, args=args)
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
     async def decline_tool_call(

@@ -97,6 +97,12 @@ class ResumeDataInvalidError(_InvalidDataError):
     what = "invalid resume data"
 
 
+class ArgsInvalidError(_InvalidDataError):
+    """Edited arguments failed the tool's input schema (or its check); nothing changed."""
+
+    what = "invalid edited arguments"
+
+
 class SuspendPayloadInvalidError(_InvalidDataError):
     """A tool called ``suspend()`` with a payload its ``suspend_schema`` rejects."""
 

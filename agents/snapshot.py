@@ -27,7 +27,16 @@ FinishReason = Literal[
 ]
 DecisionAction = Literal["approve", "decline", "resume", "expire"]
 AuditEvent = Literal[
-    "requested", "approved", "declined", "resumed", "expired", "interrupted", "superseded"
+    "requested",
+    "edited",
+    "approved",
+    "declined",
+    "resumed",
+    "expired",
+    "interrupted",
+    "superseded",
+    "executed",
+    "failed",
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
 ``superseded`` (the decision logged just before did not take effect) is only in logs
@@ -53,6 +62,9 @@ class Decision(BaseModel):
     cancelled: bool = False
     """On a declined question: the person called it off (MCP's ``cancel``) rather
     than refused to answer (``decline``)."""
+    args: dict[str, Any] | None = None
+    """On an approval of edited arguments: the arguments as edited (validated, JSON);
+    the call runs with them instead of those it asked with."""
 
 
 class PendingCall(BaseModel):
@@ -237,6 +249,10 @@ class AuditEntry(BaseModel):
     requester: str | None = None
     actor: str | None = None
     reason: str | None = None
+    previous_args: dict[str, Any] | None = None
+    """On ``edited``: the arguments before the edit (``args`` are after)."""
+    result: str | None = None
+    """On ``executed`` / ``failed``: the start of the tool's result, or its error."""
 
 
 SNAPSHOT_ADAPTER: TypeAdapter[RunSnapshot] = TypeAdapter(RunSnapshot)

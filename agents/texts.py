@@ -17,6 +17,9 @@ TOOL_REFUSED: Final = "Tool {tool} was not run: {reason}"
 DECLINED: Final = "Tool call was not approved by the user"
 """The reference's wording; a reason, when given, follows as ". Reason: ..."."""
 DECLINED_REASON: Final = ". Reason: {reason}"
+EDITED: Final = (
+    "[The approver edited the arguments before approving; the call ran with exactly these: {args}]"
+)
 QUESTION_DECLINED: Final = "The user declined to answer the question, so the tool did not finish"
 QUESTION_CANCELLED: Final = "The user cancelled the question, so the tool did not finish"
 EXPIRED: Final = "The approval request expired before anyone decided; the tool did not run."

@@ -115,6 +115,7 @@ class ChatBot:
             following=self.following,
             policy=self.policy,
             metrics=self.metrics,
+            schema_of=agent.input_schema,
         )
         self.decisions = Decisions(
             agent=agent,
@@ -229,6 +230,10 @@ class ChatBot:
         for info in waiting:
             await self.presenter.show_pending(messenger, thread, info)
         return len(waiting)
+
+    async def edit_form(self, click: Click) -> Prompt | Text:
+        """The form an ``edit`` click opens, or why editing would be refused."""
+        return await self.decisions.edit_form(click)
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question an ``answer`` click opens a form for, or why it would be refused."""

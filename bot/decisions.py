@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
+    ArgsInvalidError,
     AuditEntry,
     CallExpiredError,
     Decision,
@@ -45,11 +47,12 @@ from .types import (
     Messenger,
     Person,
     Prompt,
+    PromptField,
     Text,
     ThreadKey,
     naming,
 )
-from .views import form_answer, prompt
+from .views import edit_fields, edit_form, form_answer, prompt
 from .votes import VOTED, audit_vote
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,25 @@ class Decisions:
         _, refusal = await self._check(click)
         return refusal[0] if refusal else None
 
+    async def edit_form(self, click: Click) -> Prompt | Text:
+        """The form to edit a card's arguments, or why editing is refused."""
+        call, refusal = await self._check(click)
+        if call is None:
+            assert refusal is not None
+            return refusal[0]
+        fields = self._edit_fields(call, self._policy.quorum(call.tool_name))
+        if not fields:
+            return (messages.EDIT_NOT_OFFERED,)
+        return edit_form(call, fields)
+
+    def _edit_fields(self, call: PendingInfo, quorum: int) -> tuple[PromptField, ...]:
+        """The fields an edit of ``call`` changes: none with a quorum (the votes were
+        for the arguments shown), an earlier answer, or arguments a form cannot hold."""
+        schema = self._agent.input_schema(call)
+        if schema is None or quorum > 1 or call.answer is not None:
+            return ()
+        return edit_fields(call, schema)
+
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question (as it reads now) a form answers, or why answering is refused."""
         call, refusal = await self._check(click)
@@ -144,7 +166,7 @@ class Decisions:
         )
         if call is None:
             return None, (await self._why_not_pending(click), "stale")
-        if call.kind != "approval" and click.action == "approve":
+        if call.kind != "approval" and click.action in ("approve", "edit"):
             return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
             return None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
@@ -161,7 +183,7 @@ class Decisions:
             refusal = self._policy.question_refusal(call, click.user_id, declining=declining)
         else:
             action: Literal["approve", "decline"] = (
-                "approve" if click.action == "approve" else "decline"
+                "decline" if click.action == "decline" else "approve"
             )
             refusal = self._policy.check(
                 call.tool_name, call.requester, click.user_id, action=action
@@ -178,6 +200,10 @@ class Decisions:
         if call.kind == "suspension":
             return await self._settle_question(click, call)
         quorum = self._policy.quorum(call.tool_name)
+        if click.action == "edit":
+            if not self._edit_fields(call, quorum):
+                return self._refuse(messages.EDIT_NOT_OFFERED, outcome="refused")
+            return await self._carry_out(click, call)
         if quorum == 1:
             return await self._carry_out(click, call)
         # Votes and declines on a quorum card are serialized by a store lock, across
@@ -245,9 +271,15 @@ class Decisions:
         # The runtime keeps one label per decision (the audit's actor); the people
         # themselves travel as values, and a quorum's voters are in the chat state.
         decided_by = ",".join(deciders)
-        if click.action == "approve":
+        edited: dict[str, Any] | None = None
+        if click.action == "edit":
+            edited = form_answer(self._edit_fields(call, 1), click.values or {})
+        if click.action in ("approve", "edit"):
             deciding = self._agent.approve_tool_call(
-                run_id=call.run_id, tool_call_id=call.tool_call_id, decided_by=decided_by
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                decided_by=decided_by,
+                args=edited,
             )
         else:
             deciding = self._agent.decline_tool_call(
@@ -260,11 +292,23 @@ class Decisions:
         if isinstance(stream, ClickResult):
             return stream
         status: Literal["approved", "declined"] = (
-            "approved" if click.action == "approve" else "declined"
+            "declined" if click.action == "decline" else "approved"
         )
         self._metrics.decided(status)
+        shown, before = call, None
+        if edited is not None:
+            # What runs is what the runtime validated (its types, its defaults).
+            ran = await self._approved_args(call)
+            shown, before = replace(call, args=ran or edited), call.args
         card = self._presenter.card(
-            click.thread, call, status=status, decided_by=deciders, reason=reason, approvals=voters
+            click.thread,
+            shown,
+            status=status,
+            decided_by=deciders,
+            reason=reason,
+            approvals=voters,
+            previous_args=before,
+            edited_by=click.user_id if edited is not None else None,
         )
         await self._follow(click, call, card, stream)
         return ClickResult(accepted=True, card=card)
@@ -295,15 +339,28 @@ class Decisions:
         await self._follow(click, call, shown, stream)
         return ClickResult(accepted=True, card=shown)
 
+    async def _approved_args(self, call: PendingInfo) -> dict[str, Any] | None:
+        """The arguments an approval of ``call`` runs with, as its decision keeps them."""
+        try:
+            decision = (await self._agent.get_run(call.run_id)).decisions.get(call.tool_call_id)
+        except RunNotFoundError:
+            return None
+        return decision.args if decision is not None else None
+
     async def _decided(
         self, click: Click, call: PendingInfo, deciding: Awaitable[AgentStream]
     ) -> AgentStream | ClickResult:
         """The runtime's stream once it took the decision, or the refusal that says why not."""
         try:
             return await deciding
-        except ResumeDataInvalidError as exc:
-            invalid = messages.FORM_INVALID.format(errors="; ".join(exc.errors))
+        except (ResumeDataInvalidError, ArgsInvalidError) as exc:
+            template = (
+                messages.EDIT_INVALID
+                if isinstance(exc, ArgsInvalidError)
+                else messages.FORM_INVALID
+            )
             self._metrics.decided("refused")
+            invalid = template.format(errors="; ".join(exc.errors))
             return ClickResult(accepted=False, said=(invalid,), retry=True)
         except AlreadyDecidedError as exc:
             decision = exc.decision

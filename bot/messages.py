@@ -67,6 +67,12 @@ CLICK_INTERRUPTED: Final = "The bot stopped while working on this request, so it
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
+EDIT_INTRO: Final = "Change what `{tool}` runs with, then approve: it runs exactly as sent."
+EDIT_INVALID: Final = "Those arguments do not fit: {errors}. Please correct them and send again."
+EDIT_NOT_OFFERED: Final = (
+    "This request can't be edited (it needs several approvals, or its arguments "
+    "are not plain values); approve or decline it as it is."
+)
 CLICK_NOT_A_QUESTION: Final = "This request waits for a decision, not for an answer."
 FORM_INVALID: Final = "That answer does not fit: {errors}. Please correct it and send it again."
 CLICK_OUTDATED: Final = (

@@ -55,6 +55,11 @@ class ChatCore(Protocol):
         fields from the current schema); or why answering it would be refused."""
         ...
 
+    async def edit_form(self, click: Click) -> Prompt | Text:
+        """The form an ``edit`` click opens: the card's arguments as fields (from the
+        tool's input schema, each with the value shown); or why editing is refused."""
+        ...
+
     async def show_waiting(self, thread: ThreadKey) -> int:
         """Post again every card and question still waiting in ``thread`` (a console
         started again on it); each post becomes that call's card. Returns how many."""

@@ -8,6 +8,8 @@ other parts (messages, decisions, housekeeping) speak only through it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -56,6 +58,7 @@ class Presenter:
         following: Threads the bot posts in become followed.
         policy: For how many approvals a card asks.
         metrics: Runs finished and failed are counted here.
+        schema_of: A pending call's input schema, for the card's Edit form.
     """
 
     def __init__(
@@ -66,8 +69,10 @@ class Presenter:
         following: Following,
         policy: ApprovalPolicy,
         metrics: Metrics,
+        schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
     ) -> None:
         self._top = (agent_id,)
+        self._schema_of = schema_of
         self._chat = chat
         self._following = following
         self._policy = policy
@@ -176,8 +181,14 @@ class Presenter:
         decided_by: tuple[str, ...] = (),
         reason: str | None = None,
         approvals: tuple[str, ...] = (),
+        previous_args: dict[str, Any] | None = None,
+        edited_by: str | None = None,
     ) -> ApprovalCard:
-        """The card of a waiting (or decided) call, people named as far as known."""
+        """The card of a waiting (or decided) call, people named as far as known.
+
+        ``previous_args``: on a call approved as edited, what it asked to run with
+        (``info`` holds the edited arguments); ``edited_by`` who edited them.
+        """
         # Ids stay in the snapshot, the audit log and the policy.
         return approval_card(
             info,
@@ -188,6 +199,9 @@ class Presenter:
             reason=reason,
             approvals=tuple(self.who(thread, user) for user in approvals),
             quorum=self._policy.quorum(info.tool_name),
+            schema=self._schema_of(info) if status == "pending" else None,
+            previous_args=previous_args,
+            edited_by=self.who(thread, edited_by) if edited_by else None,
         )
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:

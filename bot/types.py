@@ -67,16 +67,18 @@ class IncomingMessage:
     question waiting in the thread is not answered by it without asking."""
 
 
-ClickAction = Literal["approve", "decline", "answer", "cancel"]
-"""Approve or Decline on a card; on a question, a form's answer, Decline or Cancel."""
+ClickAction = Literal["approve", "decline", "edit", "answer", "cancel"]
+"""Approve, Decline or an edit (the edited arguments, approved) on a card; on a
+question, a form's answer, Decline or Cancel."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Click:
     """A person pressed a button on a card or a question (or sent a question's form).
 
-    ``values`` is the form's answer (on ``answer``), as the platform gave it:
-    ``bot.views.form_answer`` makes it the answer's types.
+    ``values`` is the form's answer (on ``answer``) or the edited arguments (on
+    ``edit``), as the platform gave them: ``bot.views.form_answer`` makes them the
+    schema's types.
     """
 
     thread: ThreadKey
@@ -116,6 +118,14 @@ class ApprovalCard:
     quorum: int = 1
     source: str | None = None
     """The MCP server offering the tool, if any: cards name it with the tool's own name."""
+    editable: bool = False
+    """Whether the card offers Edit: the arguments as a form, approved as edited (a
+    call one person approves, whose tool takes arguments)."""
+    fields: tuple[PromptField, ...] = ()
+    """When editable: the arguments as form fields, each with the value shown."""
+    previous_args: dict[str, Any] | None = None
+    """Once approved as edited: the arguments as they were asked (``args`` ran)."""
+    edited_by: Person | None = None
 
     @property
     def tool(self) -> str:
@@ -134,9 +144,14 @@ class PromptField:
     label: str
     kind: FieldKind = "text"
     choices: tuple[str, ...] = ()
-    """The values a ``choice`` may take."""
+    """The values a ``choice`` may take, as text."""
+    json_choices: bool = False
+    """The choices are the JSON of values that are not text (``1``, ``true``):
+    ``form_answer`` gives back the values themselves."""
     required: bool = False
     description: str | None = None
+    value: Any = None
+    """The value to start from (an edit form shows the card's), or ``None``."""
 
 
 PromptStatus = Literal["waiting", "answered", "declined", "cancelled", "expired"]

@@ -6,7 +6,8 @@ Also the run metadata the core keeps with each run: the thread it was asked in.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from contextlib import suppress
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from .types import (
     PromptField,
     PromptStatus,
     ThreadKey,
+    tool_label,
 )
 
 
@@ -35,12 +37,17 @@ def approval_card(
     reason: str | None = None,
     approvals: tuple[Person, ...] = (),
     quorum: int = 1,
+    schema: dict[str, Any] | None = None,
+    previous_args: dict[str, Any] | None = None,
+    edited_by: Person | None = None,
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).
 
     ``requester``, ``decided_by`` and ``approvals`` are how the card names those
-    people; ``quorum`` is how many approvals the call needs.
+    people; ``quorum`` is how many approvals the call needs. ``schema``: the
+    tool's input schema, when its arguments may be edited (see ``edit_fields``).
     """
+    fields = edit_fields(info, schema) if schema is not None and quorum == 1 else ()
     return ApprovalCard(
         run_id=info.run_id,
         tool_call_id=info.tool_call_id,
@@ -55,7 +62,50 @@ def approval_card(
         approvals=approvals,
         quorum=quorum,
         source=info.source,
+        editable=bool(fields) and info.answer is None,
+        fields=fields,
+        previous_args=previous_args,
+        edited_by=edited_by,
     )
+
+
+def edit_fields(info: PendingInfo, schema: dict[str, Any]) -> tuple[PromptField, ...]:
+    """A call's arguments as form fields, each starting from the value the card shows.
+
+    Only a flat set of plain values can be edited in a form: a tool whose
+    arguments include lists or objects gets no fields (and no Edit).
+    """
+    fields = prompt_fields(schema)
+    plain = (str, int, float, bool, type(None))
+    if not fields or not all(isinstance(v, plain) for v in info.args.values()):
+        return ()
+    if set(info.args) - {f.name for f in fields} or _structured(schema):
+        return ()
+    return tuple(replace(f, value=info.args.get(f.name)) for f in fields)
+
+
+def _structured(schema: dict[str, Any]) -> bool:
+    """Whether some property of ``schema`` takes a list or an object (no form field can)."""
+    for spec in (schema.get("properties") or {}).values():
+        options = [spec, *spec.get("anyOf", ())] if isinstance(spec, dict) else []
+        kinds = {o.get("type") for o in options if isinstance(o, dict)}
+        if kinds & {"array", "object"} or any("$ref" in o for o in options if isinstance(o, dict)):
+            return True
+    return False
+
+
+def edit_form(info: PendingInfo, fields: tuple[PromptField, ...]) -> Prompt:
+    """The form an Edit opens: the arguments (``edit_fields``) to change, then approve."""
+    form = Prompt(
+        run_id=info.run_id,
+        tool_call_id=info.tool_call_id,
+        tool_name=info.tool_name,
+        agent_path=info.agent_path,
+        question="",
+        fields=fields,
+        source=info.source,
+    )
+    return replace(form, question=messages.EDIT_INTRO.format(tool=tool_label(form)))
 
 
 def shown_args(info: PendingInfo) -> dict[str, Any]:
@@ -108,7 +158,8 @@ def _field(name: str, spec: dict[str, Any], required: bool) -> PromptField:
     # An optional field is ``anyOf: [{...}, {"type": "null"}]`` (pydantic); the other half says.
     options = [o for o in spec.get("anyOf", ()) if isinstance(o, dict) and o.get("type") != "null"]
     typed = {**options[0], **spec} if len(options) == 1 else spec
-    choices = _choices(typed)
+    enum = _enum(typed)
+    choices = tuple(_text(v) for v in enum)
     kind: FieldKind = "choice" if choices else _KINDS.get(str(typed.get("type")), "text")
     title = typed.get("title")
     description = typed.get("description")
@@ -117,6 +168,7 @@ def _field(name: str, spec: dict[str, Any], required: bool) -> PromptField:
         label=title if isinstance(title, str) and title.strip() else name,
         kind=kind,
         choices=choices,
+        json_choices=any(not isinstance(v, str) for v in enum),
         required=required,
         description=description if isinstance(description, str) else None,
     )
@@ -125,14 +177,17 @@ def _field(name: str, spec: dict[str, Any], required: bool) -> PromptField:
 _KINDS: dict[str, FieldKind] = {"number": "number", "integer": "integer", "boolean": "boolean"}
 
 
-def _choices(spec: dict[str, Any]) -> tuple[str, ...]:
-    """The values an enum property allows (``enum``, or ``oneOf`` of ``const``s), as text."""
+def _enum(spec: dict[str, Any]) -> list[Any]:
+    """The values an enum property allows (``enum``, or ``oneOf`` of ``const``s)."""
     if isinstance(spec.get("enum"), list):
-        return tuple(str(v) for v in spec["enum"])
+        return list(spec["enum"])
     consts = [o.get("const") for o in spec.get("oneOf", ()) if isinstance(o, dict)]
-    if consts and all(c is not None for c in consts):
-        return tuple(str(c) for c in consts)
-    return ()
+    return consts if consts and all(c is not None for c in consts) else []
+
+
+def _text(value: Any) -> str:
+    """A choice as a form shows and sends it (JSON for anything but text: ``true``, ``1``)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def form_answer(fields: tuple[PromptField, ...], values: dict[str, Any]) -> dict[str, Any]:
@@ -148,13 +203,17 @@ def form_answer(fields: tuple[PromptField, ...], values: dict[str, Any]) -> dict
             value = value.strip()
         if value is None or value == "":
             continue
-        answer[field.name] = _typed(field.kind, value)
+        answer[field.name] = _typed(field, value)
     return answer
 
 
-def _typed(kind: FieldKind, value: Any) -> Any:
+def _typed(field: PromptField, value: Any) -> Any:
+    kind = field.kind
     if not isinstance(value, str):
         return value
+    if kind == "choice" and field.json_choices and value in field.choices:
+        with suppress(ValueError):
+            return json.loads(value)
     try:
         if kind == "integer":
             return int(value)

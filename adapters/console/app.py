@@ -14,12 +14,14 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
 from bot import (
     ApprovalCard,
     ChatCore,
     Click,
+    ClickResult,
     IncomingMessage,
     MessageRef,
     Prompt,
@@ -133,6 +135,7 @@ class ConsoleAdapter:
             platform=PLATFORM, workspace="local", channel=self.user, root=thread
         )
         bot.register(PLATFORM, self.messenger)
+        self._editing: _Edit | None = None
 
     async def run(self) -> None:
         """Chat until the input ends, then wait for the bot's pending work."""
@@ -144,7 +147,9 @@ class ConsoleAdapter:
         self._ask()
         async for raw in self._lines or stdin_lines(sys.stdin):
             line = raw.strip()
-            if line:
+            if self._editing is not None:
+                await self._edit_field(line)  # an empty line keeps the value shown
+            elif line:
                 if self.messenger.open_cards:
                     await self._answer_card(line)
                 elif self.messenger.questions and line.lower() in QUESTION_COMMANDS:
@@ -171,9 +176,42 @@ class ConsoleAdapter:
                 action = "approve"
             case "d" | "decline":
                 action = "decline"
-            case _:
-                self.messenger.write(texts.CARD_REASK)
+            case "e" | "edit" if card.editable:
+                self._editing = _Edit(ref=ref, card=card)
                 return
+            case _:
+                self.messenger.write(texts.CARD_REASK_EDIT if card.editable else texts.CARD_REASK)
+                return
+        await self._click(
+            ref,
+            card,
+            action,
+            reason=rest.strip() if action == "decline" and rest.strip() else None,
+        )
+
+    async def _edit_field(self, line: str) -> None:
+        """One field of an edit: the line is its new value (empty: as shown)."""
+        editing = self._editing
+        assert editing is not None
+        field = editing.card.fields[len(editing.values)]
+        editing.values[field.name] = line if line else _shown(field.value)
+        if len(editing.values) < len(editing.card.fields):
+            return
+        self._editing = None
+        result = await self._click(editing.ref, editing.card, "edit", values=editing.values)
+        await self.bot.drain()
+        if result.retry:  # the card still waits: edit again, or decide as it is
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+
+    async def _click(
+        self,
+        ref: MessageRef,
+        card: ApprovalCard,
+        action: Literal["approve", "decline", "edit"],
+        *,
+        reason: str | None = None,
+        values: dict[str, str] | None = None,
+    ) -> ClickResult:
         result = await self.bot.on_click(
             Click(
                 thread=self.thread,
@@ -181,15 +219,17 @@ class ConsoleAdapter:
                 run_id=card.run_id,
                 tool_call_id=card.tool_call_id,
                 action=action,
-                reason=rest.strip() if action == "decline" and rest.strip() else None,
+                reason=reason,
                 message_ref=ref,
                 user_name=self.user,
+                values=dict(values) if values is not None else None,
             )
         )
-        if not result.accepted:
+        if not result.accepted and not result.retry:
             # Refused for good (decided, expired or not allowed): asking again can't help.
             self.messenger.forget(ref)
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+        return result
 
     async def _decline_question(self, action: Literal["decline", "cancel"]) -> None:
         ref, question = self.messenger.questions[-1]
@@ -209,10 +249,36 @@ class ConsoleAdapter:
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
 
     def _ask(self) -> None:
-        if self.messenger.open_cards:
-            self.messenger.write(texts.CARD_QUESTION, end="" if self._interactive else "\n")
+        end = "" if self._interactive else "\n"
+        if self._editing is not None:
+            editing = self._editing
+            field = editing.card.fields[len(editing.values)]
+            label = texts.EDIT_FIELD.format(label=field.label, value=_shown(field.value))
+            self.messenger.write(label, end=end)
+        elif self.messenger.open_cards:
+            card = self.messenger.open_cards[0][1]
+            question = texts.CARD_QUESTION_EDIT if card.editable else texts.CARD_QUESTION
+            self.messenger.write(question, end=end)
         elif self._interactive:
             self.messenger.write(texts.INPUT, end="")
+
+
+@dataclass
+class _Edit:
+    """A card whose arguments are being edited, one field per line."""
+
+    ref: MessageRef
+    card: ApprovalCard
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def _shown(value: object) -> str:
+    """A field's value as typed at the console (what an empty line keeps)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 async def stdin_lines(stream: TextIO) -> AsyncIterator[str]:

@@ -28,7 +28,17 @@ def render_card(card: ApprovalCard) -> str:
     """A pending card in full; a decided or expired one as a one-line update."""
     who = names(card.decided_by) or texts.SOMEONE
     if card.status == "approved":
-        return texts.CARD_APPROVED.format(who=who, tool=tool_label(card))
+        approved = texts.CARD_APPROVED.format(who=who, tool=tool_label(card))
+        if card.previous_args is None:
+            return approved
+        editor = name(card.edited_by) if card.edited_by else texts.SOMEONE
+        changes = "; ".join(
+            f"{key}: {_value(card.previous_args.get(key))} → {_value(value)}"
+            for key, value in card.args.items()
+            if card.previous_args.get(key) != value
+        )
+        changed = texts.CARD_EDITED.format(who=editor, changes=changes or texts.NO_CHANGE)
+        return "\n".join([approved, changed])
     if card.status == "declined":
         if card.reason:
             return texts.CARD_DECLINED_REASON.format(

@@ -42,7 +42,6 @@ from bot import (
 )
 
 from . import texts
-from .blocks import answer_modal, decline_modal, form_error
 from .convert import (
     PLATFORM,
     ActionIn,
@@ -56,12 +55,13 @@ from .convert import (
     modal_metadata,
     parse,
     thread_key,
-    to_answer_click,
     to_click,
     to_decline_click,
+    to_form_click,
     to_incoming,
 )
 from .messenger import SlackMessenger
+from .modals import answer_modal, decline_modal, edit_modal, form_error
 from .settings import SlackSettings
 from .wire import (
     ANSWER_ACTION,
@@ -69,6 +69,8 @@ from .wire import (
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
+    EDIT_ACTION,
+    EDIT_VIEW,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     ModalMetadata,
@@ -130,13 +132,16 @@ class SlackAdapter:
         for event in LISTENED_EVENTS:
             self.app.event(event)(self._on_message)
         # Approve, and a question's Decline and Cancel, decide at once; a card's
-        # Decline asks for a reason first, Answer… opens the question's form.
+        # Decline asks for a reason first; Answer… opens the question's form, and a
+        # card's Edit the form of its arguments, which approves them as edited.
         for action in (APPROVE_ACTION, QUESTION_DECLINE_ACTION, QUESTION_CANCEL_ACTION):
             self.app.action(action)(self._on_click)
         self.app.action(DECLINE_ACTION)(self._on_decline)
-        self.app.action(ANSWER_ACTION)(self._on_answer)
+        for action in (ANSWER_ACTION, EDIT_ACTION):
+            self.app.action(action)(self._on_form_button)
         self.app.view(DECLINE_VIEW)(self._on_decline_submitted)
-        self.app.view(ANSWER_VIEW)(self._on_answer_submitted)
+        for view in (ANSWER_VIEW, EDIT_VIEW):
+            self.app.view(view)(self._on_form_submitted)
 
     # -- composition-root contract ------------------------------------------------
 
@@ -235,14 +240,15 @@ class SlackAdapter:
                 f"slack-decline:{metadata.run}",
             )
 
-    async def _on_answer(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+    async def _on_form_button(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             metadata = modal_metadata(inbound, workspace=_workspace(context))
-            self._spawn(self._open_form(inbound, metadata), f"slack-answer:{metadata.run}")
+            name = f"slack-{inbound.action}:{metadata.run}"
+            self._spawn(self._open_form(inbound, metadata), name)
 
     async def _not_our_card(self, inbound: ForeignActionIn, context: AsyncBoltContext) -> None:
         thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
@@ -258,15 +264,20 @@ class SlackAdapter:
         await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
     async def _open_form(self, action: ActionIn, metadata: ModalMetadata) -> None:
-        """Open the question's form (its fields as they are now), unless answering it
-        would be refused anyway."""
+        """Open a question's form (its fields as they are now), or a card's edit form
+        (its arguments as the card shows them), unless the click would be refused
+        anyway."""
         click = to_click(action, workspace=metadata.team)
-        question = await self.bot.question_form(click)
-        if not isinstance(question, Prompt):
-            await self.messenger.tell(click.thread, click.user_id, question)
+        editing = click.action == "edit"
+        form = await (self.bot.edit_form(click) if editing else self.bot.question_form(click))
+        if not isinstance(form, Prompt):
+            await self.messenger.tell(click.thread, click.user_id, form)
+            return
+        view = edit_modal(metadata, form) if editing else answer_modal(metadata, form)
+        if view is None:  # arguments a Slack form cannot hold whole
+            await self.messenger.tell(click.thread, click.user_id, (texts.EDIT_TOO_BIG,))
             return
         # trigger_id is valid for 3 s: the lookup above reads the store only.
-        view = answer_modal(metadata, question)
         await self.client.views_open(trigger_id=action.trigger_id, view=view)
 
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
@@ -277,23 +288,25 @@ class SlackAdapter:
                 return
         await ack()  # closes the modal
 
-    async def _on_answer_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
-        """The form's answer is decided while Slack waits: one that does not fit (or is
-        refused) is shown in the form, to be corrected there."""
+    async def _on_form_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """A form (a question's answer, a card's edited arguments) is decided while
+        Slack waits: values that do not fit are shown in the form, to be corrected
+        there."""
         inbound = context.get(_INBOUND)
         if isinstance(inbound, FormIn):
-            click = to_answer_click(inbound)
+            click = to_form_click(inbound)
             result = await _decided(context, self.bot.on_click(click))
             if result is None:
                 return
-            if result.retry:  # the answer did not fit: corrected in the form itself
+            if result.retry:  # the values did not fit: corrected in the form itself
                 errors = {field_block(0): form_error(result.message or "")}
                 await ack(response_action="errors", errors=errors)
                 return
-            # Refused for good, or kept but not decided yet: the form closes, the words
-            # (if any) go to the clicker, and the question's message follows.
+            # Decided, refused for good, or kept but not decided yet: the form closes,
+            # the words (if any) go to the clicker, and the card's message follows.
             if result.said:
-                self._spawn(self._tell(click, result.said), f"slack-answer:{click.run_id}")
+                name = f"slack-{click.action}:{click.run_id}"
+                self._spawn(self._tell(click, result.said), name)
         await ack()  # closes the modal
 
     async def _tell(self, click: Click, text: Text) -> None:

@@ -8,40 +8,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply, Text, View, tool_label
+from bot import ApprovalCard, Notice, Person, Prompt, Reply, Text, View, tool_label
 
 from . import texts
 from .wire import (
     ANSWER_ACTION,
-    ANSWER_VIEW,
     APPROVE_ACTION,
     DECLINE_ACTION,
-    DECLINE_VIEW,
-    FIELD_INPUT,
+    EDIT_ACTION,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
-    REASON_BLOCK,
-    REASON_INPUT,
-    FormMetadata,
-    ModalMetadata,
     encode_button_value,
-    encode_metadata,
-    field_block,
 )
 
 SECTION_LIMIT = 3000
 CONFIRM_TEXT_LIMIT = 300
 CONTEXT_LIMIT = 2000
 REASON_LIMIT = 1000
-LABEL_LIMIT = 2000
-"""An input's label and hint."""
-OPTION_TEXT_LIMIT = 75
-OPTION_VALUE_LIMIT = 150
-OPTIONS_LIMIT = 100
-"""Options of one select menu."""
-MODAL_BLOCKS_LIMIT = 100
-FORM_ERROR_LIMIT = 150
-"""An error shown under a form's input: Slack shows a short line there."""
+EDITED_VALUE_LIMIT = 200
+"""One value in the "Edited by" line: the arguments block above shows it whole."""
 # Text per message when an answer is split: several sections, well below the
 # 40,000 characters at which Slack truncates a message.
 MESSAGE_TEXT_LIMIT = 12000
@@ -99,11 +84,14 @@ def approval_card(card: ApprovalCard) -> SlackMessage:
     if card.status == "pending":
         blocks.append(_buttons(card))
         text = texts.CARD_FALLBACK.format(tool=tool, requester=requester)
-    else:
-        outcome = outcome_text(card)
-        blocks.append(context(outcome))
-        text = texts.DECIDED_FALLBACK.format(tool=tool, outcome=outcome)
-    return SlackMessage(text=text, blocks=blocks)
+        return SlackMessage(text=text, blocks=blocks)
+    outcome = outcome_text(card)
+    fallback = texts.DECIDED_FALLBACK
+    if card.previous_args is not None:
+        blocks.append(context(edited_text(card)))
+        fallback = texts.EDITED_FALLBACK
+    blocks.append(context(outcome))
+    return SlackMessage(text=fallback.format(tool=tool, outcome=outcome), blocks=blocks)
 
 
 def approvals_text(card: ApprovalCard) -> str:
@@ -129,6 +117,38 @@ def outcome_text(card: ApprovalCard) -> str:
             return ""
         case _:
             assert_never(card.status)
+
+
+_ABSENT = object()
+"""An argument one side of an edit does not have."""
+
+
+def edited_text(card: ApprovalCard) -> str:
+    """ "Edited by @x: `amount`: 150 → 120; ..." on a card approved as edited: the
+    arguments that changed, before and after (the arguments block shows what ran)."""
+    who = mention(card.edited_by) if card.edited_by else texts.UNKNOWN_PERSON
+    before, after = card.previous_args or {}, card.args
+    changes = [
+        texts.EDITED_CHANGE.format(
+            name=escape(name),
+            before=_compact(before.get(name, _ABSENT)),
+            after=_compact(after.get(name, _ABSENT)),
+        )
+        for name in dict.fromkeys([*before, *after])
+        if before.get(name, _ABSENT) != after.get(name, _ABSENT)
+    ]
+    if not changes:
+        return texts.EDITED_UNCHANGED.format(who=who)
+    return texts.EDITED_BY.format(who=who, changes=texts.EDITED_SEPARATOR.join(changes))
+
+
+def _compact(value: Any) -> str:
+    """A value on one line, as JSON (as the arguments block shows it), escaped and short."""
+    if value is _ABSENT:
+        return texts.EDITED_ABSENT
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    kept, dropped = cut(escape(shown), EDITED_VALUE_LIMIT)
+    return f"{kept}…" if dropped else kept
 
 
 def _arguments(args: dict[str, Any]) -> list[Block]:
@@ -170,36 +190,16 @@ def _buttons(card: ApprovalCard) -> Block:
                 "style": "danger",
                 "value": value,
             },
+            *_edit_button(card, value),
         ],
     }
 
 
-def decline_modal(metadata: ModalMetadata) -> dict[str, Any]:
-    """The modal that asks for an optional reason before declining."""
-    return {
-        "type": "modal",
-        "callback_id": DECLINE_VIEW,
-        "private_metadata": encode_metadata(metadata),
-        "title": plain(texts.MODAL_TITLE),
-        "submit": plain(texts.MODAL_SUBMIT),
-        "close": plain(texts.MODAL_CLOSE),
-        "blocks": [
-            section(texts.MODAL_INTRO),
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": plain(texts.MODAL_REASON_LABEL),
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": REASON_INPUT,
-                    "multiline": True,
-                    "max_length": REASON_LIMIT,
-                    "placeholder": plain(texts.MODAL_REASON_PLACEHOLDER),
-                },
-            },
-        ],
-    }
+def _edit_button(card: ApprovalCard, value: str) -> list[Block]:
+    """Edit, on a card whose arguments may be edited before approving."""
+    if not card.editable:
+        return []
+    return [{"type": "button", "action_id": EDIT_ACTION, "text": plain(texts.EDIT), "value": value}]
 
 
 # -- prompt and text --------------------------------------------------------------
@@ -275,83 +275,6 @@ def _question_buttons(view: Prompt) -> Block:
         },
     ]
     return {"type": "actions", "elements": elements}
-
-
-def answer_modal(metadata: ModalMetadata, question: Prompt) -> dict[str, Any]:
-    """The form that answers a question: the question, then one input per field (as
-    many as a modal holds), built from the question as it reads now."""
-    intro = [section(cut(escape(question.question), SECTION_LIMIT)[0])]
-    shown = question.fields[: MODAL_BLOCKS_LIMIT - len(intro)]
-    names = tuple(field.name for field in shown)
-    form = FormMetadata(**metadata.model_dump(), fields=names)
-    return {
-        "type": "modal",
-        "callback_id": ANSWER_VIEW,
-        "private_metadata": encode_metadata(form),
-        "title": plain(texts.FORM_TITLE),
-        "submit": plain(texts.FORM_SUBMIT),
-        "close": plain(texts.FORM_CLOSE),
-        "blocks": [*intro, *(_input(i, field) for i, field in enumerate(shown))],
-    }
-
-
-def form_error(message: str) -> str:
-    """Why a form's answer was not taken, short enough to show under its input."""
-    return _plain_cut(message, FORM_ERROR_LIMIT) or texts.FORM_REFUSED
-
-
-def _input(index: int, field: PromptField) -> Block:
-    block: Block = {
-        "type": "input",
-        "block_id": field_block(index),
-        "optional": not field.required,
-        "label": plain(_plain_cut(field.label.strip(), LABEL_LIMIT) or texts.FORM_UNNAMED),
-        "element": _element(field),
-    }
-    if field.description and field.description.strip():
-        block["hint"] = plain(_plain_cut(field.description.strip(), LABEL_LIMIT))
-    return block
-
-
-def _element(field: PromptField) -> Block:
-    """The input element for a field; a choice Slack cannot list becomes a text input
-    (the core checks the answer either way)."""
-    match field.kind:
-        case "integer" | "number":
-            return {
-                "type": "number_input",
-                "action_id": FIELD_INPUT,
-                "is_decimal_allowed": field.kind == "number",
-            }
-        case "boolean":
-            return _select([(texts.FORM_YES, "true"), (texts.FORM_NO, "false")])
-        case "choice" if _listable(field.choices):
-            choices = dict.fromkeys(field.choices)
-            return _select([(_plain_cut(c, OPTION_TEXT_LIMIT), c) for c in choices])
-        case "text" | "choice":
-            return {"type": "plain_text_input", "action_id": FIELD_INPUT}
-        case _:
-            assert_never(field.kind)
-
-
-def _listable(choices: tuple[str, ...]) -> bool:
-    return 0 < len(set(choices)) <= OPTIONS_LIMIT and all(
-        c.strip() and len(c) <= OPTION_VALUE_LIMIT for c in choices
-    )
-
-
-def _select(options: list[tuple[str, str]]) -> Block:
-    return {
-        "type": "static_select",
-        "action_id": FIELD_INPUT,
-        "placeholder": plain(texts.FORM_CHOOSE),
-        "options": [{"text": plain(text), "value": value} for text, value in options],
-    }
-
-
-def _plain_cut(text: str, limit: int) -> str:
-    """Plain text (never parsed by Slack, so not escaped) shortened to ``limit``."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def long_text(text: str, *, lead: str = "") -> list[SlackMessage]:

@@ -24,6 +24,8 @@ from .wire import (
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
+    EDIT_ACTION,
+    EDIT_VIEW,
     FIELD_INPUT,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
@@ -48,10 +50,13 @@ _UNESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
 _ACTIONS: dict[str, ClickAction] = {
     APPROVE_ACTION: "approve",
     DECLINE_ACTION: "decline",
+    EDIT_ACTION: "edit",
     ANSWER_ACTION: "answer",
     QUESTION_DECLINE_ACTION: "decline",
     QUESTION_CANCEL_ACTION: "cancel",
 }
+FormAction = Literal["answer", "edit"]
+_FORMS: dict[str, FormAction] = {ANSWER_VIEW: "answer", EDIT_VIEW: "edit"}
 
 
 # -- what parse() returns ---------------------------------------------------------
@@ -93,8 +98,8 @@ class MessageIn:
 
 @dataclass(frozen=True, kw_only=True)
 class ActionIn:
-    """A button pressed: Approve or Decline on a card, Answer…, Decline or Cancel on a
-    question."""
+    """A button pressed: Approve, Decline or Edit on a card, Answer…, Decline or Cancel
+    on a question."""
 
     action: ClickAction
     value: ButtonValue
@@ -127,8 +132,10 @@ class ViewIn:
 
 @dataclass(frozen=True, kw_only=True)
 class FormIn:
-    """A question's answer form was submitted: its raw values by field name."""
+    """A form was submitted (a question's answer, a card's edited arguments): its raw
+    values by field name."""
 
+    action: FormAction
     user: str
     metadata: FormMetadata
     values: dict[str, str | None]
@@ -296,9 +303,10 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
 
 def _parse_view(payload: _ViewSubmission) -> ViewIn | FormIn:
     view = payload.view
-    if view.callback_id == ANSWER_VIEW:
+    if view.callback_id in _FORMS:
         metadata = decode_metadata(view.private_metadata, FormMetadata)
         return FormIn(
+            action=_FORMS[view.callback_id],
             user=payload.user.id,
             metadata=metadata,
             values=_form_values(view.state, metadata.fields),
@@ -405,9 +413,9 @@ def to_decline_click(view: ViewIn) -> Click:
     return _modal_click(view.metadata, view.user, "decline", reason=view.reason)
 
 
-def to_answer_click(form: FormIn) -> Click:
-    """The answer click, with the form's values, from the form submission."""
-    return _modal_click(form.metadata, form.user, "answer", values=dict(form.values))
+def to_form_click(form: FormIn) -> Click:
+    """The click a form submission makes (an answer, an edit), with the form's values."""
+    return _modal_click(form.metadata, form.user, form.action, values=dict(form.values))
 
 
 def _modal_click(

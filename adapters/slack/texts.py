@@ -19,6 +19,7 @@ AGENT_PATH_SEPARATOR = " › "
 
 APPROVE = "Approve"
 DECLINE = "Decline"
+EDIT = "Edit"
 CONFIRM_TITLE = "Approve this call?"
 CONFIRM_TEXT = "The agent will run `{tool}` with the arguments shown."
 CONFIRM_YES = "Approve"
@@ -29,6 +30,12 @@ DECLINED_BY = ":no_entry_sign: Declined by {who}"
 DECLINED_BY_REASON = ":no_entry_sign: Declined by {who}: {reason}"
 EXPIRED = ":hourglass: Expired"
 DECIDED_FALLBACK = "{tool}: {outcome}"
+EDITED_FALLBACK = "{tool}: {outcome}, with edited arguments"
+EDITED_BY = ":pencil2: Edited by {who}: {changes}"
+EDITED_UNCHANGED = ":pencil2: Edited by {who}, nothing changed"
+EDITED_CHANGE = "`{name}`: {before} → {after}"
+EDITED_SEPARATOR = "; "
+EDITED_ABSENT = "_(none)_"
 
 # -- decline modal (title, submit and close are limited to 24 characters) -------
 
@@ -64,6 +71,16 @@ FORM_YES = "Yes"
 FORM_NO = "No"
 FORM_UNNAMED = "(unnamed)"
 FORM_REFUSED = "That answer was not taken."
+
+# -- edit form (title, submit and close are limited to 24 characters) -----------
+
+EDIT_TITLE = "Edit and approve"
+EDIT_SUBMIT = "Approve"
+EDIT_CLOSE = "Cancel"
+EDIT_TOO_BIG = (
+    "These arguments are too long or too many to edit in Slack, so nothing was opened; "
+    "you can still approve or decline them as they are."
+)
 
 # -- HTTP answers to Slack (short, never a trace) -------------------------------
 

@@ -15,6 +15,8 @@ from . import texts
 
 APPROVE_ACTION = "approval_approve"
 DECLINE_ACTION = "approval_decline"
+EDIT_ACTION = "approval_edit"
+EDIT_VIEW = "approval_edit_form"
 DECLINE_VIEW = "approval_decline_reason"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
@@ -64,7 +66,8 @@ class ModalMetadata(_Compact):
 
 
 class FormMetadata(ModalMetadata):
-    """The answer form's metadata: also the field names, in the order of the inputs."""
+    """A form's metadata (a question's answer, a card's edited arguments): also the
+    field names, in the order of the inputs."""
 
     fields: tuple[str, ...] = Field(min_length=1)
 

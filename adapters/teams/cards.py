@@ -1,5 +1,5 @@
-"""Bot views as Teams content: approval cards and questions as Adaptive Cards 1.5,
-the rest as markdown.
+"""Bot views as Teams content: approval cards (with an Edit form when the arguments
+may be edited) and questions as Adaptive Cards 1.5, the rest as markdown.
 
 Plain JSON only (no botbuilder types), so the rendering is testable on its own.
 A card must stay under Teams' message size limit (about 28 KB), so argument
@@ -9,13 +9,14 @@ Teams renders TextBlocks, fact titles and fact values as markdown, so every
 piece of text that comes from people or the model (arguments, reasons, names,
 questions) goes through ``escape``: it shows literally and can add no link,
 emphasis, list or date function to a card or message. Input labels,
-placeholders, toggle titles and choice titles are plain text to every
+placeholders, values, toggle titles and choice titles are plain text to every
 renderer, so they are shown as given (an escape would show its backslashes).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, assert_never
@@ -56,17 +57,28 @@ _LINE_MARKER: Final = re.compile(r"^([ \t]*)(#|[-+]|\d+[.)])(?=[ \t]|$)", re.MUL
 _DATE_FUNCTION: Final = re.compile(r"(?<=\{)\{")
 """The second brace of ``{{``, which opens a Teams ``{{DATE(...)}}`` function."""
 
-Action = Literal["approve", "decline"]
+_EDIT_HINT_LIMIT: Final = 200
+"""How long an edit input's hint may be (its value, never shortened, fills it anyway)."""
+
+Action = Literal["approve", "decline", "edit"]
 QuestionAction = Literal["answer", "decline", "cancel"]
 
 
 def approval_card(card: ApprovalCard) -> dict[str, Any]:
-    """The Adaptive Card for an approval: pending with buttons, or decided without."""
-    for limit in _VALUE_LIMITS:
-        rendered = _approval_card(card, value_limit=limit)
-        if _fits(rendered):
-            return rendered
-    return _approval_card(card, value_limit=_VALUE_LIMITS[-1], max_facts=5)
+    """The Adaptive Card for an approval: pending with buttons, or decided without.
+
+    A pending card that is ``editable`` also has Edit, which opens a form of the
+    arguments (each input holding its current value) with "Approve edited". Those
+    values are never shortened (an untouched input would send the shortened one),
+    so a form too big for a message is left out: Approve and Decline remain.
+    """
+    editing = card.status == "pending" and card.editable and bool(card.fields)
+    for edit in (True, False) if editing else (False,):
+        for limit in _VALUE_LIMITS:
+            rendered = _approval_card(card, value_limit=limit, edit=edit)
+            if _fits(rendered):
+                return rendered
+    return _approval_card(card, value_limit=_VALUE_LIMITS[-1], max_facts=5, edit=False)
 
 
 def question_card(prompt: Prompt) -> dict[str, Any]:
@@ -86,7 +98,8 @@ def question_card(prompt: Prompt) -> dict[str, Any]:
 
 
 def action_data(card: ApprovalCard, action: Action) -> dict[str, str]:
-    """The data an Approve/Decline action carries back to the bot."""
+    """The data an Approve/Decline/Approve edited action carries back to the bot (an
+    edit's inputs are merged in)."""
     return {
         "kind": KIND,
         "action": action,
@@ -152,7 +165,7 @@ def _people(people: tuple[Person, ...]) -> str:
 
 
 def _approval_card(
-    card: ApprovalCard, *, value_limit: int, max_facts: int = _MAX_FACTS
+    card: ApprovalCard, *, value_limit: int, max_facts: int = _MAX_FACTS, edit: bool
 ) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
         _text(_title(card), weight="Bolder", size="Medium"),
@@ -163,8 +176,10 @@ def _approval_card(
             )
         ),
         _args(card.args, value_limit=value_limit, max_facts=max_facts),
-        {"type": "FactSet", "facts": _about(card)},
     ]
+    if card.status != "pending" and card.previous_args is not None:
+        body.append(_text(_edited(card, value_limit=value_limit, max_facts=max_facts)))
+    body.append({"type": "FactSet", "facts": _about(card)})
     if card.status == "pending":
         body.append(_text(messages.CARD_EXPIRES.format(at=_rfc3339(card.expires_at)), size="Small"))
     if card.reason and card.status != "pending":
@@ -190,10 +205,62 @@ def _approval_card(
             }
         )
         content["actions"] = [
-            _action(card, "approve", messages.APPROVE, style="positive"),
+            # Approve needs no input: the reason is for a decline, the edit form for an edit.
+            _action(card, "approve", messages.APPROVE, style="positive", with_inputs=False),
             _action(card, "decline", messages.DECLINE, style="destructive"),
         ]
+        if edit:
+            content["actions"].append(_edit_action(card))
     return content
+
+
+def _edit_action(card: ApprovalCard) -> dict[str, Any]:
+    """Edit: a card shown below the buttons, with the arguments as inputs and
+    "Approve edited", which sends them (a show card's action gathers its own inputs
+    and its parents'; the parent's Approve and Decline never gather these)."""
+    form = [_field_input(field, hint_limit=_EDIT_HINT_LIMIT) for field in card.fields]
+    return {
+        "type": "Action.ShowCard",
+        "title": messages.EDIT,
+        "card": {
+            "type": "AdaptiveCard",
+            "body": [_text(messages.CARD_EDIT_HINT, isSubtle=True), *form],
+            "actions": [_action(card, "edit", messages.APPROVE_EDITED, style="positive")],
+        },
+    }
+
+
+def _edited(card: ApprovalCard, *, value_limit: int, max_facts: int) -> str:
+    """Who edited the arguments and what they changed, key by key (escaped)."""
+    before, after = card.previous_args or {}, card.args
+    changed = [
+        key
+        for key in [*after, *(key for key in before if key not in after)]
+        if key not in before
+        or key not in after
+        or before[key] != after[key]
+        or type(before[key]) is not type(after[key])
+    ]
+
+    def shown(args: dict[str, Any], key: str) -> str:
+        if key not in args:
+            return messages.CARD_EDIT_UNSET
+        return escape(_cut(_show(args[key]), value_limit))
+
+    changes = [
+        messages.CARD_EDIT_CHANGE.format(
+            key=escape(_cut(str(key), _MAX_LABEL)),
+            before=shown(before, key),
+            after=shown(after, key),
+        )
+        for key in changed[:max_facts]
+    ]
+    if len(changed) > max_facts:
+        changes.append(messages.CARD_MORE_ARGS.format(count=len(changed) - max_facts))
+    who = person_text(card.edited_by) if card.edited_by else messages.CARD_SOMEONE
+    return messages.CARD_EDITED.format(
+        who=who, changes="; ".join(changes) or messages.CARD_EDIT_UNCHANGED
+    )
 
 
 def _question_card(
@@ -277,25 +344,35 @@ def _reply_hint(prompt: Prompt) -> str:
 
 
 def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
-    """One form input; its label, placeholder and choice titles are plain text."""
+    """One form input, holding the field's ``value`` when it has one (as given: an
+    input's value is plain text); its label, placeholder and choice titles are too."""
     label = _cut(field.label, _MAX_LABEL)
     hint = _cut(field.description, hint_limit) if field.description and hint_limit else None
     element: dict[str, Any] = {"id": FIELD_INPUT_PREFIX + field.name, "label": label}
+    value = field.value
     match field.kind:
         case "text":
             element["type"] = "Input.Text"
+            if value is not None:
+                element["value"] = _show(value)
+                if "\n" in element["value"]:
+                    element["isMultiline"] = True
         case "number" | "integer":
             element["type"] = "Input.Number"
+            if _is_number(value):
+                element["value"] = value
         case "boolean":
             # Not ``isRequired``: a required toggle must be switched on, and off is an answer.
             element.update(
                 type="Input.Toggle", title=hint or label, valueOn="true", valueOff="false"
             )
-            element["value"] = "false"
+            element["value"] = "true" if value is True else "false"
             return element
         case "choice":
             choices = [{"title": _cut(c, _MAX_LABEL), "value": c} for c in field.choices]
             element.update(type="Input.ChoiceSet", style="compact", choices=choices)
+            if value is not None and str(value) in field.choices:
+                element["value"] = str(value)
         case _:
             assert_never(field.kind)
     if hint:
@@ -321,8 +398,10 @@ def _title(card: ApprovalCard) -> str:
             assert_never(card.status)
 
 
-def _action(card: ApprovalCard, action: Action, title: str, *, style: str) -> dict[str, Any]:
-    return _execute(title, action_data(card, action), style=style)
+def _action(
+    card: ApprovalCard, action: Action, title: str, *, style: str, with_inputs: bool = True
+) -> dict[str, Any]:
+    return _execute(title, action_data(card, action), style=style, with_inputs=with_inputs)
 
 
 def _execute(
@@ -336,7 +415,7 @@ def _execute(
     """An Action.Execute whose verb is ``data["action"]``, with an Action.Submit fallback.
 
     ``with_inputs=False`` sends no inputs, so the client does not insist on the
-    required ones first (Decline and Cancel of a form).
+    required ones first (Decline and Cancel of a form, Approve of a card).
     """
     shown: dict[str, Any] = {"title": title}
     if style is not None:
@@ -393,6 +472,13 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _is_number(value: Any) -> bool:
+    """Whether an Input.Number can hold ``value`` (JSON has no NaN or infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _agent(path: tuple[str, ...]) -> str:

@@ -24,8 +24,13 @@ CHAT_ROOT: Final = "chat"
 
 _MESSAGE_ID: Final = ";messageid="
 _NO_TENANT: Final = "-"
-_ACTIONS: Final = {KIND: ("approve", "decline"), QUESTION_KIND: ("answer", "decline", "cancel")}
+_ACTIONS: Final = {
+    KIND: ("approve", "decline", "edit"),
+    QUESTION_KIND: ("answer", "decline", "cancel"),
+}
 """What each kind of card sends: an approval is never answered, a question never approved."""
+_WITH_VALUES: Final = ("answer", "edit")
+"""The actions that send a form: a question's answer, an approval's edited arguments."""
 _FORM_VALUE: Final = (str, bool, int, float)
 """What an input's value may be (Teams sends text; a toggle's is "true"/"false")."""
 
@@ -36,7 +41,7 @@ class _ActionData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["approval", "question"]
-    action: Literal["approve", "decline", "answer", "cancel"]
+    action: Literal["approve", "decline", "edit", "answer", "cancel"]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None
@@ -163,8 +168,9 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         parsed = _ActionData.model_validate(data)
     except ValidationError:
         return None
-    values = _form_values(data) if parsed.action == "answer" else None
-    if parsed.action == "answer" and values is None:
+    with_values = parsed.action in _WITH_VALUES
+    values = _form_values(data) if with_values else None
+    if with_values and values is None:
         return None
     user_id, user_name = _user(activity)
     reason = data.get(REASON_INPUT)

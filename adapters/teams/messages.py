@@ -9,6 +9,8 @@ from typing import Final
 
 APPROVE: Final = "Approve"
 DECLINE: Final = "Decline"
+EDIT: Final = "Edit"
+APPROVE_EDITED: Final = "Approve edited"
 
 CARD_TITLE_PENDING: Final = "Approval needed"
 CARD_TITLE_APPROVED: Final = "✅ Approved by {who}"
@@ -30,6 +32,11 @@ CARD_EXPIRES: Final = "Expires {{{{DATE({at}, SHORT)}}}} at {{{{TIME({at})}}}}"
 CARD_REASON: Final = "Reason: {reason}"
 CARD_REASON_LABEL: Final = "Reason (optional, shown with a decline)"
 CARD_REASON_PLACEHOLDER: Final = "Why?"
+CARD_EDIT_HINT: Final = "Change the arguments, then approve them as edited."
+CARD_EDITED: Final = "Edited by {who}: {changes}"
+CARD_EDIT_CHANGE: Final = "{key} {before} → {after}"
+CARD_EDIT_UNCHANGED: Final = "the same arguments"
+CARD_EDIT_UNSET: Final = "(not set)"
 
 PROMPT: Final = "**{tool}** asks: {question}"
 PROMPT_FIELDS: Final = "Reply here to answer ({fields})."

@@ -86,7 +86,7 @@ class Turns:
         if result.accepted and result.card is not None:
             body = _card_body(result.card)
         else:
-            # Refused, stale, or a form answer that does not fit: the clicker reads why.
+            # Refused, stale, or a form answer or edit that does not fit: the clicker reads why.
             body = _message_body(result.message or messages.ACTION_FAILED)
         await _answer_invoke(context, body)
 

@@ -8,13 +8,14 @@ exactly those, and an answer that changes them after approval asks again.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agents import (
     Agent,
+    ArgsInvalidError,
     MemoryStore,
     ResumeDataInvalidError,
     RunSnapshot,
@@ -384,3 +385,70 @@ async def test_an_answer_with_aliased_fields_runs_once_approved() -> None:
     assert card.suspend_payload.answer == {"ticketId": "CHG-7"}
     await agent.approve_tool_call_generate(run_id=first.run_id)
     assert ran == ["CHG-7"]
+
+
+# -- approving edited arguments ---------------------------------------------------
+
+
+def refund_agent(ran: list[dict[str, object]]) -> Agent:
+    def at_most_500(args: Any) -> None:
+        if args.amount > 500:
+            raise ValueError("refunds above 500 go through finance")
+
+    @tool(require_approval=True, check=at_most_500)
+    def refund(order: str, amount: int, currency: Literal["EUR", "USD"] = "EUR") -> str:
+        """Refund an order."""
+        ran.append({"order": order, "amount": amount, "currency": currency})
+        return f"refunded {amount} {currency} on {order}"
+
+    return Agent(
+        id="billing",
+        model=call_then_answer(ToolCall("refund", {"order": "A-1", "amount": 150})),
+        tools=[refund],
+        store=MemoryStore(),
+    )
+
+
+async def test_an_approval_with_edited_arguments_runs_exactly_those_and_says_so() -> None:
+    ran: list[dict[str, object]] = []
+    agent = refund_agent(ran)
+    paused = await agent.generate("refund A-1")
+    final = await agent.approve_tool_call_generate(
+        run_id=paused.run_id,
+        decided_by="U2",
+        args={"order": "A-1", "amount": "120", "currency": "USD"},
+    )
+    assert ran == [{"order": "A-1", "amount": 120, "currency": "USD"}]
+    assert "edited the arguments before approving" in final.text
+    assert "refunded 120 USD on A-1" in final.text
+    audit = await agent.engine.store.list_audit(run_id=paused.run_id)
+    assert [e.event for e in audit] == ["requested", "edited", "approved", "executed"]
+    edited = audit[1]
+    assert edited.previous_args == {"order": "A-1", "amount": 150, "currency": "EUR"}
+    assert edited.args == {"order": "A-1", "amount": 120, "currency": "USD"}
+    assert edited.actor == "U2"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({"order": "A-1", "amount": "lots"}, "amount"),
+        ({"order": "A-1", "amount": 900}, "refunds above 500 go through finance"),
+        ({"amount": 100}, "order"),
+    ],
+)
+async def test_an_edit_that_does_not_fit_changes_nothing(
+    args: dict[str, object], error: str
+) -> None:
+    ran: list[dict[str, object]] = []
+    agent = refund_agent(ran)
+    paused = await agent.generate("refund A-1")
+    with pytest.raises(ArgsInvalidError, match=error):
+        await agent.approve_tool_call(run_id=paused.run_id, decided_by="U2", args=args)
+    run = await agent.get_run(paused.run_id)
+    assert run.pending[0].state == "pending"
+    assert run.pending[0].args == {"order": "A-1", "amount": 150, "currency": "EUR"}
+    assert ran == []
+    # Still decidable as asked.
+    await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="U2")
+    assert ran == [{"order": "A-1", "amount": 150, "currency": "EUR"}]

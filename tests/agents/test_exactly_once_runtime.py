@@ -56,5 +56,5 @@ async def test_fifty_concurrent_approvals_from_two_processes_run_the_tool_once(
         assert final is not None
         assert final.status == "finished"
         audit = [e.event for e in await store.list_audit(run_id=paused.run_id)]
-        assert audit == ["requested", "approved"]
+        assert audit == ["requested", "approved", "executed"]
         await store.close()

@@ -131,7 +131,9 @@ async def test_the_audit_log_records_requests_and_decisions_per_run_and_thread()
         ("declined", "U2"),
         ("requested", None),
         ("approved", "U3"),
+        ("executed", "U3"),
     ]
+    assert entries[-1].result is not None
     declined = entries[1]
     assert declined.reason == "not now"
     assert declined.requester == "U1"
@@ -140,4 +142,5 @@ async def test_the_audit_log_records_requests_and_decisions_per_run_and_thread()
     assert [e.event for e in await store.list_audit(run_id=second.run_id)] == [
         "requested",
         "approved",
+        "executed",
     ]

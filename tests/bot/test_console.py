@@ -43,7 +43,7 @@ async def test_a_card_is_answered_on_the_next_line() -> None:
     assert "[approval needed] ops wants to run restart_service" in out
     assert "    service: api" in out
     assert "requested by ada" in out
-    assert out.count("Approve? [a]pprove / [d]ecline (reason) > ") == 2
+    assert out.count("Approve? [a]pprove / [e]dit / [d]ecline (reason) > ") == 2
     assert "Please answer 'a' to approve" in out
     assert "[approved by ada] restart_service" in out
     assert out.rstrip().endswith("bot> Done. restart_service ok: restarted api")
@@ -71,7 +71,7 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     console = ConsoleAdapter(bot, user="ada", lines=lines("restart the api"), out=out)
     await console.run()
     await bot.aclose()
-    assert out.getvalue().rstrip().endswith("Approve? [a]pprove / [d]ecline (reason) >")
+    assert out.getvalue().rstrip().endswith("Approve? [a]pprove / [e]dit / [d]ecline (reason) >")
     assert console.thread.id.startswith("console:local:ada:")
     (pending,) = await bot.agent.list_suspended_runs(thread_id=console.thread.id)
     assert pending.tool_name == "restart_service"
@@ -218,7 +218,7 @@ async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_th
     tmp_path: Path,
 ) -> None:
     first = await console_demo(tmp_path, "delete record abc-123")
-    assert first.rstrip().endswith("Approve? [a]pprove / [d]ecline (reason) >")
+    assert first.rstrip().endswith("Approve? [a]pprove / [e]dit / [d]ecline (reason) >")
     # Ctrl-D, then `make run` again: the same thread, the same card, still decidable.
     second = await console_demo(tmp_path, "a")
     assert "(these still wait in thread 'main', from an earlier session)" in second
@@ -228,3 +228,23 @@ async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_th
     # Another thread name is another conversation: nothing waits there.
     other = await console_demo(tmp_path, "help", argv=("--thread", "other"))
     assert "still wait" not in other
+
+
+async def test_a_card_is_edited_field_by_field_then_approved_as_edited(tmp_path: Path) -> None:
+    out = await console_demo(
+        tmp_path,
+        "refund order A-1001 150",
+        "e",
+        "",  # the order stays
+        "lots",  # not an amount: asked again
+        "e",
+        "",
+        "120",
+    )
+    assert "Approve? [a]pprove / [e]dit / [d]ecline (reason) >" in out
+    assert "    Order Id [A-1001]: " in out
+    assert "    Amount [150.0]: " in out
+    assert "Those arguments do not fit: amount:" in out
+    assert "[approved by grace] refund" in out
+    assert "    edited by grace: amount: 150.0 → 120.0" in out
+    assert '"amount": "120.00"' in out

@@ -150,6 +150,15 @@ def test_form_fields_come_from_the_answer_schema_and_values_are_typed() -> None:
     assert form_answer(fields, values) == {"day": "sun", "hour": 7, "ratio": 0.5, "notify": True}
     # What does not convert stays, so validation names the field.
     assert form_answer(fields, {"hour": "seven"}) == {"hour": "seven"}
+    # A choice that is not text comes back as the schema's own value.
+    (level, flag) = prompt_fields(
+        {"properties": {"level": {"enum": [1, 2]}, "flag": {"enum": [True, False]}}}
+    )
+    assert (level.choices, flag.choices) == (("1", "2"), ("true", "false"))
+    assert form_answer((level, flag), {"level": "2", "flag": "false"}) == {
+        "level": 2,
+        "flag": False,
+    }
 
 
 async def test_cancel_as_a_reply_leaves_the_question_and_the_tool_hears_it() -> None:

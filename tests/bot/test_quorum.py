@@ -140,6 +140,7 @@ async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
         ("voted", "U2"),
         ("voted", "U3"),
         ("approved", "U2,U3"),
+        ("executed", "U2,U3"),
     ]
     late = await bot.on_click(click(card, user="U4"))
     assert not late.accepted
@@ -242,7 +243,7 @@ async def test_simultaneous_approvals_count_once_each_and_decide_once(store: Sto
     assert ran.count == 1
     assert shown(messenger).status == "approved"
     events = [e for e, _ in await audit(bot, card)]
-    assert events == ["requested", "voted", "voted", "approved"]
+    assert events == ["requested", "voted", "voted", "approved", "executed"]
     refusals = [r.message or "" for r in results if not r.accepted]
     assert len(refusals) == 2
     assert all(m.startswith("This request was already approved by") for m in refusals)

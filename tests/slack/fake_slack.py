@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ PLACEHOLDER_LIMIT = 150
 OPTIONS_LIMIT = 100
 OPTION_TEXT_LIMIT = 75
 OPTION_VALUE_LIMIT = 150
+TEXT_LIMIT = 3000
+NUMBER = re.compile(r"-?\d+(\.\d+)?")
+WHOLE_NUMBER = re.compile(r"-?\d+")
 
 
 @dataclass
@@ -318,8 +322,19 @@ def _input_problem(block: dict[str, Any]) -> str | None:
     element = block.get("element", {})
     if len(element.get("placeholder", {}).get("text", "")) > PLACEHOLDER_LIMIT:
         return "placeholder over 150 characters"
-    if element.get("type") == "number_input" and "is_decimal_allowed" not in element:
-        return "number_input without is_decimal_allowed"
+    if element.get("type") == "number_input":
+        if "is_decimal_allowed" not in element:
+            return "number_input without is_decimal_allowed"
+        initial = element.get("initial_value")
+        number = NUMBER if element["is_decimal_allowed"] else WHOLE_NUMBER
+        if initial is not None and not (isinstance(initial, str) and number.fullmatch(initial)):
+            return "number_input initial_value not a number string it allows"
+    if element.get("type") == "plain_text_input":
+        initial = element.get("initial_value")
+        if initial is not None and not (isinstance(initial, str) and len(initial) <= TEXT_LIMIT):
+            return "plain_text_input initial_value not a string of at most 3000 characters"
+    if "initial_option" in element and element["initial_option"] not in element.get("options", []):
+        return "initial_option not one of the options"
     if element.get("type") == "static_select":
         options = element.get("options", [])
         values = [o.get("value", "") for o in options]

@@ -13,7 +13,6 @@ from adapters.slack.blocks import (
     SECTION_LIMIT,
     approval_card,
     cut,
-    decline_modal,
     escape,
     long_text,
     mention,
@@ -23,6 +22,7 @@ from adapters.slack.blocks import (
     text_mrkdwn,
     to_mrkdwn,
 )
+from adapters.slack.modals import decline_modal
 from adapters.slack.wire import (
     APPROVE_ACTION,
     ModalMetadata,

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.blocks import answer_modal, prompt
+from adapters.slack.blocks import prompt
+from adapters.slack.modals import answer_modal
 from adapters.slack.wire import (
     ANSWER_ACTION,
     QUESTION_CANCEL_ACTION,

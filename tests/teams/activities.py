@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 TENANT = "tenant-1"
@@ -81,9 +82,17 @@ def channel_post(
     return message(service_url, text, conversation=conversation, activity_id=activity_id, **kw)
 
 
+def all_actions(card: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The card's actions, and those of the cards its Action.ShowCards open."""
+    for action in card.get("actions") or []:
+        yield action
+        if action["type"] == "Action.ShowCard":
+            yield from all_actions(action["card"])
+
+
 def action_data(card: dict[str, Any], verb: str) -> dict[str, Any]:
-    """The ``data`` of the card's Action.Execute with ``verb``."""
-    for action in card["actions"]:
+    """The ``data`` of the card's Action.Execute with ``verb`` (a shown card's too)."""
+    for action in all_actions(card):
         if action["type"] == "Action.Execute" and action["verb"] == verb:
             data: dict[str, Any] = action["data"]
             return data
@@ -92,7 +101,7 @@ def action_data(card: dict[str, Any], verb: str) -> dict[str, Any]:
 
 def fallback_data(card: dict[str, Any], verb: str) -> dict[str, Any]:
     """The ``data`` of the Action.Submit fallback of the card's ``verb`` action."""
-    for action in card["actions"]:
+    for action in all_actions(card):
         if action.get("verb") == verb:
             fallback = action["fallback"]
             assert fallback["type"] == "Action.Submit"

@@ -73,14 +73,13 @@ def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> Non
             "run_id": "run-1",
             "tool_call_id": "call-1",
         }
-        assert action["fallback"] == {
-            "type": "Action.Submit",
-            "title": action["title"],
-            "style": action["style"],
-            "data": action["data"],
-        }
+        own = {k: v for k, v in action.items() if k not in ("type", "verb", "fallback")}
+        assert action["fallback"] == {"type": "Action.Submit", **own}
     (reason,) = [e for e in card["body"] if e["type"] == "Input.Text"]
     assert reason["id"] == "reason"
+    approve, decline = actions
+    assert approve["associatedInputs"] == "none"  # the reason is a decline's
+    assert "associatedInputs" not in decline
 
 
 @pytest.mark.parametrize(
@@ -363,3 +362,199 @@ def test_a_notice_names_whom_it_is_for_escaped() -> None:
     notice = Notice(text="your request expired", to=Person(id="aad-1", name="*Ann*"))
     assert cards.text_of(notice) == r"\*Ann\*: your request expired"
     assert cards.text_of(Notice(text="plain")) == "plain"
+
+
+# -- Edit: the arguments as a form, approved as edited --------------------------------
+
+REFUND_FIELDS = (
+    PromptField(name="order", label="order", required=True, value="A-1001"),
+    PromptField(name="amount", label="amount", kind="integer", required=True, value=150),
+    PromptField(
+        name="currency", label="currency", kind="choice", choices=("EUR", "USD"), value="EUR"
+    ),
+    PromptField(name="share", label="share", kind="number", value=0.5),
+    PromptField(name="notify", label="Tell them", kind="boolean", value=True),
+    PromptField(name="note", label="note", description="Anything else?", value="line 1\nline 2"),
+)
+
+
+def editable(**kw: Any) -> ApprovalCard:
+    return approval(editable=True, fields=REFUND_FIELDS, **kw)
+
+
+def edit_action(card: dict[str, Any]) -> dict[str, Any]:
+    (show,) = [a for a in card.get("actions", []) if a["type"] == "Action.ShowCard"]
+    found: dict[str, Any] = show
+    return found
+
+
+def test_an_editable_card_has_edit_which_opens_the_arguments_and_approve_edited() -> None:
+    card = cards.approval_card(editable())
+    assert [(a["type"], a["title"]) for a in card["actions"]] == [
+        ("Action.Execute", "Approve"),
+        ("Action.Execute", "Decline"),
+        ("Action.ShowCard", "Edit"),
+    ]
+    form = edit_action(card)["card"]
+    assert form["type"] == "AdaptiveCard"
+    ids = [e["id"] for e in form["body"] if e["type"].startswith("Input.")]
+    assert ids == [cards.FIELD_INPUT_PREFIX + f.name for f in REFUND_FIELDS]
+    (send,) = form["actions"]
+    assert (send["type"], send["title"], send["verb"]) == (
+        "Action.Execute",
+        "Approve edited",
+        "edit",
+    )
+    assert send["data"] == {
+        "kind": "approval",
+        "action": "edit",
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+    }
+    assert "associatedInputs" not in send  # it sends the form's inputs
+    assert send["fallback"] == {
+        "type": "Action.Submit",
+        "title": "Approve edited",
+        "style": "positive",
+        "data": send["data"],
+    }
+    # The edit inputs are in the shown card only: the card's own Approve and Decline
+    # (which gather the inputs of their own card) never send or wait for them.
+    assert [e["id"] for e in card["body"] if e["type"].startswith("Input.")] == ["reason"]
+
+
+def test_each_edit_input_starts_from_the_value_the_card_shows() -> None:
+    form = edit_action(cards.approval_card(editable()))["card"]
+    order, amount, currency, share, notify, note = [
+        e for e in form["body"] if e["type"].startswith("Input.")
+    ]
+    assert (order["type"], order["value"], order["isRequired"]) == ("Input.Text", "A-1001", True)
+    assert "isMultiline" not in order
+    assert (amount["type"], amount["value"]) == ("Input.Number", 150)
+    assert (currency["type"], currency["value"]) == ("Input.ChoiceSet", "EUR")
+    assert (share["type"], share["value"]) == ("Input.Number", 0.5)
+    assert (notify["type"], notify["value"], notify["valueOn"]) == ("Input.Toggle", "true", "true")
+    assert (note["value"], note["isMultiline"], note["placeholder"]) == (
+        "line 1\nline 2",
+        True,
+        "Anything else?",
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (PromptField(name="n", label="n", kind="number", value=float("nan")), None),
+        (PromptField(name="n", label="n", kind="integer", value=True), None),
+        (PromptField(name="n", label="n", kind="integer", value="12"), None),
+        (PromptField(name="c", label="c", kind="choice", choices=("a",), value="b"), None),
+        (PromptField(name="b", label="b", kind="boolean", value=None), "false"),
+        (PromptField(name="t", label="t", value=None), None),
+        (PromptField(name="t", label="t", value=7), "7"),
+        (PromptField(name="t", label="t", value="[x](y) *not markup*"), "[x](y) *not markup*"),
+    ],
+)
+def test_an_edit_input_holds_only_a_value_it_can_show_as_given(
+    field: PromptField, value: Any
+) -> None:
+    form = edit_action(cards.approval_card(approval(editable=True, fields=(field,))))["card"]
+    (element,) = [e for e in form["body"] if e["type"].startswith("Input.")]
+    assert element.get("value") == value
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        approval(),  # not editable
+        approval(editable=True),  # no fields
+        editable(status="approved", decided_by=(Person(id="aad-bob", name="Bob"),)),
+        editable(status="expired"),
+    ],
+)
+def test_only_a_pending_editable_card_has_edit(card: ApprovalCard) -> None:
+    rendered = cards.approval_card(card)
+    assert not any(a["type"] == "Action.ShowCard" for a in rendered.get("actions", []))
+
+
+def test_an_edit_value_is_never_shortened_and_a_form_too_big_for_a_message_is_left_out() -> None:
+    long = "y" * 5_000
+    fits = cards.approval_card(
+        approval(
+            args={"note": long},
+            editable=True,
+            fields=(PromptField(name="note", label="note", value=long),),
+        )
+    )
+    (note,) = [e for e in edit_action(fits)["card"]["body"] if e["type"] == "Input.Text"]
+    assert note["value"] == long
+
+    huge = "z" * 30_000
+    card = cards.approval_card(
+        approval(
+            args={"note": huge},
+            editable=True,
+            fields=(PromptField(name="note", label="note", value=huge),),
+        )
+    )
+    assert size(card) <= cards.CARD_BUDGET_BYTES
+    assert [a["title"] for a in card["actions"]] == ["Approve", "Decline"]
+    assert any(t.endswith(messages.CARD_TRUNCATED) for t in texts(card))
+
+
+BOB = Person(id="aad-bob", name="Bob")
+
+
+def edited(previous: dict[str, Any], args: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return cards.approval_card(
+        approval(
+            status="approved",
+            decided_by=(BOB,),
+            args=args,
+            previous_args=previous,
+            edited_by=kw.pop("edited_by", BOB),
+            **kw,
+        )
+    )
+
+
+def test_a_card_approved_as_edited_shows_what_ran_and_who_changed_what() -> None:
+    card = edited(
+        {"order": "A-1", "amount": 150, "currency": "EUR"},
+        {"order": "A-1", "amount": 120, "currency": "USD"},
+    )
+    shown = texts(card)
+    assert shown[0] == "✅ Approved by Bob"
+    assert "amount: 120" in shown
+    assert "currency: USD" in shown
+    assert "Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
+    assert "actions" not in card
+
+
+def test_the_edit_line_names_arguments_added_or_left_out_and_type_changes() -> None:
+    card = edited({"a": 1, "gone": "x", "same": 1}, {"a": 1.0, "same": 1, "new": True})
+    (line,) = [t for t in texts(card) if t.startswith("Edited by")]
+    assert line == "Edited by Bob: a 1 → 1.0; new (not set) → true; gone x → (not set)"
+
+    unchanged = edited({"a": 1}, {"a": 1}, edited_by=None)
+    assert "Edited by someone: the same arguments" in texts(unchanged)
+
+
+@pytest.mark.parametrize("payload", INJECTIONS)
+def test_the_edit_line_cannot_be_given_markup(payload: str) -> None:
+    card = edited({payload: "before"}, {payload: payload}, edited_by=Person(id=payload))
+    (line,) = [t for t in texts(card) if t.startswith("Edited by ")]
+    before, _, after = line.removeprefix("Edited by ").partition(": ")
+    assert_literal(before, payload)
+    key_and_before, _, value = after.partition(" → ")
+    assert_literal(key_and_before.removesuffix(" before"), payload)
+    assert_literal(value, payload)
+
+
+def test_huge_edits_are_shortened_to_fit_a_teams_message() -> None:
+    previous = {f"field_{i}": "a" * 10_000 for i in range(60)}
+    args = {f"field_{i}": "b" * 10_000 for i in range(60)}
+    card = edited(previous, args)
+    assert size(card) <= cards.CARD_BUDGET_BYTES
+    (line,) = [t for t in texts(card) if t.startswith("Edited by")]
+    assert line.endswith("more")
+    assert messages.CARD_TRUNCATED in line

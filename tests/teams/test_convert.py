@@ -134,7 +134,8 @@ def test_a_submit_of_a_question_is_one_of_our_clicks() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "verb"), [("approval", "answer"), ("approval", "cancel"), ("question", "approve")]
+    ("kind", "verb"),
+    [("approval", "answer"), ("approval", "cancel"), ("question", "approve"), ("question", "edit")],
 )
 def test_an_action_the_kind_of_card_does_not_have_is_not_a_click(kind: str, verb: str) -> None:
     activity = invoke({"kind": kind, "action": verb, "run_id": "r", "tool_call_id": "c"}, verb)
@@ -144,4 +145,45 @@ def test_an_action_the_kind_of_card_does_not_have_is_not_a_click(kind: str, verb
 @pytest.mark.parametrize("value", [{"a": 1}, [1], [{"b": "c"}]])
 def test_an_answer_with_a_value_that_is_not_plain_is_not_a_click(value: Any) -> None:
     activity = invoke({**QUESTION, "action": "answer", "field:hour": value}, "answer")
+    assert convert.execute_click(activity, convert.thread_of(activity)) is None
+
+
+APPROVAL = {"kind": "approval", "run_id": "r", "tool_call_id": "c"}
+
+
+def test_approve_edited_carries_the_edited_arguments_by_name() -> None:
+    data = {
+        **APPROVAL,
+        "action": "edit",
+        "field:order": "A-1001",
+        "field:amount": "120",
+        "field:refund_all": "false",
+        "reason": "",
+    }
+    activity = invoke(data, "edit")
+    click = convert.execute_click(activity, convert.thread_of(activity))
+    assert click is not None
+    assert (click.action, click.run_id, click.tool_call_id) == ("edit", "r", "c")
+    assert click.values == {"order": "A-1001", "amount": "120", "refund_all": "false"}
+
+    submitted = act.message(URL, "", conversation=act.chat_conversation())
+    submitted["value"] = data
+    parsed = parse(submitted)
+    assert convert.is_submit(parsed)
+    fallback = convert.submit_click(parsed, convert.thread_of(parsed))
+    assert fallback is not None
+    assert (fallback.action, fallback.values) == ("edit", click.values)
+
+
+def test_approve_and_decline_carry_no_values_even_beside_an_edit_form() -> None:
+    for verb in ("approve", "decline"):
+        activity = invoke({**APPROVAL, "action": verb, "field:amount": "120"}, verb)
+        click = convert.execute_click(activity, convert.thread_of(activity))
+        assert click is not None
+        assert (click.action, click.values) == (verb, None)
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1]])
+def test_an_edit_with_a_value_that_is_not_plain_is_not_a_click(value: Any) -> None:
+    activity = invoke({**APPROVAL, "action": "edit", "field:amount": value}, "edit")
     assert convert.execute_click(activity, convert.thread_of(activity)) is None

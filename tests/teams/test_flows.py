@@ -67,6 +67,7 @@ async def test_approve_with_action_execute_updates_the_card_and_answers_in_the_t
     assert [(a["type"], a["title"]) for a in card["actions"]] == [
         ("Action.Execute", "Approve"),
         ("Action.Execute", "Decline"),
+        ("Action.ShowCard", "Edit"),
     ]
     assert "deploy" in text_of_card(card)
     assert "service: api" in text_of_card(card)
@@ -527,4 +528,5 @@ async def test_a_quorum_of_two_needs_action_execute_from_two_people(
         ("voted", "aad-bob"),
         ("voted", "aad-carol"),
         ("approved", "aad-bob,aad-carol"),
+        ("executed", "aad-bob,aad-carol"),
     ]
