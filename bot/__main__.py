@@ -1,5 +1,6 @@
-"""The composition root: ``python -m bot`` (HTTP server), ``python -m bot console``
-and ``python -m bot check`` (validate the configuration, start nothing).
+"""The composition root: ``python -m bot`` (HTTP server), ``python -m bot console``,
+``python -m bot check`` (validate the configuration, start nothing) and
+``python -m bot audit`` (print the audit log).
 
 This is the only module of ``bot`` that imports adapters. Configuration errors
 (settings, policy, agent) end the process with one readable line per problem
@@ -18,6 +19,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +28,7 @@ from aiohttp import web
 
 from agents import Agent, Model, Store, open_store
 
+from .audit import AuditFormat, audit_rows, since_of, write
 from .config import BotConfig, ConfigError, load_config
 from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
@@ -236,6 +239,18 @@ async def console(settings: Settings, bot: ChatBot, thread: str | None = None) -
         await bot.aclose()
 
 
+async def audit(
+    settings: Settings, *, thread: str | None, since: datetime | None, fmt: AuditFormat
+) -> None:
+    """Print the audit log (of one thread, from ``since`` on) to stdout."""
+    policy = load_policy(settings)
+    store = open_store(settings.store_url)
+    try:
+        write(await audit_rows(store, policy, thread_id=thread, since=since), sys.stdout, fmt)
+    finally:
+        await store.close()
+
+
 class StartupError(Exception):
     """Several configuration problems at once; ``lines`` says each in one line."""
 
@@ -366,23 +381,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command",
         nargs="?",
         default="serve",
-        choices=("serve", "console", "check"),
-        help="serve HTTP (default), chat in the terminal, or check the configuration and exit",
+        choices=("serve", "console", "check", "audit"),
+        help="serve HTTP (default), chat in the terminal, check the configuration and exit,"
+        " or print the audit log",
     )
     parser.add_argument(
         "--thread",
         metavar="NAME",
-        help="console: the conversation to continue (default: main); what waits in it is"
-        " shown again",
+        help="console: the conversation to continue (default: main), what waits in it shown"
+        " again; audit: only this thread's entries (its id, e.g. slack:T1:C1:1700.1)",
+    )
+    parser.add_argument(
+        "--since", metavar="DURATION", help="audit: only entries this recent (30m, 24h, 7d)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "csv", "jsonl"),
+        default="table",
+        help="audit: how to print (default: table)",
     )
     args = parser.parse_args(argv)
-    if args.thread is not None and args.command != "console":
-        parser.error("--thread is for the console")
+    if args.thread is not None and args.command not in ("console", "audit"):
+        parser.error("--thread is for the console and the audit")
     if args.thread is not None and not args.thread.strip():
         parser.error("--thread needs a name")
+    if args.command != "audit" and (args.since is not None or args.format != "table"):
+        parser.error("--since and --format are for the audit")
+    try:
+        since = since_of(args.since, datetime.now(UTC))
+    except ValueError as exc:
+        parser.error(f"--since: {exc}")
     _configure_logging(console=args.command != "serve")
     try:
         settings = load_settings()
+        if args.command == "audit":
+            asyncio.run(audit(settings, thread=args.thread, since=since, fmt=args.format))
+            return 0
         asyncio.run(run(args.command, settings, thread=args.thread))
     except (SettingsError, PolicyError, ConfigError, StartupError) as exc:
         for line in exc.lines:

@@ -86,6 +86,8 @@ class Rule(BaseModel):
     allow_self_approval: StrictBool | None = None
     expires_in: Duration | None = None
     quorum: Annotated[StrictInt, Field(ge=1)] | None = None
+    sensitive: StrictBool | None = None
+    """The audit report shows a hash of this tool's arguments, never the arguments."""
 
 
 class PolicyFile(BaseModel):
@@ -119,6 +121,8 @@ class EffectiveRule:
     expires_in: timedelta | None
     quorum: int = 1
     """How many different allowed people must approve before the call runs."""
+    sensitive: bool = False
+    """Reports show a hash of the arguments instead of them."""
 
 
 class ApprovalPolicy:
@@ -195,6 +199,7 @@ class ApprovalPolicy:
             allow_self_approval=True if allow_self is None else allow_self,
             expires_in=own.expires_in or default.expires_in,
             quorum=own.quorum or default.quorum or 1,
+            sensitive=bool(own.sensitive if own.sensitive is not None else default.sensitive),
         )
 
     def quorum(self, tool_name: str) -> int:
@@ -274,4 +279,4 @@ def _too_few(quorum: int, approvers: Iterable[str]) -> str:
 def _unknown(err: ErrorDetails) -> str:
     if len(err["loc"]) == 1:
         return "unknown section (known: [default], [tools.<tool name>])"
-    return "unknown field (known: approvers, allow_self_approval, expires_in, quorum)"
+    return "unknown field (known: approvers, allow_self_approval, expires_in, quorum, sensitive)"
