@@ -128,6 +128,7 @@ class ChatBot:
         )
         self.housekeeping = Housekeeping(
             agent=agent,
+            policy=self.policy,
             chat=self.chat,
             presenter=self.presenter,
             tasks=self.tasks,
@@ -244,6 +245,10 @@ class ChatBot:
     async def sweep_expired(self, now: datetime | None = None) -> int:
         """Expire every call past its time; see ``Housekeeping.sweep_expired``."""
         return await self.housekeeping.sweep_expired(now)
+
+    async def send_reminders(self, now: datetime | None = None) -> int:
+        """Send the reminders and escalations due; see ``Housekeeping.send_reminders``."""
+        return await self.housekeeping.send_reminders(now)
 
     async def recover_interrupted(self, now: datetime | None = None) -> int:
         """Report runs a crash left in flight; see ``Housekeeping.recover_interrupted``."""

@@ -185,8 +185,9 @@ class Decisions:
             action: Literal["approve", "decline"] = (
                 "decline" if click.action == "decline" else "approve"
             )
+            escalated = self._policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
             refusal = self._policy.check(
-                call.tool_name, call.requester, click.user_id, action=action
+                call.tool_name, call.requester, click.user_id, action=action, escalated=escalated
             )
         if refusal is not None:
             return None, ((refusal,), "refused")

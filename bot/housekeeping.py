@@ -5,16 +5,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 
 from agents import Agent, ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
 
 from . import messages
 from .chat_state import ChatState, ask_of
 from .metrics import Metrics
-from .presenter import Presenter
+from .policy import ApprovalPolicy
+from .presenter import TIMER, Presenter, Timer
 from .tasks import KeyedLocks, TaskTracker
-from .types import Messenger, ThreadKey
+from .types import Messenger, Notice, ThreadKey
 from .views import prompt, thread_of
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,8 @@ class Housekeeping:
 
     Args:
         agent: The root agent, whose runtime finds what is due.
-        chat: Card locks (an expiry must not cross a vote).
+        policy: Who a reminder pings, and who an escalation adds.
+        chat: Card locks (an expiry must not cross a vote); reminders due.
         presenter: How cards and notices reach people.
         tasks: Where the follow-up work runs.
         threads: The per-thread locks that keep a thread's replies in order.
@@ -36,6 +38,7 @@ class Housekeeping:
         self,
         *,
         agent: Agent,
+        policy: ApprovalPolicy,
         chat: ChatState,
         presenter: Presenter,
         tasks: TaskTracker,
@@ -43,6 +46,7 @@ class Housekeeping:
         metrics: Metrics,
     ) -> None:
         self._agent = agent
+        self._policy = policy
         self._chat = chat
         self._presenter = presenter
         self._tasks = tasks
@@ -93,6 +97,58 @@ class Housekeeping:
                     messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
                 await self._presenter.consume(thread, messenger, item.stream)
+
+    # -- reminders and escalations -----------------------------------------------
+
+    async def send_reminders(self, now: datetime | None = None) -> int:
+        """Ping the approvers of calls undecided past ``remind_after``, and tell the
+        ``escalate_to`` people of those past ``escalate_after`` that they may decide.
+
+        Each job is handed to exactly one process (the chat state's ``take_due``), so
+        a reminder goes out once across replicas and restarts. Returns how many went
+        out (a call decided meanwhile gets none).
+        """
+        now = now or datetime.now(UTC)
+        sent = 0
+        for key, data in await self._chat.take_due(now.timestamp()):
+            try:
+                job = TIMER.validate_json(data)
+            except ValueError:
+                log.error("a timed job %s could not be read; dropped", key)
+                continue
+            sent += await self._remind(job, now)
+        return sent
+
+    async def _remind(self, job: Timer, now: datetime) -> int:
+        try:
+            snap = await self._agent.get_run(job.run_id)
+        except RunNotFoundError:
+            return 0
+        call = snap.find_pending(job.tool_call_id)
+        if call is None or call.state != "pending" or call.kind != "approval":
+            return 0  # decided (or gone) since
+        info = PendingInfo.of(job.run_id, call)
+        place = await self._presenter.card_place(info)
+        messenger = self._presenter.messenger_of(place.thread if place else None)
+        if place is None or messenger is None:
+            return 0
+        thread, rule = place.thread, self._policy.rule(info.tool_name)
+        if job.kind == "remind":
+            people = sorted(
+                rule.approvers
+                | (
+                    rule.escalate_to
+                    if self._policy.escalated(info.tool_name, info.created_at, now)
+                    else frozenset()
+                )
+            )
+            text = messages.REMINDER.format(tool=info.tool_name)
+        else:
+            people = sorted(rule.escalate_to)
+            text = messages.ESCALATED.format(tool=info.tool_name)
+        named = tuple(self._presenter.who(thread, user) for user in people)
+        await self._presenter.say(messenger, thread, Notice(text=text, also=named))
+        return 1
 
     async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
         """Where a run was asked: its card's thread, else what the run remembers."""
@@ -168,6 +224,7 @@ class Housekeeping:
         started = time.monotonic()
         try:
             await self.sweep_expired()
+            await self.send_reminders()
         except Exception:
             self._hold_off_until = time.monotonic() + lease
             raise

@@ -40,6 +40,10 @@ RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
 )
+REMINDER: Final = "reminder: `{tool}` is still waiting for a decision (the card above)."
+ESCALATED: Final = (
+    "`{tool}` has waited long for a decision, so you may now decide it too (the card above)."
+)
 EXPIRED_APPROVAL: Final = (
     "nobody decided on `{tool}` in time, so the request expired and the tool did not run."
 )

@@ -29,7 +29,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -88,6 +88,11 @@ class Rule(BaseModel):
     quorum: Annotated[StrictInt, Field(ge=1)] | None = None
     sensitive: StrictBool | None = None
     """The audit report shows a hash of this tool's arguments, never the arguments."""
+    remind_after: Duration | None = None
+    """Undecided this long: the approvers are reminded once, in the card's thread."""
+    escalate_after: Duration | None = None
+    """Undecided this long: ``escalate_to`` may decide too, and are told."""
+    escalate_to: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 class PolicyFile(BaseModel):
@@ -123,6 +128,9 @@ class EffectiveRule:
     """How many different allowed people must approve before the call runs."""
     sensitive: bool = False
     """Reports show a hash of the arguments instead of them."""
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    escalate_to: frozenset[str] = frozenset()
 
 
 class ApprovalPolicy:
@@ -135,7 +143,7 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
-        problems = self._unreachable_quorums()
+        problems = self._unreachable_quorums() + self._half_escalations()
         if problems:
             raise PolicyError(source or "<policy>", problems)
 
@@ -200,11 +208,33 @@ class ApprovalPolicy:
             expires_in=own.expires_in or default.expires_in,
             quorum=own.quorum or default.quorum or 1,
             sensitive=bool(own.sensitive if own.sensitive is not None else default.sensitive),
+            remind_after=own.remind_after or default.remind_after,
+            escalate_after=own.escalate_after or default.escalate_after,
+            escalate_to=frozenset(
+                own.escalate_to if own.escalate_to is not None else default.escalate_to or ()
+            ),
         )
 
     def quorum(self, tool_name: str) -> int:
         """How many different people must approve a call of this tool."""
         return self.rule(tool_name).quorum
+
+    def _half_escalations(self) -> list[tuple[str | None, str]]:
+        """Sections with ``escalate_after`` but nobody to escalate to, or the reverse."""
+        sections = [("default", self.rules.default)]
+        sections += [(f"tools.{name}", rule) for name, rule in self.rules.tools.items()]
+        problems: list[tuple[str | None, str]] = []
+        for where, own in sections:
+            if own.escalate_after is None and own.escalate_to is None:
+                continue
+            rule = self.rule(where.removeprefix("tools.")) if where != "default" else None
+            after = rule.escalate_after if rule else own.escalate_after
+            to = rule.escalate_to if rule else frozenset(own.escalate_to or ())
+            if after is None:
+                problems.append((f"{where}.escalate_to", "needs escalate_after (when to escalate)"))
+            elif not to:
+                problems.append((f"{where}.escalate_after", "needs escalate_to (who to add)"))
+        return problems
 
     def _unreachable_quorums(self) -> list[tuple[str | None, str]]:
         """Sections whose quorum exceeds the approvers they list (it could never be met)."""
@@ -228,13 +258,18 @@ class ApprovalPolicy:
         decider: str,
         *,
         action: Literal["approve", "decline"] = "approve",
+        escalated: bool = False,
     ) -> str | None:
-        """Why ``decider`` may not decide on a call of ``tool_name``, or ``None`` if they may."""
+        """Why ``decider`` may not decide on a call of ``tool_name``, or ``None`` if they may.
+
+        ``escalated``: the call waited past ``escalate_after``, so ``escalate_to`` may too.
+        """
         rule = self.rule(tool_name)
         is_requester = requester is not None and decider == requester
         if action == "decline" and is_requester:
             return None
-        if rule.approvers and decider not in rule.approvers:
+        allowed = rule.approvers | (rule.escalate_to if escalated else frozenset())
+        if rule.approvers and decider not in allowed:
             return messages.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
             return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
@@ -265,6 +300,11 @@ class ApprovalPolicy:
             return refusal
         return messages.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
 
+    def escalated(self, tool_name: str, asked_at: datetime, now: datetime) -> bool:
+        """Whether a call asked at ``asked_at`` has waited past its ``escalate_after``."""
+        after = self.rule(tool_name).escalate_after
+        return after is not None and asked_at + after <= now
+
     def expires_in(self, tool_name: str) -> timedelta | None:
         """How long a call of this tool stays decidable, if the policy says (else the agent's)."""
         return self.rule(tool_name).expires_in
@@ -279,4 +319,7 @@ def _too_few(quorum: int, approvers: Iterable[str]) -> str:
 def _unknown(err: ErrorDetails) -> str:
     if len(err["loc"]) == 1:
         return "unknown section (known: [default], [tools.<tool name>])"
-    return "unknown field (known: approvers, allow_self_approval, expires_in, quorum, sensitive)"
+    return (
+        "unknown field (known: approvers, allow_self_approval, escalate_after, escalate_to,"
+        " expires_in, quorum, remind_after, sensitive)"
+    )

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from cachetools import LRUCache
+from pydantic import TypeAdapter
 
 from agents import (
     AgentStream,
@@ -47,6 +50,21 @@ log = logging.getLogger(__name__)
 
 NAME_CACHE_SIZE = 10_000
 """People whose display names one process remembers (ids are always known)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timer:
+    """A reminder or an escalation due for one waiting call (kept in the chat state)."""
+
+    kind: Literal["remind", "escalate"]
+    run_id: str
+    tool_call_id: str
+
+    def key(self, ask: str) -> str:
+        return f"{self.kind}:{self.run_id}:{ask}"
+
+
+TIMER: TypeAdapter[Timer] = TypeAdapter(Timer)
 
 
 class Presenter:
@@ -167,8 +185,26 @@ class Presenter:
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
             await self._chat.set_card(info.run_id, ask_of(info), place)
+            if info.kind == "approval":
+                await self._set_timers(info)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+
+    async def _set_timers(self, info: PendingInfo) -> None:
+        """The reminder and the escalation the policy asks for, if still ahead (a card
+        shown again keeps what already went out)."""
+        rule = self._policy.rule(info.tool_name)
+        now = datetime.now(UTC)
+        timers: tuple[tuple[Literal["remind", "escalate"], timedelta | None], ...] = (
+            ("remind", rule.remind_after),
+            ("escalate", rule.escalate_after),
+        )
+        for kind, after in timers:
+            if after is None or info.created_at + after <= now:
+                continue
+            job = Timer(kind=kind, run_id=info.run_id, tool_call_id=info.tool_call_id)
+            due = (info.created_at + after).timestamp()
+            await self._chat.set_timer(job.key(ask_of(info)), due, TIMER.dump_json(job).decode())
 
     # -- cards ------------------------------------------------------------------
 

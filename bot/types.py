@@ -223,6 +223,13 @@ class Notice:
 
     text: str
     to: Person | None = None
+    also: tuple[Person, ...] = ()
+    """Further people it is meant for (the approvers a reminder pings), named after ``to``."""
+
+    @property
+    def people(self) -> tuple[Person, ...]:
+        """Everyone it is meant for, in order."""
+        return ((self.to,) if self.to is not None else ()) + self.also
 
 
 View = ApprovalCard | Prompt | Reply | Notice

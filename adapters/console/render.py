@@ -19,7 +19,7 @@ def render(view: View) -> str:
     if isinstance(view, Reply):
         return texts.REPLY.format(text=_indent(view.text))
     if isinstance(view, Notice):
-        text = view.text if view.to is None else f"{name(view.to)}: {view.text}"
+        text = f"{names(view.people)}: {view.text}" if view.people else view.text
         return texts.NOTICE.format(text=_indent(text))
     assert_never(view)
 

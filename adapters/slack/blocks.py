@@ -55,7 +55,7 @@ def render(view: View) -> list[SlackMessage]:
         case Reply():
             return long_text(view.text)
         case Notice():
-            lead = f"{mention(view.to)}: " if view.to is not None else ""
+            lead = f"{', '.join(map(mention, view.people))}: " if view.people else ""
             return long_text(view.text, lead=lead)
         case _:
             assert_never(view)

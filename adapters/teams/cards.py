@@ -147,8 +147,8 @@ def question_summary(prompt: Prompt) -> str:
 
 def text_of(view: Reply | Notice) -> str:
     """Markdown for the views that are plain messages."""
-    if isinstance(view, Notice) and view.to is not None:
-        return f"{person_text(view.to)}: {view.text}"
+    if isinstance(view, Notice) and view.people:
+        return f"{', '.join(map(person_text, view.people))}: {view.text}"
     return view.text
 
 

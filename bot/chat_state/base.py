@@ -143,6 +143,16 @@ class ChatState(Protocol):
         """The votes on a card, in voting order (none yet: empty)."""
         ...
 
+    async def set_timer(self, key: str, due: float, data: str) -> None:
+        """Keep a timed job (a reminder, an escalation) due at ``due`` (epoch seconds),
+        replacing one under the same ``key``, until ``take_due`` hands it out."""
+        ...
+
+    async def take_due(self, now: float, *, limit: int = 100) -> list[tuple[str, str]]:
+        """The jobs due by ``now`` (``(key, data)``, earliest first), each handed to
+        exactly one caller across every process: a job taken is gone."""
+        ...
+
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:

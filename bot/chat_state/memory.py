@@ -33,6 +33,7 @@ class MemoryChatState(StoreCardLocks):
         self._votes: dict[tuple[str, str], list[Person]] = {}
         self._seen: dict[str, float] = {}
         self._inbox: dict[str, _Slot] = {}
+        self._timers: dict[str, tuple[float, str]] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -52,6 +53,13 @@ class MemoryChatState(StoreCardLocks):
 
     async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         return self._cards.get((run_id, ask))
+
+    async def set_timer(self, key: str, due: float, data: str) -> None:
+        self._timers[key] = (due, data)
+
+    async def take_due(self, now: float, *, limit: int = 100) -> list[tuple[str, str]]:
+        due = sorted((t, key) for key, (t, _) in self._timers.items() if t <= now)[:limit]
+        return [(key, self._timers.pop(key)[1]) for _, key in due]
 
     async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
         votes = self._votes.setdefault((run_id, ask), [])

@@ -38,6 +38,22 @@ from .base import (
 
 # KEYS: the votes list. ARGV: the voter's id, the vote's JSON. Appends the vote
 # unless that person already voted; returns the whole list.
+# Hand out the jobs due (KEYS: due times, data; ARGV: now, limit), each once.
+_TAKE_DUE = """
+local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, key in ipairs(keys) do
+  redis.call('ZREM', KEYS[1], key)
+  local data = redis.call('HGET', KEYS[2], key)
+  redis.call('HDEL', KEYS[2], key)
+  if data then
+    table.insert(out, key)
+    table.insert(out, data)
+  end
+end
+return out
+"""
+
 _ADD_VOTE = """
 for _, vote in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   if cjson.decode(vote)['id'] == ARGV[1] then
@@ -102,6 +118,7 @@ class RedisChatState(StoreCardLocks):
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
         self._done = self._redis.register_script(_DONE)
+        self._take_due = self._redis.register_script(_TAKE_DUE)
         self._next_prune = 0.0
         self._next_group = 0
 
@@ -130,6 +147,19 @@ class RedisChatState(StoreCardLocks):
         key = self.keys.votes(run_id, ask)
         rows = await self._add_vote(keys=[key], args=[voter.id, PERSON.dump_json(voter).decode()])
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
+
+    async def set_timer(self, key: str, due: float, data: str) -> None:
+        dues, datas = self.keys.timers()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(datas, key, data)
+            pipe.zadd(dues, {key: due})
+            await pipe.execute()
+
+    async def take_due(self, now: float, *, limit: int = 100) -> list[tuple[str, str]]:
+        rows = cast(
+            list[str], await self._take_due(keys=list(self.keys.timers()), args=[now, limit])
+        )
+        return list(zip(rows[::2], rows[1::2], strict=True))
 
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         rows = await self._redis.lrange(self.keys.votes(run_id, ask), 0, -1)

@@ -32,6 +32,10 @@ CARD = "card"
 # add-vote script, which keeps each person once. No TTL, like the audit log.
 VOTES = "votes"
 
+# Timed jobs (reminders, escalations): a sorted set of keys by due time and a hash
+# of their data, in one slot (one hash tag) so the take script may touch both.
+TIMERS = "timers"
+
 # The inbox: one stream of deliveries (field ``body``) with one consumer group,
 # whose pending-entries list is who holds what, and since when (the lease).
 # Entries are deleted once worked off, so the stream holds only unfinished work.
@@ -87,3 +91,7 @@ class ChatKeys(ShardedKeys):
     def votes(self, run_id: str, ask: str) -> str:
         """The votes on a quorum card."""
         return f"{self.prefix}:{VOTES}:{{{run_id}}}:{ask}"
+
+    def timers(self) -> tuple[str, str]:
+        """The timed jobs: their due times (sorted set) and their data (hash)."""
+        return f"{self.prefix}:{{{TIMERS}}}:due", f"{self.prefix}:{{{TIMERS}}}:data"

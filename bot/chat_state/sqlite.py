@@ -47,6 +47,10 @@ _SCHEMA = (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL, worker TEXT,
         lease_until REAL NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS inbox_by_lease ON inbox (lease_until, seq)",
+    # Timed jobs (reminders, escalations): a row is handed out once, by deleting it.
+    """CREATE TABLE IF NOT EXISTS timers (
+        key TEXT PRIMARY KEY, due REAL NOT NULL, data TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS timers_by_due ON timers (due)",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
@@ -64,6 +68,11 @@ _FOLLOW = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
 _SET_REFERENCE = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
     ON CONFLICT (thread_id) DO UPDATE SET reference = excluded.reference"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
+_SET_TIMER = """INSERT INTO timers (key, due, data) VALUES (?, ?, ?)
+    ON CONFLICT (key) DO UPDATE SET due = excluded.due, data = excluded.data"""
+_TAKE_DUE = """DELETE FROM timers
+    WHERE key IN (SELECT key FROM timers WHERE due <= ? ORDER BY due LIMIT ?)
+    RETURNING key, data, due"""
 
 
 class SQLiteChatState(StoreCardLocks):
@@ -116,6 +125,16 @@ class SQLiteChatState(StoreCardLocks):
 
         rows = await self._file.run(work, transaction=True)
         return [PERSON.validate_json(row[0]) for row in rows]
+
+    async def set_timer(self, key: str, due: float, data: str) -> None:
+        await self._file.changes(_SET_TIMER, (key, due, data))
+
+    async def take_due(self, now: float, *, limit: int = 100) -> list[tuple[str, str]]:
+        async def work(db: aiosqlite.Connection) -> list[Any]:
+            return list(await db.execute_fetchall(_TAKE_DUE, (now, limit)))
+
+        rows = await self._file.run(work, transaction=True)
+        return [(key, data) for key, data, _ in sorted(rows, key=lambda r: r[2])]
 
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         rows = await self._file.fetch(_VOTES, (run_id, ask))

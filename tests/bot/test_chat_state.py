@@ -389,3 +389,22 @@ async def test_a_stopped_inbox_writer_fails_its_callers_instead_of_leaving_them_
     finally:
         await chat.close()
         await store.close()
+
+
+async def test_a_timer_is_handed_out_once_when_due_and_replaced_by_its_key(
+    chat: ChatState,
+) -> None:
+    await chat.set_timer("remind:a", 100.0, "first")
+    await chat.set_timer("remind:b", 50.0, "b")
+    await chat.set_timer("remind:a", 80.0, "again")  # the same key: replaced
+    assert await chat.take_due(10.0) == []
+    assert await chat.take_due(90.0) == [("remind:b", "b"), ("remind:a", "again")]
+    assert await chat.take_due(1000.0) == []
+
+
+async def test_concurrent_sweeps_take_each_timer_exactly_once(chat: ChatState) -> None:
+    for i in range(30):
+        await chat.set_timer(f"t{i}", float(i), str(i))
+    taken = await asyncio.gather(*(chat.take_due(100.0, limit=7) for _ in range(8)))
+    keys = [key for batch in taken for key, _ in batch]
+    assert sorted(keys) == sorted(f"t{i}" for i in range(30))

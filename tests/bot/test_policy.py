@@ -69,7 +69,11 @@ def test_a_policy_file_is_loaded_from_disk(tmp_path: Path) -> None:
         ('[default]\napprovers = "U1"', "default.approvers", "valid list"),
         ('[tools.deploy]\nexpires_in = "soon"', "tools.deploy.expires_in", "not a duration"),
         ("[tools.deploy]\nexpires_in = 0", "tools.deploy.expires_in", "positive"),
-        ("[tools.deploy]\nquorom = 2", "tools.deploy.quorom", "expires_in, quorum, sensitive)"),
+        (
+            "[tools.deploy]\nquorom = 2",
+            "tools.deploy.quorom",
+            "escalate_after, escalate_to, expires_in, quorum, remind_after, sensitive)",
+        ),
         ("[default]\nquorum = 0", "default.quorum", "greater than or equal to 1"),
         ('[default]\nquorum = "2"', "default.quorum", "valid integer"),
         ("[default]\nquorum = 1.5", "default.quorum", "valid integer"),

@@ -136,6 +136,8 @@ def test_people_are_mentioned_from_their_ids_never_found_in_text() -> None:
     assert "*Asked by:* someone" in all_text(approval_card(card(requester=None)).blocks)
     (notice,) = render(Notice(text="your request <expired>", to=BOB))
     assert notice.text == "<@U0BOB0001>: your request &lt;expired&gt;"
+    (reminder,) = render(Notice(text="reminder", also=(BOB, Person(id="U0CAROL01"))))
+    assert reminder.text == "<@U0BOB0001>, <@U0CAROL01>: reminder"
     (reply,) = render(Reply(text="U0BOB0001 asked for it"))
     assert "<@" not in reply.text  # the agent's words never ping anyone
 

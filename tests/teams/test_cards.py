@@ -362,6 +362,8 @@ def test_a_notice_names_whom_it_is_for_escaped() -> None:
     notice = Notice(text="your request expired", to=Person(id="aad-1", name="*Ann*"))
     assert cards.text_of(notice) == r"\*Ann\*: your request expired"
     assert cards.text_of(Notice(text="plain")) == "plain"
+    everyone = Notice(text="reminder", also=(Person(id="aad-1", name="Ann"), Person(id="aad-2")))
+    assert cards.text_of(everyone) == "Ann, aad-2: reminder"
 
 
 # -- Edit: the arguments as a form, approved as edited --------------------------------
