@@ -21,6 +21,7 @@ from bot import (
     ApprovalCard,
     ChatCore,
     Click,
+    ClickAction,
     ClickResult,
     IncomingMessage,
     MessageRef,
@@ -206,8 +207,8 @@ class ConsoleAdapter:
     async def _click(
         self,
         ref: MessageRef,
-        card: ApprovalCard,
-        action: Literal["approve", "decline", "edit"],
+        card: ApprovalCard | Prompt,
+        action: ClickAction,
         *,
         reason: str | None = None,
         values: dict[str, str] | None = None,
@@ -233,20 +234,7 @@ class ConsoleAdapter:
 
     async def _decline_question(self, action: Literal["decline", "cancel"]) -> None:
         ref, question = self.messenger.questions[-1]
-        result = await self.bot.on_click(
-            Click(
-                thread=self.thread,
-                user_id=self.user,
-                run_id=question.run_id,
-                tool_call_id=question.tool_call_id,
-                action=action,
-                message_ref=ref,
-                user_name=self.user,
-            )
-        )
-        if not result.accepted:
-            self.messenger.forget(ref)
-            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+        await self._click(ref, question, action)
 
     def _ask(self) -> None:
         end = "" if self._interactive else "\n"

@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
-from botframework.connector.auth import MicrosoftAppCredentials
 
-from adapters.teams import cards, load_teams_settings
+from adapters.teams import cards
 from agents import Agent, MemoryStore, ToolCall, tool
 from bot import messages as core_messages
 from bot.policy import ApprovalPolicy
 from tests.agents.helpers import call_then_answer
 
 from . import activities as act
-from .conftest import Answer, MakeBot, TeamsBot
-from .fake_connector import ConnectorCall, FakeConnector
-from .signing import APP_ID, make_token, serve_openid
+from .conftest import Answer, MakeBot
+from .fake_connector import FakeConnector
+from .signed import Posted, SignedBot, form, signed_settings, token_for
 
 ASKED = {"order": "A-1001", "amount": 150, "currency": "EUR"}
 MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
@@ -41,11 +40,6 @@ def refunds_agent(ran: list[dict[str, Any]]) -> Agent:
 
     model = call_then_answer(ToolCall("refund", dict(ASKED)))
     return Agent(id="billing", model=model, tools=[refund], store=MemoryStore())
-
-
-def form(**values: Any) -> dict[str, Any]:
-    """Input values by field name, keyed by their inputs' ids."""
-    return {cards.FIELD_INPUT_PREFIX + name: value for name, value in values.items()}
 
 
 def card_text(card: dict[str, Any]) -> list[str]:
@@ -71,108 +65,31 @@ def edit_form(card: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def in_thread(root: str) -> str:
-    return f"{act.CHANNEL};messageid={root}"
-
-
 @dataclass
-class Till:
+class Till(SignedBot):
     """The bot with the refund tool, behind real Bot Framework auth."""
 
-    teams: TeamsBot
-    connector: FakeConnector
     ran: list[dict[str, Any]]
-    token: str
 
-    async def post(self, activity: dict[str, Any]) -> Answer:
-        """Post an activity as Teams does: with a signed channel token."""
-        answer = await self.teams.post(activity, headers={"Authorization": f"Bearer {self.token}"})
-        assert answer.status == 200, answer
-        return answer
-
-    async def ask(self, *, user: dict[str, Any] = act.ALICE) -> Card:
-        """Ask for a refund in a new channel thread; return the card the bot posted."""
-        root = act.next_id()
-        post = act.channel_post(
-            self.connector.url, "refund A-1001", activity_id=root, mention=True, user=user
-        )
-        await self.post(post)
-        await self.teams.bot.drain()
-        (posted,) = self.connector.cards(in_thread(root))
-        return Card(self, root, posted)
+    async def ask_refund(self, *, user: dict[str, Any] = act.ALICE) -> Posted:
+        """Ask for a refund in a new channel thread; the card the bot posted."""
+        return await self.ask("refund A-1001", user=user)
 
 
-@dataclass
-class Card:
-    """A posted approval card and its thread."""
-
-    till: Till
-    root: str
-    posted: ConnectorCall
-
-    @property
-    def card(self) -> dict[str, Any]:
-        assert self.posted.card is not None
-        return self.posted.card
-
-    async def press(
-        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
-    ) -> Answer:
-        """Press a button (Action.Execute) with the edit form's values; settle the work."""
-        click = act.execute(
-            self.till.connector.url,
-            self.card,
-            verb,
-            conversation=act.channel_conversation(self.root),
-            card_id=self.posted.response_id,
-            user=user,
-            inputs=form(**values) if values is not None else None,
-        )
-        return await self._send(click)
-
-    async def submit(
-        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
-    ) -> Answer:
-        """The same through the Action.Submit fallback (a message activity)."""
-        click = act.submit(
-            self.till.connector.url,
-            self.card,
-            verb,
-            conversation=act.channel_conversation(self.root),
-            card_id=self.posted.response_id,
-            user=user,
-            inputs=form(**values) if values is not None else None,
-        )
-        return await self._send(click)
-
-    async def forge_edit(self, values: dict[str, Any], *, user: dict[str, Any] = act.BOB) -> Answer:
-        """An "Approve edited" the card does not offer, sent by hand."""
-        data = {**act.action_data(self.card, "approve"), "action": "edit", **form(**values)}
-        click = act.execute(
-            self.till.connector.url,
-            {"actions": [{"type": "Action.Execute", "verb": "edit", "data": data}]},
-            "edit",
-            conversation=act.channel_conversation(self.root),
-            card_id=self.posted.response_id,
-            user=user,
-        )
-        return await self._send(click)
-
-    async def _send(self, click: dict[str, Any]) -> Answer:
-        answer = await self.till.post(click)
-        await self.till.teams.bot.drain()
-        return answer
-
-    def updates(self) -> list[dict[str, Any]]:
-        """The cards this card's message was replaced with, for everyone, in order."""
-        return [
-            u.body["attachments"][0]["content"]
-            for u in self.till.connector.updates()
-            if u.activity_id == self.posted.response_id
-        ]
-
-    def texts(self) -> list[str]:
-        return self.till.connector.texts(in_thread(self.root))
+async def forge_edit(
+    card: Posted, values: dict[str, Any], *, user: dict[str, Any] = act.BOB
+) -> Answer:
+    """An "Approve edited" the card does not offer, sent by hand."""
+    data = {**act.action_data(card.card, "approve"), "action": "edit", **form(**values)}
+    click = act.execute(
+        card.bot.connector.url,
+        {"actions": [{"type": "Action.Execute", "verb": "edit", "data": data}]},
+        "edit",
+        conversation=act.channel_conversation(card.root),
+        card_id=card.posted.response_id,
+        user=user,
+    )
+    return await card.send(click)
 
 
 MakeTill = Callable[..., Awaitable[Till]]
@@ -184,22 +101,16 @@ async def make_till(
 ) -> AsyncIterator[MakeTill]:
     """Start the refund bot (with a policy, when given) behind real Bot Framework auth."""
 
-    def token_from_entra(self: MicrosoftAppCredentials, force_refresh: bool = False) -> str:
-        return "bot-framework-token-for-the-bot"
-
-    monkeypatch.setattr(MicrosoftAppCredentials, "get_access_token", token_from_entra)
-    async with serve_openid(monkeypatch) as openid:
+    async with token_for(connector, monkeypatch) as token:
 
         async def make(policy: str | None = None) -> Till:
             ran: list[dict[str, Any]] = []
             teams = await make_bot(
                 agent=refunds_agent(ran),
                 policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
-                settings=load_teams_settings(
-                    microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
-                ),
+                settings=signed_settings(),
             )
-            return Till(teams, connector, ran, make_token(openid.key, connector.url))
+            return Till(teams=teams, connector=connector, token=token, ran=ran)
 
         yield make
 
@@ -209,7 +120,7 @@ async def test_the_pending_card_offers_edit_with_inputs_starting_from_its_values
 ) -> None:
     till = await make_till()
 
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     assert top_actions(asked.card) == [
         ("Action.Execute", "Approve"),
@@ -236,7 +147,7 @@ async def test_approve_edited_runs_the_tool_once_with_the_typed_values_and_says_
     make_till: MakeTill,
 ) -> None:
     till = await make_till()
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     answer = await asked.press(
         "edit", values={"order": "A-1001", "amount": "120", "currency": "USD"}
@@ -270,7 +181,7 @@ async def test_edited_values_that_do_not_fit_are_told_to_the_clicker_and_nothing
     make_till: MakeTill, amount: str
 ) -> None:
     till = await make_till()
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     refused = await asked.press(
         "edit", values={"order": "A-1001", "amount": amount, "currency": "USD"}
@@ -293,7 +204,7 @@ async def test_the_submit_fallback_approves_edited_and_updates_the_card_for_ever
     make_till: MakeTill,
 ) -> None:
     till = await make_till()
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     await asked.submit("edit", values={"order": "A-2002", "amount": "90", "currency": "EUR"})
 
@@ -307,7 +218,7 @@ async def test_decline_on_an_editable_card_needs_none_of_the_edit_inputs(
     make_till: MakeTill,
 ) -> None:
     till = await make_till()
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     declined = await asked.press("decline")
 
@@ -335,7 +246,7 @@ async def test_someone_the_policy_does_not_let_approve_cannot_approve_edited(
     make_till: MakeTill, policy: str, user: dict[str, Any], said: str
 ) -> None:
     till = await make_till(policy)
-    asked = await till.ask()
+    asked = await till.ask_refund()
     posted_before = len(till.connector.messages())
 
     refused = await asked.press("edit", user=user, values={"order": "A-1001", "amount": "1"})
@@ -350,7 +261,7 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     make_till: MakeTill,
 ) -> None:
     till = await make_till('[tools.refund]\napprovers = ["aad-bob", "aad-carol"]\nquorum = 2\n')
-    asked = await till.ask()
+    asked = await till.ask_refund()
 
     assert top_actions(asked.card) == [
         ("Action.Execute", "Approve"),
@@ -358,7 +269,7 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     ]
     assert all(i["id"] == "reason" for i in asked.card["body"] if i["type"].startswith("Input."))
 
-    forged = await asked.forge_edit({"order": "A-1001", "amount": "1"})
+    forged = await forge_edit(asked, {"order": "A-1001", "amount": "1"})
     assert forged.body == {
         "statusCode": 200,
         "type": MESSAGE_TYPE,

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botframework.connector.auth import MicrosoftAppCredentials
 
-from adapters.teams import cards, load_teams_settings
+from adapters.teams import cards
 from adapters.teams import messages as teams_messages
 from agents import FunctionModel, MemoryStore, Message, ModelResponse, ToolCall
 from agents.models.base import ModelRequest
@@ -29,12 +28,9 @@ from bot.policy import ApprovalPolicy
 from tests.mcp.conftest import ROOT, SERVER_MODULE, Calls
 
 from . import activities as act
-from .conftest import Answer, MakeBot, TeamsBot
-from .fake_connector import ConnectorCall, FakeConnector
-from .signing import APP_ID, make_token, serve_openid
-
-BOT_TOKEN = "bot-framework-token-for-the-bot"
-"""What the bot's outbound calls carry instead of a token from Entra."""
+from .conftest import MakeBot
+from .fake_connector import FakeConnector
+from .signed import BOT_TOKEN, SignedBot, signed_settings, token_for
 
 SCHEDULE = "When should the maintenance run?"
 ESCALATE = "Why should the ticket be escalated?"
@@ -79,11 +75,6 @@ env = {{ MCP_TEST_CALLS = "{calls.path}" }}
 """
 
 
-def form(**values: Any) -> dict[str, Any]:
-    """Input values by field name, keyed by their inputs' ids."""
-    return {cards.FIELD_INPUT_PREFIX + name: value for name, value in values.items()}
-
-
 def card_text(card: dict[str, Any]) -> list[str]:
     return [e["text"] for e in card["body"] if e["type"] == "TextBlock"]
 
@@ -97,92 +88,10 @@ def actions(card: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 @dataclass
-class Desk:
+class Desk(SignedBot):
     """The bot with the ticket desk, and a thread per question asked in the channel."""
 
-    teams: TeamsBot
-    connector: FakeConnector
     calls: Calls
-    token: str
-
-    async def post(self, activity: dict[str, Any]) -> Answer:
-        """Post an activity as Teams does: with a signed channel token."""
-        answer = await self.teams.post(activity, headers={"Authorization": f"Bearer {self.token}"})
-        assert answer.status == 200, answer
-        return answer
-
-    async def ask(self, text: str, *, user: dict[str, Any] = act.ALICE) -> Question:
-        """Start a thread with ``text``; return the question card the bot posted there."""
-        root = act.next_id()
-        await self.post(
-            act.channel_post(self.connector.url, text, activity_id=root, mention=True, user=user)
-        )
-        await self.teams.bot.drain()
-        (posted,) = self.connector.cards(in_thread(root))
-        return Question(self, root, posted)
-
-
-@dataclass
-class Question:
-    """A posted question card and its thread."""
-
-    desk: Desk
-    root: str
-    posted: ConnectorCall
-
-    @property
-    def card(self) -> dict[str, Any]:
-        assert self.posted.card is not None
-        return self.posted.card
-
-    async def press(
-        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
-    ) -> Answer:
-        """Press a button (Action.Execute), with the form's values; settle the work after."""
-        click = act.execute(
-            self.desk.connector.url,
-            self.card,
-            verb,
-            conversation=act.channel_conversation(self.root),
-            card_id=self.posted.response_id,
-            user=user,
-            inputs=form(**values) if values is not None else None,
-        )
-        answer = await self.desk.post(click)
-        await self.desk.teams.bot.drain()
-        return answer
-
-    async def submit(
-        self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
-    ) -> Answer:
-        """The same through the Action.Submit fallback (a message activity)."""
-        click = act.submit(
-            self.desk.connector.url,
-            self.card,
-            verb,
-            conversation=act.channel_conversation(self.root),
-            card_id=self.posted.response_id,
-            user=user,
-            inputs=form(**values) if values is not None else None,
-        )
-        answer = await self.desk.post(click)
-        await self.desk.teams.bot.drain()
-        return answer
-
-    def updates(self) -> list[dict[str, Any]]:
-        """The cards this question's message was replaced with, in order."""
-        return [
-            u.body["attachments"][0]["content"]
-            for u in self.desk.connector.updates()
-            if u.activity_id == self.posted.response_id
-        ]
-
-    def texts(self) -> list[str]:
-        return self.desk.connector.texts(in_thread(self.root))
-
-
-def in_thread(root: str) -> str:
-    return f"{act.CHANNEL};messageid={root}"
 
 
 MakeDesk = Callable[..., Awaitable[Desk]]
@@ -197,11 +106,7 @@ async def make_desk(
 ) -> AsyncIterator[MakeDesk]:
     """Start the desk bot (with a policy, when given) behind real Bot Framework auth."""
 
-    def token_from_entra(self: MicrosoftAppCredentials, force_refresh: bool = False) -> str:
-        return BOT_TOKEN
-
-    monkeypatch.setattr(MicrosoftAppCredentials, "get_access_token", token_from_entra)
-    async with serve_openid(monkeypatch) as openid, AsyncExitStack() as started:
+    async with token_for(connector, monkeypatch) as token, AsyncExitStack() as started:
 
         async def make(policy: str | None = None) -> Desk:
             calls = Calls(tmp_path / "calls.jsonl")
@@ -212,12 +117,10 @@ async def make_desk(
             teams = await make_bot(
                 agent=loaded.agent,
                 policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
-                settings=load_teams_settings(
-                    microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
-                ),
+                settings=signed_settings(),
             )
             started.push_async_callback(teams.close)  # before its MCP server goes
-            return Desk(teams, connector, calls, make_token(openid.key, connector.url))
+            return Desk(teams=teams, connector=connector, token=token, calls=calls)
 
         yield make
 
