@@ -29,7 +29,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -295,7 +295,10 @@ class ApprovalPolicy:
         action: Literal["approve", "decline"] = "decline" if declining else "approve"
         if not declining and not asks_for_a_server(question):
             return None
-        refusal = self.check(question.tool_name, question.requester, person, action=action)
+        escalated = self.escalated(question.tool_name, question.created_at, datetime.now(UTC))
+        refusal = self.check(
+            question.tool_name, question.requester, person, action=action, escalated=escalated
+        )
         if refusal is None or not reply:
             return refusal
         return messages.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
