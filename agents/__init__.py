@@ -1,6 +1,7 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
 from ._engine import DEFAULT_LEASE
+from ._turns import StandingApproval, StandingAsk
 from .agent import Agent, ExpiredCall, RecoveredRun
 from .chunks import (
     AgentResult,
@@ -11,6 +12,7 @@ from .chunks import (
     TextDeltaChunk,
     ToolCallApprovalChunk,
     ToolCallChunk,
+    ToolCallGrantedChunk,
     ToolCallSuspendedChunk,
     ToolErrorChunk,
     ToolResultChunk,
@@ -75,6 +77,8 @@ __all__ = [
     "RunNotFoundError",
     "RunNotPausedError",
     "RunSnapshot",
+    "StandingApproval",
+    "StandingAsk",
     "Store",
     "StoreConflict",
     "SuspendPayloadInvalidError",
@@ -84,6 +88,7 @@ __all__ = [
     "ToolCall",
     "ToolCallApprovalChunk",
     "ToolCallChunk",
+    "ToolCallGrantedChunk",
     "ToolCallNotPendingError",
     "ToolCallPart",
     "ToolCallSuspendedChunk",

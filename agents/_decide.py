@@ -25,7 +25,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from . import texts
-from ._turns import Outcome, Turns, audit_entry, error_chunk, error_outcome, lock_name
+from ._turns import (
+    Granted,
+    Outcome,
+    Turns,
+    audit_entry,
+    error_chunk,
+    error_outcome,
+    lock_name,
+)
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,
@@ -259,6 +267,9 @@ class Decider:
             gated = None
             if not approved:
                 gated = await self._turns.gate(leaf, tool, call, args, resume_data=resume_data)
+            if isinstance(gated, Granted):
+                yield await self._turns.granted(leaf, tool, call, args, gated)
+                approved, gated = True, None
             if gated is not None:
                 outcomes[call.tool_call_id] = gated
                 if gated.result is not None:

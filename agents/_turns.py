@@ -13,7 +13,7 @@ import inspect
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from .chunks import (
     ErrorChunk,
     TextDeltaChunk,
     ToolCallChunk,
+    ToolCallGrantedChunk,
     ToolErrorChunk,
     ToolResultChunk,
 )
@@ -57,6 +58,28 @@ CallPredicate = Callable[[str, dict[str, Any]], Any]
 """Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class StandingAsk:
+    """A call that needs approval, as a standing approval is asked about it."""
+
+    thread_id: str | None
+    requester: str | None
+    tool_name: str
+    args: dict[str, Any]
+    agent_path: tuple[str, ...]
+
+
+StandingApproval = Callable[[StandingAsk], Awaitable[str | None]]
+"""Who has already approved calls like this one (``None``: nobody, ask as usual)."""
+
+
+@dataclass(frozen=True)
+class Granted:
+    """A call a standing approval covers: it runs at once, approved by ``by``."""
+
+    by: str
+
+
 @dataclass
 class Outcome:
     """What one tool call came to: a result for the model, or calls left waiting."""
@@ -78,6 +101,7 @@ class Turns:
         self.store = store
         self._predicates: dict[str, CallPredicate] = {}
         self.expiry: Callable[[str], timedelta | None] | None = None
+        self.standing: StandingApproval | None = None
         """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
         self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
         """The last snapshot of each top run this process saved (a session ends with it)."""
@@ -241,6 +265,10 @@ class Turns:
                 yield error_chunk(snap, call, error)
                 continue
             gated = await self.gate(snap, tool, call, args)
+            if isinstance(gated, Granted):
+                yield await self.granted(snap, tool, call, args, gated)
+                runs.append(self.execute(agent, snap, call, tool, args, outcomes, approved=True))
+                continue
             if gated is not None:
                 outcomes[call.tool_call_id] = gated
                 if gated.result is not None:
@@ -258,8 +286,9 @@ class Turns:
         args: BaseModel,
         *,
         resume_data: Any = None,
-    ) -> Outcome | None:
-        """Before a call runs: refused by its check, waiting for approval, or ``None`` (go)."""
+    ) -> Outcome | Granted | None:
+        """Before a call runs: refused by its check, waiting for approval, covered by a
+        standing approval (``Granted``: it runs, approved), or ``None`` (go)."""
         ctx = self.context(snap, call, resume_data=resume_data)
         refusal = await tool.refusal(args, ctx)
         if refusal is not None:
@@ -267,9 +296,56 @@ class Turns:
                 call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
             )
         if await self._needs_approval(snap, tool, args, ctx):
+            by = await self._standing_by(snap, tool, args)
+            if by is not None:
+                return Granted(by)
             approval = self.pending(snap, tool, call, "approval", args, answer=resume_data)
             return Outcome(pending=[approval])
         return None
+
+    async def _standing_by(self, snap: RunSnapshot, tool: Tool, args: BaseModel) -> str | None:
+        """Who already approved calls like this one; a lookup that fails asks as usual."""
+        if self.standing is None or tool.delegate_to is not None:
+            return None
+        ask = StandingAsk(
+            thread_id=snap.thread_id,
+            requester=snap.resource_id,
+            tool_name=tool.name,
+            args=tool.dump_args(args),
+            agent_path=tuple(snap.agent_path),
+        )
+        try:
+            return await self.standing(ask)
+        except Exception:
+            log.exception("standing approval lookup for %s failed; asking instead", tool.name)
+            return None
+
+    async def granted(
+        self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, grant: Granted
+    ) -> ToolCallGrantedChunk:
+        """Put a call a standing approval covers on record (``granted``), and say so."""
+        dumped = tool.dump_args(args)
+        await self.store.append_audit(
+            AuditEntry(
+                event="granted",
+                run_id=snap.root_run_id,
+                thread_id=snap.thread_id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=dumped,
+                kind="approval",
+                requester=snap.resource_id,
+                actor=grant.by,
+            )
+        )
+        return ToolCallGrantedChunk(
+            run_id=snap.run_id,
+            agent_path=tuple(snap.agent_path),
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=dumped,
+            granted_by=grant.by,
+        )
 
     async def _needs_approval(
         self, snap: RunSnapshot, tool: Tool, args: BaseModel, ctx: ToolContext

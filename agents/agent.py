@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ._engine import Engine
-from ._turns import CallPredicate, new_run_id
+from ._turns import CallPredicate, StandingApproval, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError
 from .messages import Message, TextPart
@@ -293,6 +293,15 @@ class Agent:
     async def get_run(self, run_id: str) -> RunSnapshot:
         """A run's snapshot (raises ``RunNotFoundError``)."""
         return await self.engine.load(run_id)
+
+    def set_standing_approval(self, standing: StandingApproval | None) -> None:
+        """Let calls that need approval run at once when ``standing`` names who already
+        approved calls like them (a grant for a thread); ``None`` asks as usual.
+
+        Each such call is audited as ``granted`` (the actor: who granted) and announced
+        with a ``ToolCallGrantedChunk``; a lookup that raises asks instead (fails closed).
+        """
+        self.engine.turns.standing = standing
 
     def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
         """Decide how long new pending calls stay decidable, per tool name.

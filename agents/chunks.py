@@ -117,6 +117,20 @@ class ToolCallApprovalChunk:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCallGrantedChunk:
+    """A call that needed approval runs without asking: a standing approval covers it
+    (``Agent.set_standing_approval``); ``granted_by`` is who gave that approval."""
+
+    type: Literal["tool-call-granted"] = "tool-call-granted"
+    run_id: str
+    agent_path: tuple[str, ...]
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    granted_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolCallSuspendedChunk:
     """A tool suspended itself to ask for input. Saved before this is emitted."""
 
@@ -153,6 +167,7 @@ Chunk = (
     | ToolResultChunk
     | ToolErrorChunk
     | ToolCallApprovalChunk
+    | ToolCallGrantedChunk
     | ToolCallSuspendedChunk
     | FinishChunk
     | ErrorChunk

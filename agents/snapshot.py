@@ -37,6 +37,7 @@ AuditEvent = Literal[
     "superseded",
     "executed",
     "failed",
+    "granted",
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
 ``superseded`` (the decision logged just before did not take effect) is only in logs

@@ -29,6 +29,7 @@ from agents import (
     PendingInfo,
     ResumeDataInvalidError,
     RunChangedError,
+    StandingAsk,
     Store,
     StoreConflict,
     ToolCallNotPendingError,
@@ -36,7 +37,7 @@ from agents import (
 from agents.mcp import mcp_servers
 
 from . import messages
-from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
+from .chat_state import ChatState, InboxEntry, ThreadNote, grant_key, open_chat_state
 from .decisions import Decisions
 from .following import Following
 from .housekeeping import Housekeeping
@@ -105,6 +106,7 @@ class ChatBot:
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
+        agent.set_standing_approval(self._standing)
         self.mcp_servers = mcp_servers(agent)
         """The agent tree's MCP connections (fixed with the agents), for health and metrics."""
         self.metrics.watch_mcp(self.mcp_servers)
@@ -448,6 +450,20 @@ class ChatBot:
             shown = prompt(live[-1], status="answered", decided_by=who)
             await self.presenter.update(messenger, thread, ref, shown)
 
+    async def _standing(self, ask: StandingAsk) -> str | None:
+        """Who granted the thread a standing approval covering this call, if anyone (a
+        tool the policy no longer offers grants for has none)."""
+        if ask.thread_id is None or not self.policy.rule(ask.tool_name).grant_for:
+            return None
+        now = datetime.now(UTC).timestamp()
+        return await self.chat.grant(ask.thread_id, grant_key(ask.requester, ask.tool_name), now)
+
+    async def _revoke(self, thread: ThreadKey, messenger: Messenger) -> None:
+        """End the thread's grants, saying how many there were."""
+        count = await self.chat.revoke_grants(thread.id)
+        text = messages.GRANTS_REVOKED.format(count=count) if count else messages.NO_GRANTS
+        await self.presenter.say(messenger, thread, Notice(text=text))
+
     async def _cancel_question(
         self, message: IncomingMessage, messenger: Messenger, question: PendingInfo, *, retry: bool
     ) -> AgentStream | None:
@@ -496,6 +512,9 @@ class ChatBot:
         thread = message.thread
         pending = await self._pending(thread.id)
         questions = [p for p in pending if p.kind == "suspension"]
+        if " ".join(message.text.lower().split()) in messages.REVOKE_WORDS:
+            await self._revoke(thread, messenger)
+            return None
         live = [q for q in questions if q.expires_at > datetime.now(UTC)]
         if live and message.mentioned:
             # A new request, by all signs: never taken as the answer without asking.

@@ -34,9 +34,9 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState, ask_of
+from .chat_state import ChatState, ask_of, grant_key
 from .metrics import DecisionOutcome, Metrics
-from .policy import ApprovalPolicy
+from .policy import ApprovalPolicy, parse_duration
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
 from .types import (
@@ -166,7 +166,7 @@ class Decisions:
         )
         if call is None:
             return None, (await self._why_not_pending(click), "stale")
-        if call.kind != "approval" and click.action in ("approve", "edit"):
+        if call.kind != "approval" and click.action in ("approve", "edit", "grant"):
             return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
             return None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
@@ -204,6 +204,11 @@ class Decisions:
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
                 return self._refuse(messages.EDIT_NOT_OFFERED, outcome="refused")
+            return await self._carry_out(click, call)
+        if click.action == "grant":
+            offered = self._policy.rule(call.tool_name).grant_for if call.answer is None else ()
+            if click.grant_for not in offered:
+                return self._refuse(messages.GRANT_NOT_OFFERED, outcome="refused")
             return await self._carry_out(click, call)
         if quorum == 1:
             return await self._carry_out(click, call)
@@ -275,7 +280,7 @@ class Decisions:
         edited: dict[str, Any] | None = None
         if click.action == "edit":
             edited = form_answer(self._edit_fields(call, 1), click.values or {})
-        if click.action in ("approve", "edit"):
+        if click.action in ("approve", "edit", "grant"):
             deciding = self._agent.approve_tool_call(
                 run_id=call.run_id,
                 tool_call_id=call.tool_call_id,
@@ -310,7 +315,10 @@ class Decisions:
             approvals=voters,
             previous_args=before,
             edited_by=click.user_id if edited is not None else None,
+            granted_for=click.grant_for if click.action == "grant" else None,
         )
+        if click.action == "grant" and click.grant_for is not None:
+            await self._grant(click, call, click.grant_for)
         await self._follow(click, call, card, stream)
         return ClickResult(accepted=True, card=card)
 
@@ -339,6 +347,17 @@ class Decisions:
         shown = prompt(call, status=status, decided_by=who)
         await self._follow(click, call, shown, stream)
         return ClickResult(accepted=True, card=shown)
+
+    async def _grant(self, click: Click, call: PendingInfo, duration: str) -> None:
+        """Keep the standing approval a grant gives: later calls of this tool in this
+        thread, by the same requester, run without a card until it lapses. The call
+        itself is approved by now, so a failure to keep it is logged, not raised."""
+        until = datetime.now(UTC) + parse_duration(duration)
+        key = grant_key(call.requester, call.tool_name)
+        try:
+            await self._chat.set_grant(click.thread.id, key, until.timestamp(), click.user_id)
+        except Exception:
+            log.exception("could not keep the grant on %s in %s", call.tool_name, click.thread.id)
 
     async def _approved_args(self, call: PendingInfo) -> dict[str, Any] | None:
         """The arguments an approval of ``call`` runs with, as its decision keeps them."""

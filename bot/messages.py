@@ -40,6 +40,15 @@ RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
 )
+GRANTED_RUN: Final = (
+    "`{tool}` ran under your grant for this thread, without a new card "
+    "(reply `revoke` to end this thread's grants)."
+)
+GRANT_NOT_OFFERED: Final = "This request can't be approved for the thread; approve it on its own."
+GRANTS_REVOKED: Final = "Ended {count} grant(s) in this thread: each call asks for approval again."
+NO_GRANTS: Final = "There are no grants in this thread to end."
+REVOKE_WORDS: Final = frozenset({"revoke", "revoke grants", "/approvals revoke"})
+"""A message that is only one of these ends the thread's grants."""
 REMINDER: Final = "reminder: `{tool}` is still waiting for a decision (the card above)."
 ESCALATED: Final = (
     "`{tool}` has waited long for a decision, so you may now decide it too (the card above)."

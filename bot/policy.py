@@ -77,6 +77,17 @@ def parse_duration(value: Any) -> timedelta:
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 
+def _duration_text(value: Any) -> str:
+    """A duration kept as written (``"1h"``), once it is known to be one."""
+    if not isinstance(value, str):
+        raise ValueError("a duration such as '1h' or '1d'")
+    parse_duration(value)
+    return value.strip()
+
+
+DurationText = Annotated[str, BeforeValidator(_duration_text)]
+
+
 class Rule(BaseModel):
     """One section of the policy file; unset fields inherit from ``[default]``."""
 
@@ -93,6 +104,10 @@ class Rule(BaseModel):
     escalate_after: Duration | None = None
     """Undecided this long: ``escalate_to`` may decide too, and are told."""
     escalate_to: list[Annotated[str, Field(min_length=1)]] | None = None
+    grant_for: list[DurationText] | None = None
+    """Durations of "Approve for this thread" on cards (off when unset or empty)."""
+    grant: StrictBool | None = None
+    """``false``: never offer a grant for this tool, whatever ``[default]`` says."""
 
 
 class PolicyFile(BaseModel):
@@ -131,6 +146,8 @@ class EffectiveRule:
     remind_after: timedelta | None = None
     escalate_after: timedelta | None = None
     escalate_to: frozenset[str] = frozenset()
+    grant_for: tuple[str, ...] = ()
+    """Durations a grant may last; empty when grants are off (or a quorum asks for more)."""
 
 
 class ApprovalPolicy:
@@ -143,7 +160,7 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
-        problems = self._unreachable_quorums() + self._half_escalations()
+        problems = self._unreachable_quorums() + self._half_escalations() + self._quorum_grants()
         if problems:
             raise PolicyError(source or "<policy>", problems)
 
@@ -213,7 +230,18 @@ class ApprovalPolicy:
             escalate_to=frozenset(
                 own.escalate_to if own.escalate_to is not None else default.escalate_to or ()
             ),
+            grant_for=self._grant_for(own, default),
         )
+
+    @staticmethod
+    def _grant_for(own: Rule, default: Rule) -> tuple[str, ...]:
+        """A tool's grant durations: none with ``grant = false`` or a quorum above 1."""
+        granting = own.grant if own.grant is not None else default.grant
+        quorum = own.quorum or default.quorum or 1
+        if granting is False or quorum > 1:
+            return ()
+        durations = own.grant_for if own.grant_for is not None else default.grant_for
+        return tuple(dict.fromkeys(durations or ()))
 
     def quorum(self, tool_name: str) -> int:
         """How many different people must approve a call of this tool."""
@@ -234,6 +262,17 @@ class ApprovalPolicy:
                 problems.append((f"{where}.escalate_to", "needs escalate_after (when to escalate)"))
             elif not to:
                 problems.append((f"{where}.escalate_after", "needs escalate_to (who to add)"))
+        return problems
+
+    def _quorum_grants(self) -> list[tuple[str | None, str]]:
+        """Tool sections that ask for grants on a call several people must approve."""
+        problems: list[tuple[str | None, str]] = []
+        for name, own in self.rules.tools.items():
+            quorum = own.quorum or self.rules.default.quorum or 1
+            if own.grant_for and quorum > 1:
+                problems.append(
+                    (f"tools.{name}.grant_for", "a call that needs a quorum is never granted")
+                )
         return problems
 
     def _unreachable_quorums(self) -> list[tuple[str | None, str]]:
@@ -324,5 +363,5 @@ def _unknown(err: ErrorDetails) -> str:
         return "unknown section (known: [default], [tools.<tool name>])"
     return (
         "unknown field (known: approvers, allow_self_approval, escalate_after, escalate_to,"
-        " expires_in, quorum, remind_after, sensitive)"
+        " expires_in, grant, grant_for, quorum, remind_after, sensitive)"
     )

@@ -23,6 +23,7 @@ from agents import (
     PendingInfo,
     TextDeltaChunk,
     ToolCallApprovalChunk,
+    ToolCallGrantedChunk,
     ToolCallSuspendedChunk,
 )
 
@@ -136,6 +137,11 @@ class Presenter:
                     # The text so far introduces the card: keep it above the card.
                     await self._flush(messenger, thread, reply)
                     await self.show_pending(messenger, thread, chunk.payload)
+                elif isinstance(chunk, ToolCallGrantedChunk):
+                    await self._flush(messenger, thread, reply)
+                    text = messages.GRANTED_RUN.format(tool=chunk.tool_name)
+                    granter = self.who(thread, chunk.granted_by)
+                    await self.say(messenger, thread, Notice(text=text, also=(granter,)))
                 elif isinstance(chunk, ErrorChunk):
                     if chunk.agent_path != self._top:
                         # A sub-agent's failure is its supervisor's tool result to handle.
@@ -219,6 +225,7 @@ class Presenter:
         approvals: tuple[str, ...] = (),
         previous_args: dict[str, Any] | None = None,
         edited_by: str | None = None,
+        granted_for: str | None = None,
     ) -> ApprovalCard:
         """The card of a waiting (or decided) call, people named as far as known.
 
@@ -238,6 +245,8 @@ class Presenter:
             schema=self._schema_of(info) if status == "pending" else None,
             previous_args=previous_args,
             edited_by=self.who(thread, edited_by) if edited_by else None,
+            grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
+            granted_for=granted_for,
         )
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:

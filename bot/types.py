@@ -67,9 +67,10 @@ class IncomingMessage:
     question waiting in the thread is not answered by it without asking."""
 
 
-ClickAction = Literal["approve", "decline", "edit", "answer", "cancel"]
-"""Approve, Decline or an edit (the edited arguments, approved) on a card; on a
-question, a form's answer, Decline or Cancel."""
+ClickAction = Literal["approve", "decline", "edit", "grant", "answer", "cancel"]
+"""Approve, Decline, an edit (the edited arguments, approved) or a grant (approve
+this call and the same tool's later ones in the thread, for ``grant_for``) on a
+card; on a question, a form's answer, Decline or Cancel."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +91,8 @@ class Click:
     message_ref: MessageRef | None = None
     user_name: str | None = None
     values: dict[str, Any] | None = None
+    grant_for: str | None = None
+    """On ``grant``: for how long, one of the card's ``grant_for`` (``"1h"``)."""
 
 
 CardStatus = Literal["pending", "approved", "declined", "expired"]
@@ -126,6 +129,11 @@ class ApprovalCard:
     previous_args: dict[str, Any] | None = None
     """Once approved as edited: the arguments as they were asked (``args`` ran)."""
     edited_by: Person | None = None
+    grant_for: tuple[str, ...] = ()
+    """While pending: the durations (``"1h"``) of "Approve for this thread" buttons: this
+    call, and the same tool's later calls here by the same requester, without cards."""
+    granted_for: str | None = None
+    """Once approved by a grant: for how long."""
 
     @property
     def tool(self) -> str:

@@ -40,6 +40,8 @@ def approval_card(
     schema: dict[str, Any] | None = None,
     previous_args: dict[str, Any] | None = None,
     edited_by: Person | None = None,
+    grant_for: tuple[str, ...] = (),
+    granted_for: str | None = None,
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).
 
@@ -66,6 +68,8 @@ def approval_card(
         fields=fields,
         previous_args=previous_args,
         edited_by=edited_by,
+        grant_for=grant_for if quorum == 1 and info.answer is None else (),
+        granted_for=granted_for,
     )
 
 

@@ -180,8 +180,12 @@ class ConsoleAdapter:
             case "e" | "edit" if card.editable:
                 self._editing = _Edit(ref=ref, card=card)
                 return
+            case "g" | "grant" if card.grant_for:
+                duration = rest.strip() or card.grant_for[0]
+                await self._click(ref, card, "grant", grant_for=duration)
+                return
             case _:
-                self.messenger.write(texts.CARD_REASK_EDIT if card.editable else texts.CARD_REASK)
+                self.messenger.write(_card_question(card, texts.CARD_REASK, texts.CARD_REASK_EDIT))
                 return
         await self._click(
             ref,
@@ -212,6 +216,7 @@ class ConsoleAdapter:
         *,
         reason: str | None = None,
         values: dict[str, str] | None = None,
+        grant_for: str | None = None,
     ) -> ClickResult:
         result = await self.bot.on_click(
             Click(
@@ -224,6 +229,7 @@ class ConsoleAdapter:
                 message_ref=ref,
                 user_name=self.user,
                 values=dict(values) if values is not None else None,
+                grant_for=grant_for,
             )
         )
         if not result.accepted and not result.retry:
@@ -245,7 +251,7 @@ class ConsoleAdapter:
             self.messenger.write(label, end=end)
         elif self.messenger.open_cards:
             card = self.messenger.open_cards[0][1]
-            question = texts.CARD_QUESTION_EDIT if card.editable else texts.CARD_QUESTION
+            question = _card_question(card, texts.CARD_QUESTION, texts.CARD_QUESTION_EDIT)
             self.messenger.write(question, end=end)
         elif self._interactive:
             self.messenger.write(texts.INPUT, end="")
@@ -258,6 +264,17 @@ class _Edit:
     ref: MessageRef
     card: ApprovalCard
     values: dict[str, str] = field(default_factory=dict)
+
+
+def _card_question(card: ApprovalCard, plain: str, editable: str) -> str:
+    """What a card's prompt offers: Edit when it may be edited, a grant when one is."""
+    text = editable if card.editable else plain
+    if card.grant_for:
+        grant = texts.GRANT_OPTION.format(durations=" / ".join(card.grant_for))
+        text = text.replace(" / [d]ecline", f" / {grant} / [d]ecline", 1)
+        hint = texts.GRANT_HINT.format(duration=card.grant_for[-1])
+        text = text.replace(", or 'd'", f", {hint}, or 'd'", 1)
+    return text
 
 
 def _shown(value: object) -> str:

@@ -29,6 +29,8 @@ def render_card(card: ApprovalCard) -> str:
     who = names(card.decided_by) or texts.SOMEONE
     if card.status == "approved":
         approved = texts.CARD_APPROVED.format(who=who, tool=tool_label(card))
+        if card.granted_for:
+            approved += texts.CARD_GRANTED.format(duration=card.granted_for)
         if card.previous_args is None:
             return approved
         editor = name(card.edited_by) if card.edited_by else texts.SOMEONE

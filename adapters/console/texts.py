@@ -17,7 +17,10 @@ CARD_REASK_EDIT: Final = (
     "Please answer 'a' to approve, 'e' to edit the arguments first, or 'd' (then a reason, "
     "if you like) to decline."
 )
+GRANT_OPTION: Final = "[g]rant for this thread ({durations})"
+GRANT_HINT: Final = "'g' (or 'g {duration}') to approve it and its like in this thread for a while"
 EDIT_FIELD: Final = "    {label} [{value}]: "
+CARD_GRANTED: Final = " (and its like in this thread, for {duration})"
 CARD_EDITED: Final = "    edited by {who}: {changes}"
 NO_CHANGE: Final = "nothing changed"
 CARD_HEADER: Final = "[approval needed] {agent} wants to run {tool}"

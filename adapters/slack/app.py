@@ -71,6 +71,7 @@ from .wire import (
     DECLINE_VIEW,
     EDIT_ACTION,
     EDIT_VIEW,
+    GRANT_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     ModalMetadata,
@@ -131,10 +132,16 @@ class SlackAdapter:
         )
         for event in LISTENED_EVENTS:
             self.app.event(event)(self._on_message)
-        # Approve, and a question's Decline and Cancel, decide at once; a card's
-        # Decline asks for a reason first; Answer… opens the question's form, and a
-        # card's Edit the form of its arguments, which approves them as edited.
-        for action in (APPROVE_ACTION, QUESTION_DECLINE_ACTION, QUESTION_CANCEL_ACTION):
+        # Approve, "Approve for this thread", and a question's Decline and Cancel,
+        # decide at once; a card's Decline asks for a reason first; Answer… opens the
+        # question's form, and a card's Edit the form of its arguments, which approves
+        # them as edited.
+        for action in (
+            APPROVE_ACTION,
+            GRANT_ACTION_ID,
+            QUESTION_DECLINE_ACTION,
+            QUESTION_CANCEL_ACTION,
+        ):
             self.app.action(action)(self._on_click)
         self.app.action(DECLINE_ACTION)(self._on_decline)
         for action in (ANSWER_ACTION, EDIT_ACTION):

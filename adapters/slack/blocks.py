@@ -19,10 +19,14 @@ from .wire import (
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     encode_button_value,
+    grant_action,
 )
 
 SECTION_LIMIT = 3000
 CONFIRM_TEXT_LIMIT = 300
+BUTTON_TEXT_LIMIT = 75
+ACTIONS_LIMIT = 25
+"""Elements in one actions block."""
 CONTEXT_LIMIT = 2000
 REASON_LIMIT = 1000
 EDITED_VALUE_LIMIT = 200
@@ -104,6 +108,8 @@ def outcome_text(card: ApprovalCard) -> str:
     """ "Approved by @x" (or "@x, @y" for a quorum), "Declined by @x: reason" or "Expired"."""
     who = mentions(card.decided_by) or texts.UNKNOWN_PERSON
     match card.status:
+        case "approved" if card.granted_for:
+            return texts.APPROVED_FOR.format(who=who, duration=escape(card.granted_for))
         case "approved":
             return texts.APPROVED_BY.format(who=who)
         case "declined" if card.reason:
@@ -166,33 +172,32 @@ def _arguments(args: dict[str, Any]) -> list[Block]:
 def _buttons(card: ApprovalCard) -> Block:
     value = encode_button_value(card.run_id, card.tool_call_id)
     confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(tool_label(card))), CONFIRM_TEXT_LIMIT)
-    return {
-        "type": "actions",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": APPROVE_ACTION,
-                "text": plain(texts.APPROVE),
+    elements: list[Block] = [
+        {
+            "type": "button",
+            "action_id": APPROVE_ACTION,
+            "text": plain(texts.APPROVE),
+            "style": "primary",
+            "value": value,
+            "confirm": {
+                "title": plain(texts.CONFIRM_TITLE),
+                "text": mrkdwn(confirm),
+                "confirm": plain(texts.CONFIRM_YES),
+                "deny": plain(texts.CONFIRM_NO),
                 "style": "primary",
-                "value": value,
-                "confirm": {
-                    "title": plain(texts.CONFIRM_TITLE),
-                    "text": mrkdwn(confirm),
-                    "confirm": plain(texts.CONFIRM_YES),
-                    "deny": plain(texts.CONFIRM_NO),
-                    "style": "primary",
-                },
             },
-            {
-                "type": "button",
-                "action_id": DECLINE_ACTION,
-                "text": plain(texts.DECLINE),
-                "style": "danger",
-                "value": value,
-            },
-            *_edit_button(card, value),
-        ],
-    }
+        },
+        {
+            "type": "button",
+            "action_id": DECLINE_ACTION,
+            "text": plain(texts.DECLINE),
+            "style": "danger",
+            "value": value,
+        },
+        *_edit_button(card, value),
+    ]
+    elements += _grant_buttons(card, room=ACTIONS_LIMIT - len(elements))
+    return {"type": "actions", "elements": elements}
 
 
 def _edit_button(card: ApprovalCard, value: str) -> list[Block]:
@@ -200,6 +205,37 @@ def _edit_button(card: ApprovalCard, value: str) -> list[Block]:
     if not card.editable:
         return []
     return [{"type": "button", "action_id": EDIT_ACTION, "text": plain(texts.EDIT), "value": value}]
+
+
+def _grant_buttons(card: ApprovalCard, *, room: int) -> list[Block]:
+    """ "Approve for this thread (1h)", one per duration the card offers (as many as the
+    block has room for), each confirmed first: it approves later calls too."""
+    tool = escape(tool_label(card))
+    buttons: list[Block] = []
+    for index, duration in enumerate(list(dict.fromkeys(card.grant_for))[:room]):
+        label = texts.GRANT.format(duration=duration)
+        if len(label) > BUTTON_TEXT_LIMIT:
+            label = label[: BUTTON_TEXT_LIMIT - 1] + "…"
+        confirm, _ = cut(
+            texts.GRANT_CONFIRM_TEXT.format(tool=tool, duration=escape(duration)),
+            CONFIRM_TEXT_LIMIT,
+        )
+        buttons.append(
+            {
+                "type": "button",
+                "action_id": grant_action(index),
+                "text": plain(label),
+                "value": encode_button_value(card.run_id, card.tool_call_id, grant_for=duration),
+                "confirm": {
+                    "title": plain(texts.GRANT_CONFIRM_TITLE),
+                    "text": mrkdwn(confirm),
+                    "confirm": plain(texts.GRANT_CONFIRM_YES),
+                    "deny": plain(texts.CONFIRM_NO),
+                    "style": "primary",
+                },
+            }
+        )
+    return buttons
 
 
 # -- prompt and text --------------------------------------------------------------

@@ -27,12 +27,14 @@ from .wire import (
     EDIT_ACTION,
     EDIT_VIEW,
     FIELD_INPUT,
+    GRANT_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
     REASON_INPUT,
     ButtonValue,
     FormMetadata,
+    GrantValue,
     ModalMetadata,
     PayloadError,
     decode_button_value,
@@ -98,8 +100,8 @@ class MessageIn:
 
 @dataclass(frozen=True, kw_only=True)
 class ActionIn:
-    """A button pressed: Approve, Decline or Edit on a card, Answer…, Decline or Cancel
-    on a question."""
+    """A button pressed: Approve, Decline, Edit or "Approve for this thread" on a card
+    (its ``value`` then a ``GrantValue``), Answer…, Decline or Cancel on a question."""
 
     action: ClickAction
     value: ButtonValue
@@ -271,11 +273,18 @@ def _parse_event(callback: _EventCallback) -> Inbound:
     )
 
 
+def _action_of(action_id: str) -> ClickAction | None:
+    """What pressing the button ``action_id`` does, or ``None`` for a button not ours."""
+    if GRANT_ACTION_ID.search(action_id):
+        return "grant"
+    return _ACTIONS.get(action_id)
+
+
 def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
-    ours = [a for a in payload.actions if a.action_id in _ACTIONS]
+    ours = [(a, kind) for a in payload.actions if (kind := _action_of(a.action_id))]
     if not ours:
         raise PayloadError(texts.UNKNOWN_ACTION)
-    action = ours[0]
+    action, kind = ours[0]
     container = payload.container
     message_thread = payload.message.thread_ts if payload.message else None
     team = payload.team.id if payload.team else payload.user.team_id
@@ -283,14 +292,15 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
         raise PayloadError(texts.BAD_PAYLOAD)
     root = container.thread_ts or message_thread or container.message_ts
     try:
-        value = decode_button_value(action.value)
+        # A grant's value has its duration, and no other button's has one.
+        value = decode_button_value(action.value, GrantValue if kind == "grant" else ButtonValue)
     except PayloadError:
         # Signed by Slack, so a person pressed it: they are told, nothing is decided.
         return ForeignActionIn(
             team=team, user=payload.user.id, channel=container.channel_id, root=root
         )
     return ActionIn(
-        action=_ACTIONS[action.action_id],
+        action=kind,
         value=value,
         team=team,
         user=payload.user.id,
@@ -393,6 +403,7 @@ def to_click(action: ActionIn, *, workspace: str | None) -> Click:
         tool_call_id=action.value.call,
         action=action.action,
         message_ref=message_ref(action.channel, action.message_ts),
+        grant_for=action.value.grant if isinstance(action.value, GrantValue) else None,
     )
 
 

@@ -24,8 +24,17 @@ CONFIRM_TITLE = "Approve this call?"
 CONFIRM_TEXT = "The agent will run `{tool}` with the arguments shown."
 CONFIRM_YES = "Approve"
 CONFIRM_NO = "Cancel"
+GRANT = "Approve for this thread ({duration})"
+GRANT_CONFIRM_TITLE = "Approve for this thread?"
+GRANT_CONFIRM_TEXT = (
+    "The agent will run `{tool}` with the arguments shown, and for {duration} may run "
+    "`{tool}` again in this thread, with any arguments, whenever the same person asks, "
+    "without a new card."
+)
+GRANT_CONFIRM_YES = "Approve"
 
 APPROVED_BY = ":white_check_mark: Approved by {who}"
+APPROVED_FOR = ":white_check_mark: Approved by {who} for this thread ({duration})"
 DECLINED_BY = ":no_entry_sign: Declined by {who}"
 DECLINED_BY_REASON = ":no_entry_sign: Declined by {who}: {reason}"
 EXPIRED = ":hourglass: Expired"

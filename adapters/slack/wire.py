@@ -7,7 +7,8 @@ cannot drift apart.
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+import re
+from typing import TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -16,6 +17,10 @@ from . import texts
 APPROVE_ACTION = "approval_approve"
 DECLINE_ACTION = "approval_decline"
 EDIT_ACTION = "approval_edit"
+GRANT_ACTION = "approval_grant"
+"""Starts the ``action_id`` of each "Approve for this thread" button (``approval_grant:0``,
+``approval_grant:1``...): Slack wants the ids in one block unique, so each has its index."""
+GRANT_ACTION_ID = re.compile(rf"^{GRANT_ACTION}:[0-9]{{1,2}}\Z")
 EDIT_VIEW = "approval_edit_form"
 DECLINE_VIEW = "approval_decline_reason"
 REASON_BLOCK = "reason"
@@ -54,6 +59,16 @@ class ButtonValue(_Compact):
     call: str = Field(min_length=1)
 
 
+class GrantValue(ButtonValue):
+    """An "Approve for this thread" button's: the call, and for how long (``"1h"``), one
+    of the card's durations (the core refuses any other)."""
+
+    grant: str = Field(min_length=1)
+
+
+Value = TypeVar("Value", bound=ButtonValue)
+
+
 class ModalMetadata(_Compact):
     """Carried by a modal from the click that opened it to its submission."""
 
@@ -75,20 +90,39 @@ class FormMetadata(ModalMetadata):
 Metadata = TypeVar("Metadata", bound=ModalMetadata)
 
 
-def encode_button_value(run_id: str, tool_call_id: str) -> str:
-    """The button ``value`` for one pending call (raises if it cannot fit)."""
-    value = ButtonValue(run=run_id, call=tool_call_id).dump()
+def encode_button_value(run_id: str, tool_call_id: str, *, grant_for: str | None = None) -> str:
+    """The button ``value`` for one pending call, with the duration of an "Approve for
+    this thread" button (raises if it cannot fit)."""
+    value = (
+        ButtonValue(run=run_id, call=tool_call_id)
+        if grant_for is None
+        else GrantValue(run=run_id, call=tool_call_id, grant=grant_for)
+    ).dump()
     if len(value) > BUTTON_VALUE_LIMIT:
         raise ValueError(f"button value of {len(value)} characters exceeds Slack's limit")
     return value
 
 
-def decode_button_value(value: str | None) -> ButtonValue:
-    """Parse a button ``value``; ``PayloadError`` when it is not one of ours."""
+@overload
+def decode_button_value(value: str | None) -> ButtonValue: ...
+
+
+@overload
+def decode_button_value(value: str | None, model: type[Value]) -> Value: ...
+
+
+def decode_button_value(value: str | None, model: type[ButtonValue] = ButtonValue) -> ButtonValue:
+    """Parse a button ``value`` of the ``model`` its button carries (a grant's has its
+    duration, no other has one); ``PayloadError`` when it is not one of ours."""
     try:
-        return ButtonValue.model_validate_json(value or "")
+        return model.model_validate_json(value or "")
     except ValidationError:
         raise PayloadError(texts.BAD_ACTION_VALUE) from None
+
+
+def grant_action(index: int) -> str:
+    """The ``action_id`` of a card's ``index``-th "Approve for this thread" button."""
+    return f"{GRANT_ACTION}:{index}"
 
 
 def field_block(index: int) -> str:

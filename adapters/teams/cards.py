@@ -60,7 +60,11 @@ _DATE_FUNCTION: Final = re.compile(r"(?<=\{)\{")
 _EDIT_HINT_LIMIT: Final = 200
 """How long an edit input's hint may be (its value, never shortened, fills it anyway)."""
 
-Action = Literal["approve", "decline", "edit"]
+_MAX_ACTIONS: Final = 6
+"""Teams shows at most six actions of a card: "Approve for this thread" buttons beyond
+that are left out (Approve, Decline and Edit always stay)."""
+
+Action = Literal["approve", "decline", "edit", "grant"]
 QuestionAction = Literal["answer", "decline", "cancel"]
 
 
@@ -97,15 +101,20 @@ def question_card(prompt: Prompt) -> dict[str, Any]:
     return _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit, inputs=False)
 
 
-def action_data(card: ApprovalCard, action: Action) -> dict[str, str]:
-    """The data an Approve/Decline/Approve edited action carries back to the bot (an
-    edit's inputs are merged in)."""
-    return {
+def action_data(
+    card: ApprovalCard, action: Action, *, grant_for: str | None = None
+) -> dict[str, str]:
+    """The data an Approve/Decline/Approve edited/"Approve for this thread" action carries
+    back to the bot (an edit's inputs are merged in; a grant says for how long)."""
+    data = {
         "kind": KIND,
         "action": action,
         "run_id": card.run_id,
         "tool_call_id": card.tool_call_id,
     }
+    if grant_for is not None:
+        data["grant_for"] = grant_for
+    return data
 
 
 def question_data(prompt: Prompt, action: QuestionAction) -> dict[str, str]:
@@ -211,7 +220,24 @@ def _approval_card(
         ]
         if edit:
             content["actions"].append(_edit_action(card))
+        room = _MAX_ACTIONS - len(content["actions"])
+        content["actions"] += _grant_actions(card)[: max(0, room)]
     return content
+
+
+def _grant_actions(card: ApprovalCard) -> list[dict[str, Any]]:
+    """ "Approve for this thread (1h)", one per duration the card offers; like Approve,
+    they send no inputs."""
+    tool = _cut(tool_label(card), _MAX_NAME)
+    return [
+        _execute(
+            messages.GRANT.format(duration=_cut(duration, _MAX_LABEL)),
+            action_data(card, "grant", grant_for=duration),
+            tooltip=messages.GRANT_TOOLTIP.format(duration=_cut(duration, _MAX_LABEL), tool=tool),
+            with_inputs=False,
+        )
+        for duration in dict.fromkeys(card.grant_for)
+    ]
 
 
 def _edit_action(card: ApprovalCard) -> dict[str, Any]:
@@ -388,6 +414,9 @@ def _title(card: ApprovalCard) -> str:
     match card.status:
         case "pending":
             return messages.CARD_TITLE_PENDING
+        case "approved" if card.granted_for:
+            duration = escape(_cut(card.granted_for, _MAX_LABEL))
+            return messages.CARD_TITLE_GRANTED.format(who=who, duration=duration)
         case "approved":
             return messages.CARD_TITLE_APPROVED.format(who=who)
         case "declined":

@@ -25,7 +25,7 @@ CHAT_ROOT: Final = "chat"
 _MESSAGE_ID: Final = ";messageid="
 _NO_TENANT: Final = "-"
 _ACTIONS: Final = {
-    KIND: ("approve", "decline", "edit"),
+    KIND: ("approve", "decline", "edit", "grant"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
 }
 """What each kind of card sends: an approval is never answered, a question never approved."""
@@ -41,15 +41,19 @@ class _ActionData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["approval", "question"]
-    action: Literal["approve", "decline", "edit", "answer", "cancel"]
+    action: Literal["approve", "decline", "edit", "grant", "answer", "cancel"]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None
+    grant_for: str | None = Field(default=None, min_length=1, strict=True)
+    """A grant's duration (``"1h"``): the core takes only one of the card's."""
 
     @model_validator(mode="after")
     def _action_of_its_kind(self) -> Self:
         if self.action not in _ACTIONS[self.kind]:
             raise ValueError(f"a {self.kind} card has no {self.action!r} action")
+        if self.action == "grant" and self.grant_for is None:
+            raise ValueError("a grant says for how long")
         return self
 
 
@@ -186,6 +190,7 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         if activity.reply_to_id
         else None,
         values=values,
+        grant_for=parsed.grant_for if parsed.action == "grant" else None,
     )
 
 

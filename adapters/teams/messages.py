@@ -11,9 +11,15 @@ APPROVE: Final = "Approve"
 DECLINE: Final = "Decline"
 EDIT: Final = "Edit"
 APPROVE_EDITED: Final = "Approve edited"
+GRANT: Final = "Approve for this thread ({duration})"
+GRANT_TOOLTIP: Final = (
+    "Approve this call, and for {duration} let {tool} run again in this thread, with any"
+    " arguments, whenever the same person asks, without a new card"
+)
 
 CARD_TITLE_PENDING: Final = "Approval needed"
 CARD_TITLE_APPROVED: Final = "✅ Approved by {who}"
+CARD_TITLE_GRANTED: Final = "✅ Approved by {who} for this thread ({duration})"
 CARD_TITLE_DECLINED: Final = "❌ Declined by {who}"
 CARD_TITLE_EXPIRED: Final = "⌛ Expired: nobody decided in time, nothing was run"
 CARD_SOMEONE: Final = "someone"

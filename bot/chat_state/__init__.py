@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, InboxEntry, ThreadNote, ask_of
+from .base import CardPlace, ChatState, InboxEntry, ThreadNote, ask_of, grant_key
 from .memory import MemoryChatState
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "MemoryChatState",
     "ThreadNote",
     "ask_of",
+    "grant_key",
     "open_chat_state",
 ]
 

@@ -76,6 +76,11 @@ def ask_id(tool_call_id: str, asked_at: datetime) -> str:
     return f"{tool_call_id}@{asked_at.isoformat()}"
 
 
+def grant_key(requester: str | None, tool_name: str) -> str:
+    """Whose calls of which tool a thread's grant covers."""
+    return f"{requester or ''}|{tool_name}"
+
+
 def ask_of(call: PendingInfo) -> str:
     """The ask of a pending call (see ``ask_id``)."""
     return ask_id(call.tool_call_id, call.created_at)
@@ -141,6 +146,19 @@ class ChatState(Protocol):
 
     async def votes(self, run_id: str, ask: str) -> list[Person]:
         """The votes on a card, in voting order (none yet: empty)."""
+        ...
+
+    async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
+        """Keep a standing approval in a thread (``key``: whose calls of which tool) until
+        ``until`` (epoch seconds), replacing one under the same key."""
+        ...
+
+    async def grant(self, thread_id: str, key: str, now: float) -> str | None:
+        """Who granted the standing approval ``key`` in a thread, if it holds at ``now``."""
+        ...
+
+    async def revoke_grants(self, thread_id: str) -> int:
+        """End every standing approval of a thread; how many there were."""
         ...
 
     async def set_timer(self, key: str, due: float, data: str) -> None:

@@ -34,6 +34,7 @@ class MemoryChatState(StoreCardLocks):
         self._seen: dict[str, float] = {}
         self._inbox: dict[str, _Slot] = {}
         self._timers: dict[str, tuple[float, str]] = {}
+        self._grants: dict[str, dict[str, tuple[float, str]]] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -53,6 +54,16 @@ class MemoryChatState(StoreCardLocks):
 
     async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         return self._cards.get((run_id, ask))
+
+    async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
+        self._grants.setdefault(thread_id, {})[key] = (until, granted_by)
+
+    async def grant(self, thread_id: str, key: str, now: float) -> str | None:
+        until, by = self._grants.get(thread_id, {}).get(key, (0.0, ""))
+        return by if until > now else None
+
+    async def revoke_grants(self, thread_id: str) -> int:
+        return len(self._grants.pop(thread_id, {}))
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         self._timers[key] = (due, data)

@@ -148,6 +148,25 @@ class RedisChatState(StoreCardLocks):
         rows = await self._add_vote(keys=[key], args=[voter.id, PERSON.dump_json(voter).decode()])
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
 
+    async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
+        entry = json.dumps({"until": until, "by": granted_by})
+        await self._redis.hset(self.keys.grants(thread_id), key, entry)
+
+    async def grant(self, thread_id: str, key: str, now: float) -> str | None:
+        data = await self._redis.hget(self.keys.grants(thread_id), key)
+        if data is None:
+            return None
+        entry = json.loads(cast(str, data))
+        return str(entry["by"]) if float(entry["until"]) > now else None
+
+    async def revoke_grants(self, thread_id: str) -> int:
+        key = self.keys.grants(thread_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hlen(key)
+            pipe.delete(key)
+            count, _ = await pipe.execute()
+        return int(count)
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         dues, datas = self.keys.timers()
         async with self._redis.pipeline(transaction=True) as pipe:

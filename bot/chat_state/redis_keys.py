@@ -35,6 +35,9 @@ VOTES = "votes"
 # Timed jobs (reminders, escalations): a sorted set of keys by due time and a hash
 # of their data, in one slot (one hash tag) so the take script may touch both.
 TIMERS = "timers"
+# Standing approvals of a thread: a hash of JSON {until, by} by whose calls of which
+# tool. No TTL on the hash (each entry says until when it holds); revoking deletes it.
+GRANTS = "grants"
 
 # The inbox: one stream of deliveries (field ``body``) with one consumer group,
 # whose pending-entries list is who holds what, and since when (the lease).
@@ -91,6 +94,10 @@ class ChatKeys(ShardedKeys):
     def votes(self, run_id: str, ask: str) -> str:
         """The votes on a quorum card."""
         return f"{self.prefix}:{VOTES}:{{{run_id}}}:{ask}"
+
+    def grants(self, thread_id: str) -> str:
+        """A thread's standing approvals."""
+        return self._thread(GRANTS, thread_id)
 
     def timers(self) -> tuple[str, str]:
         """The timed jobs: their due times (sorted set) and their data (hash)."""

@@ -51,6 +51,10 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS timers (
         key TEXT PRIMARY KEY, due REAL NOT NULL, data TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS timers_by_due ON timers (due)",
+    # Standing approvals ("Approve for this thread"), by thread; a lapsed one is ignored.
+    """CREATE TABLE IF NOT EXISTS grants (
+        thread_id TEXT NOT NULL, key TEXT NOT NULL, until REAL NOT NULL,
+        granted_by TEXT NOT NULL, PRIMARY KEY (thread_id, key))""",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
@@ -125,6 +129,20 @@ class SQLiteChatState(StoreCardLocks):
 
         rows = await self._file.run(work, transaction=True)
         return [PERSON.validate_json(row[0]) for row in rows]
+
+    async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
+        sql = """INSERT INTO grants (thread_id, key, until, granted_by) VALUES (?, ?, ?, ?)
+            ON CONFLICT (thread_id, key) DO UPDATE
+            SET until = excluded.until, granted_by = excluded.granted_by"""
+        await self._file.changes(sql, (thread_id, key, until, granted_by))
+
+    async def grant(self, thread_id: str, key: str, now: float) -> str | None:
+        sql = "SELECT granted_by FROM grants WHERE thread_id = ? AND key = ? AND until > ?"
+        rows = await self._file.fetch(sql, (thread_id, key, now))
+        return str(rows[0][0]) if rows else None
+
+    async def revoke_grants(self, thread_id: str) -> int:
+        return await self._file.changes("DELETE FROM grants WHERE thread_id = ?", (thread_id,))
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         await self._file.changes(_SET_TIMER, (key, due, data))

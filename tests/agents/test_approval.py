@@ -16,10 +16,12 @@ from agents import (
     RunNotFoundError,
     RunNotPausedError,
     RunSnapshot,
+    StandingAsk,
     StoreConflict,
     TextDeltaChunk,
     ToolCall,
     ToolCallApprovalChunk,
+    ToolCallGrantedChunk,
     ToolCallNotPendingError,
     ToolResultChunk,
     tool,
@@ -356,3 +358,61 @@ async def test_a_sibling_decided_by_another_process_mid_tool_is_kept_when_the_fi
     assert "web restarted" in final.text
     assert sorted(ran) == ["api", "web"]
     assert (await a.get_run(paused.run_id)).status == "finished"
+
+
+async def test_a_standing_approval_runs_a_gated_call_at_once_and_says_who_granted_it() -> None:
+    ran: list[str] = []
+
+    @tool(require_approval=True)
+    def restart(service: str) -> str:
+        """Restart a service."""
+        ran.append(service)
+        return f"restarted {service}"
+
+    asked: list[StandingAsk] = []
+
+    async def standing(ask: StandingAsk) -> str | None:
+        asked.append(ask)
+        return "U9" if ask.thread_id == "granted" else None
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("restart", {"service": "api"})),
+        tools=[restart],
+        store=MemoryStore(),
+    )
+    agent.set_standing_approval(standing)
+    stream = await agent.stream("restart api", thread_id="granted", resource_id="U1")
+    granted = [c async for c in stream if isinstance(c, ToolCallGrantedChunk)]
+    assert [(g.tool_name, g.granted_by, g.args) for g in granted] == [
+        ("restart", "U9", {"service": "api"})
+    ]
+    assert (await stream.result()).finish_reason == "stop"
+    assert ran == ["api"]
+    assert asked[0].requester == "U1"
+    audit = await agent.engine.store.list_audit(thread_id="granted")
+    assert [(e.event, e.actor) for e in audit] == [("granted", "U9")]
+
+    # Elsewhere nothing stands: a card as usual.
+    paused = await agent.generate("restart api", thread_id="other", resource_id="U1")
+    assert paused.finish_reason == "suspended"
+
+
+async def test_a_standing_approval_lookup_that_fails_asks_as_usual() -> None:
+    @tool(require_approval=True)
+    def restart(service: str) -> str:
+        """Restart a service."""
+        return "restarted"
+
+    async def broken(ask: StandingAsk) -> str | None:
+        raise ConnectionError("the chat state is down")
+
+    agent = Agent(
+        id="ops",
+        model=call_then_answer(ToolCall("restart", {"service": "api"})),
+        tools=[restart],
+        store=MemoryStore(),
+    )
+    agent.set_standing_approval(broken)
+    paused = await agent.generate("restart api", thread_id="t", resource_id="U1")
+    assert paused.finish_reason == "suspended"

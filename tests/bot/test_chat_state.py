@@ -408,3 +408,19 @@ async def test_concurrent_sweeps_take_each_timer_exactly_once(chat: ChatState) -
     taken = await asyncio.gather(*(chat.take_due(100.0, limit=7) for _ in range(8)))
     keys = [key for batch in taken for key, _ in batch]
     assert sorted(keys) == sorted(f"t{i}" for i in range(30))
+
+
+async def test_a_grant_holds_until_its_time_in_its_thread_and_revoking_ends_it(
+    chat: ChatState,
+) -> None:
+    await chat.set_grant(THREAD, "U1|refund", 100.0, "U2")
+    assert await chat.grant(THREAD, "U1|refund", 50.0) == "U2"
+    assert await chat.grant(THREAD, "U1|refund", 100.0) is None  # lapsed
+    assert await chat.grant(OTHER_THREAD, "U1|refund", 50.0) is None
+    assert await chat.grant(THREAD, "U3|refund", 50.0) is None
+    await chat.set_grant(THREAD, "U1|refund", 200.0, "U4")  # granted again: replaced
+    assert await chat.grant(THREAD, "U1|refund", 150.0) == "U4"
+    await chat.set_grant(THREAD, "U1|deploy", 200.0, "U4")
+    assert await chat.revoke_grants(THREAD) == 2
+    assert await chat.grant(THREAD, "U1|refund", 150.0) is None
+    assert await chat.revoke_grants(THREAD) == 0

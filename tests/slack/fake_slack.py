@@ -29,6 +29,8 @@ SECTION_TEXT_LIMIT = 3000
 BUTTON_VALUE_LIMIT = 2000
 ID_LIMIT = 255
 BLOCKS_LIMIT = 50
+ACTIONS_ELEMENTS_LIMIT = 25
+BUTTON_TEXT_LIMIT = 75
 CONFIRM_TEXT_LIMIT = 300
 MODAL_TITLE_LIMIT = 24
 MODAL_BLOCKS_LIMIT = 100
@@ -286,7 +288,15 @@ def _block_problem(block: dict[str, Any]) -> str | None:
         return "section text over 3000 characters"
     if len(block.get("block_id", "")) > ID_LIMIT:
         return "block_id over 255 characters"
-    for element in block.get("elements", []):
+    elements = block.get("elements", [])
+    if kind == "actions" and len(elements) > ACTIONS_ELEMENTS_LIMIT:
+        return "more than 25 elements in an actions block"
+    action_ids = [e["action_id"] for e in elements if "action_id" in e]
+    if len(set(action_ids)) != len(action_ids):
+        return "the same action_id twice in a block"
+    for element in elements:
+        if element.get("type") == "button" and len(element["text"]["text"]) > BUTTON_TEXT_LIMIT:
+            return "button text over 75 characters"
         if len(element.get("action_id", "")) > ID_LIMIT:
             return "action_id over 255 characters"
         if len(element.get("value", "")) > BUTTON_VALUE_LIMIT:

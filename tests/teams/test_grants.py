@@ -1,0 +1,361 @@
+""" "Approve for this thread (1h)" on an approval card in Teams.
+
+A grant approves the call, and the same tool's later calls in that thread by the same
+requester, for a while, without new cards. Driven end to end over HTTP with real RS256
+channel tokens, the real CloudAdapter and core, and a fake Bot Connector; the
+``refund`` tool records every refund that really runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from botbuilder.schema import Activity
+
+from adapters.teams import cards, convert, messages
+from bot import ApprovalCard, Person, PromptField
+from bot import messages as core_messages
+from bot.policy import ApprovalPolicy
+
+from . import activities as act
+from .conftest import Answer, MakeBot
+from .fake_connector import ConnectorCall, FakeConnector
+from .signed import Posted, SignedBot, in_thread, signed_settings, token_for
+from .test_edit import ASKED, MESSAGE_TYPE, card_text, refunds_agent, top_actions
+
+GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
+EXPIRES = datetime(2030, 5, 17, 14, 30, tzinfo=UTC)
+URL = "https://smba.example.invalid/"
+
+
+# -- rendering and parsing ------------------------------------------------------------
+
+
+def approval(**kw: Any) -> ApprovalCard:
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "refund",
+        "args": {"order": "A-1001", "amount": 150},
+        "agent_path": ("billing",),
+        "requester": Person(id="aad-alice", name="Alice"),
+        "expires_at": EXPIRES,
+    }
+    return ApprovalCard(**{**fields, **kw})
+
+
+def grant_actions(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in card.get("actions", []) if a.get("verb") == "grant"]
+
+
+def test_a_pending_card_has_one_grant_action_per_duration_sending_no_inputs() -> None:
+    card = cards.approval_card(approval(grant_for=("1h", "1d")))
+    assert top_actions(card) == [
+        ("Action.Execute", "Approve"),
+        ("Action.Execute", "Decline"),
+        ("Action.Execute", "Approve for this thread (1h)"),
+        ("Action.Execute", "Approve for this thread (1d)"),
+    ]
+    hour, day = grant_actions(card)
+    assert hour["data"] == {
+        "kind": "approval",
+        "action": "grant",
+        "grant_for": "1h",
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+    }
+    assert day["data"]["grant_for"] == "1d"
+    for action in (hour, day):
+        assert action["associatedInputs"] == "none"
+        own = {k: v for k, v in action.items() if k not in ("type", "verb", "fallback")}
+        assert action["fallback"] == {"type": "Action.Submit", **own}
+        assert "refund" in action["tooltip"]
+
+
+def test_a_card_without_durations_or_decided_has_no_grant_actions() -> None:
+    assert grant_actions(cards.approval_card(approval())) == []
+    decided = approval(
+        status="approved", decided_by=(Person(id="aad-bob", name="Bob"),), grant_for=("1h",)
+    )
+    assert "actions" not in cards.approval_card(decided)
+
+
+def test_teams_gets_at_most_six_actions_and_approve_decline_and_edit_stay() -> None:
+    many = tuple(f"{n}h" for n in range(1, 10))
+    editable = approval(
+        grant_for=many, editable=True, fields=(PromptField(name="order", label="Order"),)
+    )
+    card = cards.approval_card(editable)
+    assert [title for _, title in top_actions(card)] == [
+        "Approve",
+        "Decline",
+        "Edit",
+        "Approve for this thread (1h)",
+        "Approve for this thread (2h)",
+        "Approve for this thread (3h)",
+    ]
+
+
+def test_a_card_approved_by_a_grant_says_for_how_long() -> None:
+    bob = (Person(id="aad-bob", name="Bob"),)
+    granted = cards.approval_card(approval(status="approved", decided_by=bob, granted_for="1h"))
+    assert card_text(granted)[0] == "✅ Approved by Bob for this thread (1h)"
+    assert card_text(granted)[0] == messages.CARD_TITLE_GRANTED.format(who="Bob", duration="1h")
+    plain = cards.approval_card(approval(status="approved", decided_by=bob))
+    assert card_text(plain)[0] == "✅ Approved by Bob"
+
+
+def invoke(data: dict[str, Any]) -> Activity:
+    value = {"action": {"type": "Action.Execute", "verb": data.get("action"), "data": data}}
+    activity: Activity = Activity().deserialize(
+        {
+            "type": "invoke",
+            "name": "adaptiveCard/action",
+            "id": "1",
+            "channelId": "msteams",
+            "serviceUrl": URL,
+            "from": act.BOB,
+            "recipient": act.BOT,
+            "conversation": act.channel_conversation("1000"),
+            "value": value,
+        }
+    )
+    return activity
+
+
+def grant_data(**kw: Any) -> dict[str, Any]:
+    base = {"kind": "approval", "action": "grant", "run_id": "r", "tool_call_id": "c"}
+    return {**base, **kw}
+
+
+def test_a_grant_is_a_click_for_its_duration_on_an_approval_only() -> None:
+    activity = invoke(grant_data(grant_for="1d"))
+    click = convert.execute_click(activity, convert.thread_of(activity))
+    assert click is not None
+    assert (click.action, click.grant_for, click.run_id) == ("grant", "1d", "r")
+
+    approve = invoke(grant_data(action="approve", grant_for="1d"))
+    approved = convert.execute_click(approve, convert.thread_of(approve))
+    assert approved is not None
+    assert (approved.action, approved.grant_for) == ("approve", None)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        grant_data(),
+        grant_data(grant_for=""),
+        grant_data(grant_for=None),
+        grant_data(grant_for=1),
+        grant_data(grant_for=["1h"]),
+        grant_data(kind="question", grant_for="1h"),
+    ],
+    ids=["without", "empty", "null", "a number", "a list", "on a question"],
+)
+def test_a_grant_without_a_duration_in_text_or_on_a_question_is_not_a_click(
+    data: dict[str, Any],
+) -> None:
+    activity = invoke(data)
+    assert convert.execute_click(activity, convert.thread_of(activity)) is None
+
+
+# -- at the HTTP edge ---------------------------------------------------------------
+
+
+@dataclass
+class Till(SignedBot):
+    """The bot with the refund tool, behind real Bot Framework auth."""
+
+    ran: list[dict[str, Any]]
+
+    async def ask_refund(self, *, user: dict[str, Any] = act.ALICE) -> Posted:
+        """Ask for a refund in a new channel thread; the card the bot posted."""
+        return await self.ask("refund A-1001", user=user)
+
+    async def ask_in(self, root: str, *, user: dict[str, Any] = act.ALICE) -> list[ConnectorCall]:
+        """Ask again in the thread of ``root``; what the bot posted there for it."""
+        before = len(self.connector.messages(in_thread(root)))
+        await self.post(
+            act.channel_post(
+                self.connector.url, "refund A-1001", root=root, mention=True, user=user
+            )
+        )
+        await self.teams.bot.drain()
+        return self.connector.messages(in_thread(root))[before:]
+
+
+MakeTill = Callable[..., Awaitable[Till]]
+
+
+@pytest.fixture
+async def make_till(
+    make_bot: MakeBot, connector: FakeConnector, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[MakeTill]:
+    async with token_for(connector, monkeypatch) as token:
+
+        async def make(policy: str | None = GRANTS) -> Till:
+            ran: list[dict[str, Any]] = []
+            teams = await make_bot(
+                agent=refunds_agent(ran),
+                policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
+                settings=signed_settings(),
+            )
+            return Till(teams=teams, connector=connector, token=token, ran=ran)
+
+        yield make
+
+
+async def press_grant(
+    posted: Posted, duration: str, *, user: dict[str, Any] = act.BOB, submit: bool = False
+) -> Answer:
+    """Press "Approve for this thread (<duration>)" (or its Action.Submit fallback)."""
+    (action,) = [a for a in grant_actions(posted.card) if a["data"]["grant_for"] == duration]
+    kind = act.submit if submit else act.execute
+    click = kind(
+        posted.bot.connector.url,
+        posted.card,
+        "grant",
+        conversation=act.channel_conversation(posted.root),
+        card_id=posted.posted.response_id,
+        user=user,
+    )
+    data = dict(action["fallback"]["data"] if submit else action["data"])
+    if submit:
+        click["value"] = data
+    else:
+        click["value"]["action"]["data"] = data
+    return await posted.send(click)
+
+
+def cards_in(calls: list[ConnectorCall]) -> list[ConnectorCall]:
+    return [c for c in calls if c.card is not None]
+
+
+async def test_the_pending_card_offers_the_policys_durations(make_till: MakeTill) -> None:
+    asked = await (await make_till()).ask_refund()
+    titles = [title for _, title in top_actions(asked.card)]
+    assert titles[-2:] == ["Approve for this thread (1h)", "Approve for this thread (1d)"]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        None,
+        '[tools.refund]\nexpires_in = "1h"\n',
+        '[default]\ngrant_for = ["1h"]\n'
+        '[tools.refund]\napprovers = ["aad-bob", "aad-carol"]\nquorum = 2\n',
+    ],
+    ids=["no policy", "no grant_for", "quorum of two"],
+)
+async def test_no_grant_actions_without_grant_for_or_on_a_quorum_card(
+    make_till: MakeTill, policy: str | None
+) -> None:
+    asked = await (await make_till(policy)).ask_refund()
+    assert grant_actions(asked.card) == []
+    assert [title for _, title in top_actions(asked.card)][:2] == ["Approve", "Decline"]
+
+
+async def test_approve_for_this_thread_runs_the_tool_once_and_the_card_says_so(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+
+    answer = await press_grant(asked, "1h")
+
+    assert answer.body["type"] == cards.CONTENT_TYPE
+    approved = answer.body["value"]
+    assert card_text(approved)[0] == "✅ Approved by Bob for this thread (1h)"
+    assert "actions" not in approved
+    assert [card_text(c)[0] for c in asked.updates()] == [card_text(approved)[0]]
+    assert till.ran == [ASKED]
+    assert "refunded 150 EUR on A-1001" in asked.texts()[-1]
+
+    again = await press_grant(asked, "1h")
+    assert again.body["type"] == MESSAGE_TYPE
+    assert len(till.ran) == 1
+
+
+async def test_the_submit_fallback_grants_too(make_till: MakeTill) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+
+    await press_grant(asked, "1d", submit=True)
+
+    (updated,) = asked.updates()
+    assert card_text(updated)[0] == "✅ Approved by Bob for this thread (1d)"
+    assert till.ran == [ASKED]
+
+
+async def test_the_same_request_in_the_same_thread_runs_without_a_card_and_says_so(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+    await press_grant(asked, "1h")
+
+    posted = await till.ask_in(asked.root)
+
+    assert till.ran == [ASKED, ASKED]
+    assert cards_in(posted) == [], "no new card"
+    said = [c.text for c in posted]
+    assert f"Bob: {core_messages.GRANTED_RUN.format(tool='refund')}" in said, said
+    assert any("refunded 150 EUR on A-1001" in text for text in said), said
+
+
+async def test_the_same_request_in_another_thread_gets_a_card_again(make_till: MakeTill) -> None:
+    till = await make_till()
+    await press_grant(await till.ask_refund(), "1h")
+
+    again = await till.ask_refund()
+
+    assert len(grant_actions(again.card)) == 2
+    assert len(till.ran) == 1
+    assert not any("under your grant" in text for text in again.texts())
+
+
+async def test_someone_else_asking_in_the_granted_thread_gets_a_card(make_till: MakeTill) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+    await press_grant(asked, "1h")
+
+    posted = await till.ask_in(asked.root, user=act.CAROL)
+
+    assert len(cards_in(posted)) == 1
+    assert len(till.ran) == 1
+
+
+async def test_a_grant_the_policy_does_not_let_the_clicker_give_is_refused(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till('[tools.refund]\napprovers = ["aad-bob"]\ngrant_for = ["1h"]\n')
+    asked = await till.ask_refund()
+
+    refused = await press_grant(asked, "1h", user=act.CAROL)
+
+    assert refused.body["type"] == MESSAGE_TYPE
+    assert asked.updates() == []
+    assert till.ran == []
+
+
+async def test_a_forged_duration_is_refused_and_nothing_runs(make_till: MakeTill) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+    click = act.execute(
+        till.connector.url,
+        asked.card,
+        "grant",
+        conversation=act.channel_conversation(asked.root),
+        card_id=asked.posted.response_id,
+    )
+    click["value"]["action"]["data"]["grant_for"] = "365d"
+
+    refused = await asked.send(click)
+
+    assert refused.body["type"] == MESSAGE_TYPE
+    assert asked.updates() == []
+    assert till.ran == []
