@@ -185,7 +185,7 @@ class ConsoleAdapter:
                 await self._click(ref, card, "grant", grant_for=duration)
                 return
             case _:
-                self.messenger.write(_card_question(card, texts.CARD_REASK, texts.CARD_REASK_EDIT))
+                self.messenger.write(_card_answers(card, reask=True))
                 return
         await self._click(
             ref,
@@ -251,7 +251,7 @@ class ConsoleAdapter:
             self.messenger.write(label, end=end)
         elif self.messenger.open_cards:
             card = self.messenger.open_cards[0][1]
-            question = _card_question(card, texts.CARD_QUESTION, texts.CARD_QUESTION_EDIT)
+            question = _card_answers(card, reask=False)
             self.messenger.write(question, end=end)
         elif self._interactive:
             self.messenger.write(texts.INPUT, end="")
@@ -266,15 +266,23 @@ class _Edit:
     values: dict[str, str] = field(default_factory=dict)
 
 
-def _card_question(card: ApprovalCard, plain: str, editable: str) -> str:
-    """What a card's prompt offers: Edit when it may be edited, a grant when one is."""
-    text = editable if card.editable else plain
+def _card_answers(card: ApprovalCard, *, reask: bool) -> str:
+    """The card's prompt (or, ``reask``, what to answer it with): Approve, Edit when it
+    may be edited, a grant when one is offered, Decline."""
+    options = [texts.APPROVE_OPTION]
+    if card.editable:
+        options.append(texts.EDIT_OPTION)
     if card.grant_for:
-        grant = texts.GRANT_OPTION.format(durations=" / ".join(card.grant_for))
-        text = text.replace(" / [d]ecline", f" / {grant} / [d]ecline", 1)
-        hint = texts.GRANT_HINT.format(duration=card.grant_for[-1])
-        text = text.replace(", or 'd'", f", {hint}, or 'd'", 1)
-    return text
+        shown, said = texts.GRANT_OPTION
+        durations = " / ".join(card.grant_for)
+        options.append(
+            (shown.format(durations=durations), said.format(duration=card.grant_for[-1]))
+        )
+    options.append(texts.DECLINE_OPTION)
+    if not reask:
+        return texts.CARD_QUESTION.format(options=" / ".join(shown for shown, _ in options))
+    answers = [answer for _, answer in options]
+    return texts.CARD_REASK.format(options=", ".join(answers[:-1]) + ", or " + answers[-1])
 
 
 def _shown(value: object) -> str:

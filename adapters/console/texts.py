@@ -10,15 +10,16 @@ WELCOME: Final = (
 )
 INPUT: Final = "you> "
 STILL_WAITING: Final = "(these still wait in thread '{thread}', from an earlier session)"
-CARD_QUESTION: Final = "Approve? [a]pprove / [d]ecline (reason) > "
-CARD_REASK: Final = "Please answer 'a' to approve, or 'd' (then a reason, if you like) to decline."
-CARD_QUESTION_EDIT: Final = "Approve? [a]pprove / [e]dit / [d]ecline (reason) > "
-CARD_REASK_EDIT: Final = (
-    "Please answer 'a' to approve, 'e' to edit the arguments first, or 'd' (then a reason, "
-    "if you like) to decline."
+CARD_QUESTION: Final = "Approve? {options} > "
+CARD_REASK: Final = "Please answer {options}."
+APPROVE_OPTION: Final = ("[a]pprove", "'a' to approve")
+EDIT_OPTION: Final = ("[e]dit", "'e' to edit the arguments first")
+GRANT_OPTION: Final = (
+    "[g]rant for this thread ({durations})",
+    "'g' (or 'g {duration}') to approve it and its like in this thread for a while",
 )
-GRANT_OPTION: Final = "[g]rant for this thread ({durations})"
-GRANT_HINT: Final = "'g' (or 'g {duration}') to approve it and its like in this thread for a while"
+DECLINE_OPTION: Final = ("[d]ecline (reason)", "'d' (then a reason, if you like) to decline")
+"""Each answer a card takes: as the prompt lists it, and as the re-ask explains it."""
 EDIT_FIELD: Final = "    {label} [{value}]: "
 CARD_GRANTED: Final = " (and its like in this thread, for {duration})"
 CARD_EDITED: Final = "    edited by {who}: {changes}"
