@@ -437,19 +437,6 @@ class ChatBot:
             elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
                 await self.presenter.say(messenger, thread, Notice(text=why))
 
-    async def _show_answered(
-        self, thread: ThreadKey, messenger: Messenger, questions: list[PendingInfo], user_id: str
-    ) -> None:
-        """Mark the question a reply answered (the newest live one) as answered, by whom:
-        its Decline and Cancel buttons go."""
-        now = datetime.now(UTC)
-        live = [q for q in questions if q.expires_at > now]
-        ref = await self.presenter.card_ref(live[-1]) if live else None
-        if ref is not None:
-            who = self.presenter.who(thread, user_id)
-            shown = prompt(live[-1], status="answered", decided_by=who)
-            await self.presenter.update(messenger, thread, ref, shown)
-
     async def _standing(self, ask: StandingAsk) -> str | None:
         """Who granted the thread a standing approval covering this call, if anyone (a
         tool the policy no longer offers grants for has none)."""
@@ -488,18 +475,8 @@ class ChatBot:
             await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
             return None
         self.metrics.decided("cancelled")
-        ref = await self.presenter.card_ref(question)
-        if ref is not None:
-            who = self.presenter.who(thread, message.user_id)
-            shown = prompt(question, status="cancelled", decided_by=who)
-            await self.presenter.update(messenger, thread, ref, shown)
+        await self.presenter.show_settled(messenger, thread, question, "cancelled", message.user_id)
         return stream
-
-    def _answer_refused(self, questions: list[PendingInfo], user_id: str) -> str | None:
-        """Why ``user_id`` may not answer the newest question (``None``: they may)."""
-        now = datetime.now(UTC)
-        live = [q for q in questions if q.expires_at > now]
-        return self.policy.question_refusal(live[-1], user_id, reply=True) if live else None
 
     async def _stream_for(
         self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
@@ -524,7 +501,11 @@ class ChatBot:
         if live and _cancels(message.text, live[-1]):
             return await self._cancel_question(message, messenger, live[-1], retry=retry)
         if questions:
-            refused = self._answer_refused(questions, message.user_id)
+            refused = (
+                self.policy.question_refusal(live[-1], message.user_id, reply=True)
+                if live
+                else None
+            )
             if refused is not None:
                 await self.presenter.tell(thread, message.user_id, (refused,))
                 return None
@@ -548,7 +529,10 @@ class ChatBot:
                 await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
                 return None
             if answered is not None:
-                await self._show_answered(thread, messenger, questions, message.user_id)
+                if live:  # the newest live question is the one the reply answered
+                    await self.presenter.show_settled(
+                        messenger, thread, live[-1], "answered", message.user_id
+                    )
                 return answered
             # The question went away between the look and the answer: only a
             # message addressed to the bot may start a new run, as it may below.

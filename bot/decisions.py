@@ -343,8 +343,7 @@ class Decisions:
             return stream
         status = _QUESTION_STATUS[click.action]
         self._metrics.decided(status)
-        who = self._presenter.who(click.thread, click.user_id)
-        shown = prompt(call, status=status, decided_by=who)
+        shown = self._presenter.settled(click.thread, call, status, click.user_id)
         await self._follow(click, call, shown, stream)
         return ClickResult(accepted=True, card=shown)
 

@@ -132,20 +132,14 @@ class Housekeeping:
         messenger = self._presenter.messenger_of(place.thread if place else None)
         if place is None or messenger is None:
             return 0
-        thread, rule = place.thread, self._policy.rule(info.tool_name)
+        thread, tool = place.thread, info.tool_name
         if job.kind == "remind":
-            people = sorted(
-                rule.approvers
-                | (
-                    rule.escalate_to
-                    if self._policy.escalated(info.tool_name, info.created_at, now)
-                    else frozenset()
-                )
-            )
-            text = messages.REMINDER.format(tool=info.tool_name)
+            escalated = self._policy.escalated(tool, info.created_at, now)
+            people = sorted(self._policy.deciders(tool, escalated=escalated))
+            text = messages.REMINDER.format(tool=tool)
         else:
-            people = sorted(rule.escalate_to)
-            text = messages.ESCALATED.format(tool=info.tool_name)
+            people = sorted(self._policy.rule(tool).escalate_to)
+            text = messages.ESCALATED.format(tool=tool)
         named = tuple(self._presenter.who(thread, user) for user in people)
         await self._presenter.say(messenger, thread, Notice(text=text, also=named))
         return 1

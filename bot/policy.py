@@ -307,8 +307,7 @@ class ApprovalPolicy:
         is_requester = requester is not None and decider == requester
         if action == "decline" and is_requester:
             return None
-        allowed = rule.approvers | (rule.escalate_to if escalated else frozenset())
-        if rule.approvers and decider not in allowed:
+        if rule.approvers and decider not in self.deciders(tool_name, escalated=escalated):
             return messages.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
             return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
@@ -341,6 +340,12 @@ class ApprovalPolicy:
         if refusal is None or not reply:
             return refusal
         return messages.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
+
+    def deciders(self, tool_name: str, *, escalated: bool) -> frozenset[str]:
+        """The people listed to decide a call of ``tool_name`` (empty: anyone may); once
+        ``escalated``, its ``escalate_to`` too."""
+        rule = self.rule(tool_name)
+        return rule.approvers | (rule.escalate_to if escalated else frozenset())
 
     def escalated(self, tool_name: str, asked_at: datetime, now: datetime) -> bool:
         """Whether a call asked at ``asked_at`` has waited past its ``escalate_after``."""

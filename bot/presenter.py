@@ -39,6 +39,8 @@ from .types import (
     Messenger,
     Notice,
     Person,
+    Prompt,
+    PromptStatus,
     Reply,
     Text,
     ThreadKey,
@@ -248,6 +250,25 @@ class Presenter:
             grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
             granted_for=granted_for,
         )
+
+    def settled(
+        self, thread: ThreadKey, info: PendingInfo, status: PromptStatus, user_id: str
+    ) -> Prompt:
+        """A question as it reads once ``user_id`` answered, declined or cancelled it."""
+        return prompt(info, status=status, decided_by=self.who(thread, user_id))
+
+    async def show_settled(
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        info: PendingInfo,
+        status: PromptStatus,
+        user_id: str,
+    ) -> None:
+        """Replace a question's message with its settled form (its buttons go)."""
+        ref = await self.card_ref(info)
+        if ref is not None:
+            await self.update(messenger, thread, ref, self.settled(thread, info, status, user_id))
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:
         """Where a call's card was posted, if it was (a failing lookup is logged)."""
