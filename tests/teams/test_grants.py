@@ -24,8 +24,9 @@ from bot.policy import ApprovalPolicy
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, FakeConnector
-from .signed import Posted, SignedBot, in_thread, signed_settings, token_for
+from .signed import Posted, in_thread, signed_settings, token_for
 from .test_edit import ASKED, MESSAGE_TYPE, card_text, refunds_agent, top_actions
+from .test_edit import Till as RefundTill
 
 GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
 EXPIRES = datetime(2030, 5, 17, 14, 30, tzinfo=UTC)
@@ -167,14 +168,8 @@ def test_a_grant_without_a_duration_in_text_or_on_a_question_is_not_a_click(
 
 
 @dataclass
-class Till(SignedBot):
-    """The bot with the refund tool, behind real Bot Framework auth."""
-
-    ran: list[dict[str, Any]]
-
-    async def ask_refund(self, *, user: dict[str, Any] = act.ALICE) -> Posted:
-        """Ask for a refund in a new channel thread; the card the bot posted."""
-        return await self.ask("refund A-1001", user=user)
+class Till(RefundTill):
+    """The refund bot of the edit tests, asked again in a thread it answered before."""
 
     async def ask_in(self, root: str, *, user: dict[str, Any] = act.ALICE) -> list[ConnectorCall]:
         """Ask again in the thread of ``root``; what the bot posted there for it."""
