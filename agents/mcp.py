@@ -466,15 +466,14 @@ class McpTools:
         """
         if not isinstance(params, mt.ElicitRequestFormParams):
             return mt.ErrorData(code=mt.INVALID_REQUEST, message="this bot answers forms only")
-        flights = [f for f in self._flights if not f.task.done() and f.question is None]
-        if len(flights) != 1 or len(self._flights) != 1:
+        flight = next(iter(self._flights)) if len(self._flights) == 1 else None
+        if flight is None or flight.task.done() or flight.question is not None:
             log.warning("MCP server %s asked inside one of several calls; refused", self.name)
             return mt.ErrorData(
                 code=mt.INVALID_REQUEST,
                 message="this bot takes a question asked inside a call only while that call"
                 " is the only one in flight (MCP 2026-07-28 has no such limit)",
             )
-        (flight,) = flights
         live = _Live(
             key=f"live-{secrets.token_hex(8)}",
             message=params.message,
