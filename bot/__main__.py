@@ -198,6 +198,7 @@ async def serve(settings: Settings, bot: ChatBot) -> None:
     if not adapters:
         log.warning("no platform configured: serving only /healthz and /metrics")
     app = build_app(settings, bot, adapters, sweep_interval=bot.sweep_interval)
+    await bot.check_places()
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
@@ -232,9 +233,11 @@ async def console(settings: Settings, bot: ChatBot, thread: str | None = None) -
         from agents.models.demo import DEMO_HELP
 
         welcome = DEMO_HELP
+    adapter = ConsoleAdapter(bot, welcome=welcome, thread=thread or DEFAULT_THREAD)
+    await bot.check_places()
     bot.start_sweeper()
     try:
-        await ConsoleAdapter(bot, welcome=welcome, thread=thread or DEFAULT_THREAD).run()
+        await adapter.run()
     finally:
         await bot.aclose()
 
@@ -287,8 +290,13 @@ def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
 async def check(settings: Settings, bot: ChatBot, *, agent: str, model: str, store: str) -> None:
     """Build the adapters too, say the configuration is fine, and stop them again."""
     adapters = build_adapters(bot)
-    for adapter in adapters:
-        await adapter.stop()
+    try:
+        for adapter in adapters:
+            bot.register(adapter.platform, adapter.messenger)
+        await bot.check_places()
+    finally:
+        for adapter in adapters:
+            await adapter.stop()
     platforms = ", ".join(a.platform for a in adapters) or "none"
     policy = bot.policy.source or "(none: anyone decides)"
     print(

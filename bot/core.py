@@ -47,8 +47,11 @@ from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker, every
 from .types import (
+    ApprovalCard,
     Click,
     ClickResult,
+    Inbox,
+    InboxDecision,
     IncomingMessage,
     Messenger,
     Notice,
@@ -58,10 +61,15 @@ from .types import (
     ThreadKey,
     tool_label,
 )
-from .views import prompt, run_metadata
+from .views import prompt, run_metadata, thread_of
 
 log = logging.getLogger(__name__)
 
+INBOX_HORIZON = timedelta(days=36_500)
+"""Every waiting call expires within this (the inbox lists them all)."""
+INBOX_DECISIONS = 10
+"""How many of a person's latest decisions the inbox shows."""
+INBOX_EVENTS = frozenset({"approved", "declined", "edited", "voted"})
 SWEEP_INTERVAL = 30.0
 """The longest pause between two housekeeping passes (expiry, crash recovery)."""
 CLICK_WAIT = 2.5
@@ -233,6 +241,83 @@ class ChatBot:
         for info in waiting:
             await self.presenter.show_pending(messenger, thread, info)
         return len(waiting)
+
+    async def check_places(self) -> None:
+        """Fail closed, at start, on a policy naming a channel or a user group that no
+        registered platform has (``PolicyError``); call once every adapter is registered."""
+        await self.presenter.check_places()
+
+    async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
+        """What waits for ``user_id`` in ``thread``'s workspace, and what they decided lately.
+
+        Reads every waiting run of the deployment (and, for the decisions, the audit
+        log): fine for the hundreds of calls a team has waiting, not for a huge backlog.
+        """
+        self.presenter.remember_name(thread, user_id, user_name)
+        scope = f"{thread.platform}:{thread.workspace}:"
+        now = datetime.now(UTC)
+        waiting: list[ApprovalCard] = []
+        requested: list[ApprovalCard] = []
+        for run_id in await self.store.runs_expiring(now + INBOX_HORIZON):
+            snap = await self.store.load_run(run_id)
+            origin = thread_of(snap.metadata) if snap is not None else None
+            if snap is None or origin is None or not origin.id.startswith(scope):
+                continue
+            for call in snap.pending:
+                info = PendingInfo.of(run_id, call)
+                if call.state != "pending" or call.kind != "approval" or info.expires_at <= now:
+                    continue
+                card = replace(self.presenter.card(origin, info), requested_in=origin)
+                escalated = self.policy.escalated(info.tool_name, info.created_at, now)
+                allowed = await self.presenter.deciders(origin, info.tool_name, escalated=escalated)
+                refusal = self.policy.check(
+                    info.tool_name, info.requester, user_id, escalated=escalated, allowed=allowed
+                )
+                if refusal is None:
+                    waiting.append(card)
+                elif info.requester == user_id:
+                    requested.append(card)
+        decided = await self._decided_by(scope, user_id)
+        grants = await self.chat.grants_given(user_id, scope, now.timestamp())
+        return Inbox(
+            person=self.presenter.who(thread, user_id),
+            waiting=tuple(sorted(waiting, key=lambda c: c.expires_at)),
+            requested=tuple(sorted(requested, key=lambda c: c.expires_at)),
+            decided=decided,
+            grants=len(grants),
+        )
+
+    async def _decided_by(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
+        """``user_id``'s latest decisions in a workspace, newest first."""
+        found: list[InboxDecision] = []
+        for entry in reversed(await self.store.list_audit()):
+            if entry.event not in INBOX_EVENTS or not (entry.thread_id or "").startswith(scope):
+                continue
+            if user_id not in (entry.actor or "").split(","):
+                continue
+            sensitive = self.policy.rule(entry.tool_name).sensitive
+            found.append(
+                InboxDecision(
+                    tool_name=entry.tool_name,
+                    outcome=entry.event,
+                    at=entry.at,
+                    args={} if sensitive else entry.args,
+                )
+            )
+            if len(found) == INBOX_DECISIONS:
+                break
+        return tuple(found)
+
+    async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:
+        """End every standing grant ``user_id`` gave in ``thread``'s workspace."""
+        scope = f"{thread.platform}:{thread.workspace}:"
+        given = await self.chat.grants_given(user_id, scope, datetime.now(UTC).timestamp())
+        count = 0
+        for thread_id, key in given:
+            count += await self.chat.revoke_grant(thread_id, key)
+        if not count:
+            return (messages.NO_GRANTS_GIVEN,)
+        return (messages.GRANTS_GIVEN_ENDED.format(count=count),)
 
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form an ``edit`` click opens, or why editing would be refused."""
@@ -456,7 +541,10 @@ class ChatBot:
     ) -> AgentStream | None:
         """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
         thread = message.thread
-        refused = self.policy.question_refusal(question, message.user_id, declining=True)
+        allowed = await self._allowed(thread, question)
+        refused = self.policy.question_refusal(
+            question, message.user_id, declining=True, allowed=allowed
+        )
         if refused is not None:
             await self.presenter.tell(thread, message.user_id, (refused,))
             return None
@@ -502,7 +590,12 @@ class ChatBot:
             return await self._cancel_question(message, messenger, live[-1], retry=retry)
         if questions:
             refused = (
-                self.policy.question_refusal(live[-1], message.user_id, reply=True)
+                self.policy.question_refusal(
+                    live[-1],
+                    message.user_id,
+                    reply=True,
+                    allowed=await self._allowed(thread, live[-1]),
+                )
                 if live
                 else None
             )
@@ -552,6 +645,11 @@ class ChatBot:
             metadata=run_metadata(thread),
             run_id=run_id,
         )
+
+    async def _allowed(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
+        """Who may decide ``call`` now (user groups as their members)."""
+        escalated = self.policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
+        return await self.presenter.deciders(thread, call.tool_name, escalated=escalated)
 
     async def _pending(self, thread_id: str) -> list[PendingInfo]:
         now = datetime.now(UTC)

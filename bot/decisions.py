@@ -34,7 +34,7 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import ChatState, ask_of, grant_key
+from .chat_state import CardPlace, ChatState, ask_of, grant_key
 from .metrics import DecisionOutcome, Metrics
 from .policy import ApprovalPolicy, parse_duration
 from .presenter import Presenter
@@ -43,8 +43,8 @@ from .types import (
     ApprovalCard,
     Click,
     ClickResult,
-    MessageRef,
     Messenger,
+    Notice,
     Person,
     Prompt,
     PromptField,
@@ -52,7 +52,7 @@ from .types import (
     ThreadKey,
     naming,
 )
-from .views import edit_fields, edit_form, form_answer, prompt
+from .views import edit_fields, edit_form, form_answer, prompt, thread_of
 from .votes import VOTED, audit_vote
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,36 @@ class Decisions:
         """
         self._metrics.clicks.inc()
         self._presenter.remember_name(click.thread, click.user_id, click.user_name)
-        return await self._decide(click)
+        click = await self._locate(click)
+        if click.action == "revoke":
+            return await self._revoke(click)
+        result = await self._decide(click)
+        if click.where is not None and isinstance(result.card, ApprovalCard):
+            # Shown where it was clicked: away from its thread, so with a link to it.
+            result = replace(result, card=replace(result.card, requested_in=click.thread))
+        return result
+
+    async def _locate(self, click: Click) -> Click:
+        """A click on a card away from its run's thread (an approvers' channel, a direct
+        message, an inbox), as a click in that thread (``Click.where`` says where it was).
+
+        Only within one workspace of one platform: people's ids mean nothing elsewhere.
+        Whether the clicker may decide is the policy's to say, as for any click.
+        """
+        if click.where is not None:
+            return click
+        try:
+            snap = await self._agent.get_run(click.run_id)
+        except RunNotFoundError:
+            return click
+        if snap.thread_id == click.thread.id:
+            return click
+        origin = thread_of(snap.metadata)
+        if origin is None or origin.id != snap.thread_id:
+            return click
+        if (origin.platform, origin.workspace) != (click.thread.platform, click.thread.workspace):
+            return click
+        return replace(click, thread=origin, where=click.thread)
 
     async def check(self, click: Click) -> Text | None:
         """Why this click would be refused, or ``None``; changes nothing.
@@ -121,12 +150,12 @@ class Decisions:
         For adapters that ask for more before deciding (a reason dialog):
         a refusal is better said before someone types a reason.
         """
-        _, refusal = await self._check(click)
+        _, refusal = await self._check(await self._locate(click))
         return refusal[0] if refusal else None
 
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form to edit a card's arguments, or why editing is refused."""
-        call, refusal = await self._check(click)
+        call, refusal = await self._check(await self._locate(click))
         if call is None:
             assert refusal is not None
             return refusal[0]
@@ -145,7 +174,7 @@ class Decisions:
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question (as it reads now) a form answers, or why answering is refused."""
-        call, refusal = await self._check(click)
+        call, refusal = await self._check(await self._locate(click))
         if call is None:
             assert refusal is not None
             return refusal[0]
@@ -172,26 +201,50 @@ class Decisions:
             return None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
         if call.expires_at <= datetime.now(UTC):
             return None, ((messages.CLICK_EXPIRED,), "stale")
-        if click.message_ref is not None:
+        outdated = await self._outdated(click, call)
+        if outdated is not None:
             # The call may have been asked again (its arguments changed after an
             # approval): only its newest card decides, never one showing old ones.
-            place = await self._presenter.card_place(call)
-            if place is not None and place.ref != click.message_ref:
-                return None, ((messages.CLICK_OUTDATED,), "stale")
+            return None, ((outdated,), "stale")
+        escalated = self._policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
+        allowed = await self._presenter.deciders(click.thread, call.tool_name, escalated=escalated)
         if call.kind == "suspension":
             declining = click.action != "answer"
-            refusal = self._policy.question_refusal(call, click.user_id, declining=declining)
+            refusal = self._policy.question_refusal(
+                call, click.user_id, declining=declining, allowed=allowed
+            )
         else:
             action: Literal["approve", "decline"] = (
                 "decline" if click.action == "decline" else "approve"
             )
-            escalated = self._policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
             refusal = self._policy.check(
-                call.tool_name, call.requester, click.user_id, action=action, escalated=escalated
+                call.tool_name,
+                call.requester,
+                click.user_id,
+                action=action,
+                escalated=escalated,
+                allowed=allowed,
             )
         if refusal is not None:
             return None, ((refusal,), "refused")
         return call, None
+
+    async def _outdated(self, click: Click, call: PendingInfo) -> str | None:
+        """Why the clicked card does not show the call as it is asked now, or ``None``.
+
+        The card's ask says, when its buttons carry it; else its message: one of the
+        call's cards (a click away from the thread must be on a copy, or carry the
+        ask, as an inbox's buttons do)."""
+        if click.ask is not None:
+            return None if click.ask == ask_of(call) else messages.CLICK_OUTDATED
+        place = await self._presenter.card_place(call)
+        ref = click.message_ref
+        if click.where is not None:
+            held = ref is not None and place is not None and place.holds(ref)
+            return None if held else messages.CLICK_OTHER_THREAD
+        if ref is None or place is None or place.holds(ref):
+            return None
+        return messages.CLICK_OUTDATED
 
     async def _decide(self, click: Click) -> ClickResult:
         call, refusal = await self._check(click)
@@ -258,12 +311,18 @@ class Decisions:
         card = self._presenter.card(click.thread, call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
-        ref = click.message_ref or await self._presenter.card_ref(call)
-        if ref is not None:
-            await self._presenter.update(
-                self._presenter.messenger(click.thread.platform), click.thread, ref, card
-            )
+        await self._show(click, call, card)
         return ClickResult(accepted=True, card=card)
+
+    async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
+        """Show a card's new state wherever it is (the clicked message, if it was never
+        recorded)."""
+        messenger = self._presenter.messenger(click.thread.platform)
+        place = await self._presenter.card_place(call)
+        if place is None and click.message_ref is not None:
+            place = CardPlace(thread=click.place, ref=click.message_ref)
+        if place is not None:
+            await self._presenter.show_card(messenger, place, card)
 
     async def _carry_out(
         self, click: Click, call: PendingInfo, *, voters: tuple[str, ...] = ()
@@ -358,6 +417,28 @@ class Decisions:
         except Exception:
             log.exception("could not keep the grant on %s in %s", call.tool_name, click.thread.id)
 
+    async def _revoke(self, click: Click) -> ClickResult:
+        """End the grant a call ran under (the End grant button on its notice): for its
+        requester, whoever granted it, or anyone who may approve the tool."""
+        entries = await self._audit_of(click.run_id, click.tool_call_id)
+        granted = next((e for e in reversed(entries) if e.event == "granted"), None)
+        if granted is None or granted.thread_id != click.thread.id:
+            return self._refuse(messages.GRANT_UNKNOWN, outcome="stale")
+        tool = granted.tool_name
+        allowed = await self._presenter.deciders(click.thread, tool, escalated=False)
+        if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
+            return self._refuse(messages.GRANT_NOT_YOURS.format(tool=tool), outcome="refused")
+        key = grant_key(granted.requester, tool)
+        if not await self._chat.revoke_grant(click.thread.id, key):
+            return self._refuse(messages.GRANT_GONE.format(tool=tool), outcome="stale")
+        notice = Notice(
+            text=messages.GRANT_ENDED.format(tool=tool),
+            to=self._presenter.who(click.thread, click.user_id),
+        )
+        messenger = self._presenter.messenger(click.thread.platform)
+        await self._presenter.say(messenger, click.thread, notice)
+        return ClickResult(accepted=True)
+
     async def _approved_args(self, call: PendingInfo) -> dict[str, Any] | None:
         """The arguments an approval of ``call`` runs with, as its decision keeps them."""
         try:
@@ -397,10 +478,9 @@ class Decisions:
     ) -> None:
         """Update the clicked card (or question) and continue the run, in the background."""
         messenger = self._presenter.messenger(click.thread.platform)
-        ref = click.message_ref or await self._presenter.card_ref(call)
         try:
             self._tasks.spawn(
-                self._after_decision(click.thread, messenger, ref, shown, stream),
+                self._after_decision(click, call, messenger, shown, stream),
                 name=f"decision:{call.run_id}",
             )
         except RuntimeError:
@@ -477,13 +557,12 @@ class Decisions:
 
     async def _after_decision(
         self,
-        thread: ThreadKey,
+        click: Click,
+        call: PendingInfo,
         messenger: Messenger,
-        ref: MessageRef | None,
         card: ApprovalCard | Prompt,
         stream: AgentStream,
     ) -> None:
-        if ref is not None:
-            await self._presenter.update(messenger, thread, ref, card)
-        async with self._threads.hold(thread.id):
-            await self._presenter.consume(thread, messenger, stream)
+        await self._show(click, call, card)
+        async with self._threads.hold(click.thread.id):
+            await self._presenter.consume(click.thread, messenger, stream)

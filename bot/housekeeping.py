@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from agents import Agent, ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
 
 from . import messages
-from .chat_state import ChatState, ask_of
+from .chat_state import CardPlace, ChatState, ask_of
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import TIMER, Presenter, Timer
@@ -140,9 +141,40 @@ class Housekeeping:
         else:
             people = sorted(self._policy.rule(tool).escalate_to)
             text = messages.ESCALATED.format(tool=tool)
-        named = tuple(self._presenter.who(thread, user) for user in people)
-        await self._presenter.say(messenger, thread, Notice(text=text, also=named))
+            if any(copy.to.user_id for copy in place.copies):
+                place = await self._send_to_escalation(messenger, place, info, people)
+        if not place.copies:
+            named = tuple(self._presenter.who(thread, user) for user in people)
+            await self._presenter.say(messenger, thread, Notice(text=text, also=named))
+            return 1
+        for copy in place.copies:
+            # Under the card in the approvers' channel, or in each direct message.
+            mine = (copy.to.user_id,) if copy.to.user_id else people
+            named = tuple(self._presenter.who(thread, user) for user in mine if user)
+            notice = Notice(text=text, also=named)
+            await self._presenter.say(messenger, copy.thread, notice, follow=False)
         return 1
+
+    async def _send_to_escalation(
+        self, messenger: Messenger, place: CardPlace, info: PendingInfo, names: list[str]
+    ) -> CardPlace:
+        """A card sent by direct message goes to the people an escalation adds, too."""
+        people = await self._presenter.groups.expand(place.thread.platform, messenger, names)
+        sent = {copy.to.user_id for copy in place.copies}
+        more = [to for to in self._presenter.direct(info, people) if to.user_id not in sent]
+        card = self._presenter.card(place.thread, info)
+        copies = await self._presenter.send_copies(messenger, place.thread, card, more)
+        if not copies:
+            return place
+        wider = replace(place, copies=place.copies + copies)
+        try:
+            await self._chat.set_card(info.run_id, ask_of(info), wider)
+        except Exception:
+            log.exception("could not remember the escalated copies of %s", info.tool_call_id)
+        if wider.ref:
+            pointer = self._presenter.pointer(wider, card)
+            await self._presenter.update(messenger, wider.thread, wider.ref, pointer)
+        return wider
 
     async def _thread_of_run(self, run_id: str, info: PendingInfo | None) -> ThreadKey | None:
         """Where a run was asked: its card's thread, else what the run remembers."""
@@ -195,18 +227,16 @@ class Housekeeping:
         if place is None:
             return
         if call.kind != "approval":
-            await self._presenter.update(
-                messenger, thread, place.ref, prompt(call, status="expired")
-            )
+            await self._presenter.show_card(messenger, place, prompt(call, status="expired"))
             return
         expired = self._presenter.card(thread, call, status="expired")
         # A quorum card's votes update it under this lock: take it too, so a vote
         # counted just before cannot show up after the card closed.
         try:
             async with self._chat.card_lock(call.run_id, ask_of(call)):
-                await self._presenter.update(messenger, thread, place.ref, expired)
+                await self._presenter.show_card(messenger, place, expired)
         except LockTimeout:
-            await self._presenter.update(messenger, thread, place.ref, expired)
+            await self._presenter.show_card(messenger, place, expired)
 
     async def run_once(self) -> None:
         """One pass: expire what is due, then recover what a crash left.

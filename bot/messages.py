@@ -47,6 +47,16 @@ GRANTED_RUN: Final = (
 GRANT_NOT_OFFERED: Final = "This request can't be approved for the thread; approve it on its own."
 GRANTS_REVOKED: Final = "Ended {count} grant(s) in this thread: each call asks for approval again."
 NO_GRANTS: Final = "There are no grants in this thread to end."
+GRANT_ENDED: Final = (
+    "ended the grant for `{tool}` in this thread: its calls ask for approval again."
+)
+GRANT_GONE: Final = "The grant for `{tool}` has ended already."
+GRANT_UNKNOWN: Final = "That grant is not known in this thread."
+GRANT_NOT_YOURS: Final = (
+    "Only the requester, whoever granted it, or an approver of `{tool}` can end this grant."
+)
+GRANTS_GIVEN_ENDED: Final = "Ended {count} grant(s) you gave: those calls ask for approval again."
+NO_GRANTS_GIVEN: Final = "You have no grants running."
 REVOKE_WORDS: Final = frozenset({"revoke", "revoke grants", "/approvals revoke"})
 """A message that is only one of these ends the thread's grants."""
 REMINDER: Final = "reminder: `{tool}` is still waiting for a decision (the card above)."

@@ -88,6 +88,11 @@ def _duration_text(value: Any) -> str:
 DurationText = Annotated[str, BeforeValidator(_duration_text)]
 
 
+def _listed(value: Any) -> Any:
+    """One name or a list of them."""
+    return [value] if isinstance(value, str) else value
+
+
 class Rule(BaseModel):
     """One section of the policy file; unset fields inherit from ``[default]``."""
 
@@ -108,6 +113,14 @@ class Rule(BaseModel):
     """Durations of "Approve for this thread" on cards (off when unset or empty)."""
     grant: StrictBool | None = None
     """``false``: never offer a grant for this tool, whatever ``[default]`` says."""
+    channel: (
+        Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator(_listed)] | None
+    ) = None
+    """Post the card in this channel (one per platform) instead of the requester's thread,
+    which gets a pointer to it."""
+    notify: Literal["thread", "dm"] | None = None
+    """``"dm"``: send each approver the card in a direct message instead (the thread gets
+    a pointer); ``"thread"`` (the default): the card is posted where it was asked."""
 
 
 class PolicyFile(BaseModel):
@@ -148,6 +161,10 @@ class EffectiveRule:
     escalate_to: frozenset[str] = frozenset()
     grant_for: tuple[str, ...] = ()
     """Durations a grant may last; empty when grants are off (or a quorum asks for more)."""
+    channels: tuple[str, ...] = ()
+    """Where the card goes instead of the thread: the first of these its platform knows."""
+    notify: Literal["thread", "dm"] = "thread"
+    """``"dm"``: each person who may decide gets the card in a direct message."""
 
 
 class ApprovalPolicy:
@@ -160,7 +177,12 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
-        problems = self._unreachable_quorums() + self._half_escalations() + self._quorum_grants()
+        problems = (
+            self._unreachable_quorums()
+            + self._half_escalations()
+            + self._quorum_grants()
+            + self._unroutable()
+        )
         if problems:
             raise PolicyError(source or "<policy>", problems)
 
@@ -231,6 +253,7 @@ class ApprovalPolicy:
                 own.escalate_to if own.escalate_to is not None else default.escalate_to or ()
             ),
             grant_for=self._grant_for(own, default),
+            **self._destination(own, default),
         )
 
     @staticmethod
@@ -242,6 +265,13 @@ class ApprovalPolicy:
             return ()
         durations = own.grant_for if own.grant_for is not None else default.grant_for
         return tuple(dict.fromkeys(durations or ()))
+
+    @staticmethod
+    def _destination(own: Rule, default: Rule) -> dict[str, Any]:
+        """Where a tool's cards go: its own section decides when it says (``channel`` or
+        ``notify``), else ``[default]``."""
+        source = own if own.channel is not None or own.notify is not None else default
+        return {"channels": tuple(source.channel or ()), "notify": source.notify or "thread"}
 
     def quorum(self, tool_name: str) -> int:
         """How many different people must approve a call of this tool."""
@@ -275,6 +305,33 @@ class ApprovalPolicy:
                 )
         return problems
 
+    def _unroutable(self) -> list[tuple[str | None, str]]:
+        """Sections that send cards both to a channel and to people, or to the direct
+        messages of approvers nobody listed."""
+        sections = [("default", self.rules.default)]
+        sections += [(f"tools.{name}", rule) for name, rule in self.rules.tools.items()]
+        problems: list[tuple[str | None, str]] = []
+        for where, own in sections:
+            if own.notify == "dm" and own.channel:
+                problems.append((f"{where}.notify", 'choose one: channel, or notify = "dm"'))
+                continue
+            name = where.removeprefix("tools.")
+            rule = self.rule(name) if where != "default" else None
+            dm = rule.notify == "dm" if rule else own.notify == "dm"
+            approvers = rule.approvers if rule else frozenset(own.approvers or ())
+            if dm and not approvers and (rule is None or own.approvers is not None or own.notify):
+                problems.append(
+                    (f"{where}.notify", 'notify = "dm" needs approvers (whom to send it to)')
+                )
+        return problems
+
+    def names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every person or group the file names (approvers, escalations), and every channel."""
+        rules = [self.rules.default, *self.rules.tools.values()]
+        people = {n for r in rules for n in (r.approvers or []) + (r.escalate_to or [])}
+        channels = {c for r in rules for c in r.channel or []}
+        return frozenset(people), frozenset(channels)
+
     def _unreachable_quorums(self) -> list[tuple[str | None, str]]:
         """Sections whose quorum exceeds the approvers they list (it could never be met)."""
         problems: list[tuple[str | None, str]] = []
@@ -298,16 +355,21 @@ class ApprovalPolicy:
         *,
         action: Literal["approve", "decline"] = "approve",
         escalated: bool = False,
+        allowed: frozenset[str] | None = None,
     ) -> str | None:
         """Why ``decider`` may not decide on a call of ``tool_name``, or ``None`` if they may.
 
         ``escalated``: the call waited past ``escalate_after``, so ``escalate_to`` may too.
+        ``allowed``: ``deciders`` with their user groups expanded to members (``Groups``);
+        by default the names as listed.
         """
         rule = self.rule(tool_name)
         is_requester = requester is not None and decider == requester
         if action == "decline" and is_requester:
             return None
-        if rule.approvers and decider not in self.deciders(tool_name, escalated=escalated):
+        if allowed is None:
+            allowed = self.deciders(tool_name, escalated=escalated)
+        if rule.approvers and decider not in allowed:
             return messages.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
             return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
@@ -320,6 +382,7 @@ class ApprovalPolicy:
         *,
         declining: bool = False,
         reply: bool = False,
+        allowed: frozenset[str] | None = None,
     ) -> str | None:
         """Why ``person`` may not answer (or, ``declining``, decline) a question, or ``None``.
 
@@ -328,14 +391,19 @@ class ApprovalPolicy:
         missing version) is anyone's in the thread to answer, like any reply.
         Declining either is for those who may decline the tool's card, its
         requester included. ``reply``: the answer came as a reply (which is then
-        not used), not from a button or a form.
+        not used), not from a button or a form. ``allowed``: as for ``check``.
         """
         action: Literal["approve", "decline"] = "decline" if declining else "approve"
         if not declining and not asks_for_a_server(question):
             return None
         escalated = self.escalated(question.tool_name, question.created_at, datetime.now(UTC))
         refusal = self.check(
-            question.tool_name, question.requester, person, action=action, escalated=escalated
+            question.tool_name,
+            question.requester,
+            person,
+            action=action,
+            escalated=escalated,
+            allowed=allowed,
         )
         if refusal is None or not reply:
             return refusal
@@ -367,6 +435,6 @@ def _unknown(err: ErrorDetails) -> str:
     if len(err["loc"]) == 1:
         return "unknown section (known: [default], [tools.<tool name>])"
     return (
-        "unknown field (known: approvers, allow_self_approval, escalate_after, escalate_to,"
-        " expires_in, grant, grant_for, quorum, remind_after, sensitive)"
+        "unknown field (known: approvers, allow_self_approval, channel, escalate_after,"
+        " escalate_to, expires_in, grant, grant_for, notify, quorum, remind_after, sensitive)"
     )

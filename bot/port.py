@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from .chat_state import ChatState
-from .types import Click, ClickResult, IncomingMessage, Messenger, Prompt, Text, ThreadKey
+from .types import (
+    Click,
+    ClickResult,
+    IncomingMessage,
+    Inbox,
+    Messenger,
+    Prompt,
+    Text,
+    ThreadKey,
+)
 
 
 class ChatCore(Protocol):
@@ -63,6 +72,17 @@ class ChatCore(Protocol):
     async def show_waiting(self, thread: ThreadKey) -> int:
         """Post again every card and question still waiting in ``thread`` (a console
         started again on it); each post becomes that call's card. Returns how many."""
+        ...
+
+    async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
+        """What waits for ``user_id`` across ``thread``'s workspace (``/approvals``): the
+        calls they may decide (cards whose buttons work from anywhere: a click carries
+        ``Click.ask``), their own calls still waiting, their recent decisions."""
+        ...
+
+    async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:
+        """End every standing grant ``user_id`` gave in ``thread``'s workspace
+        (``/approvals revoke``); the words to tell them."""
         ...
 
     async def drain(self) -> None:

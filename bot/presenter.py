@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -28,13 +28,16 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import CardPlace, ChatState, ask_of
+from .chat_state import CardCopy, CardPlace, ChatState, ask_of
 from .following import Following
+from .groups import Groups
 from .metrics import Metrics
-from .policy import ApprovalPolicy
+from .policy import ApprovalPolicy, PolicyError
 from .types import (
     ApprovalCard,
+    CardPointer,
     CardStatus,
+    Destination,
     MessageRef,
     Messenger,
     Notice,
@@ -53,6 +56,8 @@ log = logging.getLogger(__name__)
 
 NAME_CACHE_SIZE = 10_000
 """People whose display names one process remembers (ids are always known)."""
+MAX_DIRECT = 25
+"""The most people one card is sent to by direct message (``notify = "dm"``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +105,9 @@ class Presenter:
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
         self._names: LRUCache[str, str] = LRUCache(maxsize=NAME_CACHE_SIZE)
+        self.groups = Groups()
+        self._channels: dict[tuple[str, str], bool] = {}
+        """Whether a platform knows a channel (asked at start, or once when first needed)."""
 
     # -- platforms --------------------------------------------------------------
 
@@ -122,6 +130,49 @@ class Presenter:
         """The messenger of a thread's platform, if this process serves it."""
         return self._messengers.get(thread.platform) if thread is not None else None
 
+    async def check_places(self) -> None:
+        """Fail closed on a policy naming a channel or a user group no platform here has.
+
+        Every channel must be one some platform can post in; every ``@handle`` a group
+        some platform has; a name a platform takes for a group (``S0GROUP``) must be one.
+
+        Raises:
+            PolicyError: One problem per unknown name.
+        """
+        people, channels = self._policy.names()
+        problems: list[tuple[str | None, str]] = []
+        for channel in sorted(channels):
+            known = False
+            for platform, messenger in self._messengers.items():
+                known = self._channels[platform, channel] = await messenger.knows_channel(channel)
+                if known:
+                    break
+            if not known:
+                platforms = ", ".join(sorted(self._messengers)) or "none"
+                problems.append(
+                    ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
+                )
+        for name in sorted(people):
+            found, unknown = False, False
+            for platform, messenger in self._messengers.items():
+                try:
+                    members = await self.groups.members(platform, messenger, name)
+                except LookupError:
+                    unknown = True
+                    continue
+                found = found or members != frozenset({name})
+            if unknown and not found or name.startswith("@") and not found:
+                problems.append(("approvers", f"{name!r} is no user group the bot can look up"))
+        if problems:
+            raise PolicyError(self._policy.source or "<policy>", problems)
+
+    async def deciders(
+        self, thread: ThreadKey, tool_name: str, *, escalated: bool
+    ) -> frozenset[str]:
+        """Who may decide a call of ``tool_name`` (empty: anyone), user groups as members."""
+        names = self._policy.deciders(tool_name, escalated=escalated)
+        return await self.groups.expand(thread.platform, self.messenger_of(thread), names)
+
     # -- streams ----------------------------------------------------------------
 
     async def consume(self, thread: ThreadKey, messenger: Messenger, stream: AgentStream) -> None:
@@ -143,7 +194,10 @@ class Presenter:
                     await self._flush(messenger, thread, reply)
                     text = messages.GRANTED_RUN.format(tool=chunk.tool_name)
                     granter = self.who(thread, chunk.granted_by)
-                    await self.say(messenger, thread, Notice(text=text, also=(granter,)))
+                    notice = Notice(
+                        text=text, also=(granter,), revoke=(stream.run_id, chunk.tool_call_id)
+                    )
+                    await self.say(messenger, thread, notice)
                 elif isinstance(chunk, ErrorChunk):
                     if chunk.agent_path != self._top:
                         # A sub-agent's failure is its supervisor's tool result to handle.
@@ -183,20 +237,132 @@ class Presenter:
 
         ``error``: why the last answer to the question did not fit (it is asked again).
         """
-        view: View = (
-            self.card(thread, info) if info.kind == "approval" else prompt(info, error=error)
-        )
-        ref = await self.say(messenger, thread, view)
-        if ref is None:
-            return
-        try:
+        place: CardPlace | None = None
+        if info.kind == "approval":
+            place = await self._route(messenger, thread, info)
+        if place is None:
+            view: View = (
+                self.card(thread, info) if info.kind == "approval" else prompt(info, error=error)
+            )
+            ref = await self.say(messenger, thread, view)
+            if ref is None:
+                return
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
+        try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
             if info.kind == "approval":
                 await self._set_timers(info)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+
+    async def _route(
+        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
+    ) -> CardPlace | None:
+        """Send a card where the policy says (a channel, each approver's direct messages),
+        with a pointer in ``thread``; ``None`` when it belongs in ``thread`` itself (the
+        policy says so, the platform has no such places, or none of them took it)."""
+        destinations = await self._destinations(thread, info)
+        if not destinations:
+            return None
+        card = self.card(thread, info)
+        copies = await self.send_copies(messenger, thread, card, destinations)
+        if not copies:
+            return None
+        place = CardPlace(thread=thread, ref={}, copies=copies)
+        ref = await self.say(messenger, thread, self.pointer(place, card))
+        return replace(place, ref=ref or {})
+
+    async def send_copies(
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        card: ApprovalCard,
+        destinations: list[Destination],
+    ) -> tuple[CardCopy, ...]:
+        """Post ``card`` (asked in ``thread``) at each destination that takes it."""
+        copies: list[CardCopy] = []
+        shown = replace(card, requested_in=thread)
+        for to in destinations:
+            try:
+                posted = await messenger.post_elsewhere(thread, to, shown)
+            except Undeliverable as exc:
+                log.warning("sending a card to %s failed: %s", to, exc)
+                continue
+            except Exception:
+                log.exception("sending a card to %s failed", to)
+                continue
+            if posted is None:
+                return ()  # this platform has no other places: the card stays in the thread
+            copies.append(CardCopy(to=to, thread=posted.thread, ref=posted.ref))
+        return tuple(copies)
+
+    async def _destinations(self, thread: ThreadKey, info: PendingInfo) -> list[Destination]:
+        """Where the policy sends a call's card instead of its thread (nowhere: empty)."""
+        rule = self._policy.rule(info.tool_name)
+        if rule.notify == "dm":
+            escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
+            people = await self.deciders(thread, info.tool_name, escalated=escalated)
+            return self.direct(info, people)
+        for channel in rule.channels:
+            if await self._knows(thread.platform, channel):
+                return [Destination(channel=channel)]
+        return []
+
+    def direct(self, info: PendingInfo, people: frozenset[str]) -> list[Destination]:
+        """Direct messages to ``people`` about ``info`` (not its requester, when they may
+        not approve their own call), at most ``MAX_DIRECT``."""
+        rule = self._policy.rule(info.tool_name)
+        if not rule.allow_self_approval and info.requester is not None:
+            people = people - {info.requester}
+        chosen = sorted(people)
+        if len(chosen) > MAX_DIRECT:
+            log.warning(
+                "%s: %d approvers, only %d get a DM", info.tool_name, len(chosen), MAX_DIRECT
+            )
+        return [Destination(user_id=user) for user in chosen[:MAX_DIRECT]]
+
+    async def _knows(self, platform: str, channel: str) -> bool:
+        messenger = self._messengers.get(platform)
+        if messenger is None:
+            return False
+        if (platform, channel) not in self._channels:
+            try:
+                self._channels[platform, channel] = await messenger.knows_channel(channel)
+            except Exception:
+                log.warning("could not ask %s about channel %s", platform, channel, exc_info=True)
+                return False
+        return self._channels[platform, channel]
+
+    def pointer(self, place: CardPlace, card: ApprovalCard) -> CardPointer:
+        """The line in the requester's thread for a card sent elsewhere."""
+        channel = next((c for c in place.copies if c.to.channel is not None), None)
+        people = tuple(
+            self.who(place.thread, c.to.user_id) for c in place.copies if c.to.user_id is not None
+        )
+        return CardPointer(
+            card=card,
+            channel=channel.to.channel if channel else None,
+            at=channel.posted if channel else None,
+            people=people,
+        )
+
+    async def show_card(
+        self,
+        messenger: Messenger,
+        place: CardPlace,
+        view: ApprovalCard | Prompt,
+    ) -> None:
+        """Show a card's (or question's) new state everywhere it is: in its thread (the
+        pointer, when it was sent elsewhere) and each copy."""
+        if isinstance(view, ApprovalCard) and place.copies:
+            for copy in place.copies:
+                shown = replace(view, requested_in=place.thread)
+                await self.update(messenger, copy.thread, copy.ref, shown)
+            if place.ref:
+                await self.update(messenger, place.thread, place.ref, self.pointer(place, view))
+            return
+        await self.update(messenger, place.thread, place.ref, view)
 
     async def _set_timers(self, info: PendingInfo) -> None:
         """The reminder and the escalation the policy asks for, if still ahead (a card
@@ -249,6 +415,7 @@ class Presenter:
             edited_by=self.who(thread, edited_by) if edited_by else None,
             grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
             granted_for=granted_for,
+            ask=ask_of(info),
         )
 
     def settled(
@@ -266,9 +433,9 @@ class Presenter:
         user_id: str,
     ) -> None:
         """Replace a question's message with its settled form (its buttons go)."""
-        ref = await self.card_ref(info)
-        if ref is not None:
-            await self.update(messenger, thread, ref, self.settled(thread, info, status, user_id))
+        place = await self.card_place(info)
+        if place is not None:
+            await self.show_card(messenger, place, self.settled(thread, info, status, user_id))
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:
         """Where a call's card was posted, if it was (a failing lookup is logged)."""
@@ -285,8 +452,14 @@ class Presenter:
 
     # -- speaking ---------------------------------------------------------------
 
-    async def say(self, messenger: Messenger, thread: ThreadKey, view: View) -> MessageRef | None:
-        """Post a view; a platform hiccup is logged and must not stop the run."""
+    async def say(
+        self, messenger: Messenger, thread: ThreadKey, view: View, *, follow: bool = True
+    ) -> MessageRef | None:
+        """Post a view; a platform hiccup is logged and must not stop the run.
+
+        ``follow``: replies in ``thread`` are for the bot from now on (not under a card
+        sent to an approvers' channel: people talk there among themselves).
+        """
         try:
             ref = await messenger.post(thread, view)
         except Undeliverable as exc:
@@ -295,7 +468,8 @@ class Presenter:
         except Exception:
             log.exception("posting a %s to %s failed", type(view).__name__, thread.id)
             return None
-        await self._following.follow(thread)
+        if follow:
+            await self._following.follow(thread)
         return ref
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:

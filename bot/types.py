@@ -67,10 +67,11 @@ class IncomingMessage:
     question waiting in the thread is not answered by it without asking."""
 
 
-ClickAction = Literal["approve", "decline", "edit", "grant", "answer", "cancel"]
+ClickAction = Literal["approve", "decline", "edit", "grant", "answer", "cancel", "revoke"]
 """Approve, Decline, an edit (the edited arguments, approved) or a grant (approve
 this call and the same tool's later ones in the thread, for ``grant_for``) on a
-card; on a question, a form's answer, Decline or Cancel."""
+card; on a question, a form's answer, Decline or Cancel; Revoke on the notice of a
+call that ran under a grant (``Notice.revoke``): the grant ends."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +94,18 @@ class Click:
     values: dict[str, Any] | None = None
     grant_for: str | None = None
     """On ``grant``: for how long, one of the card's ``grant_for`` (``"1h"``)."""
+    ask: str | None = None
+    """The card's ``ApprovalCard.ask``, when its buttons carry it (a card shown away from
+    its thread must: see ``where``)."""
+    where: ThreadKey | None = None
+    """Set by the core, never by adapters: where the click happened when that is not the
+    run's own thread (``thread`` then is the run's): a card in an approvers' channel, a
+    direct message, an inbox. Adapters set ``thread`` to where the click happened."""
+
+    @property
+    def place(self) -> ThreadKey:
+        """Where the click happened (what the clicker is told is said there)."""
+        return self.where or self.thread
 
 
 CardStatus = Literal["pending", "approved", "declined", "expired"]
@@ -134,6 +147,12 @@ class ApprovalCard:
     call, and the same tool's later calls here by the same requester, without cards."""
     granted_for: str | None = None
     """Once approved by a grant: for how long."""
+    ask: str = ""
+    """Which asking of the call this card shows (``bot.ask_of``). Buttons carry it back
+    as ``Click.ask``: a click on a card of an earlier asking is refused as outdated."""
+    requested_in: ThreadKey | None = None
+    """On a card shown away from the requester's thread (an approvers' channel, a direct
+    message, an inbox): that thread, for a link to the request."""
 
     @property
     def tool(self) -> str:
@@ -233,6 +252,9 @@ class Notice:
     to: Person | None = None
     also: tuple[Person, ...] = ()
     """Further people it is meant for (the approvers a reminder pings), named after ``to``."""
+    revoke: tuple[str, str] | None = None
+    """``(run_id, tool_call_id)`` of a call that ran under a grant: the notice offers a
+    Revoke button, a ``Click(action="revoke")`` with these ids, that ends the grant."""
 
     @property
     def people(self) -> tuple[Person, ...]:
@@ -240,7 +262,67 @@ class Notice:
         return ((self.to,) if self.to is not None else ()) + self.also
 
 
-View = ApprovalCard | Prompt | Reply | Notice
+@dataclass(frozen=True, kw_only=True)
+class Posted:
+    """A message the bot posted: the thread it is in, and where it lives."""
+
+    thread: ThreadKey
+    ref: MessageRef
+
+
+@dataclass(frozen=True, kw_only=True)
+class Destination:
+    """Where the policy sends a card instead of the requester's thread: a new message in
+    ``channel``, or ``user_id``'s direct chat with the bot (exactly one is set)."""
+
+    channel: str | None = None
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardPointer:
+    """The line left in the requester's thread for a card shown elsewhere: "waiting for
+    approval in #approvals" (``channel``, the card ``at`` a message there) or "sent to
+    @a, @b" (``people``, by direct message). Updated as the card is: ``card.status``
+    and ``card.decided_by`` say how it ended."""
+
+    card: ApprovalCard
+    channel: str | None = None
+    at: Posted | None = None
+    people: tuple[Person, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class InboxDecision:
+    """One decision in a person's recent decisions."""
+
+    tool_name: str
+    outcome: str
+    """The audit event: ``approved``, ``declined``, ``edited``, ``voted``."""
+    at: datetime
+    args: dict[str, Any]
+    """The call's arguments (a sensitive tool's: empty)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inbox:
+    """What waits for one person across the workspace, and what they decided lately
+    (Slack ``/approvals``, the Teams command ``approvals``, the console's ``/approvals``).
+
+    ``waiting`` are the cards of every call ``person`` may decide now, each with
+    ``requested_in`` set; their buttons work like the card's in its thread.
+    ``requested`` are the person's own calls still waiting for someone else.
+    """
+
+    person: Person
+    waiting: tuple[ApprovalCard, ...] = ()
+    requested: tuple[ApprovalCard, ...] = ()
+    decided: tuple[InboxDecision, ...] = ()
+    grants: int = 0
+    """How many standing grants this person gave are still running."""
+
+
+View = ApprovalCard | Prompt | Reply | Notice | CardPointer
 
 
 Text = tuple[str | Person, ...]
@@ -304,4 +386,33 @@ class Messenger(Protocol):
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         """Show (or clear, with ``None``) a "thinking..." status; may do nothing."""
+        ...
+
+    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+        """Post ``view`` as the start of a new conversation in ``near``'s workspace: a new
+        message in ``to.channel``, or in ``to.user_id``'s direct chat with the bot.
+
+        Returns where it went (its thread is the one clicks and replies there come
+        from), or ``None`` when the platform has no such places (the console): the
+        core then posts in ``near``. Raises ``Undeliverable`` when the platform cannot
+        be reached; anything else (the channel is gone) is logged and the core posts
+        in ``near`` instead.
+        """
+        ...
+
+    async def knows_channel(self, channel: str) -> bool:
+        """Whether ``channel`` is a place of this platform the bot can post in. Asked
+        once at start for each channel the policy names: a channel no platform knows
+        stops the bot (fail closed)."""
+        ...
+
+    async def group_members(self, name: str) -> frozenset[str] | None:
+        """The user ids in the user group ``name`` (an id such as ``S0GROUP`` or an
+        ``@handle``), or ``None`` when ``name`` is no group of this platform (a user id:
+        answered without asking the platform).
+
+        Raises:
+            LookupError: ``name`` looks like a group but the platform has none by that name.
+            Undeliverable: The platform could not be asked.
+        """
         ...

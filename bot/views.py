@@ -42,6 +42,7 @@ def approval_card(
     edited_by: Person | None = None,
     grant_for: tuple[str, ...] = (),
     granted_for: str | None = None,
+    ask: str = "",
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).
 
@@ -70,6 +71,7 @@ def approval_card(
         edited_by=edited_by,
         grant_for=grant_for if quorum == 1 and info.answer is None else (),
         granted_for=granted_for,
+        ask=ask,
     )
 
 

@@ -23,8 +23,10 @@ from bot import (
     Click,
     ClickAction,
     ClickResult,
+    Destination,
     IncomingMessage,
     MessageRef,
+    Posted,
     Prompt,
     Text,
     ThreadKey,
@@ -33,7 +35,7 @@ from bot import (
 )
 
 from . import texts
-from .render import render
+from .render import render, render_inbox
 
 PLATFORM = "console"
 DEFAULT_THREAD = "main"
@@ -88,6 +90,18 @@ class ConsoleMessenger:
         """Show the status on a terminal; piped output stays free of it."""
         if self._show_status and status:
             self.write(texts.STATUS.format(status=status))
+
+    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+        """There is one terminal: a card the policy sends elsewhere is shown here."""
+        return None
+
+    async def knows_channel(self, channel: str) -> bool:
+        """The console has no channels."""
+        return False
+
+    async def group_members(self, name: str) -> frozenset[str] | None:
+        """The console has no user groups."""
+        return None
 
     def forget(self, ref: MessageRef) -> None:
         """Stop waiting for an answer to the card (or question) at ``ref``."""
@@ -151,7 +165,12 @@ class ConsoleAdapter:
             if self._editing is not None:
                 await self._edit_field(line)  # an empty line keeps the value shown
             elif line:
-                if self.messenger.open_cards:
+                if line.lower().split() in (
+                    [texts.APPROVALS_COMMAND],
+                    texts.APPROVALS_REVOKE.split(),
+                ):
+                    await self._approvals(revoke=len(line.split()) > 1)
+                elif self.messenger.open_cards:
                     await self._answer_card(line)
                 elif self.messenger.questions and line.lower() in QUESTION_COMMANDS:
                     await self._decline_question(QUESTION_COMMANDS[line.lower()])
@@ -167,6 +186,21 @@ class ConsoleAdapter:
         await self.bot.drain()
         if self._interactive:
             self.messenger.write("")
+
+    async def _approvals(self, *, revoke: bool) -> None:
+        """``/approvals``: what waits for you in every console thread (each then asked
+        in turn, like a card here), your requests and decisions; ``/approvals revoke``
+        ends the grants you gave."""
+        if revoke:
+            said = await self.bot.revoke_given(self.thread, self.user)
+            self.messenger.write(texts.PRIVATE.format(text=plain_text(said)))
+            return
+        inbox = await self.bot.inbox(self.thread, self.user, self.user)
+        self.messenger.write(render_inbox(inbox))
+        asked = {(c.run_id, c.tool_call_id) for _, c in self.messenger.open_cards}
+        for card in inbox.waiting:
+            if (card.run_id, card.tool_call_id) not in asked:
+                self.messenger.open_cards.append(({"inbox": card.ask}, card))
 
     async def _answer_card(self, line: str) -> None:
         ref, card = self.messenger.open_cards[0]
@@ -230,8 +264,11 @@ class ConsoleAdapter:
                 user_name=self.user,
                 values=dict(values) if values is not None else None,
                 grant_for=grant_for,
+                ask=card.ask if isinstance(card, ApprovalCard) else None,
             )
         )
+        if result.accepted and "inbox" in ref:
+            self.messenger.forget(ref)  # its own thread's card shows how it went
         if not result.accepted and not result.retry:
             # Refused for good (decided, expired or not allowed): asking again can't help.
             self.messenger.forget(ref)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, Reply, View, tool_label
+from bot import (
+    ApprovalCard,
+    CardPointer,
+    Inbox,
+    Notice,
+    Person,
+    Prompt,
+    Reply,
+    View,
+    tool_label,
+)
 
 from . import texts
 
@@ -21,7 +31,59 @@ def render(view: View) -> str:
     if isinstance(view, Notice):
         text = f"{names(view.people)}: {view.text}" if view.people else view.text
         return texts.NOTICE.format(text=_indent(text))
+    if isinstance(view, CardPointer):
+        return render_pointer(view)
     assert_never(view)
+
+
+def render_pointer(pointer: CardPointer) -> str:
+    """Where a card went, while it waits; then how it ended."""
+    if pointer.card.status != "pending":
+        return render_card(pointer.card)
+    tool = tool_label(pointer.card)
+    if pointer.channel is not None:
+        return texts.POINTER_CHANNEL.format(channel=pointer.channel, tool=tool)
+    return texts.POINTER_PEOPLE.format(who=names(pointer.people), tool=tool)
+
+
+def render_inbox(inbox: Inbox) -> str:
+    """``/approvals``: what waits for the person, their requests, their decisions."""
+    lines: list[str] = []
+    if inbox.waiting:
+        lines.append(texts.INBOX_WAITING.format(count=len(inbox.waiting)))
+        lines += [_inbox_item(card) for card in inbox.waiting]
+    else:
+        lines.append(texts.INBOX_NONE_WAITING)
+    if inbox.requested:
+        lines.append(texts.INBOX_REQUESTED.format(count=len(inbox.requested)))
+        lines += [_inbox_item(card) for card in inbox.requested]
+    if inbox.decided:
+        lines.append(texts.INBOX_DECIDED)
+        lines += [
+            texts.INBOX_DECISION.format(
+                at=d.at.astimezone().strftime("%Y-%m-%d %H:%M"),
+                outcome=d.outcome,
+                tool=d.tool_name,
+                args=_args(d.args),
+            )
+            for d in inbox.decided
+        ]
+    if inbox.grants:
+        lines.append(texts.INBOX_GRANTS.format(count=inbox.grants))
+    return "\n".join(lines)
+
+
+def _inbox_item(card: ApprovalCard) -> str:
+    return texts.INBOX_ITEM.format(
+        tool=tool_label(card),
+        args=_args(card.args),
+        requester=name(card.requester) if card.requester else texts.SOMEONE,
+        thread=card.requested_in.root if card.requested_in else "?",
+    )
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{key}: {_value(value)}" for key, value in args.items())
 
 
 def render_card(card: ApprovalCard) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardPlace, ChatState, InboxEntry, ThreadNote, ask_of, grant_key
+from .base import CardCopy, CardPlace, ChatState, InboxEntry, ThreadNote, ask_of, grant_key
 from .memory import MemoryChatState
 
 __all__ = [
+    "CardCopy",
     "CardPlace",
     "ChatState",
     "InboxEntry",

@@ -27,15 +27,39 @@ from pydantic import TypeAdapter
 
 from agents import PendingInfo, Store
 
-from ..types import MessageRef, Person, ThreadKey
+from ..types import Destination, MessageRef, Person, Posted, ThreadKey
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardCopy:
+    """A card the policy sent away from its thread: where to (``to``), and where it is."""
+
+    to: Destination
+    thread: ThreadKey
+    ref: MessageRef
+
+    @property
+    def posted(self) -> Posted:
+        return Posted(thread=self.thread, ref=self.ref)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CardPlace:
-    """Where a pending call's card (or question) was posted."""
+    """Where a pending call's card (or question) was posted.
+
+    ``thread`` is the run's own thread and ``ref`` the message there: the card, or,
+    when the policy sent the card elsewhere, the pointer to it (a ``CardPointer``).
+    ``copies`` are the cards posted elsewhere (an approvers' channel, each approver's
+    direct message), each updated with the card.
+    """
 
     thread: ThreadKey
     ref: MessageRef
+    copies: tuple[CardCopy, ...] = ()
+
+    def holds(self, ref: MessageRef) -> bool:
+        """Whether the message ``ref`` is this card (or one of its copies)."""
+        return ref == self.ref or any(ref == copy.ref for copy in self.copies)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +183,15 @@ class ChatState(Protocol):
 
     async def revoke_grants(self, thread_id: str) -> int:
         """End every standing approval of a thread; how many there were."""
+        ...
+
+    async def revoke_grant(self, thread_id: str, key: str) -> bool:
+        """End one standing approval of a thread; whether it was there."""
+        ...
+
+    async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
+        """The standing approvals ``granted_by`` gave that hold at ``now``, in threads whose
+        id starts with ``scope`` (a workspace), as ``(thread_id, key)``."""
         ...
 
     async def set_timer(self, key: str, due: float, data: str) -> None:

@@ -65,6 +65,18 @@ class MemoryChatState(StoreCardLocks):
     async def revoke_grants(self, thread_id: str) -> int:
         return len(self._grants.pop(thread_id, {}))
 
+    async def revoke_grant(self, thread_id: str, key: str) -> bool:
+        return self._grants.get(thread_id, {}).pop(key, None) is not None
+
+    async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
+        return [
+            (thread_id, key)
+            for thread_id, grants in self._grants.items()
+            if thread_id.startswith(scope)
+            for key, (until, by) in grants.items()
+            if by == granted_by and until > now
+        ]
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         self._timers[key] = (due, data)
 

@@ -151,6 +151,9 @@ class RedisChatState(StoreCardLocks):
     async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
         entry = json.dumps({"until": until, "by": granted_by})
         await self._redis.hset(self.keys.grants(thread_id), key, entry)
+        # The granter's index (another slot on a cluster): a lookup checks each thread's
+        # hash, so an index entry that outlived its grant only costs a read.
+        await self._redis.sadd(self.keys.grants_by(granted_by), thread_id)
 
     async def grant(self, thread_id: str, key: str, now: float) -> str | None:
         data = await self._redis.hget(self.keys.grants(thread_id), key)
@@ -166,6 +169,27 @@ class RedisChatState(StoreCardLocks):
             pipe.delete(key)
             count, _ = await pipe.execute()
         return int(count)
+
+    async def revoke_grant(self, thread_id: str, key: str) -> bool:
+        return bool(await self._redis.hdel(self.keys.grants(thread_id), key))
+
+    async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
+        index = self.keys.grants_by(granted_by)
+        threads = sorted(
+            t for t in cast(set[str], await self._redis.smembers(index)) if t.startswith(scope)
+        )
+        found: list[tuple[str, str]] = []
+        for thread_id in threads:
+            grants = cast(dict[str, str], await self._redis.hgetall(self.keys.grants(thread_id)))
+            held = [
+                key
+                for key, data in sorted(grants.items())
+                if (entry := json.loads(data))["by"] == granted_by and float(entry["until"]) > now
+            ]
+            if not held and not any(json.loads(d)["by"] == granted_by for d in grants.values()):
+                await self._redis.srem(index, thread_id)  # nothing of theirs left there
+            found += [(thread_id, key) for key in held]
+        return found
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         dues, datas = self.keys.timers()

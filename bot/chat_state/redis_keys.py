@@ -99,6 +99,10 @@ class ChatKeys(ShardedKeys):
         """A thread's standing approvals."""
         return self._thread(GRANTS, thread_id)
 
+    def grants_by(self, granted_by: str) -> str:
+        """The threads where someone gave standing approvals (an index, read-repaired)."""
+        return f"{self.prefix}:{GRANTS}-by:{{{granted_by}}}"
+
     def timers(self) -> tuple[str, str]:
         """The timed jobs: their due times (sorted set) and their data (hash)."""
         return f"{self.prefix}:{{{TIMERS}}}:due", f"{self.prefix}:{{{TIMERS}}}:data"

@@ -55,6 +55,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS grants (
         thread_id TEXT NOT NULL, key TEXT NOT NULL, until REAL NOT NULL,
         granted_by TEXT NOT NULL, PRIMARY KEY (thread_id, key))""",
+    "CREATE INDEX IF NOT EXISTS grants_by_granter ON grants (granted_by)",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
@@ -143,6 +144,17 @@ class SQLiteChatState(StoreCardLocks):
 
     async def revoke_grants(self, thread_id: str) -> int:
         return await self._file.changes("DELETE FROM grants WHERE thread_id = ?", (thread_id,))
+
+    async def revoke_grant(self, thread_id: str, key: str) -> bool:
+        sql = "DELETE FROM grants WHERE thread_id = ? AND key = ?"
+        return await self._file.changes(sql, (thread_id, key)) > 0
+
+    async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
+        # substr, not LIKE: a scope's own % and _ are not patterns.
+        sql = """SELECT thread_id, key FROM grants WHERE granted_by = ? AND until > ?
+            AND substr(thread_id, 1, length(?)) = ? ORDER BY thread_id, key"""
+        rows = await self._file.fetch(sql, (granted_by, now, scope, scope))
+        return [(str(row[0]), str(row[1])) for row in rows]
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         await self._file.changes(_SET_TIMER, (key, due, data))

@@ -23,9 +23,11 @@ from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
     Click,
+    Destination,
     IncomingMessage,
     MessageRef,
     Notice,
+    Posted,
     Prompt,
     Reply,
     Text,
@@ -50,6 +52,15 @@ class RecordingMessenger:
     tells: list[tuple[ThreadKey, str, str]] = field(default_factory=list)
     statuses: list[tuple[ThreadKey, str | None]] = field(default_factory=list)
     failing_posts: int = 0
+    elsewhere: list[tuple[Destination, View, Posted]] = field(default_factory=list)
+    """Views posted as new conversations (``post_elsewhere``), in order."""
+    places: bool = True
+    """Whether the platform has channels and direct messages (else ``post_elsewhere`` is None)."""
+    channels: set[str] = field(default_factory=set)
+    """The channels ``knows_channel`` says yes to."""
+    groups: dict[str, frozenset[str]] = field(default_factory=dict)
+    """User groups by name (``S...`` or ``@handle``), as ``group_members`` answers."""
+    group_lookups: int = 0
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         if self.failing_posts:
@@ -67,6 +78,29 @@ class RecordingMessenger:
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         self.statuses.append((thread, status))
+
+    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+        if not self.places:
+            return None
+        channel = to.channel or f"D-{to.user_id}"
+        root = f"e{len(self.elsewhere) + 1}"
+        thread = ThreadKey(
+            platform=near.platform, workspace=near.workspace, channel=channel, root=root
+        )
+        posted = Posted(thread=thread, ref={"channel": channel, "ts": root})
+        self.elsewhere.append((to, view, posted))
+        return posted
+
+    async def knows_channel(self, channel: str) -> bool:
+        return channel in self.channels
+
+    async def group_members(self, name: str) -> frozenset[str] | None:
+        if name in self.groups:
+            self.group_lookups += 1
+            return self.groups[name]
+        if name.startswith(("@", "S")):
+            raise LookupError(f"no user group {name}")
+        return None
 
     def views(self, kind: type[V], thread: ThreadKey | None = None) -> list[V]:
         """Posted views of one kind, in order (optionally in one thread)."""

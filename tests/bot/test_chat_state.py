@@ -424,3 +424,22 @@ async def test_a_grant_holds_until_its_time_in_its_thread_and_revoking_ends_it(
     assert await chat.revoke_grants(THREAD) == 2
     assert await chat.grant(THREAD, "U1|refund", 150.0) is None
     assert await chat.revoke_grants(THREAD) == 0
+
+
+async def test_grants_given_are_found_by_granter_and_workspace_and_end_one_by_one(
+    chat: ChatState,
+) -> None:
+    third = "slack:T1:C2:1700000000.000300"
+    await chat.set_grant(THREAD, "U1|refund", 100.0, "U2")
+    await chat.set_grant(THREAD, "U1|deploy", 20.0, "U2")  # lapses first
+    await chat.set_grant(third, "U5|refund", 100.0, "U2")
+    await chat.set_grant(OTHER_THREAD, "U1|refund", 100.0, "U2")  # another workspace
+    await chat.set_grant(third, "U6|refund", 100.0, "U9")  # someone else's
+    given = await chat.grants_given("U2", "slack:T1:", 50.0)
+    assert sorted(given) == sorted([(THREAD, "U1|refund"), (third, "U5|refund")])
+    assert await chat.revoke_grant(THREAD, "U1|refund")
+    assert not await chat.revoke_grant(THREAD, "U1|refund")
+    assert await chat.grant(THREAD, "U1|refund", 50.0) is None
+    assert await chat.grant(third, "U6|refund", 50.0) == "U9"  # untouched
+    assert await chat.grants_given("U2", "slack:T1:", 50.0) == [(third, "U5|refund")]
+    assert await chat.grants_given("U2", "slack:T1%", 50.0) == []  # a scope is no pattern
