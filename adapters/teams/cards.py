@@ -23,7 +23,7 @@ from typing import Any, Final, Literal, assert_never
 
 from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply, tool_label
 
-from . import messages
+from . import links, messages
 
 CONTENT_TYPE: Final = "application/vnd.microsoft.card.adaptive"
 """The attachment content type of an Adaptive Card (and of an invoke's card answer)."""
@@ -37,14 +37,22 @@ KIND: Final = "approval"
 QUESTION_KIND: Final = "question"
 """Marks the action data of a question's Send, Decline and Cancel."""
 
+NOTICE_KIND: Final = "notice"
+"""Marks the data of a notice's End grant."""
+ASK: Final = "ask"
+"""The key of a card's ask in its actions' data."""
+SHOWN_IN: Final = "shown_in"
+INBOX: Final = "inbox"
+"""``data[SHOWN_IN]`` of the buttons of the ``approvals`` list (not a card in a thread)."""
+
 REASON_INPUT: Final = "reason"
 FIELD_INPUT_PREFIX: Final = "field:"
 """Starts the id of every form input. Teams merges the inputs' values into the action
 data, so an input named like one of its keys (``run_id``) must not replace it."""
 
 _MAX_FACTS: Final = 25
-_MAX_LABEL: Final = 80
-_MAX_NAME: Final = 200
+MAX_LABEL: Final = 80
+MAX_NAME: Final = 200
 _VALUE_LIMITS: Final = (1500, 600, 200, 60)
 _QUESTION_LIMITS: Final = ((3000, 300), (1000, 100), (300, 0))
 """(question and error text, field hint) lengths, tried in turn until a question fits."""
@@ -80,7 +88,7 @@ def approval_card(card: ApprovalCard) -> dict[str, Any]:
     for edit in (True, False) if editing else (False,):
         for limit in _VALUE_LIMITS:
             rendered = _approval_card(card, value_limit=limit, edit=edit)
-            if _fits(rendered):
+            if fits(rendered):
                 return rendered
     return _approval_card(card, value_limit=_VALUE_LIMITS[-1], max_facts=5, edit=False)
 
@@ -94,7 +102,7 @@ def question_card(prompt: Prompt) -> dict[str, Any]:
     """
     for text_limit, hint_limit in _QUESTION_LIMITS:
         rendered = _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit)
-        if _fits(rendered):
+        if fits(rendered):
             return rendered
     # A form too big for a message (thousands of choices): a reply in the thread answers it.
     text_limit, hint_limit = _QUESTION_LIMITS[-1]
@@ -102,18 +110,26 @@ def question_card(prompt: Prompt) -> dict[str, Any]:
 
 
 def action_data(
-    card: ApprovalCard, action: Action, *, grant_for: str | None = None
+    card: ApprovalCard, action: Action, *, grant_for: str | None = None, inbox: bool = False
 ) -> dict[str, str]:
     """The data an Approve/Decline/Approve edited/"Approve for this thread" action carries
-    back to the bot (an edit's inputs are merged in; a grant says for how long)."""
+    back to the bot (an edit's inputs are merged in; a grant says for how long).
+
+    It carries the card's ask, so a click on a card of an earlier asking is refused
+    wherever the card is shown; ``inbox`` marks a button of the ``approvals`` list.
+    """
     data = {
         "kind": KIND,
         "action": action,
         "run_id": card.run_id,
         "tool_call_id": card.tool_call_id,
     }
+    if card.ask:
+        data[ASK] = card.ask
     if grant_for is not None:
         data["grant_for"] = grant_for
+    if inbox:
+        data[SHOWN_IN] = INBOX
     return data
 
 
@@ -143,14 +159,14 @@ def escape(text: str) -> str:
 def summary(card: ApprovalCard) -> str:
     """A one-line plain text for notifications (not markdown: see ``escape``)."""
     return messages.CARD_SUMMARY.format(
-        agent=_agent(card.agent_path), tool=_cut(tool_label(card), _MAX_NAME)
+        agent=agent_name(card.agent_path), tool=cut(tool_label(card), MAX_NAME)
     )
 
 
 def question_summary(prompt: Prompt) -> str:
     """A one-line plain text of a question, for notifications (not markdown)."""
     return messages.QUESTION_SUMMARY.format(
-        tool=_cut(tool_label(prompt), _MAX_NAME), question=_cut(prompt.question, _MAX_SUMMARY)
+        tool=cut(tool_label(prompt), MAX_NAME), question=cut(prompt.question, _MAX_SUMMARY)
     )
 
 
@@ -163,11 +179,101 @@ def text_of(view: Reply | Notice) -> str:
 
 def person_text(person: Person) -> str:
     """A person as a card or message names them: their name, else their id (escaped)."""
-    return escape(_cut(person.name or person.id, _MAX_NAME))
+    return escape(cut(person.name or person.id, MAX_NAME))
 
 
 def _people(people: tuple[Person, ...]) -> str:
     return ", ".join(person_text(person) for person in people)
+
+
+# -- building blocks (the inbox and notices use them too) ------------------------
+
+
+def text_block(text: str, **style: Any) -> dict[str, Any]:
+    """A wrapping TextBlock."""
+    return {"type": "TextBlock", "text": text, "wrap": True, **style}
+
+
+def execute(
+    title: str,
+    data: dict[str, str],
+    *,
+    style: str | None = None,
+    tooltip: str | None = None,
+    with_inputs: bool = True,
+) -> dict[str, Any]:
+    """An Action.Execute whose verb is ``data["action"]``, with an Action.Submit fallback.
+
+    ``with_inputs=False`` sends no inputs, so the client does not insist on the
+    required ones first (Decline and Cancel of a form, Approve of a card).
+    """
+    shown: dict[str, Any] = {"title": title}
+    if style is not None:
+        shown["style"] = style
+    if tooltip is not None:
+        shown["tooltip"] = tooltip
+    if not with_inputs:
+        shown["associatedInputs"] = "none"
+    # Clients without Universal Actions (Action.Execute) fall back to a plain submit,
+    # which reaches the bot as a message activity carrying ``value``.
+    fallback = {"type": "Action.Submit", **shown, "data": data}
+    return {
+        "type": "Action.Execute",
+        "verb": data["action"],
+        **shown,
+        "data": data,
+        "fallback": fallback,
+    }
+
+
+def args_facts(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str, Any]:
+    """Arguments as a FactSet (names and values escaped, values cut to ``value_limit``)."""
+    if not args:
+        return text_block(messages.CARD_NO_ARGS, isSubtle=True)
+    items = list(args.items())
+    facts = [
+        {
+            "title": escape(cut(str(key), MAX_LABEL)),
+            "value": escape(cut(show_value(value), value_limit)),
+        }
+        for key, value in items[:max_facts]
+    ]
+    if len(items) > max_facts:
+        facts.append(
+            {"title": "…", "value": messages.CARD_MORE_ARGS.format(count=len(items) - max_facts)}
+        )
+    return {"type": "FactSet", "facts": facts}
+
+
+def show_value(value: Any) -> str:
+    """A value as a card shows it: text as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def agent_name(path: tuple[str, ...]) -> str:
+    """An agent path as cards name it (``ops → billing``)."""
+    return " → ".join(path) if path else messages.CARD_AN_AGENT
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(messages.CARD_TRUNCATED))] + messages.CARD_TRUNCATED
+
+
+def fits(card: dict[str, Any]) -> bool:
+    """Whether a card stays within the budget of a Teams message."""
+    return len(json.dumps(card).encode()) <= CARD_BUDGET_BYTES
+
+
+def rfc3339(at: datetime) -> str:
+    """``at`` as the RFC 3339 time Teams' ``DATE``/``TIME`` functions take (UTC)."""
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- internals -------------------------------------------------------------------
@@ -177,23 +283,28 @@ def _approval_card(
     card: ApprovalCard, *, value_limit: int, max_facts: int = _MAX_FACTS, edit: bool
 ) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
-        _text(_title(card), weight="Bolder", size="Medium"),
-        _text(
+        text_block(card_title(card), weight="Bolder", size="Medium"),
+        text_block(
             messages.CARD_WANTS_TO_RUN.format(
-                agent=escape(_agent(card.agent_path)),
-                tool=escape(_cut(tool_label(card), _MAX_NAME)),
+                agent=escape(agent_name(card.agent_path)),
+                tool=escape(cut(tool_label(card), MAX_NAME)),
             )
         ),
-        _args(card.args, value_limit=value_limit, max_facts=max_facts),
+        args_facts(card.args, value_limit=value_limit, max_facts=max_facts),
     ]
     if card.status != "pending" and card.previous_args is not None:
-        body.append(_text(_edited(card, value_limit=value_limit, max_facts=max_facts)))
+        body.append(text_block(_edited(card, value_limit=value_limit, max_facts=max_facts)))
     body.append({"type": "FactSet", "facts": _about(card)})
+    if card.requested_in is not None:
+        place = links.place_markdown(card.requested_in)
+        body.append(text_block(messages.REQUESTED_IN.format(place=place), size="Small"))
     if card.status == "pending":
-        body.append(_text(messages.CARD_EXPIRES.format(at=_rfc3339(card.expires_at)), size="Small"))
+        body.append(
+            text_block(messages.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
+        )
     if card.reason and card.status != "pending":
-        reason = escape(_cut(card.reason, value_limit))
-        body.append(_text(messages.CARD_REASON.format(reason=reason)))
+        reason = escape(cut(card.reason, value_limit))
+        body.append(text_block(messages.CARD_REASON.format(reason=reason)))
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -228,12 +339,12 @@ def _approval_card(
 def _grant_actions(card: ApprovalCard) -> list[dict[str, Any]]:
     """ "Approve for this thread (1h)", one per duration the card offers; like Approve,
     they send no inputs."""
-    tool = _cut(tool_label(card), _MAX_NAME)
+    tool = cut(tool_label(card), MAX_NAME)
     return [
-        _execute(
-            messages.GRANT.format(duration=_cut(duration, _MAX_LABEL)),
+        execute(
+            messages.GRANT.format(duration=cut(duration, MAX_LABEL)),
             action_data(card, "grant", grant_for=duration),
-            tooltip=messages.GRANT_TOOLTIP.format(duration=_cut(duration, _MAX_LABEL), tool=tool),
+            tooltip=messages.GRANT_TOOLTIP.format(duration=cut(duration, MAX_LABEL), tool=tool),
             with_inputs=False,
         )
         for duration in dict.fromkeys(card.grant_for)
@@ -250,7 +361,7 @@ def _edit_action(card: ApprovalCard) -> dict[str, Any]:
         "title": messages.EDIT,
         "card": {
             "type": "AdaptiveCard",
-            "body": [_text(messages.CARD_EDIT_HINT, isSubtle=True), *form],
+            "body": [text_block(messages.CARD_EDIT_HINT, isSubtle=True), *form],
             "actions": [_action(card, "edit", messages.APPROVE_EDITED, style="positive")],
         },
     }
@@ -271,11 +382,11 @@ def _edited(card: ApprovalCard, *, value_limit: int, max_facts: int) -> str:
     def shown(args: dict[str, Any], key: str) -> str:
         if key not in args:
             return messages.CARD_EDIT_UNSET
-        return escape(_cut(_show(args[key]), value_limit))
+        return escape(cut(show_value(args[key]), value_limit))
 
     changes = [
         messages.CARD_EDIT_CHANGE.format(
-            key=escape(_cut(str(key), _MAX_LABEL)),
+            key=escape(cut(str(key), MAX_LABEL)),
             before=shown(before, key),
             after=shown(after, key),
         )
@@ -293,22 +404,26 @@ def _question_card(
     prompt: Prompt, *, text_limit: int, hint_limit: int, inputs: bool = True
 ) -> dict[str, Any]:
     waiting = prompt.status == "waiting"
-    body: list[dict[str, Any]] = [_text(_question_title(prompt), weight="Bolder", size="Medium")]
+    body: list[dict[str, Any]] = [
+        text_block(_question_title(prompt), weight="Bolder", size="Medium")
+    ]
     if waiting and prompt.error:
         # The error may quote the reply it refuses: someone's own text.
-        error = escape(_cut(prompt.error, text_limit))
-        body.append(_text(messages.PROMPT_ERROR.format(error=error), color="Attention"))
+        error = escape(cut(prompt.error, text_limit))
+        body.append(text_block(messages.PROMPT_ERROR.format(error=error), color="Attention"))
     body.append(
-        _text(
+        text_block(
             messages.PROMPT.format(
-                tool=escape(_cut(tool_label(prompt), _MAX_NAME)),
-                question=escape(_cut(prompt.question, text_limit)),
+                tool=escape(cut(tool_label(prompt), MAX_NAME)),
+                question=escape(cut(prompt.question, text_limit)),
             )
         )
     )
     if len(prompt.agent_path) > 1:
-        agent = escape(_cut(_agent(prompt.agent_path), _MAX_NAME))
-        body.append(_text(messages.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small"))
+        agent = escape(cut(agent_name(prompt.agent_path), MAX_NAME))
+        body.append(
+            text_block(messages.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small")
+        )
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -323,18 +438,18 @@ def _question_card(
     if prompt.form and inputs:
         body.extend(_field_input(field, hint_limit=hint_limit) for field in prompt.fields)
         data = question_data(prompt, "answer")
-        actions.append(_execute(messages.QUESTION_SEND, data, style="positive"))
+        actions.append(execute(messages.QUESTION_SEND, data, style="positive"))
     else:
-        body.append(_text(_reply_hint(prompt), isSubtle=True))
+        body.append(text_block(_reply_hint(prompt), isSubtle=True))
     actions += [
-        _execute(
+        execute(
             messages.DECLINE,
             question_data(prompt, "decline"),
             style="destructive",
             tooltip=messages.QUESTION_DECLINE_TOOLTIP,
             with_inputs=False,
         ),
-        _execute(
+        execute(
             messages.QUESTION_CANCEL,
             question_data(prompt, "cancel"),
             tooltip=messages.QUESTION_CANCEL_TOOLTIP,
@@ -365,22 +480,22 @@ def _question_title(prompt: Prompt) -> str:
 def _reply_hint(prompt: Prompt) -> str:
     if not prompt.fields:
         return messages.QUESTION_REPLY
-    labels = ", ".join(_cut(field.label, _MAX_LABEL) for field in prompt.fields)
+    labels = ", ".join(cut(field.label, MAX_LABEL) for field in prompt.fields)
     return messages.PROMPT_FIELDS.format(fields=escape(labels))
 
 
 def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
     """One form input, holding the field's ``value`` when it has one (as given: an
     input's value is plain text); its label, placeholder and choice titles are too."""
-    label = _cut(field.label, _MAX_LABEL)
-    hint = _cut(field.description, hint_limit) if field.description and hint_limit else None
+    label = cut(field.label, MAX_LABEL)
+    hint = cut(field.description, hint_limit) if field.description and hint_limit else None
     element: dict[str, Any] = {"id": FIELD_INPUT_PREFIX + field.name, "label": label}
     value = field.value
     match field.kind:
         case "text":
             element["type"] = "Input.Text"
             if value is not None:
-                element["value"] = _show(value)
+                element["value"] = show_value(value)
                 if "\n" in element["value"]:
                     element["isMultiline"] = True
         case "number" | "integer":
@@ -395,7 +510,7 @@ def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
             element["value"] = "true" if value is True else "false"
             return element
         case "choice":
-            choices = [{"title": _cut(c, _MAX_LABEL), "value": c} for c in field.choices]
+            choices = [{"title": cut(c, MAX_LABEL), "value": c} for c in field.choices]
             element.update(type="Input.ChoiceSet", style="compact", choices=choices)
             if value is not None and str(value) in field.choices:
                 element["value"] = str(value)
@@ -409,13 +524,13 @@ def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
     return element
 
 
-def _title(card: ApprovalCard) -> str:
+def card_title(card: ApprovalCard) -> str:
     who = _people(card.decided_by) or messages.CARD_SOMEONE
     match card.status:
         case "pending":
             return messages.CARD_TITLE_PENDING
         case "approved" if card.granted_for:
-            duration = escape(_cut(card.granted_for, _MAX_LABEL))
+            duration = escape(cut(card.granted_for, MAX_LABEL))
             return messages.CARD_TITLE_GRANTED.format(who=who, duration=duration)
         case "approved":
             return messages.CARD_TITLE_APPROVED.format(who=who)
@@ -430,61 +545,11 @@ def _title(card: ApprovalCard) -> str:
 def _action(
     card: ApprovalCard, action: Action, title: str, *, style: str, with_inputs: bool = True
 ) -> dict[str, Any]:
-    return _execute(title, action_data(card, action), style=style, with_inputs=with_inputs)
-
-
-def _execute(
-    title: str,
-    data: dict[str, str],
-    *,
-    style: str | None = None,
-    tooltip: str | None = None,
-    with_inputs: bool = True,
-) -> dict[str, Any]:
-    """An Action.Execute whose verb is ``data["action"]``, with an Action.Submit fallback.
-
-    ``with_inputs=False`` sends no inputs, so the client does not insist on the
-    required ones first (Decline and Cancel of a form, Approve of a card).
-    """
-    shown: dict[str, Any] = {"title": title}
-    if style is not None:
-        shown["style"] = style
-    if tooltip is not None:
-        shown["tooltip"] = tooltip
-    if not with_inputs:
-        shown["associatedInputs"] = "none"
-    # Clients without Universal Actions (Action.Execute) fall back to a plain submit,
-    # which reaches the bot as a message activity carrying ``value``.
-    fallback = {"type": "Action.Submit", **shown, "data": data}
-    return {
-        "type": "Action.Execute",
-        "verb": data["action"],
-        **shown,
-        "data": data,
-        "fallback": fallback,
-    }
-
-
-def _args(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str, Any]:
-    if not args:
-        return _text(messages.CARD_NO_ARGS, isSubtle=True)
-    items = list(args.items())
-    facts = [
-        {
-            "title": escape(_cut(str(key), _MAX_LABEL)),
-            "value": escape(_cut(_show(value), value_limit)),
-        }
-        for key, value in items[:max_facts]
-    ]
-    if len(items) > max_facts:
-        facts.append(
-            {"title": "…", "value": messages.CARD_MORE_ARGS.format(count=len(items) - max_facts)}
-        )
-    return {"type": "FactSet", "facts": facts}
+    return execute(title, action_data(card, action), style=style, with_inputs=with_inputs)
 
 
 def _about(card: ApprovalCard) -> list[dict[str, str]]:
-    agent = escape(_cut(_agent(card.agent_path), _MAX_NAME))
+    agent = escape(cut(agent_name(card.agent_path), MAX_NAME))
     facts = [{"title": messages.CARD_AGENT, "value": agent}]
     if card.requester:
         facts.append({"title": messages.CARD_ASKED_BY, "value": person_text(card.requester)})
@@ -497,38 +562,8 @@ def _about(card: ApprovalCard) -> list[dict[str, str]]:
     return facts
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _is_number(value: Any) -> bool:
     """Whether an Input.Number can hold ``value`` (JSON has no NaN or infinity)."""
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _agent(path: tuple[str, ...]) -> str:
-    return " → ".join(path) if path else messages.CARD_AN_AGENT
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - len(messages.CARD_TRUNCATED))] + messages.CARD_TRUNCATED
-
-
-def _fits(card: dict[str, Any]) -> bool:
-    return len(json.dumps(card).encode()) <= CARD_BUDGET_BYTES
-
-
-def _rfc3339(at: datetime) -> str:
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _text(text: str, **style: Any) -> dict[str, Any]:
-    return {"type": "TextBlock", "text": text, "wrap": True, **style}

@@ -64,3 +64,55 @@ QUESTION_CANCEL_TOOLTIP: Final = "Dismiss the question without answering"
 
 ACTION_NOT_SUPPORTED: Final = "This button is not supported by this bot."
 ACTION_FAILED: Final = "Something went wrong on my side; please try again in a moment."
+
+REQUESTED_IN: Final = "Requested in {place}"
+REQUESTED_IN_LINK: Final = "[{words}]({url})"
+PLACE_CHANNEL: Final = "a channel thread"
+PLACE_GROUP_CHAT: Final = "a group chat"
+PLACE_PERSONAL: Final = "a 1:1 chat with the bot"
+PLACE_ELSEWHERE: Final = "another conversation"
+
+POINTER_CHANNEL: Final = "⏳ **{tool}** is waiting for approval in {place}."
+POINTER_CHANNEL_PLACE: Final = "the approvers' channel"
+POINTER_PEOPLE: Final = "⏳ **{tool}** was sent to {who} for approval."
+POINTER_NOBODY: Final = "⏳ **{tool}** is waiting for approval elsewhere."
+POINTER_APPROVED: Final = "✅ **{tool}** was approved by {who}."
+POINTER_GRANTED: Final = "✅ **{tool}** was approved by {who} for this thread ({duration})."
+POINTER_DECLINED: Final = "❌ **{tool}** was declined by {who}."
+POINTER_DECLINED_WHY: Final = "❌ **{tool}** was declined by {who}: {reason}"
+POINTER_EXPIRED: Final = "⌛ **{tool}** expired: nobody decided in time, nothing was run."
+
+END_GRANT: Final = "End grant"
+END_GRANT_TOOLTIP: Final = "End this grant: later calls of the tool here ask for approval again"
+CLICK_DONE: Final = "Done."
+
+APPROVALS_COMMAND: Final = "approvals"
+APPROVALS_REVOKE: Final = "approvals revoke"
+APPROVALS_PRIVATE: Final = (
+    "Your approvals list is private: send me `approvals` in a 1:1 chat with me "
+    "(and `approvals revoke` there to end the grants you gave)."
+)
+INBOX_TITLE: Final = "Your approvals"
+INBOX_WAITING: Final = "Waiting for you ({count})"
+INBOX_NONE_WAITING: Final = "Nothing waits for your decision. 🎉"
+INBOX_ITEM: Final = "**{tool}** asked by {requester}"
+INBOX_ITEM_AGENT: Final = "via {agent}"
+INBOX_REQUESTED: Final = "Your requests ({count})"
+INBOX_NONE_REQUESTED: Final = "None of your requests is waiting for someone else."
+INBOX_REQUEST: Final = "**{tool}** waits for approval, expires {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
+INBOX_DECIDED: Final = "Recent decisions"
+INBOX_NONE_DECIDED: Final = "You have not decided anything lately."
+INBOX_DECISION: Final = "{outcome} **{tool}** {args}· {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
+INBOX_OUTCOMES: Final = {
+    "approved": "✅ Approved",
+    "declined": "❌ Declined",
+    "edited": "✏️ Approved as edited",
+    "voted": "🗳️ Voted to approve",
+    "granted": "✅ Approved for the thread",
+}
+INBOX_GRANTS: Final = (
+    "Grants you gave that still run: {count}. Send `approvals revoke` to end them."
+)
+INBOX_NO_GRANTS: Final = "You have no grants running."
+INBOX_MORE: Final = "…and {count} more"
+INBOX_SUMMARY: Final = "Your approvals: {count} waiting for you"

@@ -248,3 +248,16 @@ async def test_a_card_is_edited_field_by_field_then_approved_as_edited(tmp_path:
     assert "[approved by grace] refund" in out
     assert "    edited by grace: amount: 150.0 → 120.0" in out
     assert '"amount": "120.00"' in out
+
+
+async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_path: Path) -> None:
+    await console_demo(tmp_path, "delete record abc-123")  # left waiting in 'main'
+    out = await console_demo(tmp_path, "/approvals", "a", "/approvals", argv=("--thread", "b"))
+    assert "Waiting for you (1); each is asked below, in turn:" in out
+    assert "  - delete_record (record_id: abc-123), asked by grace in thread 'main'" in out
+    assert "[approved by grace] delete_record" in out
+    assert "Deleted record abc-123" in out
+    assert "Nothing waits for your decision." in out
+    assert "approved delete_record (record_id: abc-123)" in out  # the recent decisions
+    revoked = await console_demo(tmp_path, "/approvals revoke")
+    assert "(only you see this) You have no grants running." in revoked
