@@ -581,10 +581,10 @@ class ChatBot:
             await self._revoke(thread, messenger)
             return None
         live = [q for q in questions if q.expires_at > datetime.now(UTC)]
-        if live and message.mentioned:
+        waiting = _not_an_answer(message, live[-1]) if live else None
+        if waiting is not None:
             # A new request, by all signs: never taken as the answer without asking.
-            notice = messages.QUESTION_WAITS.format(tool=tool_label(prompt(live[-1])))
-            await self.presenter.say(messenger, thread, Notice(text=notice))
+            await self.presenter.say(messenger, thread, Notice(text=waiting))
             return None
         if live and _cancels(message.text, live[-1]):
             return await self._cancel_question(message, messenger, live[-1], retry=retry)
@@ -655,6 +655,32 @@ class ChatBot:
         now = datetime.now(UTC)
         pending = await self.agent.list_suspended_runs(thread_id=thread_id)
         return [p for p in pending if p.expires_at > now]
+
+
+NEW_REQUEST_WORDS = 3
+"""A reply to a choice question with at least this many words, none of them a choice,
+is a new request (``_not_an_answer``)."""
+
+
+def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
+    """What to say when a reply is clearly a new request, not the question's answer.
+
+    It mentions the bot (where a plain reply would do), or the question says what its
+    answers are (a choice of a few) and the reply is a sentence that is none of them.
+    """
+    asked = prompt(question)
+    tool = tool_label(asked)
+    if message.mentioned:
+        return messages.QUESTION_WAITS.format(tool=tool)
+    if len(asked.fields) != 1 or asked.fields[0].kind != "choice":
+        return None
+    choices = asked.fields[0].choices
+    said = " ".join(message.text.lower().strip(" .!").split())
+    if said in {c.lower() for c in choices} or len(said.split()) < NEW_REQUEST_WORDS:
+        return None  # an answer, or a short slip: asked again as usual if it does not fit
+    if said in messages.CANCEL_WORDS:
+        return None
+    return messages.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
 
 
 def _cancels(text: str, question: PendingInfo) -> bool:

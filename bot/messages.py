@@ -21,6 +21,12 @@ ANSWER_RACED: Final = (
     "Someone changed this request at the same moment, so your answer did not count. "
     "Please send it again."
 )
+QUESTION_WAITS_CHOICE: Final = (
+    "`{tool}` is still waiting for one of its answers ({choices}), and your message is none "
+    "of them, so I did not take it as one. Reply with one of them, or `cancel` to leave "
+    "the question; then send your request again."
+)
+"""A question whose answers are its choices says what a new request is: anything longer."""
 QUESTION_WAITS: Final = (
     "`{tool}` is still waiting for an answer to its question above, so I did not take "
     "your message as one. Reply without mentioning me to answer it, or reply `cancel` "

@@ -176,7 +176,9 @@ async def test_cancel_as_a_reply_leaves_the_question_and_the_tool_hears_it() -> 
     assert shown.status == "cancelled"
 
 
-async def test_stop_is_an_answer_when_the_question_offers_it() -> None:
+def control_agent() -> Agent:
+    """Asks whether to start or stop (a choice question)."""
+
     class Action(BaseModel):
         action: Literal["start", "stop"]
 
@@ -187,13 +189,16 @@ async def test_stop_is_an_answer_when_the_question_offers_it() -> None:
             ctx.suspend({"message": "Start or stop?"})
         return f"service: {ctx.resume_data.action}"
 
-    agent = Agent(
+    return Agent(
         id="ops",
         model=call_then_answer(ToolCall("control", {})),
         tools=[control],
         store=MemoryStore(),
     )
-    bot = ChatBot(agent)
+
+
+async def test_stop_is_an_answer_when_the_question_offers_it() -> None:
+    bot = ChatBot(control_agent())
     messenger = wired(bot)
     question = await asked(bot, messenger, "control the service")
     await bot.on_message(message("stop"))
@@ -216,3 +221,24 @@ async def test_a_mention_while_a_question_waits_is_not_taken_as_the_answer() -> 
     await bot.on_message(message("Oslo"))
     await bot.drain()
     assert messenger.views(Reply)[-1].text.endswith("Oslo: sunny")
+
+
+async def test_a_sentence_that_is_none_of_a_choice_questions_answers_is_a_new_request() -> None:
+    bot = ChatBot(control_agent())
+    messenger = wired(bot)
+    question = await asked(bot, messenger, "control the service")
+    await bot.on_message(message("please deploy the web app to staging"))
+    await bot.drain()
+    (notice,) = messenger.views(Notice)
+    assert notice.text.startswith("`control` is still waiting for one of its answers (start, stop)")
+    (waiting,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert waiting.tool_call_id == question.tool_call_id
+    assert len(messenger.views(Prompt)) == 1  # not asked again as a wrong answer
+    # A short slip is asked again as usual; a choice answers.
+    await bot.on_message(message("strat"))
+    await bot.drain()
+    assert messenger.views(Prompt)[-1].error is not None
+    await bot.on_message(message("start"))
+    await bot.drain()
+    run = await bot.agent.get_run(question.run_id)
+    assert "service: start" in run.text
