@@ -12,8 +12,8 @@ from .chat_state import ChatState
 from .types import (
     Click,
     ClickResult,
-    IncomingMessage,
     Inbox,
+    IncomingMessage,
     Messenger,
     Prompt,
     Text,

@@ -161,7 +161,7 @@ class Presenter:
                     unknown = True
                     continue
                 found = found or members != frozenset({name})
-            if unknown and not found or name.startswith("@") and not found:
+            if not found and (unknown or name.startswith("@")):
                 problems.append(("approvers", f"{name!r} is no user group the bot can look up"))
         if problems:
             raise PolicyError(self._policy.source or "<policy>", problems)

@@ -22,6 +22,7 @@ from agents import (
 from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
+    CardPointer,
     Click,
     Destination,
     IncomingMessage,
@@ -37,7 +38,7 @@ from bot import (
 )
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
-V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice)
+V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice, CardPointer)
 
 THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000100")
 OTHER_THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000200")

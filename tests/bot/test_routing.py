@@ -62,9 +62,7 @@ async def ask(bot: ChatBot, text: str, *, user: str = "U1", thread: ThreadKey = 
     await bot.drain()
 
 
-def on(
-    copy: tuple[Destination, Any, Posted], user: str, action: ClickAction = "approve"
-) -> Click:
+def on(copy: tuple[Destination, Any, Posted], user: str, action: ClickAction = "approve") -> Click:
     """A click on a card copy, where it was posted (its buttons carry the ask)."""
     _, card, posted = copy
     assert isinstance(card, ApprovalCard)
@@ -90,27 +88,31 @@ async def test_a_card_for_a_channel_goes_there_with_a_pointer_in_the_thread() ->
     (copy,) = messenger.elsewhere
     to, card, posted = copy
     assert to == Destination(channel="C0APPROVERS")
-    assert isinstance(card, ApprovalCard) and card.requested_in == THREAD
+    assert isinstance(card, ApprovalCard)
+    assert card.requested_in == THREAD
     assert messenger.views(ApprovalCard, THREAD) == []  # not in the thread itself
     (pointer,) = messenger.views(CardPointer, THREAD)
-    assert pointer.channel == "C0APPROVERS" and pointer.at == posted
+    assert pointer.channel == "C0APPROVERS"
+    assert pointer.at == posted
 
     decided = await bot.on_click(on(copy, "U2"))
-    assert decided.accepted and isinstance(decided.card, ApprovalCard)
+    assert decided.accepted
+    assert isinstance(decided.card, ApprovalCard)
     assert decided.card.requested_in == THREAD  # shown where it was clicked
     await bot.drain()
     assert ran == ["A-1"]
     (in_channel,) = shown_at(messenger, posted.thread)
-    assert in_channel.status == "approved" and in_channel.decided_by == (Person(id="U2"),)
+    assert in_channel.status == "approved"
+    assert in_channel.decided_by == (Person(id="U2"),)
     (updated,) = shown_at(messenger, THREAD)
-    assert isinstance(updated, CardPointer) and updated.card.status == "approved"
+    assert isinstance(updated, CardPointer)
+    assert updated.card.status == "approved"
     # The answer is the requester's: it comes in their thread.
-    assert [t for t, view, _ in messenger.posts if getattr(view, "text", "") == "Done."] == [
-        THREAD
-    ]
+    assert [t for t, view, _ in messenger.posts if getattr(view, "text", "") == "Done."] == [THREAD]
 
     again = await bot.on_click(on(copy, "U3"))
-    assert not again.accepted and again.message == "This request was already approved by U2."
+    assert not again.accepted
+    assert again.message == "This request was already approved by U2."
     assert ran == ["A-1"]
 
 
@@ -127,7 +129,8 @@ async def test_direct_messages_go_to_each_approver_and_one_decides_for_all() -> 
 
     assert [to.user_id for to, _, _ in messenger.elsewhere] == ["U2", "U3"]
     (pointer,) = messenger.views(CardPointer, THREAD)
-    assert pointer.people == (Person(id="U2"), Person(id="U3")) and pointer.channel is None
+    assert pointer.people == (Person(id="U2"), Person(id="U3"))
+    assert pointer.channel is None
 
     declined = await bot.on_click(on(messenger.elsewhere[1], "U3", "decline"))
     assert declined.accepted
@@ -135,22 +138,26 @@ async def test_direct_messages_go_to_each_approver_and_one_decides_for_all() -> 
     assert ran == []
     for _, _, posted in messenger.elsewhere:
         (copy,) = shown_at(messenger, posted.thread)
-        assert copy.status == "declined" and copy.requested_in == THREAD
+        assert copy.status == "declined"
+        assert copy.requested_in == THREAD
     (updated,) = shown_at(messenger, THREAD)
-    assert isinstance(updated, CardPointer) and updated.card.status == "declined"
+    assert isinstance(updated, CardPointer)
+    assert updated.card.status == "declined"
 
 
 async def test_without_direct_messages_the_card_stays_in_the_thread() -> None:
     bot, messenger, _ = wired(DIRECT, places=False)
     await ask(bot, "A-3")
     (card,) = messenger.views(ApprovalCard, THREAD)
-    assert card.status == "pending" and messenger.views(CardPointer) == []
+    assert card.status == "pending"
+    assert messenger.views(CardPointer) == []
 
 
 async def test_a_channel_the_platform_does_not_know_keeps_the_card_in_the_thread() -> None:
     bot, messenger, _ = wired(CHANNEL.replace("C0APPROVERS", "C0ELSEWHERE"))
     await ask(bot, "A-4")
-    assert messenger.elsewhere == [] and len(messenger.views(ApprovalCard, THREAD)) == 1
+    assert messenger.elsewhere == []
+    assert len(messenger.views(ApprovalCard, THREAD)) == 1
 
 
 async def test_a_click_on_a_copy_of_an_earlier_ask_or_another_workspace_decides_nothing() -> None:
@@ -159,7 +166,8 @@ async def test_a_click_on_a_copy_of_an_earlier_ask_or_another_workspace_decides_
     copy = messenger.elsewhere[0]
     stale = replace(on(copy, "U2"), ask="call@2000-01-01T00:00:00+00:00")
     refused = await bot.on_click(stale)
-    assert not refused.accepted and "out of date" in (refused.message or "")
+    assert not refused.accepted
+    assert "out of date" in (refused.message or "")
 
     _, _, posted = copy
     foreign = replace(posted.thread, workspace="W2")
@@ -175,7 +183,8 @@ async def test_the_policy_still_decides_who_may_click_a_copy() -> None:
     bot, messenger, ran = wired(CHANNEL)
     await ask(bot, "A-6")
     refused = await bot.on_click(on(messenger.elsewhere[0], "U7"))
-    assert not refused.accepted and "approver" in (refused.message or "")
+    assert not refused.accepted
+    assert "approver" in (refused.message or "")
     await bot.drain()
     assert ran == []
 
@@ -194,7 +203,7 @@ async def test_a_reminder_for_a_card_in_a_channel_goes_under_the_card() -> None:
 
 async def test_an_escalation_sends_the_card_to_the_added_people_directly() -> None:
     policy = DIRECT + 'escalate_after = "1h"\nescalate_to = ["U9"]\n'
-    bot, messenger, ran = wired(policy)
+    bot, messenger, _ = wired(policy)
     await ask(bot, "A-8")
     later = datetime.now(UTC) + timedelta(hours=2)
     assert await bot.send_reminders(later) == 1
@@ -203,7 +212,8 @@ async def test_an_escalation_sends_the_card_to_the_added_people_directly() -> No
     (told,) = messenger.views(Notice, posted.thread)
     assert told.people == (Person(id="U9"),)
     (pointer,) = [view for t, _, view in messenger.updates if t == THREAD]
-    assert isinstance(pointer, CardPointer) and Person(id="U9") in pointer.people
+    assert isinstance(pointer, CardPointer)
+    assert Person(id="U9") in pointer.people
 
 
 # -- user groups --------------------------------------------------------------
@@ -282,10 +292,10 @@ def test_a_tools_own_section_decides_where_its_cards_go() -> None:
         '[default]\napprovers = ["U2"]\nchannel = "C0APPROVERS"\n'
         '[tools.refund]\nnotify = "dm"\n[tools.ship]\nnotify = "thread"\n'
     )
-    assert policy.rule("refund").notify == "dm" and policy.rule("refund").channels == ()
-    assert policy.rule("ship").channels == () and policy.rule("other").channels == (
-        "C0APPROVERS",
-    )
+    assert policy.rule("refund").notify == "dm"
+    assert policy.rule("refund").channels == ()
+    assert policy.rule("ship").channels == ()
+    assert policy.rule("other").channels == ("C0APPROVERS",)
 
 
 # -- the inbox ----------------------------------------------------------------
@@ -301,7 +311,8 @@ async def test_the_inbox_lists_what_waits_for_a_person_and_its_buttons_decide() 
     assert [card.requested_in for card in mine.waiting] == [THREAD, OTHER_THREAD]
     assert mine.person == Person(id="U2", name="Dana")
     theirs = await bot.inbox(THREAD, "U3")
-    assert theirs.waiting == () and [c.args for c in theirs.requested] == [{"order": "B-2"}]
+    assert theirs.waiting == ()
+    assert [c.args for c in theirs.requested] == [{"order": "B-2"}]
 
     # Approve from the inbox, shown in a third place (a DM with the bot, say).
     where = ThreadKey(platform="test", workspace="W1", channel="D-U2", root="inbox")
@@ -342,14 +353,17 @@ async def test_grants_end_from_their_notice_or_all_at_once() -> None:
     run_id, call_id = notice.revoke
     end = Click(thread=THREAD, user_id="U7", run_id=run_id, tool_call_id=call_id, action="revoke")
     refused = await bot.on_click(end)  # neither requester, granter nor approver
-    assert not refused.accepted and "Only the requester" in (refused.message or "")
+    assert not refused.accepted
+    assert "Only the requester" in (refused.message or "")
     assert (await bot.on_click(replace(end, user_id="U1"))).accepted
     assert "ended the grant for `refund`" in messenger.views(Notice)[-1].text
     again = await bot.on_click(replace(end, user_id="U1"))
-    assert not again.accepted and "ended already" in (again.message or "")
+    assert not again.accepted
+    assert "ended already" in (again.message or "")
 
     await ask(bot, "C-3")  # asks again
-    assert ran == ["C-1", "C-2"] and len(messenger.views(ApprovalCard)) == 2
+    assert ran == ["C-1", "C-2"]
+    assert len(messenger.views(ApprovalCard)) == 2
 
     assert (await bot.revoke_given(THREAD, "U2")) == ("You have no grants running.",)
     (second,) = messenger.views(ApprovalCard)[1:]
