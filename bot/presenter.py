@@ -144,7 +144,14 @@ class Presenter:
         for channel in sorted(channels):
             known = False
             for platform, messenger in self._messengers.items():
-                known = self._channels[platform, channel] = await messenger.knows_channel(channel)
+                try:
+                    known = await messenger.knows_channel(channel)
+                except Undeliverable as exc:
+                    problems.append(
+                        ("channel", f"{platform} could not be asked about {channel!r}: {exc}")
+                    )
+                    continue
+                self._channels[platform, channel] = known
                 if known:
                     break
             if not known:
@@ -159,6 +166,12 @@ class Presenter:
                     members = await self.groups.members(platform, messenger, name)
                 except LookupError:
                     unknown = True
+                    continue
+                except Undeliverable as exc:
+                    problems.append(
+                        ("approvers", f"{platform} could not be asked about {name!r}: {exc}")
+                    )
+                    found = True  # said once, as this problem
                     continue
                 found = found or members != frozenset({name})
             if not found and (unknown or name.startswith("@")):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents import LockTimeout, open_store
-from bot import CardPlace, ChatState, Person, ThreadKey, ThreadNote, open_chat_state
+from bot import CardPlace, ChatState, Destination, Person, ThreadKey, ThreadNote, open_chat_state
+from bot.chat_state import CardCopy
 from bot.chat_state.redis import RedisChatState
 from bot.chat_state.sqlite import SQLiteChatState
 from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
@@ -443,3 +444,18 @@ async def test_grants_given_are_found_by_granter_and_workspace_and_end_one_by_on
     assert await chat.grant(third, "U6|refund", 50.0) == "U9"  # untouched
     assert await chat.grants_given("U2", "slack:T1:", 50.0) == [(third, "U5|refund")]
     assert await chat.grants_given("U2", "slack:T1%", 50.0) == []  # a scope is no pattern
+
+
+async def test_a_card_sent_elsewhere_keeps_its_copies(chat: ChatState) -> None:
+    thread = ThreadKey(platform="slack", workspace="T1", channel="C1", root="1.1")
+    there = ThreadKey(platform="slack", workspace="T1", channel="C0APPROVERS", root="2.2")
+    copy = CardCopy(
+        to=Destination(channel="C0APPROVERS"), thread=there, ref={"channel": "C0", "ts": "2.2"}
+    )
+    place = CardPlace(thread=thread, ref={"channel": "C1", "ts": "3.3"}, copies=(copy,))
+    await chat.set_card("run-1", "call@1", place)
+    kept = await chat.card_of("run-1", "call@1")
+    assert kept == place
+    assert kept is not None
+    assert kept.holds({"channel": "C0", "ts": "2.2"})
+    assert not kept.holds({"channel": "C0", "ts": "9.9"})
