@@ -113,35 +113,29 @@ class Decisions:
         """
         self._metrics.clicks.inc()
         self._presenter.remember_name(click.thread, click.user_id, click.user_name)
-        click = await self._locate(click)
         if click.action == "revoke":
             return await self._revoke(click)
-        result = await self._decide(click)
-        if click.where is not None and isinstance(result.card, ApprovalCard):
-            # Shown where it was clicked: away from its thread, so with a link to it.
-            result = replace(result, card=replace(result.card, requested_in=click.thread))
-        return result
+        return await self._decide(click)
 
-    async def _locate(self, click: Click) -> Click:
+    async def _located(self, click: Click) -> Click | None:
         """A click on a card away from its run's thread (an approvers' channel, a direct
-        message, an inbox), as a click in that thread (``Click.where`` says where it was).
+        message, an inbox), as a click in that thread (``Click.where`` says where it was);
+        ``None`` when the run is not one of that workspace's, or is unknown.
 
         Only within one workspace of one platform: people's ids mean nothing elsewhere.
         Whether the clicker may decide is the policy's to say, as for any click.
         """
         if click.where is not None:
-            return click
+            return None
         try:
             snap = await self._agent.get_run(click.run_id)
         except RunNotFoundError:
-            return click
-        if snap.thread_id == click.thread.id:
-            return click
+            return None
         origin = thread_of(snap.metadata)
-        if origin is None or origin.id != snap.thread_id:
-            return click
+        if origin is None or origin.id != snap.thread_id or origin == click.thread:
+            return None
         if (origin.platform, origin.workspace) != (click.thread.platform, click.thread.workspace):
-            return click
+            return None
         return replace(click, thread=origin, where=click.thread)
 
     async def check(self, click: Click) -> Text | None:
@@ -150,12 +144,12 @@ class Decisions:
         For adapters that ask for more before deciding (a reason dialog):
         a refusal is better said before someone types a reason.
         """
-        _, refusal = await self._check(await self._locate(click))
+        _, _, refusal = await self._check(click)
         return refusal[0] if refusal else None
 
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form to edit a card's arguments, or why editing is refused."""
-        call, refusal = await self._check(await self._locate(click))
+        _, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
             return refusal[0]
@@ -174,7 +168,7 @@ class Decisions:
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question (as it reads now) a form answers, or why answering is refused."""
-        call, refusal = await self._check(await self._locate(click))
+        _, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
             return refusal[0]
@@ -182,8 +176,12 @@ class Decisions:
 
     async def _check(
         self, click: Click
-    ) -> tuple[PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
-        """The pending call a click is about, or why it is refused (and how to count it)."""
+    ) -> tuple[Click, PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
+        """The pending call a click is about, or why it is refused (and how to count it).
+
+        Also the click itself, as one in the run's own thread when it came from a card
+        shown elsewhere (``_located``): what follows is done in that thread.
+        """
         waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
         call = next(
             (
@@ -193,19 +191,21 @@ class Decisions:
             ),
             None,
         )
+        if call is None and (located := await self._located(click)) is not None:
+            return await self._check(located)
         if call is None:
-            return None, (await self._why_not_pending(click), "stale")
+            return click, None, (await self._why_not_pending(click), "stale")
         if call.kind != "approval" and click.action in ("approve", "edit", "grant"):
-            return None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
+            return click, None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
-            return None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
+            return click, None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
         if call.expires_at <= datetime.now(UTC):
-            return None, ((messages.CLICK_EXPIRED,), "stale")
+            return click, None, ((messages.CLICK_EXPIRED,), "stale")
         outdated = await self._outdated(click, call)
         if outdated is not None:
             # The call may have been asked again (its arguments changed after an
             # approval): only its newest card decides, never one showing old ones.
-            return None, ((outdated,), "stale")
+            return click, None, ((outdated,), "stale")
         escalated = self._policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
         allowed = await self._presenter.deciders(click.thread, call.tool_name, escalated=escalated)
         if call.kind == "suspension":
@@ -226,8 +226,8 @@ class Decisions:
                 allowed=allowed,
             )
         if refusal is not None:
-            return None, ((refusal,), "refused")
-        return call, None
+            return click, None, ((refusal,), "refused")
+        return click, call, None
 
     async def _outdated(self, click: Click, call: PendingInfo) -> str | None:
         """Why the clicked card does not show the call as it is asked now, or ``None``.
@@ -247,7 +247,7 @@ class Decisions:
         return messages.CLICK_OUTDATED
 
     async def _decide(self, click: Click) -> ClickResult:
-        call, refusal = await self._check(click)
+        click, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
             return self._refuse(refusal[0], outcome=refusal[1])
@@ -271,7 +271,7 @@ class Decisions:
         async with self._chat.card_lock(call.run_id, ask_of(call)):
             # Look again under the lock: the vote that reached the quorum, or a
             # decline, may have decided the call since.
-            call, refusal = await self._check(click)
+            click, call, refusal = await self._check(click)
             if call is None:
                 assert refusal is not None
                 return self._refuse(refusal[0], outcome=refusal[1])
@@ -312,7 +312,7 @@ class Decisions:
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         await self._show(click, call, card)
-        return ClickResult(accepted=True, card=card)
+        return _decided(click, card)
 
     async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
         """Show a card's new state wherever it is (the clicked message, if it was never
@@ -379,7 +379,7 @@ class Decisions:
         if click.action == "grant" and click.grant_for is not None:
             await self._grant(click, call, click.grant_for)
         await self._follow(click, call, card, stream)
-        return ClickResult(accepted=True, card=card)
+        return _decided(click, card)
 
     async def _settle_question(self, click: Click, call: PendingInfo) -> ClickResult:
         """Answer a question with its form, or decline or cancel it; the run follows."""
@@ -404,7 +404,7 @@ class Decisions:
         self._metrics.decided(status)
         shown = self._presenter.settled(click.thread, call, status, click.user_id)
         await self._follow(click, call, shown, stream)
-        return ClickResult(accepted=True, card=shown)
+        return _decided(click, shown)
 
     async def _grant(self, click: Click, call: PendingInfo, duration: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this
@@ -566,3 +566,11 @@ class Decisions:
         await self._show(click, call, card)
         async with self._threads.hold(click.thread.id):
             await self._presenter.consume(click.thread, messenger, stream)
+
+
+def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:
+    """A click's accepted result: the card as it now reads where it was clicked (away
+    from its thread, with a link to it)."""
+    if click.where is not None and isinstance(card, ApprovalCard):
+        card = replace(card, requested_in=click.thread)
+    return ClickResult(accepted=True, card=card)
