@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 from pydantic import TypeAdapter
 
 from agents import (
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 NAME_CACHE_SIZE = 10_000
 """People whose display names one process remembers (ids are always known)."""
+CHANNEL_TTL = 300.0
+"""How long (seconds) a platform's answer on whether it knows a channel is kept."""
+CHANNELS_KEPT = 1_000
 MAX_DIRECT = 25
 """The most people one card is sent to by direct message (``notify = "dm"``)."""
 
@@ -106,8 +109,11 @@ class Presenter:
         self._messengers: dict[str, Messenger] = {}
         self._names: LRUCache[str, str] = LRUCache(maxsize=NAME_CACHE_SIZE)
         self.groups = Groups()
-        self._channels: dict[tuple[str, str], bool] = {}
-        """Whether a platform knows a channel (asked at start, or once when first needed)."""
+        self._channels: TTLCache[tuple[str, str], bool] = TTLCache(
+            maxsize=CHANNELS_KEPT, ttl=CHANNEL_TTL
+        )
+        """Whether a platform knows a channel (asked at start, then again now and then:
+        the bot may be invited to it, or it may be archived)."""
 
     # -- platforms --------------------------------------------------------------
 
@@ -140,44 +146,42 @@ class Presenter:
             PolicyError: One problem per unknown name.
         """
         people, channels = self._policy.names()
-        problems: list[tuple[str | None, str]] = []
-        for channel in sorted(channels):
-            known = False
-            for platform, messenger in self._messengers.items():
-                try:
-                    known = await messenger.knows_channel(channel)
-                except Undeliverable as exc:
-                    problems.append(
-                        ("channel", f"{platform} could not be asked about {channel!r}: {exc}")
-                    )
-                    continue
-                self._channels[platform, channel] = known
-                if known:
-                    break
-            if not known:
-                platforms = ", ".join(sorted(self._messengers)) or "none"
-                problems.append(
-                    ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
-                )
-        for name in sorted(people):
-            found, unknown = False, False
-            for platform, messenger in self._messengers.items():
-                try:
-                    members = await self.groups.members(platform, messenger, name)
-                except LookupError:
-                    unknown = True
-                    continue
-                except Undeliverable as exc:
-                    problems.append(
-                        ("approvers", f"{platform} could not be asked about {name!r}: {exc}")
-                    )
-                    found = True  # said once, as this problem
-                    continue
-                found = found or members != frozenset({name})
-            if not found and (unknown or name.startswith("@")):
-                problems.append(("approvers", f"{name!r} is no user group the bot can look up"))
+        problems: list[tuple[str | None, str]] = [
+            p for c in sorted(channels) if (p := await self._check_channel(c))
+        ]
+        problems += [p for n in sorted(people) if (p := await self._check_name(n))]
         if problems:
             raise PolicyError(self._policy.source or "<policy>", problems)
+
+    async def _check_channel(self, channel: str) -> tuple[str, str] | None:
+        """Why no platform here can post in ``channel``, or ``None``."""
+        for platform, messenger in self._messengers.items():
+            try:
+                known = await messenger.knows_channel(channel)
+            except Exception as exc:  # an outage, a refusal (a scope the app lacks)
+                return ("channel", f"{platform} could not be asked about {channel!r}: {exc}")
+            self._channels[platform, channel] = known
+            if known:
+                return None
+        platforms = ", ".join(sorted(self._messengers)) or "none"
+        return ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
+
+    async def _check_name(self, name: str) -> tuple[str, str] | None:
+        """Why ``name``, which looks like a user group somewhere, is none, or ``None``."""
+        unknown = False
+        for platform, messenger in self._messengers.items():
+            try:
+                members = await self.groups.members(platform, messenger, name)
+            except LookupError:
+                unknown = True
+                continue
+            except Exception as exc:  # an outage, a refusal (a scope the app lacks)
+                return ("approvers", f"{platform} could not be asked about {name!r}: {exc}")
+            if members != frozenset({name}):
+                return None
+        if unknown or name.startswith("@"):
+            return ("approvers", f"{name!r} is no user group the bot can look up")
+        return None
 
     async def deciders(
         self, thread: ThreadKey, tool_name: str, *, escalated: bool
@@ -320,6 +324,13 @@ class Presenter:
         for channel in rule.channels:
             if await self._knows(thread.platform, channel):
                 return [Destination(channel=channel)]
+        if rule.channels:
+            log.warning(
+                "%s: no channel of %s the bot can post in (%s); the card stays in the thread",
+                info.tool_name,
+                thread.platform,
+                ", ".join(rule.channels),
+            )
         return []
 
     def direct(self, info: PendingInfo, people: frozenset[str]) -> list[Destination]:

@@ -373,3 +373,18 @@ async def test_grants_end_from_their_notice_or_all_at_once() -> None:
     said = await bot.revoke_given(THREAD, "U2")
     assert said == ("Ended 1 grant(s) you gave: those calls ask for approval again.",)
     assert (await bot.inbox(THREAD, "U2")).grants == 0
+
+
+async def test_a_platform_refusing_to_say_who_is_in_a_group_is_a_clear_start_problem() -> None:
+    bot, messenger, _ = wired('[tools.refund]\napprovers = ["S0LEADS"]\n')
+
+    async def refusing(name: str) -> frozenset[str] | None:
+        raise RuntimeError("missing_scope")
+
+    messenger.group_members = refusing  # type: ignore[method-assign]
+    with pytest.raises(PolicyError) as info:
+        await bot.check_places()
+    assert info.value.lines == [
+        "approval policy <string>: approvers: test could not be asked about 'S0LEADS': "
+        "missing_scope"
+    ]
