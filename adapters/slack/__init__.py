@@ -1,4 +1,4 @@
-"""Slack adapter: Events API and interactivity over HTTP or Socket Mode, Block Kit cards."""
+"""Slack adapter: events, interactivity and ``/approvals`` over HTTP or Socket Mode; Block Kit."""
 
 from __future__ import annotations
 

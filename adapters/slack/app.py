@@ -42,9 +42,11 @@ from bot import (
 )
 
 from . import texts
+from .commands import Approvals
 from .convert import (
     PLATFORM,
     ActionIn,
+    CommandIn,
     ForeignActionIn,
     FormIn,
     Ignored,
@@ -52,6 +54,7 @@ from .convert import (
     MessageIn,
     Passthrough,
     ViewIn,
+    command_thread,
     modal_metadata,
     parse,
     thread_key,
@@ -66,6 +69,7 @@ from .settings import SlackSettings
 from .wire import (
     ANSWER_ACTION,
     ANSWER_VIEW,
+    APPROVALS_COMMAND,
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
@@ -74,6 +78,7 @@ from .wire import (
     GRANT_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
+    REVOKE_ACTION,
     ModalMetadata,
     PayloadError,
     field_block,
@@ -116,6 +121,7 @@ class SlackAdapter:
             ],
         )
         self.messenger = SlackMessenger(self.client)
+        self.approvals = Approvals(bot, self.messenger, self.client)
         self.tasks = TaskTracker()
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
@@ -132,15 +138,16 @@ class SlackAdapter:
         )
         for event in LISTENED_EVENTS:
             self.app.event(event)(self._on_message)
-        # Approve, "Approve for this thread", and a question's Decline and Cancel,
-        # decide at once; a card's Decline asks for a reason first; Answer… opens the
-        # question's form, and a card's Edit the form of its arguments, which approves
-        # them as edited.
+        # Approve, "Approve for this thread", a question's Decline and Cancel, and a
+        # grant's End grant decide at once; a card's Decline asks for a reason first;
+        # Answer… opens the question's form, and a card's Edit the form of its
+        # arguments, which approves them as edited.
         for action in (
             APPROVE_ACTION,
             GRANT_ACTION_ID,
             QUESTION_DECLINE_ACTION,
             QUESTION_CANCEL_ACTION,
+            REVOKE_ACTION,
         ):
             self.app.action(action)(self._on_click)
         self.app.action(DECLINE_ACTION)(self._on_decline)
@@ -149,6 +156,7 @@ class SlackAdapter:
         self.app.view(DECLINE_VIEW)(self._on_decline_submitted)
         for view in (ANSWER_VIEW, EDIT_VIEW):
             self.app.view(view)(self._on_form_submitted)
+        self.app.command(APPROVALS_COMMAND)(self._on_command)
 
     # -- composition-root contract ------------------------------------------------
 
@@ -230,9 +238,29 @@ class SlackAdapter:
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             click = to_click(inbound, workspace=_workspace(context))
+            if inbound.response_url is not None:
+                # In an inbox, whose message only its reader sees: what the click did
+                # is shown there, so it is decided while Slack waits, as a form is.
+                result = await _decided(context, self.bot.on_click(click))
+                if result is None:
+                    return
+                await ack()
+                self._spawn(
+                    self.approvals.after_click(click, result, inbound.response_url),
+                    f"slack-inbox-click:{click.run_id}",
+                )
+                return
             if not await _kept(context, self.bot.accept_click(click)):
                 return
         await ack()
+
+    async def _on_command(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """``/approvals``: acked at once (it only reads), answered privately behind."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, CommandIn):
+            place = command_thread(inbound, workspace=_workspace(context))
+            self._spawn(self.approvals.answer(inbound, place), f"slack-approvals:{inbound.user}")
 
     async def _on_decline(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         await ack()
@@ -258,6 +286,9 @@ class SlackAdapter:
             self._spawn(self._open_form(inbound, metadata), name)
 
     async def _not_our_card(self, inbound: ForeignActionIn, context: AsyncBoltContext) -> None:
+        if inbound.response_url is not None:
+            await self.approvals.tell(inbound.response_url, (texts.NOT_OUR_CARD,))
+            return
         thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
         await self.messenger.tell(thread, inbound.user, (texts.NOT_OUR_CARD,))
 
@@ -265,7 +296,7 @@ class SlackAdapter:
         """Open the reason dialog, unless the decline would be refused anyway."""
         refusal = await self.bot.check_click(click)
         if refusal is not None:
-            await self.messenger.tell(click.thread, click.user_id, refusal)
+            await self._tell(click, refusal, metadata.response_url)
             return
         # trigger_id is valid for 3 s: the check above reads the store only.
         await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
@@ -278,11 +309,11 @@ class SlackAdapter:
         editing = click.action == "edit"
         form = await (self.bot.edit_form(click) if editing else self.bot.question_form(click))
         if not isinstance(form, Prompt):
-            await self.messenger.tell(click.thread, click.user_id, form)
+            await self._tell(click, form, metadata.response_url)
             return
         view = edit_modal(metadata, form) if editing else answer_modal(metadata, form)
         if view is None:  # arguments a Slack form cannot hold whole
-            await self.messenger.tell(click.thread, click.user_id, (texts.EDIT_TOO_BIG,))
+            await self._tell(click, (texts.EDIT_TOO_BIG,), metadata.response_url)
             return
         # trigger_id is valid for 3 s: the lookup above reads the store only.
         await self.client.views_open(trigger_id=action.trigger_id, view=view)
@@ -291,6 +322,17 @@ class SlackAdapter:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ViewIn):
             click = to_decline_click(inbound)
+            response_url = inbound.metadata.response_url
+            if response_url is not None:  # declined from an inbox: answered there
+                result = await _decided(context, self.bot.on_click(click))
+                if result is None:
+                    return
+                await ack()  # closes the modal
+                self._spawn(
+                    self.approvals.after_click(click, result, response_url),
+                    f"slack-inbox-decline:{click.run_id}",
+                )
+                return
             if not await _kept(context, self.bot.accept_click(click)):
                 return
         await ack()  # closes the modal
@@ -313,11 +355,15 @@ class SlackAdapter:
             # the words (if any) go to the clicker, and the card's message follows.
             if result.said:
                 name = f"slack-{click.action}:{click.run_id}"
-                self._spawn(self._tell(click, result.said), name)
+                self._spawn(self._tell(click, result.said, inbound.metadata.response_url), name)
         await ack()  # closes the modal
 
-    async def _tell(self, click: Click, text: Text) -> None:
-        await self.messenger.tell(click.thread, click.user_id, text)
+    async def _tell(self, click: Click, text: Text, response_url: str | None = None) -> None:
+        """Tell the clicker privately: in the inbox they clicked in, else the thread."""
+        if response_url is not None:
+            await self.approvals.tell(response_url, text)
+        else:
+            await self.messenger.tell(click.thread, click.user_id, text)
 
     def _spawn(self, work: Awaitable[Any], name: str) -> None:
         async def run() -> None:

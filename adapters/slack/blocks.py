@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, Reply, Text, View, tool_label
+from bot import (
+    ApprovalCard,
+    CardPointer,
+    Notice,
+    Prompt,
+    Reply,
+    ThreadKey,
+    View,
+    tool_label,
+)
 
 from . import texts
+from .mrkdwn import (
+    SECTION_LIMIT,
+    Block,
+    channel_mention,
+    context,
+    cut,
+    escape,
+    mention,
+    mentions,
+    mrkdwn,
+    place_name,
+    plain,
+    section,
+    slack_date,
+    split,
+    to_mrkdwn,
+)
 from .wire import (
     ANSWER_ACTION,
     APPROVE_ACTION,
@@ -18,24 +42,21 @@ from .wire import (
     EDIT_ACTION,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
+    REVOKE_ACTION,
     encode_button_value,
     grant_action,
 )
 
-SECTION_LIMIT = 3000
 CONFIRM_TEXT_LIMIT = 300
 BUTTON_TEXT_LIMIT = 75
 ACTIONS_LIMIT = 25
 """Elements in one actions block."""
-CONTEXT_LIMIT = 2000
 REASON_LIMIT = 1000
 EDITED_VALUE_LIMIT = 200
 """One value in the "Edited by" line: the arguments block above shows it whole."""
 # Text per message when an answer is split: several sections, well below the
 # 40,000 characters at which Slack truncates a message.
 MESSAGE_TEXT_LIMIT = 12000
-
-Block = dict[str, Any]
 
 _FENCE = "```"
 _FENCE_BROKEN = "`\u200b`\u200b`"  # looks the same, cannot close the code block
@@ -49,33 +70,98 @@ class SlackMessage:
     blocks: list[Block]
 
 
-def render(view: View) -> list[SlackMessage]:
-    """The messages that show a view (several only for long answers)."""
+def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
+    """The messages that show a view (several only for long answers).
+
+    ``link`` is the permalink of the place the view points to, when known: the
+    request of a card shown away from it (``ApprovalCard.requested_in``), the card
+    a ``CardPointer`` points to.
+    """
     match view:
         case ApprovalCard():
-            return [approval_card(view)]
+            return [approval_card(view, link=link)]
         case Prompt():
             return [prompt(view)]
         case Reply():
             return long_text(view.text)
         case Notice():
             lead = f"{', '.join(map(mention, view.people))}: " if view.people else ""
-            return long_text(view.text, lead=lead)
+            messages = long_text(view.text, lead=lead)
+            if view.revoke is not None:
+                *before, last = messages
+                messages = [*before, _with_revoke(last, *view.revoke)]
+            return messages
+        case CardPointer():
+            return [card_pointer(view, link=link)]
         case _:
             assert_never(view)
+
+
+def _with_revoke(message: SlackMessage, run_id: str, tool_call_id: str) -> SlackMessage:
+    """A grant's notice with its End grant button."""
+    end = {
+        "type": "button",
+        "action_id": REVOKE_ACTION,
+        "text": plain(texts.END_GRANT),
+        "value": encode_button_value(run_id, tool_call_id),
+    }
+    actions = {"type": "actions", "elements": [end]}
+    return SlackMessage(text=message.text, blocks=[*message.blocks, actions])
+
+
+# -- a card shown elsewhere -------------------------------------------------------
+
+
+def card_pointer(pointer: CardPointer, *, link: str | None = None) -> SlackMessage:
+    """The line in the requester's thread for a card sent elsewhere: where it waits
+    (with a link to it, ``link``), then how it ended."""
+    card = pointer.card
+    tool = escape(tool_label(card))
+    see = " " + texts.POINTER_LINK.format(url=escape(link)) if link else ""
+    if card.status != "pending":
+        outcome = outcome_text(card)
+        line = texts.POINTER_DECIDED.format(tool=tool, outcome=outcome, see=see)
+        fallback = texts.POINTER_FALLBACK.format(tool=tool, outcome=outcome)
+        return SlackMessage(text=fallback, blocks=[section(line)])
+    if pointer.channel is not None:
+        channel = channel_mention(pointer.channel)
+        line = texts.POINTER_IN_CHANNEL.format(tool=tool, channel=channel, see=see)
+    else:
+        who = mentions(pointer.people) or texts.UNKNOWN_PERSON
+        line = texts.POINTER_TO_PEOPLE.format(tool=tool, who=who)
+    if card.quorum > 1:
+        line += "\n" + approvals_text(card)
+    fallback = texts.POINTER_FALLBACK.format(tool=tool, outcome=texts.WAITING)
+    return SlackMessage(text=fallback, blocks=[section(line)])
+
+
+def requested_in_text(thread: ThreadKey, link: str | None) -> str:
+    """ "#ops (open the thread)": where a card shown elsewhere was asked for."""
+    where = place_name(thread.channel)
+    if link:
+        return texts.REQUESTED_IN_LINKED.format(where=where, url=escape(link))
+    return where
 
 
 # -- approval card ----------------------------------------------------------------
 
 
-def approval_card(card: ApprovalCard) -> SlackMessage:
-    """The card: what runs, who asks, until when; buttons while pending, the outcome after."""
+def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessage:
+    """The card: what runs, who asks, until when; buttons while pending, the outcome after.
+
+    A card shown away from its request (``requested_in``) says where that was, with
+    ``link`` (the request's permalink) when known.
+    """
     tool = escape(tool_label(card))
     requester = mention(card.requester) if card.requester else texts.UNKNOWN_PERSON
     facts = [
         texts.CARD_AGENT.format(path=escape(texts.AGENT_PATH_SEPARATOR.join(card.agent_path))),
         texts.CARD_REQUESTER.format(requester=requester),
     ]
+    if card.requested_in is not None:
+        facts.append(
+            texts.CARD_REQUESTED_IN.format(where=requested_in_text(card.requested_in, link))
+        )
     if card.status == "pending":
         facts.append(texts.CARD_EXPIRES.format(when=slack_date(card.expires_at)))
         if card.quorum > 1:
@@ -170,9 +256,17 @@ def _arguments(args: dict[str, Any]) -> list[Block]:
 
 
 def _buttons(card: ApprovalCard) -> Block:
-    value = encode_button_value(card.run_id, card.tool_call_id)
+    elements = decision_buttons(card) + _edit_button(card)
+    elements += _grant_buttons(card, room=ACTIONS_LIMIT - len(elements))
+    return {"type": "actions", "elements": elements}
+
+
+def decision_buttons(card: ApprovalCard) -> list[Block]:
+    """Approve (confirmed first) and Decline: the card's, also in the ``/approvals`` inbox,
+    where they decide exactly as on the card."""
+    value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)
     confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(tool_label(card))), CONFIRM_TEXT_LIMIT)
-    elements: list[Block] = [
+    return [
         {
             "type": "button",
             "action_id": APPROVE_ACTION,
@@ -194,16 +288,14 @@ def _buttons(card: ApprovalCard) -> Block:
             "style": "danger",
             "value": value,
         },
-        *_edit_button(card, value),
     ]
-    elements += _grant_buttons(card, room=ACTIONS_LIMIT - len(elements))
-    return {"type": "actions", "elements": elements}
 
 
-def _edit_button(card: ApprovalCard, value: str) -> list[Block]:
+def _edit_button(card: ApprovalCard) -> list[Block]:
     """Edit, on a card whose arguments may be edited before approving."""
     if not card.editable:
         return []
+    value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)
     return [{"type": "button", "action_id": EDIT_ACTION, "text": plain(texts.EDIT), "value": value}]
 
 
@@ -225,7 +317,9 @@ def _grant_buttons(card: ApprovalCard, *, room: int) -> list[Block]:
                 "type": "button",
                 "action_id": grant_action(index),
                 "text": plain(label),
-                "value": encode_button_value(card.run_id, card.tool_call_id, grant_for=duration),
+                "value": encode_button_value(
+                    card.run_id, card.tool_call_id, grant_for=duration, ask=card.ask
+                ),
                 "confirm": {
                     "title": plain(texts.GRANT_CONFIRM_TITLE),
                     "text": mrkdwn(confirm),
@@ -334,112 +428,3 @@ def long_text(text: str, *, lead: str = "") -> list[SlackMessage]:
 
 def _text_message(chunks: list[str]) -> SlackMessage:
     return SlackMessage(text="\n".join(chunks), blocks=[section(c) for c in chunks])
-
-
-_MARKDOWN_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
-
-
-def to_mrkdwn(markdown: str) -> str:
-    """Escape for Slack and turn the common Markdown marks into mrkdwn.
-
-    The result never holds ``<`` or ``>``: nothing the agent writes becomes a
-    mention, a channel ping or a link whose target is hidden behind its label.
-    """
-    text = escape(markdown)
-    text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", text)
-    text = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", text, flags=re.MULTILINE)
-    return _MARKDOWN_LINK.sub(_visible_link, text)
-
-
-def _visible_link(link: re.Match[str]) -> str:
-    """``[label](url)`` as "label (url)": the reader sees where it goes; Slack links the URL."""
-    label, url = link.group(1), link.group(2)
-    return url if label == url else f"{label} ({url})"
-
-
-def split(text: str, limit: int) -> list[str]:
-    """Cut text into pieces of at most ``limit``, at paragraph, line or word ends."""
-    pieces: list[str] = []
-    rest = text.strip()
-    while len(rest) > limit:
-        at = _split_point(rest, limit)
-        pieces.append(rest[:at].rstrip())
-        rest = rest[at:].lstrip()
-    if rest:
-        pieces.append(rest)
-    return pieces or [""]
-
-
-def _split_point(text: str, limit: int) -> int:
-    for separator in ("\n\n", "\n", " "):
-        at = text.rfind(separator, 0, limit)
-        if at > limit // 2:
-            return at
-    return _entity_safe(text, limit)
-
-
-# -- small helpers ----------------------------------------------------------------
-
-
-def escape(text: str) -> str:
-    """Slack's three control characters as entities."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def cut(escaped: str, limit: int) -> tuple[str, int]:
-    """Shorten escaped text to ``limit`` without splitting an entity; also how much was dropped."""
-    if len(escaped) <= limit:
-        return escaped, 0
-    kept = escaped[: _entity_safe(escaped, limit)]
-    return kept, len(_unescape(escaped)) - len(_unescape(kept))
-
-
-def _entity_safe(escaped: str, limit: int) -> int:
-    amp = escaped.rfind("&", max(0, limit - 4), limit)
-    return amp if amp != -1 and ";" not in escaped[amp:limit] else limit
-
-
-def _unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
-def mention(person: Person) -> str:
-    """``<@U…>``: Slack shows everyone the person's current name, and links it."""
-    return f"<@{escape(person.id)}>"
-
-
-def text_mrkdwn(text: Text) -> str:
-    """Words as mrkdwn and people as mentions."""
-    return "".join(to_mrkdwn(part) if isinstance(part, str) else mention(part) for part in text)
-
-
-def mentions(people: tuple[Person, ...]) -> str:
-    """People as comma-separated mentions."""
-    return ", ".join(mention(person) for person in people)
-
-
-def slack_date(when: datetime) -> str:
-    """A date every reader sees in their own time zone, with a UTC fallback."""
-    aware = when if when.tzinfo else when.replace(tzinfo=UTC)
-    fallback = aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"<!date^{int(aware.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
-
-
-def plain(text: str) -> dict[str, Any]:
-    """A ``plain_text`` object."""
-    return {"type": "plain_text", "text": text, "emoji": True}
-
-
-def mrkdwn(text: str) -> dict[str, Any]:
-    """A ``mrkdwn`` text object."""
-    return {"type": "mrkdwn", "text": text}
-
-
-def section(text: str) -> Block:
-    """A section block (text already escaped and within limits)."""
-    return {"type": "section", "text": mrkdwn(cut(text, SECTION_LIMIT)[0])}
-
-
-def context(text: str) -> Block:
-    """A context block with one mrkdwn element."""
-    return {"type": "context", "elements": [mrkdwn(cut(text, CONTEXT_LIMIT)[0])]}

@@ -21,6 +21,7 @@ from . import texts
 from .wire import (
     ANSWER_ACTION,
     ANSWER_VIEW,
+    APPROVALS_COMMAND,
     APPROVE_ACTION,
     DECLINE_ACTION,
     DECLINE_VIEW,
@@ -32,6 +33,7 @@ from .wire import (
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
     REASON_INPUT,
+    REVOKE_ACTION,
     ButtonValue,
     FormMetadata,
     GrantValue,
@@ -56,6 +58,7 @@ _ACTIONS: dict[str, ClickAction] = {
     ANSWER_ACTION: "answer",
     QUESTION_DECLINE_ACTION: "decline",
     QUESTION_CANCEL_ACTION: "cancel",
+    REVOKE_ACTION: "revoke",
 }
 FormAction = Literal["answer", "edit"]
 _FORMS: dict[str, FormAction] = {ANSWER_VIEW: "answer", EDIT_VIEW: "edit"}
@@ -101,7 +104,13 @@ class MessageIn:
 @dataclass(frozen=True, kw_only=True)
 class ActionIn:
     """A button pressed: Approve, Decline, Edit or "Approve for this thread" on a card
-    (its ``value`` then a ``GrantValue``), Answer…, Decline or Cancel on a question."""
+    (its ``value`` then a ``GrantValue``), Answer…, Decline or Cancel on a question,
+    End grant on a grant's notice.
+
+    ``ephemeral``: pressed in a message only the presser sees (the ``/approvals``
+    inbox), which cannot be updated like a posted one: it is answered through
+    ``response_url``, and its ``root`` is the thread it is in (``""``: none).
+    """
 
     action: ClickAction
     value: ButtonValue
@@ -111,6 +120,8 @@ class ActionIn:
     message_ts: str
     root: str
     trigger_id: str
+    ephemeral: bool = False
+    response_url: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +132,20 @@ class ForeignActionIn:
     user: str
     channel: str
     root: str
+    response_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandIn:
+    """``/approvals`` (``text`` is what follows it), to be answered through
+    ``response_url``, privately. ``root`` is the thread it was typed in (``""``: none)."""
+
+    team: str
+    user: str
+    channel: str
+    root: str
+    text: str
+    response_url: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +168,9 @@ class FormIn:
     values: dict[str, str | None]
 
 
-Inbound = Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn | FormIn
+Inbound = (
+    Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn | FormIn | CommandIn
+)
 
 
 # -- the shapes we accept (extra fields are Slack's business) ---------------------
@@ -191,6 +218,7 @@ class _Container(_Shape):
     channel_id: str
     message_ts: str
     thread_ts: str | None = None
+    is_ephemeral: bool = False
 
 
 class _Message(_Shape):
@@ -206,6 +234,7 @@ class _BlockActions(_Shape):
     actions: list[_Action]
     container: _Container
     message: _Message | None = None
+    response_url: str | None = None
 
 
 class _View(_Shape):
@@ -224,12 +253,24 @@ class _Typed(_Shape):
     type: str
 
 
+class _Command(_Shape):
+    command: str
+    text: str = ""
+    team_id: str
+    channel_id: str
+    user_id: str
+    response_url: str
+    thread_ts: str | None = None
+
+
 # -- step 1: shape and routing ----------------------------------------------------
 
 
 def parse(body: Any) -> Inbound:
     """Validate a request body and say what it is; ``PayloadError`` when it is malformed."""
     try:
+        if isinstance(body, dict) and "command" in body and "type" not in body:
+            return _parse_command(_Command.model_validate(body))
         kind = _Typed.model_validate(body).type
         if kind in _PASSTHROUGH_TYPES:
             return Passthrough()
@@ -273,6 +314,21 @@ def _parse_event(callback: _EventCallback) -> Inbound:
     )
 
 
+def _parse_command(command: _Command) -> CommandIn | Ignored:
+    if command.command != APPROVALS_COMMAND:
+        return Ignored(why=f"command {command.command}")
+    if not (command.team_id and command.channel_id and command.user_id and command.response_url):
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return CommandIn(
+        team=command.team_id,
+        user=command.user_id,
+        channel=command.channel_id,
+        root=command.thread_ts or "",
+        text=command.text.strip(),
+        response_url=command.response_url,
+    )
+
+
 def _action_of(action_id: str) -> ClickAction | None:
     """What pressing the button ``action_id`` does, or ``None`` for a button not ours."""
     if GRANT_ACTION_ID.search(action_id):
@@ -290,14 +346,23 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
     team = payload.team.id if payload.team else payload.user.team_id
     if not team:
         raise PayloadError(texts.BAD_PAYLOAD)
-    root = container.thread_ts or message_thread or container.message_ts
+    ephemeral = container.is_ephemeral
+    if ephemeral:  # an inbox: no message anyone else could reply under
+        root = container.thread_ts or ""
+    else:
+        root = container.thread_ts or message_thread or container.message_ts
+    response_url = payload.response_url if ephemeral else None
     try:
         # A grant's value has its duration, and no other button's has one.
         value = decode_button_value(action.value, GrantValue if kind == "grant" else ButtonValue)
     except PayloadError:
         # Signed by Slack, so a person pressed it: they are told, nothing is decided.
         return ForeignActionIn(
-            team=team, user=payload.user.id, channel=container.channel_id, root=root
+            team=team,
+            user=payload.user.id,
+            channel=container.channel_id,
+            root=root,
+            response_url=response_url,
         )
     return ActionIn(
         action=kind,
@@ -308,6 +373,8 @@ def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
         message_ts=container.message_ts,
         root=root,
         trigger_id=payload.trigger_id,
+        ephemeral=ephemeral,
+        response_url=response_url,
     )
 
 
@@ -395,15 +462,21 @@ def to_incoming(
 
 
 def to_click(action: ActionIn, *, workspace: str | None) -> Click:
-    """The click for the core (a card's Decline goes through the reason modal first)."""
+    """The click for the core (a card's Decline goes through the reason modal first).
+
+    Its thread is where the button was pressed, even on a card away from its run's
+    thread (the core finds the run's); a message only its reader sees (an inbox) is
+    no message the core could update, so the click names none.
+    """
     return Click(
         thread=thread_key(workspace or action.team, action.channel, action.root),
         user_id=action.user,
         run_id=action.value.run,
         tool_call_id=action.value.call,
         action=action.action,
-        message_ref=message_ref(action.channel, action.message_ts),
+        message_ref=None if action.ephemeral else message_ref(action.channel, action.message_ts),
         grant_for=action.value.grant if isinstance(action.value, GrantValue) else None,
+        ask=action.value.ask,
     )
 
 
@@ -415,7 +488,9 @@ def modal_metadata(action: ActionIn, *, workspace: str | None) -> ModalMetadata:
         team=workspace or action.team,
         channel=action.channel,
         root=action.root,
-        ts=action.message_ts,
+        ts=None if action.ephemeral else action.message_ts,
+        ask=action.value.ask,
+        response_url=action.response_url,
     )
 
 
@@ -444,9 +519,15 @@ def _modal_click(
         tool_call_id=meta.call,
         action=action,
         reason=reason,
-        message_ref=message_ref(meta.channel, meta.ts),
+        message_ref=message_ref(meta.channel, meta.ts) if meta.ts else None,
         values=values,
+        ask=meta.ask,
     )
+
+
+def command_thread(command: CommandIn, *, workspace: str | None) -> ThreadKey:
+    """Where ``/approvals`` was typed: the place its answer (an inbox) is shown."""
+    return thread_key(workspace or command.team, command.channel, command.root)
 
 
 def message_ref(channel: str, ts: str) -> dict[str, Any]:

@@ -1,18 +1,33 @@
-"""The core's ``Messenger`` for Slack: post, update, tell one person, show a status."""
+"""The core's ``Messenger`` for Slack: post, update, tell one person, show a status;
+post a card in another channel or a direct message; say which channels and user
+groups exist."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import aiohttp
 from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import MessageRef, Text, ThreadKey, View
+from bot import (
+    ApprovalCard,
+    CardPointer,
+    Destination,
+    MessageRef,
+    Posted,
+    Text,
+    ThreadKey,
+    Undeliverable,
+    View,
+)
 
-from .blocks import SlackMessage, render, text_mrkdwn
-from .convert import message_ref
+from .blocks import SlackMessage, render
+from .convert import message_ref, thread_key
+from .mrkdwn import is_group_id, text_mrkdwn
 
 log = logging.getLogger(__name__)
 
@@ -21,13 +36,23 @@ _STATUS_NOT_ALLOWED = frozenset(
     {"not_allowed", "missing_scope", "not_allowed_token_type", "unknown_method", "no_permission"}
 )
 """Refusals that mean "never in this channel", as opposed to a passing error."""
+_PERMALINK_CACHE = 10_000
+_DIRECT_CHANNEL_CACHE = 10_000
+_NO_CHANNEL = frozenset({"channel_not_found", "invalid_channel", "invalid_arguments"})
+"""``conversations.info`` answers that mean "no such channel" (for this bot)."""
+_NO_GROUP = frozenset({"no_such_subteam", "invalid_usergroup", "plan_upgrade_required"})
+"""``usergroups.*`` answers that mean "no such group" (a workspace without groups has none)."""
 
 
 class SlackMessenger:
     """Posts views in Slack threads through the Web API.
 
     Every post goes into the thread (``thread_ts`` = the thread's root); the core
-    follows the thread, so that replies there reach the bot.
+    follows the thread, so that replies there reach the bot. A card the policy sends
+    elsewhere starts a thread of its own (``post_elsewhere``).
+
+    Network failures raise ``Undeliverable``; Slack's refusals (``SlackApiError``)
+    are the core's to log.
     """
 
     def __init__(self, client: AsyncWebClient) -> None:
@@ -35,11 +60,15 @@ class SlackMessenger:
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
         self._no_status: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STATUS_CACHE)
+        # A message's permalink never changes, and a card is rendered again on
+        # every update: asked once per message.
+        self._permalinks: LRUCache[tuple[str, str], str] = LRUCache(maxsize=_PERMALINK_CACHE)
+        self._direct: LRUCache[str, str] = LRUCache(maxsize=_DIRECT_CHANNEL_CACHE)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         """Post a view (several messages for a long answer); return where the first lives."""
         first: MessageRef | None = None
-        for message in render(view):
+        for message in render(view, link=await self._link(view)):
             ref = await self._post(thread, message)
             first = first or ref
         assert first is not None  # render() always returns at least one message
@@ -47,18 +76,24 @@ class SlackMessenger:
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         """Replace a posted view for everyone (``chat.update``)."""
-        first, *rest = render(view)
-        await self.client.chat_update(
-            channel=ref["channel"], ts=ref["ts"], text=first.text, blocks=first.blocks
-        )
+        first, *rest = render(view, link=await self._link(view))
+        async with _reaching():
+            await self.client.chat_update(
+                channel=ref["channel"], ts=ref["ts"], text=first.text, blocks=first.blocks
+            )
         for message in rest:
             await self._post(thread, message)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
-        """Say something only ``user_id`` sees, in the thread (``chat.postEphemeral``)."""
-        await self.client.chat_postEphemeral(
-            channel=thread.channel, user=user_id, thread_ts=thread.root, text=text_mrkdwn(text)
-        )
+        """Say something only ``user_id`` sees, in the thread (``chat.postEphemeral``);
+        in the channel itself for a place that is no thread (where ``/approvals`` ran)."""
+        async with _reaching():
+            await self.client.chat_postEphemeral(
+                channel=thread.channel,
+                user=user_id,
+                thread_ts=thread.root or None,
+                text=text_mrkdwn(text),
+            )
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         """Show or clear "is thinking…"; silently nothing where Slack refuses it."""
@@ -77,13 +112,143 @@ class SlackMessenger:
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             log.debug("no status in %s this time: %s", thread.channel, exc)
 
+    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
+        """Post ``view`` as a new top-level message in ``to.channel``, or in the bot's
+        direct message with ``to.user_id`` (``conversations.open``); its thread is
+        the message's own, as clicks and replies there are keyed."""
+        if to.channel is not None:
+            channel = to.channel
+        elif to.user_id is not None:
+            channel = await self._direct_channel(to.user_id)
+        else:
+            raise ValueError("a destination names a channel or a person")
+        first, *rest = render(view, link=await self._link(view))
+        async with _reaching():
+            response = await self.client.chat_postMessage(
+                channel=channel,
+                text=first.text,
+                blocks=first.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        # Slack answers with the channel's id, which clicks there carry.
+        posted_in, ts = str(response["channel"]), str(response["ts"])
+        thread = thread_key(near.workspace, posted_in, ts)
+        for message in rest:
+            await self._post(thread, message)
+        return Posted(thread=thread, ref=message_ref(posted_in, ts))
+
+    async def knows_channel(self, channel: str) -> bool:
+        """Whether ``channel`` (an id) is a channel the bot is in and may post to
+        (``conversations.info``); not for an archived one, or one the bot is not in."""
+        try:
+            async with _reaching():
+                response = await self.client.conversations_info(channel=channel)
+        except SlackApiError as exc:
+            if exc.response.get("error") in _NO_CHANNEL:
+                return False
+            raise
+        info = response.get("channel")
+        if not isinstance(info, dict):
+            return False
+        return not info.get("is_archived") and info.get("is_member") is not False
+
+    async def group_members(self, name: str) -> frozenset[str] | None:
+        """The members of the user group ``S0GROUP`` or ``@handle``; ``None`` for any
+        other name (a user id), without asking Slack.
+
+        Raises:
+            LookupError: Slack has no such group (or no user groups at all).
+            Undeliverable: Slack could not be reached.
+        """
+        if name.startswith("@"):
+            group = await self._group_of_handle(name.removeprefix("@"))
+        elif is_group_id(name):
+            group = name
+        else:
+            return None
+        try:
+            async with _reaching():
+                response = await self.client.usergroups_users_list(usergroup=group)
+        except SlackApiError as exc:
+            if exc.response.get("error") in _NO_GROUP:
+                raise LookupError(f"Slack has no user group {name}") from None
+            raise
+        users = response.get("users") or []
+        return frozenset(str(user) for user in users)
+
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """A link to the message ``ts`` in ``channel`` (``chat.getPermalink``), or ``None``
+        when Slack gives none (the caller names the channel instead)."""
+        key = (channel, ts)
+        if key not in self._permalinks:
+            try:
+                async with _reaching():
+                    response = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+            except (SlackApiError, Undeliverable) as exc:
+                log.debug("no permalink for %s/%s: %s", channel, ts, exc)
+                return None
+            link = response.get("permalink")
+            if not isinstance(link, str) or not link:
+                return None
+            self._permalinks[key] = link
+        return self._permalinks[key]
+
+    async def _link(self, view: View) -> str | None:
+        """The permalink a view shows: a card's request, a pointer's card."""
+        if isinstance(view, ApprovalCard) and view.requested_in is not None:
+            return await self.permalink(view.requested_in.channel, view.requested_in.root)
+        if isinstance(view, CardPointer) and view.at is not None:
+            ref = view.at.ref
+            channel, ts = ref.get("channel"), ref.get("ts")
+            if isinstance(channel, str) and isinstance(ts, str):
+                return await self.permalink(channel, ts)
+        return None
+
+    async def _direct_channel(self, user_id: str) -> str:
+        """The bot's direct message channel with ``user_id`` (opened if need be)."""
+        if user_id not in self._direct:
+            async with _reaching():
+                response = await self.client.conversations_open(users=user_id)
+            channel = response.get("channel")
+            if not isinstance(channel, dict) or not isinstance(channel.get("id"), str):
+                raise RuntimeError(f"conversations.open gave no channel for {user_id}")
+            self._direct[user_id] = channel["id"]
+        return self._direct[user_id]
+
+    async def _group_of_handle(self, handle: str) -> str:
+        """The id of the enabled user group whose handle is ``handle``."""
+        try:
+            async with _reaching():
+                response = await self.client.usergroups_list(include_disabled=False)
+        except SlackApiError as exc:
+            if exc.response.get("error") in _NO_GROUP:
+                raise LookupError(f"Slack has no user group @{handle}") from None
+            raise
+        for group in response.get("usergroups") or []:
+            if not isinstance(group, dict):
+                continue
+            if str(group.get("handle", "")).casefold() == handle.casefold() and group.get("id"):
+                return str(group["id"])
+        raise LookupError(f"Slack has no user group @{handle}")
+
     async def _post(self, thread: ThreadKey, message: SlackMessage) -> MessageRef:
-        response = await self.client.chat_postMessage(
-            channel=thread.channel,
-            thread_ts=thread.root,
-            text=message.text,
-            blocks=message.blocks,
-            unfurl_links=False,
-            unfurl_media=False,
-        )
+        async with _reaching():
+            response = await self.client.chat_postMessage(
+                channel=thread.channel,
+                thread_ts=thread.root,
+                text=message.text,
+                blocks=message.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
         return message_ref(str(response["channel"]), str(response["ts"]))
+
+
+@asynccontextmanager
+async def _reaching() -> AsyncIterator[None]:
+    """Slack unreachable (no connection, no answer in time) -> ``Undeliverable``."""
+    try:
+        yield
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise Undeliverable(f"Slack could not be reached: {exc}") from None

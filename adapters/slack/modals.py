@@ -10,7 +10,8 @@ from typing import Any, assert_never
 from bot import Prompt, PromptField
 
 from . import texts
-from .blocks import REASON_LIMIT, SECTION_LIMIT, Block, cut, escape, plain, section
+from .blocks import REASON_LIMIT
+from .mrkdwn import SECTION_LIMIT, Block, cut, escape, plain, section
 from .wire import (
     ANSWER_VIEW,
     DECLINE_VIEW,

@@ -10,6 +10,9 @@ CARD_AGENT = "*Agent:* {path}"
 CARD_REQUESTER = "*Asked by:* {requester}"
 CARD_EXPIRES = "*Expires:* {when}"
 CARD_APPROVALS = "*Approvals:* {who} ({count} of {quorum})"
+CARD_REQUESTED_IN = "*Requested in:* {where}"
+REQUESTED_IN_LINKED = "{where} (<{url}|open the request>)"
+A_DIRECT_MESSAGE = "a direct message"
 NO_APPROVALS = "none yet"
 CARD_ARGUMENTS = "*Arguments*"
 CARD_NO_ARGUMENTS = "_no arguments_"
@@ -45,6 +48,50 @@ EDITED_UNCHANGED = ":pencil2: Edited by {who}, nothing changed"
 EDITED_CHANGE = "`{name}`: {before} → {after}"
 EDITED_SEPARATOR = "; "
 EDITED_ABSENT = "_(none)_"
+
+END_GRANT = "End grant"
+
+# -- the line left in the requester's thread for a card shown elsewhere ------------
+
+POINTER_IN_CHANNEL = ":hourglass_flowing_sand: `{tool}` is waiting for approval in {channel}{see}."
+POINTER_TO_PEOPLE = ":envelope_with_arrow: `{tool}` was sent to {who} for approval."
+POINTER_DECIDED = "`{tool}`: {outcome}{see}"
+POINTER_LINK = "(<{url}|see the card>)"
+POINTER_FALLBACK = "{tool}: {outcome}"
+WAITING = "waiting for approval"
+
+# -- /approvals (only the person who asks sees it) ----------------------------------
+
+INBOX_WAITING = "*Waiting for you*"
+INBOX_WAITING_COUNT = "*Waiting for you* ({count})"
+INBOX_NOTHING_WAITING = "_Nothing waits for your decision._ :tada:"
+INBOX_CALL = "`{tool}` {args}"
+INBOX_NO_ARGS = "_no arguments_"
+INBOX_ASKED_BY = "asked by {who}"
+INBOX_IN = "requested in {where}"
+INBOX_EXPIRES = "expires {when}"
+INBOX_SEPARATOR = " · "
+INBOX_MORE_WAITING = "…and {count} more waiting for you: decide these, then run `/approvals` again."
+INBOX_REQUESTED = "*Your requests* (waiting for someone else)"
+INBOX_NO_REQUESTS = "_None waiting._"
+INBOX_DECIDED = "*Recent decisions*"
+INBOX_NO_DECISIONS = "_You have not decided anything lately._"
+INBOX_DECISION = "• {when}: {outcome} `{tool}`{args}"
+INBOX_OUTCOMES = {
+    "approved": "approved",
+    "declined": "declined",
+    "edited": "edited and approved",
+    "voted": "voted to approve",
+}
+INBOX_MORE = "…and {count} more"
+INBOX_GRANTS = "You gave {count} grant(s) that still run: `/approvals revoke` ends them."
+INBOX_NO_GRANTS = "You have no grants running."
+INBOX_FALLBACK = "Approvals: {waiting} waiting for you, {requested} of your requests waiting"
+INBOX_DONE = "`{tool}`: {outcome}"
+INBOX_USAGE = (
+    "`/approvals` shows what waits for your decision; `/approvals revoke` ends the grants you gave."
+)
+INBOX_UNAVAILABLE = "I can't read the approvals right now; please try again in a moment."
 
 # -- decline modal (title, submit and close are limited to 24 characters) -------
 

@@ -26,6 +26,13 @@ DECLINE_VIEW = "approval_decline_reason"
 REASON_BLOCK = "reason"
 REASON_INPUT = "reason"
 
+REVOKE_ACTION = "approval_revoke"
+"""The "End grant" button on the notice of a call that ran under a grant."""
+
+APPROVALS_COMMAND = "/approvals"
+"""The slash command that shows a person's inbox (``/approvals revoke``: end grants)."""
+REVOKE_WORD = "revoke"
+
 ANSWER_ACTION = "question_answer"
 QUESTION_DECLINE_ACTION = "question_decline"
 QUESTION_CANCEL_ACTION = "question_cancel"
@@ -49,14 +56,22 @@ class _Compact(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def dump(self) -> str:
-        return json.dumps(self.model_dump(), separators=(",", ":"), ensure_ascii=False)
+        # Unset optional fields stay out: values and metadata issued before they
+        # existed read the same as new ones without them.
+        shown = self.model_dump(exclude_none=True)
+        return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
 
 
 class ButtonValue(_Compact):
-    """The pending call a button decides: ``{"run": ..., "call": ...}``."""
+    """The pending call a button decides: ``{"run": ..., "call": ..., "ask": ...}``.
+
+    ``ask`` is the card's ``ApprovalCard.ask`` (which asking of the call it shows);
+    absent on questions' buttons, the End grant button, and cards issued before it.
+    """
 
     run: str = Field(min_length=1)
     call: str = Field(min_length=1)
+    ask: str | None = Field(default=None, min_length=1)
 
 
 class GrantValue(ButtonValue):
@@ -70,14 +85,21 @@ Value = TypeVar("Value", bound=ButtonValue)
 
 
 class ModalMetadata(_Compact):
-    """Carried by a modal from the click that opened it to its submission."""
+    """Carried by a modal from the click that opened it to its submission.
+
+    ``ts`` is the clicked message; absent (and ``root`` empty, unless the inbox is
+    in a thread) for a click in an inbox, a message only its reader sees, which is
+    answered through ``response_url`` instead. ``ask`` as on the button.
+    """
 
     run: str = Field(min_length=1)
     call: str = Field(min_length=1)
     team: str = Field(min_length=1)
     channel: str = Field(min_length=1)
-    root: str = Field(min_length=1)
-    ts: str = Field(min_length=1)
+    root: str
+    ts: str | None = Field(default=None, min_length=1)
+    ask: str | None = Field(default=None, min_length=1)
+    response_url: str | None = Field(default=None, min_length=1)
 
 
 class FormMetadata(ModalMetadata):
@@ -90,13 +112,16 @@ class FormMetadata(ModalMetadata):
 Metadata = TypeVar("Metadata", bound=ModalMetadata)
 
 
-def encode_button_value(run_id: str, tool_call_id: str, *, grant_for: str | None = None) -> str:
+def encode_button_value(
+    run_id: str, tool_call_id: str, *, grant_for: str | None = None, ask: str | None = None
+) -> str:
     """The button ``value`` for one pending call, with the duration of an "Approve for
-    this thread" button (raises if it cannot fit)."""
+    this thread" button and the card's ``ask`` (raises if it cannot fit)."""
+    ask = ask or None  # a card that does not say which asking it shows carries none
     value = (
-        ButtonValue(run=run_id, call=tool_call_id)
+        ButtonValue(run=run_id, call=tool_call_id, ask=ask)
         if grant_for is None
-        else GrantValue(run=run_id, call=tool_call_id, grant=grant_for)
+        else GrantValue(run=run_id, call=tool_call_id, grant=grant_for, ask=ask)
     ).dump()
     if len(value) > BUTTON_VALUE_LIMIT:
         raise ValueError(f"button value of {len(value)} characters exceeds Slack's limit")

@@ -3,7 +3,10 @@
 It records every call, keeps the channel messages (so tests see what people
 would see after ``chat.update``), checks the Block Kit limits Slack enforces,
 and answers like Slack: ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``.
-Errors (and 429s) can be scripted per method.
+Errors (and 429s) can be scripted per method. It knows the channels, direct
+messages and user groups a test gives it, and serves ``response_url``s: the
+answers to a slash command or to a click in a message only one person sees,
+kept as those people would see them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,44 @@ class Posted:
 
 
 @dataclass
+class Ephemeral:
+    """A message only ``user`` sees, posted through a ``response_url``, as it looks now."""
+
+    channel: str
+    user: str
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    replaced: int = 0
+
+
+@dataclass
+class ResponseUrl:
+    """A ``response_url`` Slack handed out: for whom, and for which message (``ts``,
+    the message a click was in; ``None`` for a slash command's)."""
+
+    channel: str
+    user: str
+    ts: str | None = None
+    uses: int = 0
+    payloads: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """A user group: its id (``S…``), its handle (without ``@``), its members."""
+
+    id: str
+    handle: str
+    users: list[str]
+    enabled: bool = True
+
+
+RESPONSE_URL_USES = 5
+"""How often Slack lets one ``response_url`` be used."""
+
+
+@dataclass
 class Scripted:
     """A scripted answer for the next calls of a method."""
 
@@ -87,7 +128,15 @@ class FakeSlack:
     ws_url: str | None = None
     sockets: list[web.WebSocketResponse] = field(default_factory=list)
     socket_acks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Channels ``conversations.info`` knows, by id (``add_channel``)."""
+    groups: dict[str, Group] = field(default_factory=dict)
+    direct: dict[str, str] = field(default_factory=dict)
+    """The bot's direct message channel with each user, once opened."""
+    response_urls: dict[str, ResponseUrl] = field(default_factory=dict)
+    ephemerals: list[Ephemeral] = field(default_factory=list)
     url: str = ""
+    base: str = ""
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
 
@@ -95,13 +144,16 @@ class FakeSlack:
         """Listen on 127.0.0.1 at a free port; return the API base URL."""
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
+        app.router.add_get("/api/{method}", self._handle)
+        app.router.add_post("/response/{id}", self._respond)
         app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}/api/"
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base}/api/"
         self.ws_url = f"ws://127.0.0.1:{port}/socket"
         return self.url
 
@@ -121,6 +173,40 @@ class FakeSlack:
     def in_thread(self, channel: str, root: str) -> list[Posted]:
         """Messages the bot posted in a thread, oldest first."""
         return [m for m in self.messages.values() if m.channel == channel and m.thread_ts == root]
+
+    def top_level(self, channel: str) -> list[Posted]:
+        """Messages the bot posted in a channel outside any thread, oldest first."""
+        return [m for m in self.messages.values() if m.channel == channel and m.thread_ts is None]
+
+    def add_channel(
+        self, channel: str, *, name: str = "approvers", member: bool = True, archived: bool = False
+    ) -> None:
+        """A channel ``conversations.info`` knows (the bot in it unless ``member=False``)."""
+        self.channels[channel] = {
+            "id": channel,
+            "name": name,
+            "is_channel": True,
+            "is_member": member,
+            "is_archived": archived,
+        }
+
+    def add_group(self, group: str, handle: str, users: list[str], *, enabled: bool = True) -> None:
+        """A user group the ``usergroups`` methods know."""
+        self.groups[group] = Group(group, handle, list(users), enabled)
+
+    def dm_of(self, user: str) -> str:
+        """The id of the bot's direct message channel with ``user`` (whether opened or not)."""
+        return "D" + user.removeprefix("U")[:10]
+
+    def response_url(self, *, channel: str, user: str, ts: str | None = None) -> str:
+        """A fresh ``response_url`` for ``user`` in ``channel`` (for the message ``ts``)."""
+        key = f"R{next(self._ts):06d}"
+        self.response_urls[key] = ResponseUrl(channel=channel, user=user, ts=ts)
+        return f"{self.base}/response/{key}"
+
+    def answers_to(self, user: str) -> list[Ephemeral]:
+        """What ``user`` was shown through response URLs, oldest first."""
+        return [e for e in self.ephemerals if e.user == user]
 
     def script(self, method: str, answer: Scripted) -> None:
         """Answer the next ``answer.times`` calls of ``method`` with an error or status."""
@@ -170,9 +256,37 @@ class FakeSlack:
 
     # -- the API ---------------------------------------------------------------------
 
+    async def _respond(self, request: web.Request) -> web.Response:
+        """A ``response_url``: an ephemeral answer, or one replacing the message clicked in."""
+        target = self.response_urls.get(request.match_info["id"])
+        if target is None:
+            return web.Response(status=404, text="no_such_response_url")
+        payload = await request.json()
+        target.uses += 1
+        target.payloads.append(payload)
+        if target.uses > RESPONSE_URL_USES:
+            self.problems.append("a response_url used more than 5 times")
+            return web.Response(status=404, text="used_up")
+        problem = self._check_message({"channel": target.channel, **payload})
+        if problem or payload.get("response_type", "ephemeral") != "ephemeral":
+            self.problems.append(f"response refused: {problem or 'not ephemeral'}")
+            return web.Response(status=400, text=problem or "not_ephemeral")
+        text, blocks = payload.get("text", ""), payload.get("blocks") or []
+        replaced = next((e for e in self.ephemerals if e.ts == target.ts), None)
+        if payload.get("replace_original") and replaced is not None:
+            replaced.text, replaced.blocks = text, blocks
+            replaced.replaced += 1
+            return web.Response(text="ok")
+        if payload.get("replace_original"):
+            self.problems.append("replace_original with no message to replace")
+        ts = f"{1_700_000_000 + next(self._ts)}.000300"
+        self.ephemerals.append(Ephemeral(target.channel, target.user, ts, text, blocks))
+        return web.Response(text="ok")
+
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        args = await _args(request)
+        # Arguments come as the query (GET, and some POSTs: conversations.open), or the body.
+        args = {**request.query, **(await _args(request) if request.method == "POST" else {})}
         auth = request.headers.get("Authorization", "")
         self.calls.append(ApiCall(method, args))
         expected = APP_TOKEN if method == "apps.connections.open" else TOKEN
@@ -254,6 +368,44 @@ class FakeSlack:
 
     def _apps_connections_open(self, args: dict[str, Any]) -> web.Response:
         return _ok(url=self.ws_url)
+
+    def _conversations_open(self, args: dict[str, Any]) -> web.Response:
+        users = [u for u in str(args.get("users", "")).split(",") if u]
+        if len(users) != 1:
+            return _fail("users_list_not_supplied" if not users else "not_supported_in_test")
+        channel = self.direct.setdefault(users[0], self.dm_of(users[0]))
+        return _ok(channel={"id": channel})
+
+    def _conversations_info(self, args: dict[str, Any]) -> web.Response:
+        channel = args.get("channel", "")
+        if channel in self.channels:
+            return _ok(channel=self.channels[channel])
+        if channel in self.direct.values():
+            return _ok(channel={"id": channel, "is_im": True})
+        return _fail("channel_not_found")
+
+    def _usergroups_list(self, args: dict[str, Any]) -> web.Response:
+        disabled = _flag(args.get("include_disabled"))
+        groups = [
+            {"id": g.id, "handle": g.handle, "name": g.handle.title(), "date_delete": 0}
+            for g in self.groups.values()
+            if g.enabled or disabled
+        ]
+        return _ok(usergroups=groups)
+
+    def _usergroups_users_list(self, args: dict[str, Any]) -> web.Response:
+        group = self.groups.get(args.get("usergroup", ""))
+        if group is None:
+            return _fail("no_such_subteam")
+        return _ok(users=group.users)
+
+    def _chat_getPermalink(self, args: dict[str, Any]) -> web.Response:
+        channel, ts = args.get("channel", ""), args.get("message_ts", "")
+        if not channel:
+            return _fail("channel_not_found")
+        if not ts:
+            return _fail("message_not_found")
+        return _ok(channel=channel, permalink=permalink(channel, ts))
 
     # -- Slack's checks --------------------------------------------------------------
 
@@ -357,6 +509,15 @@ def _input_problem(block: dict[str, Any]) -> str | None:
             if not option.get("value") or len(option["value"]) > OPTION_VALUE_LIMIT:
                 return "option value empty or over 150 characters"
     return None
+
+
+def permalink(channel: str, ts: str) -> str:
+    """The link the fake gives for a message."""
+    return f"https://fake.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
+def _flag(value: Any) -> bool:
+    return str(value).lower() in ("1", "true")
 
 
 async def _args(request: web.Request) -> dict[str, Any]:

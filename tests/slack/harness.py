@@ -22,7 +22,7 @@ from adapters.slack import SlackAdapter, SlackSettings
 from agents import Agent
 from bot import ApprovalPolicy, ChatBot, Settings, build_app
 
-from .fake_slack import APP_TOKEN, BOT_USER_ID, TEAM_ID, TOKEN, FakeSlack, Posted
+from .fake_slack import APP_TOKEN, BOT_USER_ID, TEAM_ID, TOKEN, Ephemeral, FakeSlack, Posted
 
 SIGNING_SECRET = "test-signing-secret"
 CHANNEL = "C0CHAN001"
@@ -148,6 +148,73 @@ def block_actions(
     }
 
 
+def inbox_button(answer: Ephemeral, action_id: str, *, index: int = 0) -> dict[str, Any]:
+    """The ``index``-th button with ``action_id`` in an ephemeral answer (an inbox)."""
+    found = [
+        element
+        for block in answer.blocks
+        for element in block.get("elements", [])
+        if element.get("action_id") == action_id
+    ]
+    if len(found) <= index:
+        raise AssertionError(f"no {action_id} button #{index} in {answer.text!r}")
+    return dict(found[index])
+
+
+def ephemeral_actions(
+    slack: FakeSlack, answer: Ephemeral, action_id: str, *, index: int = 0
+) -> dict[str, Any]:
+    """What Slack sends when the one who sees ``answer`` presses one of its buttons:
+    no ``message`` (Slack keeps none), a container saying so, a new ``response_url``."""
+    element = inbox_button(answer, action_id, index=index)
+    return {
+        "type": "block_actions",
+        "user": {"id": answer.user, "username": answer.user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0APP0001",
+        "token": "legacy",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "trigger_id": f"trigger-{time.monotonic_ns()}",
+        "container": {
+            "type": "message",
+            "message_ts": answer.ts,
+            "channel_id": answer.channel,
+            "is_ephemeral": True,
+        },
+        "channel": {"id": answer.channel, "name": "ops"},
+        "response_url": slack.response_url(channel=answer.channel, user=answer.user, ts=answer.ts),
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "value": element["value"],
+                "action_ts": str(time.time()),
+            }
+        ],
+    }
+
+
+def command_body(
+    slack: FakeSlack, text: str = "", *, user: str = ALICE, channel: str = CHANNEL
+) -> dict[str, str]:
+    """What Slack POSTs for ``/approvals <text>`` (form-encoded), with a fresh response URL."""
+    return {
+        "token": "legacy",
+        "team_id": TEAM_ID,
+        "team_domain": "fake",
+        "channel_id": channel,
+        "channel_name": "ops",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": "/approvals",
+        "text": text,
+        "api_app_id": "A0APP0001",
+        "is_enterprise_install": "false",
+        "response_url": slack.response_url(channel=channel, user=user),
+        "trigger_id": f"trigger-{time.monotonic_ns()}",
+    }
+
+
 def view_submission(view: dict[str, Any], *, user: str, reason: str | None) -> dict[str, Any]:
     """What Slack sends when the decline modal is submitted."""
     return {
@@ -209,6 +276,13 @@ class BotServer:
     async def interact(self, payload: dict[str, Any]) -> tuple[int, str]:
         """Send an interactivity payload (form-encoded ``payload=<json>``)."""
         body = urlencode({"payload": json.dumps(payload)})
+        return await self.post(body, content_type="application/x-www-form-urlencoded")
+
+    async def command(
+        self, text: str = "", *, user: str = ALICE, channel: str = CHANNEL
+    ) -> tuple[int, str]:
+        """Type ``/approvals <text>``; the HTTP status and body of the answer."""
+        body = urlencode(command_body(self.slack, text, user=user, channel=channel))
         return await self.post(body, content_type="application/x-www-form-urlencoded")
 
     async def press(self, posted: Posted, action_id: str, *, user: str = ALICE) -> int:

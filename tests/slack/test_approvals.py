@@ -64,7 +64,7 @@ async def test_approve_updates_the_card_and_posts_the_answer(
     )
     assert approve["style"] == "primary"
     assert "confirm" in approve
-    assert json.loads(approve["value"]).keys() == {"run", "call"}
+    assert json.loads(approve["value"]).keys() == {"run", "call", "ask"}
 
     assert await bot.press(card, APPROVE_ACTION, user=BOB) == 200
     await bot.idle()

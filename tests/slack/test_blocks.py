@@ -9,20 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.slack.blocks import (
+from adapters.slack.blocks import approval_card, long_text, render
+from adapters.slack.modals import decline_modal
+from adapters.slack.mrkdwn import (
     SECTION_LIMIT,
-    approval_card,
     cut,
     escape,
-    long_text,
     mention,
-    render,
     slack_date,
     split,
     text_mrkdwn,
     to_mrkdwn,
 )
-from adapters.slack.modals import decline_modal
 from adapters.slack.wire import (
     APPROVE_ACTION,
     ModalMetadata,
@@ -85,7 +83,11 @@ def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons()
     assert (approve["text"]["text"], approve["style"]) == ("Approve", "primary")
     assert (decline["text"]["text"], decline["style"]) == ("Decline", "danger")
     assert approve["confirm"]["confirm"]["text"] == "Approve"
-    assert decode_button_value(approve["value"]).model_dump() == {"run": "run-1", "call": "call-1"}
+    assert decode_button_value(approve["value"]).model_dump() == {
+        "run": "run-1",
+        "call": "call-1",
+        "ask": None,
+    }, "a card that does not say which asking it shows carries none"
     assert message.text  # top-level text for notifications
 
 

@@ -159,6 +159,25 @@ async def test_sending_the_form_approves_and_runs_the_tool_once_with_the_edited_
     assert len(refunds) == 1
 
 
+async def test_the_edit_form_carries_the_cards_ask_to_its_click(
+    till: Till, slack: FakeSlack
+) -> None:
+    bot = await till()
+    card = await ask(bot, slack)
+    ask_on_card = decode_button_value(button(card, EDIT_ACTION)["value"]).ask
+    assert ask_on_card
+    view = await press_edit(bot, slack, card)
+    metadata = decode_metadata(view["private_metadata"], FormMetadata)
+    assert metadata.ask == ask_on_card
+    assert metadata.response_url is None, "opened on a card in its thread"
+
+    sent = parse(submission(view, prefilled(view), user=BOB))
+    assert isinstance(sent, FormIn)
+    click = to_form_click(sent)
+    assert click.ask == ask_on_card
+    assert click.message_ref == {"channel": CHANNEL, "ts": card.ts}
+
+
 async def test_values_that_do_not_fit_are_shown_in_the_form_and_nothing_runs(
     till: Till, slack: FakeSlack, refunds: Refunds
 ) -> None:

@@ -10,7 +10,12 @@ from urllib.parse import urlencode
 
 import pytest
 
-from adapters.slack.wire import APPROVE_ACTION, DECLINE_VIEW
+from adapters.slack.wire import (
+    APPROVE_ACTION,
+    DECLINE_VIEW,
+    decode_button_value,
+    encode_button_value,
+)
 from agents import Agent, FunctionModel, Message, ModelResponse, Store
 from agents.models.base import ModelRequest
 
@@ -20,6 +25,7 @@ from .harness import (
     BOB,
     BotServer,
     block_actions,
+    button,
     event_body,
     mention_event,
     message_event,
@@ -139,12 +145,16 @@ async def test_a_decline_modal_with_foreign_metadata_gets_400(bot: BotServer) ->
     assert (status, text) == (400, "malformed view metadata")
 
 
-async def test_a_card_clicked_from_another_thread_changes_nothing(
+async def test_an_old_cards_button_clicked_from_another_thread_changes_nothing(
     bot: BotServer, slack: FakeSlack
 ) -> None:
     card = await ask_for_deploy(bot, slack)
-    # The same button value, pressed on a message in some other thread.
-    elsewhere = block_actions(card, APPROVE_ACTION, user=BOB)
+    # The button value of a card from before buttons carried their asking, pressed on
+    # a message in some other thread: no copy of the card, no ask to match. (A value
+    # with the card's ask decides from anywhere in the workspace, as an inbox's does.)
+    old = decode_button_value(button(card, APPROVE_ACTION)["value"])
+    value = encode_button_value(old.run, old.call)
+    elsewhere = block_actions(card, APPROVE_ACTION, user=BOB, value=value)
     elsewhere["container"] |= {"thread_ts": "1500000000.000100", "message_ts": "1500000001.000100"}
     elsewhere["message"] |= {"thread_ts": "1500000000.000100", "ts": "1500000001.000100"}
     status, _ = await bot.interact(elsewhere)

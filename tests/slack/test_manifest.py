@@ -1,4 +1,5 @@
-"""manifest/slack.yaml matches the adapter: events it listens to, scopes for what it calls."""
+"""manifest/slack.yaml matches the adapter: events it listens to, the slash command it
+answers, scopes for what it calls."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import Any
 import yaml
 
 from adapters.slack import EVENTS_PATH, LISTENED_EVENTS
-from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
+from adapters.slack.wire import APPROVALS_COMMAND, APPROVE_ACTION, DECLINE_ACTION
+from agents import Store
+from bot import ApprovalPolicy
 
+from .conftest import StartBot
 from .fake_slack import FakeSlack
 from .harness import BOB, BotServer, block_actions, mention_event, view_submission
+from .scripted import Ran, build_agent
 from .test_approvals import ask_for_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,14 +25,21 @@ MANIFEST = ROOT / "manifest" / "slack.yaml"
 ADAPTER = ROOT / "adapters" / "slack"
 
 # What each Web API method and bot event needs (https://docs.slack.dev/reference).
-METHOD_SCOPES: dict[str, str | None] = {
-    "auth.test": None,
-    "chat.postMessage": "chat:write",
-    "chat.update": "chat:write",
-    "chat.postEphemeral": "chat:write",
-    "views.open": None,
-    "assistant.threads.setStatus": "chat:write",
+METHOD_SCOPES: dict[str, frozenset[str]] = {
+    "auth.test": frozenset(),
+    "chat.postMessage": frozenset({"chat:write"}),
+    "chat.update": frozenset({"chat:write"}),
+    "chat.postEphemeral": frozenset({"chat:write"}),
+    "chat.getPermalink": frozenset(),
+    "views.open": frozenset(),
+    "assistant.threads.setStatus": frozenset({"chat:write"}),
+    "conversations.open": frozenset({"im:write"}),
+    # The policy's channel may be public or private.
+    "conversations.info": frozenset({"channels:read", "groups:read"}),
+    "usergroups.list": frozenset({"usergroups:read"}),
+    "usergroups.users.list": frozenset({"usergroups:read"}),
 }
+COMMAND_SCOPE = "commands"
 EVENT_SCOPES = {
     "app_mention": "app_mentions:read",
     "message.channels": "channels:history",
@@ -61,8 +73,19 @@ def test_the_scopes_cover_every_method_and_event_and_nothing_more() -> None:
     calls = methods_in_source()
     assert calls, "the adapter calls the Web API somewhere"
     assert calls <= set(METHOD_SCOPES), f"add a scope rule for {calls - set(METHOD_SCOPES)}"
-    needed = {METHOD_SCOPES[m] for m in calls} | set(EVENT_SCOPES.values())
-    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == needed - {None}
+    needed = {scope for m in calls for scope in METHOD_SCOPES[m]} | set(EVENT_SCOPES.values())
+    if manifest()["features"].get("slash_commands"):
+        needed.add(COMMAND_SCOPE)
+    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == needed
+
+
+def test_the_slash_command_is_the_one_the_adapter_answers_at_its_route() -> None:
+    (command,) = manifest()["features"]["slash_commands"]
+    assert command["command"] == APPROVALS_COMMAND
+    assert command["url"] == manifest()["settings"]["event_subscriptions"]["request_url"]
+    assert command["url"].endswith(EVENTS_PATH)
+    assert command["should_escape"] is False
+    assert 0 < len(command["description"]) <= 100
 
 
 def test_events_and_interactivity_go_to_the_adapter_route() -> None:
@@ -92,3 +115,29 @@ async def test_a_whole_conversation_calls_only_methods_the_manifest_allows(
     assert {"chat.update", "chat.postEphemeral", "assistant.threads.setStatus"} <= called
     assert called <= set(METHOD_SCOPES), called - set(METHOD_SCOPES)
     assert called <= methods_in_source() | {"auth.test"}
+
+
+async def test_routing_groups_and_the_inbox_call_only_methods_the_manifest_allows(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    slack.add_channel("C0APPROVERS")
+    slack.add_group("S0GROUP", "oncall", [BOB])
+    policy = ApprovalPolicy.from_toml(
+        '[tools.deploy]\napprovers = ["@oncall"]\nnotify = "dm"\n'
+        '[tools.release]\nchannel = "C0APPROVERS"\n'
+    )
+    bot = await serve(build_agent(store, ran), policy=policy)
+    await bot.bot.check_places()
+    assert await bot.send_event(mention_event("deploy api")) == 200
+    await bot.idle()
+    assert await bot.command(user=BOB) == (200, "")
+    await bot.idle()
+    await slack.wait_for(lambda: bool(slack.answers_to(BOB)), what="the inbox")
+
+    called = {c.method for c in slack.calls}
+    assert {"conversations.info", "conversations.open", "usergroups.list"} <= called
+    assert {"usergroups.users.list", "chat.getPermalink"} <= called
+    assert called <= set(METHOD_SCOPES), called - set(METHOD_SCOPES)
+    assert called <= methods_in_source() | {"auth.test"}
+    granted = set(manifest()["oauth_config"]["scopes"]["bot"])
+    assert {scope for m in called for scope in METHOD_SCOPES[m]} <= granted

@@ -7,7 +7,7 @@ from agents import Store
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack
-from .harness import BOB, CHANNEL, block_actions, event_body, mention_event
+from .harness import BOB, CHANNEL, block_actions, command_body, event_body, mention_event
 from .scripted import Ran, build_agent
 from .test_approvals import card_text, has_buttons
 
@@ -48,3 +48,19 @@ async def test_socket_mode_retries_are_deduplicated(
     await slack.wait_for(lambda: {first, retried} <= slack.socket_acks.keys())
     await bot.idle()
     assert [m.text for m in slack.in_thread(CHANNEL, root["ts"])] == ["You said: hello"]
+
+
+async def test_socket_mode_answers_approvals_through_its_response_url(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    bot = await serve(build_agent(store, ran), socket_mode=True)
+    await slack.wait_for(lambda: bool(slack.sockets), what="the Socket Mode connection")
+
+    sent = await slack.send_envelope("slash_commands", command_body(slack, user=BOB))
+    await slack.wait_for(lambda: sent in slack.socket_acks, what="the command's ack")
+    await slack.wait_for(lambda: bool(slack.answers_to(BOB)), what="the answer")
+    await bot.idle()
+    (answer,) = slack.answers_to(BOB)
+    assert "Nothing waits for your decision" in "\n".join(
+        b.get("text", {}).get("text", "") for b in answer.blocks
+    )

@@ -1,0 +1,148 @@
+"""Slack's mrkdwn: escaping, mentions, dates, links, and the text objects and blocks
+that carry it, each within Slack's limits."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from bot import Person, Text
+
+from . import texts
+
+SECTION_LIMIT = 3000
+CONTEXT_LIMIT = 2000
+
+Block = dict[str, Any]
+
+
+_MARKDOWN_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Escape for Slack and turn the common Markdown marks into mrkdwn.
+
+    The result never holds ``<`` or ``>``: nothing the agent writes becomes a
+    mention, a channel ping or a link whose target is hidden behind its label.
+    """
+    text = escape(markdown)
+    text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", text)
+    text = re.sub(r"^#{1,6}\s+(.+)$", r"*\1*", text, flags=re.MULTILINE)
+    return _MARKDOWN_LINK.sub(_visible_link, text)
+
+
+def _visible_link(link: re.Match[str]) -> str:
+    """``[label](url)`` as "label (url)": the reader sees where it goes; Slack links the URL."""
+    label, url = link.group(1), link.group(2)
+    return url if label == url else f"{label} ({url})"
+
+
+def split(text: str, limit: int) -> list[str]:
+    """Cut text into pieces of at most ``limit``, at paragraph, line or word ends."""
+    pieces: list[str] = []
+    rest = text.strip()
+    while len(rest) > limit:
+        at = _split_point(rest, limit)
+        pieces.append(rest[:at].rstrip())
+        rest = rest[at:].lstrip()
+    if rest:
+        pieces.append(rest)
+    return pieces or [""]
+
+
+def _split_point(text: str, limit: int) -> int:
+    for separator in ("\n\n", "\n", " "):
+        at = text.rfind(separator, 0, limit)
+        if at > limit // 2:
+            return at
+    return _entity_safe(text, limit)
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters as entities."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut(escaped: str, limit: int) -> tuple[str, int]:
+    """Shorten escaped text to ``limit`` without splitting an entity; also how much was dropped."""
+    if len(escaped) <= limit:
+        return escaped, 0
+    kept = escaped[: _entity_safe(escaped, limit)]
+    return kept, len(_unescape(escaped)) - len(_unescape(kept))
+
+
+def _entity_safe(escaped: str, limit: int) -> int:
+    amp = escaped.rfind("&", max(0, limit - 4), limit)
+    return amp if amp != -1 and ";" not in escaped[amp:limit] else limit
+
+
+def _unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+_GROUP_ID = re.compile(r"S[0-9A-Z]{2,}")
+"""A Slack user group's id (``S0GROUP``); people's are ``U…`` or ``W…``."""
+
+
+def is_group_id(name: str) -> bool:
+    """Whether ``name`` is a Slack user group's id."""
+    return _GROUP_ID.fullmatch(name) is not None
+
+
+def mention(person: Person) -> str:
+    """``<@U…>``: Slack shows everyone the person's current name, and links it. A user
+    group (the policy's ``S0GROUP``) as ``<!subteam^S…>``; a handle (``@oncall``) as
+    written: a policy may name one, which is no user id to mention."""
+    if is_group_id(person.id):
+        return f"<!subteam^{person.id}>"
+    if person.id.startswith("@"):
+        return escape(person.id)
+    return f"<@{escape(person.id)}>"
+
+
+def text_mrkdwn(text: Text) -> str:
+    """Words as mrkdwn and people as mentions."""
+    return "".join(to_mrkdwn(part) if isinstance(part, str) else mention(part) for part in text)
+
+
+def mentions(people: tuple[Person, ...]) -> str:
+    """People as comma-separated mentions."""
+    return ", ".join(mention(person) for person in people)
+
+
+def slack_date(when: datetime) -> str:
+    """A date every reader sees in their own time zone, with a UTC fallback."""
+    aware = when if when.tzinfo else when.replace(tzinfo=UTC)
+    fallback = aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(aware.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def plain(text: str) -> dict[str, Any]:
+    """A ``plain_text`` object."""
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A ``mrkdwn`` text object."""
+    return {"type": "mrkdwn", "text": text}
+
+
+def section(text: str) -> Block:
+    """A section block (text already escaped and within limits)."""
+    return {"type": "section", "text": mrkdwn(cut(text, SECTION_LIMIT)[0])}
+
+
+def context(text: str) -> Block:
+    """A context block with one mrkdwn element."""
+    return {"type": "context", "elements": [mrkdwn(cut(text, CONTEXT_LIMIT)[0])]}
+
+
+def place_name(channel: str) -> str:
+    """A channel as a mention everyone sees by its name; a direct message as words."""
+    return texts.A_DIRECT_MESSAGE if channel.startswith("D") else channel_mention(channel)
+
+
+def channel_mention(channel: str) -> str:
+    """``<#C…>``: Slack shows the channel's name, and links it."""
+    return f"<#{escape(channel)}>"
