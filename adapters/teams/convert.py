@@ -16,7 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from bot import Click, IncomingMessage, MessageRef, ThreadKey
 
-from .cards import FIELD_INPUT_PREFIX, KIND, QUESTION_KIND, REASON_INPUT
+from .cards import (
+    FIELD_INPUT_PREFIX,
+    INBOX,
+    KIND,
+    NOTICE_KIND,
+    QUESTION_KIND,
+    REASON_INPUT,
+    SHOWN_IN,
+)
 
 PLATFORM: Final = "teams"
 CHAT_ROOT: Final = "chat"
@@ -27,6 +35,7 @@ _NO_TENANT: Final = "-"
 _ACTIONS: Final = {
     KIND: ("approve", "decline", "edit", "grant"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
+    NOTICE_KIND: ("revoke",),
 }
 """What each kind of card sends: an approval is never answered, a question never approved."""
 _WITH_VALUES: Final = ("answer", "edit")
@@ -40,13 +49,15 @@ class _ActionData(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    kind: Literal["approval", "question"]
-    action: Literal["approve", "decline", "edit", "grant", "answer", "cancel"]
+    kind: Literal["approval", "question", "notice"]
+    action: Literal["approve", "decline", "edit", "grant", "answer", "cancel", "revoke"]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None
     grant_for: str | None = Field(default=None, min_length=1, strict=True)
     """A grant's duration (``"1h"``): the core takes only one of the card's."""
+    ask: str | None = Field(default=None, strict=True)
+    """The card's ask (``ApprovalCard.ask``); cards posted before it was sent have none."""
 
     @model_validator(mode="after")
     def _action_of_its_kind(self) -> Self:
@@ -154,6 +165,16 @@ def submit_click(activity: Activity, thread: ThreadKey) -> Click | None:
     return _click(activity, thread, activity.value)
 
 
+def shown_in_inbox(activity: Activity) -> bool:
+    """Whether a click (an Action.Execute, or its submit fallback) came from a button of
+    the ``approvals`` list rather than a card."""
+    data: Any = activity.value if isinstance(activity.value, dict) else {}
+    if activity.type == "invoke":
+        action = data.get("action")
+        data = action.get("data") if isinstance(action, dict) else None
+    return isinstance(data, dict) and data.get(SHOWN_IN) == INBOX
+
+
 def is_submit(activity: Activity) -> bool:
     """Whether a message activity is one of our cards' submits rather than text."""
     return isinstance(activity.value, dict) and activity.value.get("kind") in _ACTIONS
@@ -191,6 +212,7 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         else None,
         values=values,
         grant_for=parsed.grant_for if parsed.action == "grant" else None,
+        ask=(parsed.ask or None) if parsed.kind == KIND else None,
     )
 
 

@@ -99,7 +99,9 @@ INBOX_ITEM: Final = "**{tool}** asked by {requester}"
 INBOX_ITEM_AGENT: Final = "via {agent}"
 INBOX_REQUESTED: Final = "Your requests ({count})"
 INBOX_NONE_REQUESTED: Final = "None of your requests is waiting for someone else."
-INBOX_REQUEST: Final = "**{tool}** waits for approval, expires {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
+INBOX_REQUEST: Final = (
+    "**{tool}** waits for approval, expires {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
+)
 INBOX_DECIDED: Final = "Recent decisions"
 INBOX_NONE_DECIDED: Final = "You have not decided anything lately."
 INBOX_DECISION: Final = "{outcome} **{tool}** {args}· {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
@@ -111,8 +113,10 @@ INBOX_OUTCOMES: Final = {
     "granted": "✅ Approved for the thread",
 }
 INBOX_GRANTS: Final = (
-    "Grants you gave that still run: {count}. Send `approvals revoke` to end them."
+    "Grants you gave that still run: {count}. Send **approvals revoke** to end them."
 )
 INBOX_NO_GRANTS: Final = "You have no grants running."
+INBOX_CLICKED: Final = "{title}: **{tool}**"
+INBOX_VOTED: Final = "Your approval of **{tool}** is counted ({count} of {quorum})."
 INBOX_MORE: Final = "…and {count} more"
 INBOX_SUMMARY: Final = "Your approvals: {count} waiting for you"

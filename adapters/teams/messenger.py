@@ -5,24 +5,44 @@ conversation from the thread's stored ``ConversationReference``. Messages go
 straight to the connector (``POST``/``PUT /v3/conversations/{id}/activities``):
 ``TurnContext.send_activity`` would address them as replies to the synthetic
 continuation activity.
+
+A card the policy sends elsewhere starts a new conversation (``POST
+/v3/conversations`` through ``CloudAdapter.create_conversation``) on the service
+URL, with the bot and tenant, of the requester's thread: a new post in a channel
+(``channel_data.channel.id``, the card as its first activity), or the 1:1 chat
+with a person (``members`` with their Entra object id: the bot must be installed
+for them). Its reference is stored like any thread's, so later posts and updates
+there work the same way.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from botbuilder.core import BotAdapter, TurnContext
 from botbuilder.integration.aiohttp import CloudAdapter
-from botbuilder.schema import Activity, ActivityTypes, Attachment, ConversationReference
+from botbuilder.schema import (
+    Activity,
+    ActivityTypes,
+    Attachment,
+    ChannelAccount,
+    ConversationAccount,
+    ConversationParameters,
+    ConversationReference,
+)
 from botframework.connector.aio import ConnectorClient
 from msrest.exceptions import ClientRequestError
 
 from bot import (
     ApprovalCard,
+    CardPointer,
     ChatState,
+    Destination,
     MessageRef,
     Notice,
+    Posted,
     Prompt,
     Text,
     ThreadKey,
@@ -31,9 +51,16 @@ from bot import (
     plain_text,
 )
 
-from . import cards
+from . import blocks, cards, links, notices
 from .auth import TeamsAuth
-from .convert import CHAT_ROOT, message_ref
+from .convert import CHAT_ROOT, PLATFORM, message_ref
+
+log = logging.getLogger(__name__)
+
+CHANNEL_ID: Final = "msteams"
+_MESSAGE_ID: Final = ";messageid="
+_NO_TENANT: Final = "-"
+_MAX_SUMMARY: Final = 200
 
 Send = Callable[[ConnectorClient, ConversationReference], Awaitable[Any]]
 
@@ -101,11 +128,180 @@ class TeamsMessenger:
 
         await self._continue(thread, send)
 
-    async def _continue(self, thread: ThreadKey, send: Send) -> Any:
+    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
+        """Start a new conversation with ``view`` where ``near``'s service and tenant are:
+        a new post in the channel ``to.channel`` (a group chat's id: a message in that
+        chat), or the 1:1 chat with ``to.user_id`` (an Entra object id).
+
+        Raises:
+            MissingReference: The bot never heard from ``near``.
+            ValueError: ``to.channel`` is no Teams channel or chat id.
+            Undeliverable: The service did not answer.
+        """
+        near_ref = await self._reference(near)
+        activity = render(view)
+        if to.channel is not None:
+            if links.is_channel_id(to.channel):
+                return await self._new_post(near, near_ref, to.channel, activity)
+            if links.is_chat_id(to.channel):
+                return await self._chat_post(near, near_ref, to.channel, activity)
+            raise ValueError(f"{to.channel!r} is no Teams channel or chat id")
+        if to.user_id:
+            return await self._direct(near, near_ref, to.user_id, activity)
+        raise ValueError(f"a destination names a channel or a person: {to!r}")
+
+    async def knows_channel(self, channel: str) -> bool:
+        """Whether ``channel`` has the shape of a Teams channel or group chat id (Teams
+        cannot be asked without a team to ask about: a wrong id shows on the first post)."""
+        return links.is_channel_id(channel) or links.is_chat_id(channel)
+
+    async def group_members(self, name: str) -> frozenset[str] | None:
+        """Teams has no user groups the bot can read: approvers are Entra object ids."""
+        return None
+
+    async def _new_post(
+        self, near: ThreadKey, near_ref: ConversationReference, channel: str, activity: Activity
+    ) -> Posted:
+        """A new top-level post in a channel: its own thread, rooted at the post."""
+        tenant = _tenant_of(near, near_ref)
+        parameters = ConversationParameters(
+            is_group=True,
+            bot=near_ref.bot,
+            channel_data={"channel": {"id": channel}, **_tenant_data(tenant)},
+            tenant_id=tenant,
+            activity=activity,
+        )
+        created = await self._create(near_ref, parameters, None)
+        conversation_id, activity_id = created
+        # Teams answers ``<channel>;messageid=<post id>`` and the post's id.
+        root = conversation_id.partition(_MESSAGE_ID)[2] or activity_id or ""
+        if not root:
+            raise ValueError(f"Teams created {conversation_id!r} for a post in {channel!r}")
+        thread = ThreadKey(platform=PLATFORM, workspace=near.workspace, channel=channel, root=root)
+        reference = _reference(
+            near_ref,
+            ConversationAccount(
+                id=f"{channel}{_MESSAGE_ID}{root}",
+                conversation_type="channel",
+                is_group=True,
+                tenant_id=tenant,
+            ),
+        )
+        await self._keep(thread, reference)
+        return Posted(thread=thread, ref=message_ref(root, reference.conversation.id))
+
+    async def _chat_post(
+        self, near: ThreadKey, near_ref: ConversationReference, chat: str, activity: Activity
+    ) -> Posted:
+        """A message in a group chat the bot is in (one thread, like every chat)."""
+        tenant = _tenant_of(near, near_ref)
+        account = ConversationAccount(
+            id=chat, conversation_type="groupChat", is_group=True, tenant_id=tenant
+        )
+        reference = _reference(near_ref, account)
+        thread = ThreadKey(
+            platform=PLATFORM, workspace=near.workspace, channel=chat, root=CHAT_ROOT
+        )
+
+        async def send(connector: ConnectorClient, to: ConversationReference) -> Any:
+            return await connector.conversations.send_to_conversation(
+                chat, _addressed(activity, to)
+            )
+
+        response = await self._send(reference, send)
+        await self._keep(thread, reference)
+        return Posted(thread=thread, ref=message_ref(getattr(response, "id", None), chat))
+
+    async def _direct(
+        self, near: ThreadKey, near_ref: ConversationReference, user_id: str, activity: Activity
+    ) -> Posted:
+        """The 1:1 chat with a person (created, or the one they have), then the view in it."""
+        tenant = _tenant_of(near, near_ref)
+        person = ChannelAccount(id=user_id)
+        parameters = ConversationParameters(
+            is_group=False,
+            bot=near_ref.bot,
+            members=[person],
+            channel_data=_tenant_data(tenant),
+            tenant_id=tenant,
+        )
+        sent: list[Any] = []
+
+        async def send(context: TurnContext) -> None:
+            connector: ConnectorClient = context.turn_state[BotAdapter.BOT_CONNECTOR_CLIENT_KEY]
+            conversation_id = context.activity.conversation.id
+            account = ConversationAccount(
+                id=conversation_id, conversation_type="personal", tenant_id=tenant
+            )
+            to = _reference(
+                near_ref, account, user=ChannelAccount(id=user_id, aad_object_id=user_id)
+            )
+            response = await connector.conversations.send_to_conversation(
+                conversation_id, _addressed(activity, to)
+            )
+            sent.append((to, response))
+
+        await self._create(near_ref, parameters, send)
+        if not sent:
+            raise ValueError(f"Teams created no 1:1 chat with {user_id!r}")
+        reference, response = sent[0]
+        chat = reference.conversation.id
+        thread = ThreadKey(
+            platform=PLATFORM, workspace=near.workspace, channel=chat, root=CHAT_ROOT
+        )
+        await self._keep(thread, reference)
+        return Posted(thread=thread, ref=message_ref(getattr(response, "id", None), chat))
+
+    async def _create(
+        self,
+        near_ref: ConversationReference,
+        parameters: ConversationParameters,
+        then: Callable[[TurnContext], Awaitable[None]] | None,
+    ) -> tuple[str, str | None]:
+        """``POST /v3/conversations`` on ``near_ref``'s service; the new conversation's id
+        and its first activity's id (``then`` runs with the connector meanwhile)."""
+        await self._auth.prefetch_token()
+        created: list[tuple[str, str | None]] = []
+
+        async def callback(context: TurnContext) -> None:
+            created.append((context.activity.conversation.id, context.activity.id))
+            if then is not None:
+                await then(context)
+
+        try:
+            await self._cloud.create_conversation(
+                self._auth.app_id,
+                callback,
+                parameters,
+                near_ref.channel_id or CHANNEL_ID,
+                near_ref.service_url,
+                None,
+            )
+        except (ClientRequestError, OSError) as exc:
+            raise Undeliverable(f"{near_ref.service_url} is unreachable: {exc}") from None
+        if not created:
+            raise ValueError("Teams created no conversation")
+        return created[0]
+
+    async def _keep(self, thread: ThreadKey, reference: ConversationReference) -> None:
+        """Remember how to post in a conversation the bot started. The view is out already,
+        so a failure is logged: its later updates fail, it is not posted twice."""
+        try:
+            await self._chat.set_conversation_ref(thread.id, reference.serialize())
+        except Exception:
+            log.exception("could not keep the reference of %s", thread.id)
+
+    async def _reference(self, thread: ThreadKey) -> ConversationReference:
         stored = await self._chat.conversation_ref(thread.id)
         if stored is None:
             raise MissingReference(f"no conversation reference stored for {thread.id}")
-        reference = ConversationReference().deserialize(stored)
+        reference: ConversationReference = ConversationReference().deserialize(stored)
+        return reference
+
+    async def _continue(self, thread: ThreadKey, send: Send) -> Any:
+        return await self._send(await self._reference(thread), send)
+
+    async def _send(self, reference: ConversationReference, send: Send) -> Any:
         await self._auth.prefetch_token()
         result: list[Any] = []
 
@@ -129,7 +325,43 @@ def render(view: View) -> Activity:
         return _card(cards.approval_card(view), summary=cards.summary(view))
     if isinstance(view, Prompt):
         return _card(cards.question_card(view), summary=cards.question_summary(view))
-    return Activity(type=ActivityTypes.message, text=cards.text_of(view), text_format="markdown")
+    if isinstance(view, CardPointer):
+        return _markdown(notices.pointer_text(view))
+    if isinstance(view, Notice) and view.revoke is not None:
+        return _card(notices.revoke_card(view), summary=blocks.cut(view.text, _MAX_SUMMARY))
+    return _markdown(cards.text_of(view))
+
+
+def _markdown(text: str) -> Activity:
+    return Activity(type=ActivityTypes.message, text=text, text_format="markdown")
+
+
+def _reference(
+    near: ConversationReference,
+    conversation: ConversationAccount,
+    *,
+    user: ChannelAccount | None = None,
+) -> ConversationReference:
+    """A reference to a conversation the bot started, on ``near``'s service as its bot."""
+    return ConversationReference(
+        bot=near.bot,
+        user=user,
+        conversation=conversation,
+        channel_id=near.channel_id or CHANNEL_ID,
+        service_url=near.service_url,
+    )
+
+
+def _tenant_of(near: ThreadKey, reference: ConversationReference) -> str | None:
+    tenant = getattr(reference.conversation, "tenant_id", None)
+    if tenant:
+        return str(tenant)
+    return near.workspace if near.workspace != _NO_TENANT else None
+
+
+def _tenant_data(tenant: str | None) -> dict[str, Any]:
+    """Teams reads the tenant of a new conversation from ``channelData.tenant``."""
+    return {"tenant": {"id": tenant}} if tenant else {}
 
 
 def _card(content: dict[str, Any], *, summary: str) -> Activity:

@@ -10,7 +10,7 @@ from typing import Any, Final, assert_never
 
 from bot import CardPointer, Notice, tool_label
 
-from . import cards, links, messages
+from . import blocks, cards, links, messages
 
 _REASON_LIMIT: Final = 500
 
@@ -18,18 +18,18 @@ _REASON_LIMIT: Final = 500
 def pointer_text(pointer: CardPointer) -> str:
     """Markdown for a card's pointer: where the card waits, then how it ended."""
     card = pointer.card
-    tool = cards.escape(cards.cut(tool_label(card), cards.MAX_NAME))
-    who = ", ".join(map(cards.person_text, card.decided_by)) or messages.CARD_SOMEONE
+    tool = blocks.escape(blocks.cut(tool_label(card), blocks.MAX_NAME))
+    who = ", ".join(map(blocks.person_text, card.decided_by)) or messages.CARD_SOMEONE
     match card.status:
         case "pending":
             return _waiting(pointer, tool)
         case "approved" if card.granted_for:
-            duration = cards.escape(cards.cut(card.granted_for, cards.MAX_LABEL))
+            duration = blocks.escape(blocks.cut(card.granted_for, blocks.MAX_LABEL))
             return messages.POINTER_GRANTED.format(tool=tool, who=who, duration=duration)
         case "approved":
             return messages.POINTER_APPROVED.format(tool=tool, who=who)
         case "declined" if card.reason:
-            reason = cards.escape(cards.cut(card.reason, _REASON_LIMIT))
+            reason = blocks.escape(blocks.cut(card.reason, _REASON_LIMIT))
             return messages.POINTER_DECLINED_WHY.format(tool=tool, who=who, reason=reason)
         case "declined":
             return messages.POINTER_DECLINED.format(tool=tool, who=who)
@@ -47,7 +47,7 @@ def _waiting(pointer: CardPointer, tool: str) -> str:
             place = messages.REQUESTED_IN_LINK.format(words=place, url=url)
         return messages.POINTER_CHANNEL.format(tool=tool, place=place)
     if pointer.people:
-        who = ", ".join(map(cards.person_text, pointer.people))
+        who = ", ".join(map(blocks.person_text, pointer.people))
         return messages.POINTER_PEOPLE.format(tool=tool, who=who)
     return messages.POINTER_NOBODY.format(tool=tool)
 
@@ -70,11 +70,11 @@ def revoke_card(notice: Notice) -> dict[str, Any]:
     return {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "version": cards.CARD_VERSION,
+        "version": blocks.CARD_VERSION,
         "fallbackText": text,
-        "body": [cards.text_block(text)],
+        "body": [blocks.text_block(text)],
         "actions": [
-            cards.execute(
+            blocks.execute(
                 messages.END_GRANT,
                 revoke_data(notice),
                 tooltip=messages.END_GRANT_TOOLTIP,

@@ -14,11 +14,22 @@ from http import HTTPStatus
 from typing import Any
 
 from botbuilder.core import InvokeResponse, TurnContext
-from botbuilder.schema import Activity, ActivityTypes
+from botbuilder.schema import Activity, ActivityTypes, Attachment
 
-from bot import ApprovalCard, ChatCore, ChatState, Click, ClickResult, Overloaded, Prompt
+from bot import (
+    ApprovalCard,
+    ChatCore,
+    ChatState,
+    Click,
+    ClickResult,
+    IncomingMessage,
+    Overloaded,
+    Prompt,
+    Text,
+    ThreadKey,
+)
 
-from . import cards, convert, messages
+from . import blocks, cards, convert, inbox, messages
 from .auth import TeamsAuth
 
 log = logging.getLogger(__name__)
@@ -42,17 +53,23 @@ class Turns:
             if convert.is_submit(activity):
                 await self._submit(context)
             else:
-                await self._message(activity)
+                await self._message(context)
         elif activity.type == ActivityTypes.invoke:
             await self._invoke(context)
         # Other activities (conversationUpdate, typing, reactions...) need no answer.
 
-    async def _message(self, activity: Activity) -> None:
+    async def _message(self, context: TurnContext) -> None:
+        activity = context.activity
         if convert.from_a_bot(activity):
             return  # the bot's own message, or another bot's: answering could loop
         thread = convert.thread_of(activity)
         message = convert.incoming_message(activity, thread)
         if not message.text:
+            return
+        command = _command(message.text)
+        if command is not None and await self._for_the_bot(activity, thread):
+            # The bot's own command, never a request for the agent.
+            await self._approvals(context, message, revoke=command == messages.APPROVALS_REVOKE)
             return
         # With RSC the bot sees every message of a channel or group chat: take the
         # ones addressed to it, and replies in threads it already takes part in
@@ -83,12 +100,77 @@ class Turns:
             return
         await self._remember(activity)
         result = await self._click(click)
-        if result.accepted and result.card is not None:
+        if convert.shown_in_inbox(activity):
+            body = await self._inbox_answer(click, result)
+        elif result.accepted and result.card is not None:
             body = _card_body(result.card)
+        elif result.accepted:
+            # Done, with nothing to show in the card's place (an ended grant: the core says so).
+            body = _message_body(result.message or messages.CLICK_DONE)
         else:
             # Refused, stale, or a form answer or edit that does not fit: the clicker reads why.
             body = _message_body(result.message or messages.ACTION_FAILED)
         await _answer_invoke(context, body)
+
+    async def _for_the_bot(self, activity: Activity, thread: ThreadKey) -> bool:
+        """Whether a message is for the bot: in its 1:1 chat, with a mention, or a reply in a
+        channel thread it takes part in (which the core would take for a request)."""
+        if convert.is_personal(activity) or convert.mentions_bot(activity):
+            return True
+        if not convert.is_channel(activity):
+            return False  # a group chat's other messages never start work
+        try:
+            return await asyncio.wait_for(self._chat.follows(thread.id), 1.0)
+        except Exception as exc:
+            log.warning("could not tell whether the bot follows %s: %s", thread.id, exc)
+            return False
+
+    async def _approvals(
+        self, context: TurnContext, message: IncomingMessage, *, revoke: bool
+    ) -> None:
+        """``approvals``: the person's inbox, as a card; ``approvals revoke``: end the grants
+        they gave. Only in their 1:1 chat with the bot: elsewhere others would read it."""
+        if not convert.is_personal(context.activity):
+            await self._reply(context, messages.APPROVALS_PRIVATE)
+            return
+        await self._remember(context.activity)
+        try:
+            if revoke:
+                said = await self._bot.revoke_given(message.thread, message.user_id)
+                await self._reply(context, _markdown(said))
+                return
+            shown = await self._bot.inbox(message.thread, message.user_id, message.user_name)
+        except Overloaded:
+            raise
+        except Exception:
+            log.exception("the approvals command failed")
+            await self._reply(context, messages.ACTION_FAILED)
+            return
+        await self._auth.prefetch_token()
+        await context.send_activity(
+            _card_activity(inbox.inbox_card(shown), summary=inbox.summary(shown))
+        )
+
+    async def _inbox_answer(self, click: Click, result: ClickResult) -> dict[str, Any]:
+        """The answer to a button of the ``approvals`` list: the list as it now reads, topped
+        by how the click went (the card in its thread is updated by the core)."""
+        decided = result.card if result.accepted and isinstance(result.card, ApprovalCard) else None
+        said = result.message or messages.ACTION_FAILED
+        note = inbox.clicked_note(decided) if decided is not None else blocks.escape(said)
+        try:
+            shown = await self._bot.inbox(click.thread, click.user_id, click.user_name)
+        except Overloaded:
+            raise
+        except Exception:
+            log.exception("could not show the approvals list again")
+            return _card_body(decided) if decided is not None else _message_body(said)
+        if decided is not None and decided.status != "pending":
+            # Decided: out of the list, even if the store still shows it waiting.
+            gone = (decided.run_id, decided.tool_call_id)
+            waiting = tuple(c for c in shown.waiting if (c.run_id, c.tool_call_id) != gone)
+            shown = replace(shown, waiting=waiting)
+        content = inbox.inbox_card(shown, note=note)
+        return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
 
     async def _submit(self, context: TurnContext) -> None:
         activity = context.activity
@@ -101,6 +183,9 @@ class Turns:
         # An accepted click needs no words: the core replaces the card for everyone.
         if not result.accepted:
             await self._reply(context, result.message or messages.ACTION_FAILED)
+        elif isinstance(result.card, ApprovalCard) and convert.shown_in_inbox(activity):
+            # The list itself stays as it was: say how the click went under it.
+            await self._reply(context, inbox.clicked_note(result.card))
 
     async def _reply(self, context: TurnContext, text: str) -> None:
         await self._auth.prefetch_token()
@@ -138,6 +223,25 @@ def _card_body(card: ApprovalCard | Prompt) -> dict[str, Any]:
     else:
         content = cards.question_card(card)
     return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
+
+
+def _command(text: str) -> str | None:
+    """``approvals`` or ``approvals revoke`` (with or without a slash, any case), else ``None``."""
+    words = " ".join(text.lower().split()).removeprefix("/")
+    return words if words in (messages.APPROVALS_COMMAND, messages.APPROVALS_REVOKE) else None
+
+
+def _markdown(text: Text) -> str:
+    """Words and people as a Teams message shows them (people by name, escaped)."""
+    return "".join(part if isinstance(part, str) else blocks.person_text(part) for part in text)
+
+
+def _card_activity(content: dict[str, Any], *, summary: str) -> Activity:
+    return Activity(
+        type=ActivityTypes.message,
+        summary=summary,
+        attachments=[Attachment(content_type=cards.CONTENT_TYPE, content=content)],
+    )
 
 
 def _message_body(text: str) -> dict[str, Any]:

@@ -35,14 +35,15 @@ def _base(service_url: str, conversation: dict[str, Any], user: dict[str, Any]) 
     }
 
 
-def channel_conversation(root: str | None) -> dict[str, Any]:
+def channel_conversation(root: str | None, *, channel: str = CHANNEL) -> dict[str, Any]:
     """A channel conversation; ``root`` is the thread (``None``: a new top-level post)."""
-    conv_id = CHANNEL if root is None else f"{CHANNEL};messageid={root}"
+    conv_id = channel if root is None else f"{channel};messageid={root}"
     return {"id": conv_id, "conversationType": "channel", "tenantId": TENANT, "isGroup": True}
 
 
-def chat_conversation(kind: str = "personal") -> dict[str, Any]:
-    conv_id = PERSONAL_CHAT if kind == "personal" else GROUP_CHAT
+def chat_conversation(kind: str = "personal", *, conv_id: str | None = None) -> dict[str, Any]:
+    """A personal chat (Alice's with the bot unless ``conv_id`` names another) or the group chat."""
+    conv_id = conv_id or (PERSONAL_CHAT if kind == "personal" else GROUP_CHAT)
     return {"id": conv_id, "conversationType": kind, "tenantId": TENANT}
 
 

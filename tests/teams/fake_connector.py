@@ -2,7 +2,10 @@
 
 Serves ``POST /v3/conversations/{id}/activities[/{reply_to}]`` (answering with
 a new activity id) and ``PUT /v3/conversations/{id}/activities/{activity_id}``,
-the calls botbuilder's ``ConnectorClient`` makes for sends and updates.
+the calls botbuilder's ``ConnectorClient`` makes for sends and updates, and
+``POST /v3/conversations`` (a new conversation: in a channel, a post whose
+first activity is the one the parameters carry; else the 1:1 chat with the one
+member, the same one each time, as Teams answers).
 """
 
 from __future__ import annotations
@@ -64,11 +67,35 @@ class ConnectorCall:
         return str(self.body.get("text") or "")
 
 
+@dataclass(frozen=True)
+class Created:
+    """One recorded ``POST /v3/conversations``: the parameters, and the ids answered."""
+
+    parameters: dict[str, Any]
+    conversation_id: str
+    activity_id: str | None
+    authorization: str | None
+
+    @property
+    def channel(self) -> str | None:
+        """The channel a new post was asked for (``channelData.channel.id``)."""
+        channel = (self.parameters.get("channelData") or {}).get("channel") or {}
+        return channel.get("id")
+
+    @property
+    def members(self) -> list[str]:
+        return [m.get("id") for m in self.parameters.get("members") or []]
+
+
 class FakeConnector:
     """The fake connector server; ``url`` is the ``serviceUrl`` to put in activities."""
 
     def __init__(self) -> None:
         self.calls: list[ConnectorCall] = []
+        self.created: list[Created] = []
+        self.refuse_members: set[str] = set()
+        """Members a 1:1 chat cannot be created with (the bot is not installed for them):
+        the connector answers 403, as Teams does."""
         self.url = ""
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -91,6 +118,8 @@ class FakeConnector:
     async def _handle(self, request: web.Request) -> web.Response:
         # request.path is percent-decoded: conversation ids keep their ':' ';' '@'.
         parts = request.path.strip("/").split("/")
+        if parts == ["v3", "conversations"] and request.method == "POST":
+            return await self._create(request)
         if len(parts) not in (4, 5) or parts[:2] != ["v3", "conversations"]:
             return web.json_response({"error": "unknown path"}, status=404)
         if parts[3] != "activities" or request.method not in ("POST", "PUT"):
@@ -111,6 +140,42 @@ class FakeConnector:
             )
         )
         return web.json_response({"id": response_id})
+
+    async def _create(self, request: web.Request) -> web.Response:
+        parameters: dict[str, Any] = await request.json()
+        channel = (parameters.get("channelData") or {}).get("channel") or {}
+        activity = parameters.get("activity")
+        activity_id: str | None = None
+        if channel.get("id"):
+            if not isinstance(activity, dict):
+                return web.json_response({"error": "a channel post needs its activity"}, status=400)
+            activity_id = str(1_800_000_000_000 + next(self._ids))
+            conversation_id = f"{channel['id']};messageid={activity_id}"
+        else:
+            members = [m.get("id") for m in parameters.get("members") or []]
+            if len(members) != 1 or not members[0]:
+                return web.json_response({"error": "a 1:1 chat has one member"}, status=400)
+            if members[0] in self.refuse_members:
+                return web.json_response({"error": {"code": "Forbidden"}}, status=403)
+            conversation_id = f"a:dm-{members[0]}"
+        authorization = request.headers.get("Authorization")
+        self.created.append(Created(parameters, conversation_id, activity_id, authorization))
+        if isinstance(activity, dict) and activity_id is not None:
+            # The post's first activity, as if sent into the new thread.
+            self.calls.append(
+                ConnectorCall(
+                    method="POST",
+                    conversation_id=conversation_id,
+                    activity_id=None,
+                    body=activity,
+                    authorization=authorization,
+                    response_id=activity_id,
+                )
+            )
+        answer: dict[str, Any] = {"id": conversation_id}
+        if activity_id is not None:
+            answer["activityId"] = activity_id
+        return web.json_response(answer)
 
     # -- what the tests look at ----------------------------------------------
 

@@ -294,22 +294,25 @@ async def test_two_threads_in_one_channel_stay_separate(
     assert first.card is not None
 
 
-async def test_a_click_from_another_thread_is_refused(
+async def test_a_click_from_another_thread_without_the_cards_ask_is_refused(
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
+    """A card posted before buttons carried their ask counts only in its own thread
+    (a button that carries it works anywhere, as the inbox's do: see test_inbox)."""
     teams = await make_bot()
     posted = await ask_for_deploy(teams, connector, root=THREAD_1)
     assert posted.card is not None
-    answer = await teams.post(
-        act.execute(
-            connector.url,
-            posted.card,
-            "approve",
-            conversation=act.channel_conversation(THREAD_2),
-            card_id=posted.response_id,
-        )
+    click = act.execute(
+        connector.url,
+        posted.card,
+        "approve",
+        conversation=act.channel_conversation(THREAD_2),
+        card_id=posted.response_id,
     )
+    del click["value"]["action"]["data"]["ask"]
+    answer = await teams.post(click)
     assert answer.body["type"] == "application/vnd.microsoft.activity.message"
+    assert answer.body["value"] == core_messages.CLICK_OTHER_THREAD
     assert teams.deployed == []
 
 

@@ -296,9 +296,10 @@ async def test_the_same_request_in_the_same_thread_runs_without_a_card_and_says_
     posted = await till.ask_in(asked.root)
 
     assert till.ran == [ASKED, ASKED]
-    assert cards_in(posted) == [], "no new card"
+    assert [c for c in cards_in(posted) if c.card_kind == "approval"] == [], "no new card"
+    (notice,) = [c for c in cards_in(posted) if c.card_kind == cards.NOTICE_KIND]
+    assert notice.card_text == f"Bob: {core_messages.GRANTED_RUN.format(tool='refund')}"
     said = [c.text for c in posted]
-    assert f"Bob: {core_messages.GRANTED_RUN.format(tool='refund')}" in said, said
     assert any("refunded 150 EUR on A-1001" in text for text in said), said
 
 
@@ -354,3 +355,45 @@ async def test_a_forged_duration_is_refused_and_nothing_runs(make_till: MakeTill
     assert refused.body["type"] == MESSAGE_TYPE
     assert asked.updates() == []
     assert till.ran == []
+
+
+async def press_end_grant(
+    posted: Posted, notice: ConnectorCall, *, user: dict[str, Any] = act.BOB, submit: bool = False
+) -> Answer:
+    """Press End grant on the notice of a call that ran under a grant, in its thread."""
+    assert notice.card is not None
+    kind = act.submit if submit else act.execute
+    click = kind(
+        posted.bot.connector.url,
+        notice.card,
+        "revoke",
+        conversation=act.channel_conversation(posted.root),
+        card_id=notice.response_id,
+        user=user,
+    )
+    return await posted.send(click)
+
+
+@pytest.mark.parametrize("submit", [False, True], ids=["execute", "submit fallback"])
+async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_again(
+    make_till: MakeTill, submit: bool
+) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+    await press_grant(asked, "1h")
+    (notice,) = [c for c in await till.ask_in(asked.root) if c.card_kind == cards.NOTICE_KIND]
+    assert notice.card is not None
+    assert [(a["title"], a["verb"]) for a in notice.card["actions"]] == [("End grant", "revoke")]
+
+    answer = await press_end_grant(asked, notice, submit=submit)
+
+    if not submit:
+        done = {"statusCode": 200, "type": MESSAGE_TYPE, "value": messages.CLICK_DONE}
+        assert answer.body == done
+    assert f"Bob: {core_messages.GRANT_ENDED.format(tool='refund')}" in asked.texts()
+    again = await till.ask_in(asked.root)
+    assert [c.card_kind for c in cards_in(again)] == ["approval"]
+    assert till.ran == [ASKED, ASKED]
+
+    gone = await press_end_grant(asked, notice)
+    assert gone.body["value"] == core_messages.GRANT_GONE.format(tool="refund")

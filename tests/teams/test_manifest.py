@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters.teams import icons, package
+from adapters.teams import icons, messages, package
 
 from .png import read_png
 
@@ -66,17 +66,31 @@ def test_the_bot_serves_personal_team_and_group_chats_with_its_commands(
     (bot,) = manifest["bots"]
     assert bot["botId"] == "{{MICROSOFT_APP_ID}}"
     assert sorted(bot["scopes"]) == ["groupChat", "personal", "team"]
-    (commands,) = bot["commandLists"]
-    assert sorted(commands["scopes"]) == ["groupChat", "personal", "team"]
-    described = {c["title"]: c["description"] for c in commands["commands"]}
-    assert list(described) == ["help", "find user", "deploy", "refund"]
-    # find_user takes a user id (examples/ops/records.py), not a name or an email.
-    assert "by id" in described["find user"]
-    assert "name" not in described["find user"]
-    assert "email" not in described["find user"]
-    for command in commands["commands"]:
-        assert len(command["title"]) <= 32
-        assert 0 < len(command["description"]) <= 128
+    personal, shared = bot["commandLists"]
+    assert personal["scopes"] == ["personal"]
+    assert sorted(shared["scopes"]) == ["groupChat", "team"]
+    requests = ["help", "find user", "deploy", "refund"]
+    for commands in (personal, shared):
+        described = {c["title"]: c["description"] for c in commands["commands"]}
+        assert list(described)[-4:] == requests
+        # find_user takes a user id (examples/ops/records.py), not a name or an email.
+        assert "by id" in described["find user"]
+        assert "name" not in described["find user"]
+        assert "email" not in described["find user"]
+        assert len(commands["commands"]) <= 10
+        for command in commands["commands"]:
+            assert len(command["title"]) <= 32
+            assert 0 < len(command["description"]) <= 128
+
+
+def test_the_approvals_commands_are_offered_in_the_1_1_chat_only(
+    manifest: dict[str, Any],
+) -> None:
+    """The list is private: in a channel or group chat the bot only says to ask it 1:1."""
+    personal, shared = manifest["bots"][0]["commandLists"]
+    titles = [c["title"] for c in personal["commands"]]
+    assert titles[:2] == [messages.APPROVALS_COMMAND, messages.APPROVALS_REVOKE]
+    assert not any(c["title"].startswith("approvals") for c in shared["commands"])
 
 
 def test_rsc_lets_thread_replies_reach_the_bot_without_a_mention(
