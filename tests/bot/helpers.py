@@ -209,3 +209,21 @@ def booking_agent(extracted: list[dict[str, Any]], booked: Counter) -> Agent:
         call_then_answer(ToolCall("book_table", {}))._handler, structured_handler=extract
     )
     return Agent(id="host", model=model, tools=[book_table], store=MemoryStore())
+
+
+def refund_agent(ran: list[str]) -> Agent:
+    """``billing`` refunds the order each message names (always gated); ``ran`` records
+    each refund that ran."""
+
+    @tool(require_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return f"refunded {order}"
+
+    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        if last_results(messages):
+            return ModelResponse(text="Done.")
+        return ModelResponse(tool_calls=[ToolCall("refund", {"order": messages[-1].text})])
+
+    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=MemoryStore())

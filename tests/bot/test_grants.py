@@ -7,29 +7,11 @@ from typing import Any
 
 import pytest
 
-from agents import Agent, FunctionModel, MemoryStore, Message, ModelResponse, ToolCall, tool
-from agents.models.base import ModelRequest
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Click, Notice, Person, PolicyError
-from tests.agents.helpers import last_results
 
-from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, refund_agent
 
 POLICY = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
-
-
-def refund_agent(ran: list[str]) -> Agent:
-    @tool(require_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order."""
-        ran.append(order)
-        return f"refunded {order}"
-
-    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
-        if last_results(messages):
-            return ModelResponse(text="Done.")
-        return ModelResponse(tool_calls=[ToolCall("refund", {"order": messages[-1].text})])
-
-    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=MemoryStore())
 
 
 def wired(policy: str = POLICY) -> tuple[ChatBot, RecordingMessenger, list[str]]:

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from agents import Agent, FunctionModel, MemoryStore, Message, ModelResponse, ToolCall, tool
-from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
     ApprovalPolicy,
@@ -26,27 +24,11 @@ from bot import (
     Posted,
     ThreadKey,
 )
-from tests.agents.helpers import last_results
 
-from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, refund_agent
 
 CHANNEL = '[tools.refund]\napprovers = ["U2", "U3"]\nchannel = "C0APPROVERS"\n'
 DIRECT = '[tools.refund]\napprovers = ["U2", "U3"]\nnotify = "dm"\n'
-
-
-def refund_agent(ran: list[str]) -> Agent:
-    @tool(require_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order."""
-        ran.append(order)
-        return f"refunded {order}"
-
-    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
-        if last_results(messages):
-            return ModelResponse(text="Done.")
-        return ModelResponse(tool_calls=[ToolCall("refund", {"order": messages[-1].text})])
-
-    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=MemoryStore())
 
 
 def wired(policy: str, **messenger: Any) -> tuple[ChatBot, RecordingMessenger, list[str]]:

@@ -36,6 +36,25 @@ def has_buttons(posted: Posted) -> bool:
     )
 
 
+def the_card(posted: list[Posted]) -> Posted:
+    """The one waiting approval card among messages the bot posted."""
+    (card,) = [m for m in posted if has_buttons(m)]
+    return card
+
+
+async def request(
+    bot: BotServer, slack: FakeSlack, text: str, *, user: str = ALICE, thread_ts: str | None = None
+) -> tuple[str, list[Posted]]:
+    """Mention the bot with ``text`` (in a new thread, or in ``thread_ts``); the thread's
+    root and the messages the bot posted there for it."""
+    event = mention_event(text, user=user, thread_ts=thread_ts)
+    root = thread_ts or str(event["ts"])
+    before = len(slack.in_thread(CHANNEL, root))
+    assert await bot.send_event(event) == 200
+    await bot.idle()
+    return root, slack.in_thread(CHANNEL, root)[before:]
+
+
 async def ask_for_deploy(bot: BotServer, slack: FakeSlack, service: str = "api") -> Posted:
     """Mention the bot with a deploy request; return the card it posts."""
     root = mention_event(f"deploy {service}")

@@ -33,8 +33,8 @@ from tests.agents.helpers import call_then_answer
 
 from .conftest import StartBot
 from .fake_slack import TEAM_ID, FakeSlack, Posted, _block_problem
-from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions, mention_event
-from .test_approvals import card_text, has_buttons
+from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions
+from .test_approvals import card_text, has_buttons, request, the_card
 from .test_questions import CAROL, buttons
 
 GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
@@ -232,19 +232,8 @@ def till(serve: StartBot, store: Store, refunds: Refunds) -> Till:
 async def ask(
     bot: BotServer, slack: FakeSlack, *, thread_ts: str | None = None, user: str = ALICE
 ) -> tuple[str, list[Posted]]:
-    """Ask for the refund (in a new thread, or in ``thread_ts``); the thread's root and
-    the messages the bot posted there for this request."""
-    event = mention_event("refund A-1", user=user, thread_ts=thread_ts)
-    root = thread_ts or event["ts"]
-    before = len(slack.in_thread(CHANNEL, root))
-    assert await bot.send_event(event) == 200
-    await bot.idle()
-    return root, slack.in_thread(CHANNEL, root)[before:]
-
-
-def the_card(posted: list[Posted]) -> Posted:
-    (card,) = [m for m in posted if has_buttons(m)]
-    return card
+    """Ask for the refund (in a new thread, or in ``thread_ts``)."""
+    return await request(bot, slack, "refund A-1", user=user, thread_ts=thread_ts)
 
 
 async def grant(bot: BotServer, slack: FakeSlack, *, user: str = BOB) -> tuple[str, Posted]:

@@ -43,11 +43,10 @@ from .harness import (
     button,
     ephemeral_actions,
     inbox_button,
-    mention_event,
     view_submission,
 )
 from .scripted import Ran, build_agent
-from .test_approvals import card_text, has_buttons
+from .test_approvals import card_text, has_buttons, request, the_card
 from .test_questions import CAROL
 
 ELSEWHERE = "C0ELSEWHERE"
@@ -75,17 +74,7 @@ async def ask(
     bot: BotServer, slack: FakeSlack, service: str = "api", *, thread_ts: str | None = None
 ) -> tuple[str, list[Posted]]:
     """Alice asks for a deploy; the thread's root and what the bot posted there for it."""
-    event = mention_event(f"deploy {service}", user=ALICE, thread_ts=thread_ts)
-    root = thread_ts or str(event["ts"])
-    before = len(slack.in_thread(CHANNEL, root))
-    assert await bot.send_event(event) == 200
-    await bot.idle()
-    return root, slack.in_thread(CHANNEL, root)[before:]
-
-
-def the_card(posted: list[Posted]) -> Posted:
-    (card,) = [m for m in posted if has_buttons(m)]
-    return card
+    return await request(bot, slack, f"deploy {service}", thread_ts=thread_ts)
 
 
 async def approvals(
