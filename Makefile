@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-peers clean
+.PHONY: run test lint typecheck bench bench-peers reset-demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ bench-peers: pyproject.toml
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install --quiet -e '.[bench-peers]'
 	$(PEERS)/bin/python -m bench.peers
+
+# The demo afresh: its ops database and the bot's default store (cards, threads, the
+# audit log) under data/. A STORE_URL or OPS_DB_PATH elsewhere is left alone.
+DEMO_FILES := $(foreach db,data/ops.db data/approval-bot.db,$(db) $(db)-wal $(db)-shm)
+reset-demo:
+	rm -f $(DEMO_FILES)
 
 clean:
 	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache

@@ -13,7 +13,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
@@ -55,6 +55,8 @@ class ConsoleMessenger:
         self._show_status = show_status
         self._ids = itertools.count(1)
         self.open_cards: list[tuple[MessageRef, ApprovalCard]] = []
+        self.on_output: Callable[[], None] | None = None
+        """Called after the bot printed something (a view), so a prompt may follow it."""
         self.questions: list[tuple[MessageRef, Prompt]] = []
         """Questions still waiting, oldest first (a reply answers the newest)."""
 
@@ -62,6 +64,7 @@ class ConsoleMessenger:
         """Print a view; a pending card joins the cards to answer, a question the questions."""
         ref: MessageRef = {"console_id": next(self._ids)}
         self.write(render(view))
+        self._printed()
         if isinstance(view, ApprovalCard) and view.status == "pending":
             self.open_cards.append((ref, view))
         elif isinstance(view, Prompt) and view.status == "waiting":
@@ -76,11 +79,16 @@ class ConsoleMessenger:
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         """Print the new state of a posted view; a decided card (or question) is done."""
         self.write(render(view))
+        self._printed()
         settled = (isinstance(view, ApprovalCard) and view.status != "pending") or (
             isinstance(view, Prompt) and view.status != "waiting"
         )
         if settled:
             self.forget(ref)
+
+    def _printed(self) -> None:
+        if self.on_output is not None:
+            self.on_output()
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Print a private message (there is only one person at a console)."""
@@ -125,6 +133,8 @@ class ConsoleAdapter:
         welcome: Extra text for the greeting (e.g. what the demo model understands).
         thread: The conversation's name: the same name is the same thread, so what
             waits in it (a card, a question) is shown again when the console starts.
+        interactive: Whether a person types at a terminal (prompts without newlines,
+            statuses, a fresh prompt after the bot speaks unasked); default: detected.
     """
 
     platform = PLATFORM
@@ -138,11 +148,16 @@ class ConsoleAdapter:
         out: TextIO | None = None,
         welcome: str | None = None,
         thread: str = DEFAULT_THREAD,
+        interactive: bool | None = None,
     ) -> None:
         self.bot = bot
         self.user = user or os.environ.get("USER") or "you"
         self._out = out or sys.stdout
-        self._interactive = self._out.isatty() and lines is None and sys.stdin.isatty()
+        if interactive is None:
+            interactive = self._out.isatty() and lines is None and sys.stdin.isatty()
+        self._interactive = interactive
+        self._prompted = False
+        """A prompt is showing and no line came since: output now needs the prompt again."""
         self._lines = lines
         self._welcome = welcome
         self.messenger = ConsoleMessenger(self._out, show_status=self._interactive)
@@ -150,6 +165,7 @@ class ConsoleAdapter:
             platform=PLATFORM, workspace="local", channel=self.user, root=thread
         )
         bot.register(PLATFORM, self.messenger)
+        self.messenger.on_output = self._spoke
         self._editing: _Edit | None = None
 
     async def run(self) -> None:
@@ -161,6 +177,7 @@ class ConsoleAdapter:
             self.messenger.write(texts.STILL_WAITING.format(thread=self.thread.root))
         self._ask()
         async for raw in self._lines or stdin_lines(sys.stdin):
+            self._prompted = False
             line = raw.strip()
             if self._editing is not None:
                 await self._edit_field(line)  # an empty line keeps the value shown
@@ -183,9 +200,21 @@ class ConsoleAdapter:
                 # One turn at a time: the next line may answer what this one caused.
                 await self.bot.drain()
             self._ask()
+        self._prompted = False
         await self.bot.drain()
         if self._interactive:
             self.messenger.write("")
+        left = [card.tool for _, card in self.messenger.open_cards]
+        left += [question.tool for _, question in self.messenger.questions]
+        if left:
+            waiting = ", ".join(dict.fromkeys(left))
+            self.messenger.write(texts.LEFT_WAITING.format(what=waiting, thread=self.thread.root))
+
+    def _spoke(self) -> None:
+        """The bot printed while a prompt was showing (an expiry, a reminder): ask again
+        below it, so the terminal shows what it waits for."""
+        if self._prompted and self._interactive:
+            self._ask()
 
     async def _approvals(self, *, revoke: bool) -> None:
         """``/approvals``: what waits for you in every console thread (each then asked
@@ -207,9 +236,9 @@ class ConsoleAdapter:
         word, _, rest = line.partition(" ")
         action: Literal["approve", "decline"]
         match word.lower().rstrip(":,"):
-            case "a" | "approve":
+            case "a" | "approve" | "y" | "yes":
                 action = "approve"
-            case "d" | "decline":
+            case "d" | "decline" | "n" | "no":
                 action = "decline"
             case "e" | "edit" if card.editable:
                 self._editing = _Edit(ref=ref, card=card)
@@ -280,6 +309,7 @@ class ConsoleAdapter:
         await self._click(ref, question, action)
 
     def _ask(self) -> None:
+        self._prompted = True
         end = "" if self._interactive else "\n"
         if self._editing is not None:
             editing = self._editing

@@ -12,13 +12,16 @@ INPUT: Final = "you> "
 STILL_WAITING: Final = "(these still wait in thread '{thread}', from an earlier session)"
 CARD_QUESTION: Final = "Approve? {options} > "
 CARD_REASK: Final = "Please answer {options}."
-APPROVE_OPTION: Final = ("[a]pprove", "'a' to approve")
+APPROVE_OPTION: Final = ("[a]pprove", "'a' (or 'y') to approve")
 EDIT_OPTION: Final = ("[e]dit", "'e' to edit the arguments first")
 GRANT_OPTION: Final = (
     "[g]rant for this thread ({durations})",
     "'g' (or 'g {duration}') to approve it and its like in this thread for a while",
 )
-DECLINE_OPTION: Final = ("[d]ecline (reason)", "'d' (then a reason, if you like) to decline")
+DECLINE_OPTION: Final = (
+    "[d]ecline (reason)",
+    "'d' or 'n' (then a reason, if you like) to decline",
+)
 """Each answer a card takes: as the prompt lists it, and as the re-ask explains it."""
 EDIT_FIELD: Final = "    {label} [{value}]: "
 CARD_GRANTED: Final = " (and its like in this thread, for {duration})"
@@ -50,6 +53,10 @@ INBOX_DECISION: Final = "  - {at}: {outcome} {tool} ({args})"
 INBOX_GRANTS: Final = "Grants you gave that still run: {count} ('/approvals revoke' ends them)"
 APPROVALS_COMMAND: Final = "/approvals"
 APPROVALS_REVOKE: Final = "/approvals revoke"
+LEFT_WAITING: Final = (
+    "(still waiting in thread '{thread}': {what}; `make run` shows it again, "
+    "or `python -m bot console --thread {thread}`)"
+)
 REPLY: Final = "bot> {text}"
 NOTICE: Final = "(bot) {text}"
 PRIVATE: Final = "(only you see this) {text}"

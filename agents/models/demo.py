@@ -170,6 +170,12 @@ DEMO_HELP = "\n".join(
 )
 """The help text: what the demo model answers to ``help`` and to requests it does not know."""
 
+DEMO_NOT_UNDERSTOOD = (
+    'Sorry, I don\'t understand "{text}". The requests I know are listed above '
+    "(or send `help` to see them again)."
+)
+"""The answer to a request the demo model does not know, once the conversation has the list."""
+
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.IGNORECASE)
 
 
@@ -223,6 +229,9 @@ def _respond(messages: list[Message], tools: Sequence[ToolSpec]) -> tuple[str, l
         if target.name.startswith(DELEGATION_PREFIX):
             args = {"task": text}
         return "", [_call(target.name, args)]
+    if any(m.role == "assistant" and DEMO_HELP in m.text for m in messages[:-1]):
+        # The list is above in this conversation: a short hint, not the list again.
+        return DEMO_NOT_UNDERSTOOD.format(text=text), []
     return f'Sorry, I don\'t understand "{text}".\n\n{DEMO_HELP}', []
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from adapters.console import ConsoleAdapter
@@ -44,7 +44,7 @@ async def test_a_card_is_answered_on_the_next_line() -> None:
     assert "    service: api" in out
     assert "requested by ada" in out
     assert out.count("Approve? [a]pprove / [e]dit / [d]ecline (reason) > ") == 2
-    assert "Please answer 'a' to approve" in out
+    assert "Please answer 'a' (or 'y') to approve" in out
     assert "[approved by ada] restart_service" in out
     assert out.rstrip().endswith("bot> Done. restart_service ok: restarted api")
     assert ran.count == 1
@@ -71,7 +71,12 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     console = ConsoleAdapter(bot, user="ada", lines=lines("restart the api"), out=out)
     await console.run()
     await bot.aclose()
-    assert out.getvalue().rstrip().endswith("Approve? [a]pprove / [e]dit / [d]ecline (reason) >")
+    shown = out.getvalue().rstrip()
+    assert shown.endswith(
+        "Approve? [a]pprove / [e]dit / [d]ecline (reason) > \n"
+        "(still waiting in thread 'main': restart_service; `make run` shows it again, "
+        "or `python -m bot console --thread main`)"
+    )
     assert console.thread.id.startswith("console:local:ada:")
     (pending,) = await bot.agent.list_suspended_runs(thread_id=console.thread.id)
     assert pending.tool_name == "restart_service"
@@ -218,7 +223,7 @@ async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_th
     tmp_path: Path,
 ) -> None:
     first = await console_demo(tmp_path, "delete record abc-123")
-    assert first.rstrip().endswith("Approve? [a]pprove / [e]dit / [d]ecline (reason) >")
+    assert "(still waiting in thread 'main': delete_record;" in first
     # Ctrl-D, then `make run` again: the same thread, the same card, still decidable.
     second = await console_demo(tmp_path, "a")
     assert "(these still wait in thread 'main', from an earlier session)" in second
@@ -261,3 +266,44 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
     assert "approved delete_record (record_id: abc-123)" in out  # the recent decisions
     revoked = await console_demo(tmp_path, "/approvals revoke")
     assert "(only you see this) You have no grants running." in revoked
+
+
+async def test_y_and_n_answer_a_card_too() -> None:
+    ran = Counter()
+    out = await chat(restart_agent(ran), "restart the api", "y")
+    assert "[approved by ada] restart_service" in out
+    declined = await chat(restart_agent(ran), "restart the api", "n not now")
+    assert "[declined by ada: not now] restart_service" in declined
+    assert ran.count == 1
+
+
+async def test_a_card_expiring_at_the_prompt_gets_a_fresh_prompt_below() -> None:
+    bot = ChatBot(restart_agent(Counter()))
+    out = io.StringIO()
+
+    async def typed() -> AsyncIterator[str]:
+        yield "restart the api\n"
+        await bot.drain()
+        later = datetime.now(UTC) + timedelta(days=30)
+        assert await bot.sweep_expired(later) == 1
+        await bot.drain()  # the expiry is printed while the prompt shows
+
+    console = ConsoleAdapter(bot, user="ada", lines=typed(), out=out, interactive=True)
+    await console.run()
+    await bot.aclose()
+    shown = out.getvalue()
+    expired = shown.index("[expired] restart_service")
+    assert shown.index("you> ", expired) > expired  # asked again, below the notice
+    assert "still waiting" not in shown  # nothing is left
+
+
+async def test_make_reset_demo_removes_the_demo_data_and_only_that(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("ops.db", "ops.db-wal", "approval-bot.db", "approval-bot.db-shm", "mine.db"):
+        (data / name).write_text("x")
+    make = await asyncio.create_subprocess_exec(
+        "make", "-s", "-f", str(ROOT / "Makefile"), "reset-demo", cwd=tmp_path
+    )
+    assert await make.wait() == 0
+    assert sorted(p.name for p in data.iterdir()) == ["mine.db"]

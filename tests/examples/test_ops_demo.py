@@ -355,6 +355,17 @@ async def test_an_unknown_request_gets_the_help(ops: Agent) -> None:
     assert result.tool_calls == ()
 
 
+async def test_the_help_comes_once_then_a_short_hint_in_the_same_thread(ops: Agent) -> None:
+    first = await ops.generate("make me a sandwich", thread_id="t-hint")
+    assert DEMO_HELP in first.text
+    second = await ops.generate("and a coffee", thread_id="t-hint")
+    assert second.text.startswith('Sorry, I don\'t understand "and a coffee".')
+    assert "listed above" in second.text
+    assert DEMO_HELP not in second.text
+    elsewhere = await ops.generate("and a coffee", thread_id="t-other")
+    assert DEMO_HELP in elsewhere.text  # another conversation has not seen the list
+
+
 async def test_help_lists_the_demo_requests(ops: Agent) -> None:
     result = await ops.generate("help")
     assert result.text == DEMO_HELP
