@@ -497,7 +497,7 @@ class ChatBot:
                 await self.presenter.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
                 return
             if stream is not None:
-                await self.presenter.consume(thread, messenger, stream)
+                await self.presenter.consume(thread, messenger, stream, requester=message.user_id)
 
     async def _catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
         """Show what a run started by a process that died may not have shown yet.

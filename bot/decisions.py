@@ -565,7 +565,7 @@ class Decisions:
     ) -> None:
         await self._show(click, call, card)
         async with self._threads.hold(click.thread.id):
-            await self._presenter.consume(click.thread, messenger, stream)
+            await self._presenter.consume(click.thread, messenger, stream, requester=call.requester)
 
 
 def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:

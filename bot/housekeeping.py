@@ -97,7 +97,9 @@ class Housekeeping:
                 await self._presenter.say(
                     messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
-                await self._presenter.consume(thread, messenger, item.stream)
+                await self._presenter.consume(
+                    thread, messenger, item.stream, requester=info.requester
+                )
 
     # -- reminders and escalations -----------------------------------------------
 
@@ -210,7 +212,9 @@ class Housekeeping:
             return
         async with self._threads.hold(thread.id):
             if item.stream is not None:
-                await self._presenter.consume(thread, messenger, item.stream)
+                await self._presenter.consume(
+                    thread, messenger, item.stream, requester=item.requester
+                )
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Final
 
 THINKING: Final = "is thinking…"
+STEP_APPROVAL: Final = "Waiting for approval"
+STEP_APPROVAL_FROM: Final = "Waiting for approval from {who}"
+STEP_MORE: Final = " and {count} more"
+STEP_QUESTION: Final = "Waiting for an answer"
 
 # -- messages in a thread ------------------------------------------------------
 

@@ -23,11 +23,15 @@ from agents import (
     PendingInfo,
     TextDeltaChunk,
     ToolCallApprovalChunk,
+    ToolCallChunk,
     ToolCallGrantedChunk,
     ToolCallSuspendedChunk,
+    ToolErrorChunk,
+    ToolResultChunk,
 )
 
 from . import messages
+from .answer import Answer
 from .chat_state import CardCopy, CardPlace, ChatState, ask_of
 from .following import Following
 from .groups import Groups
@@ -44,13 +48,13 @@ from .types import (
     Person,
     Prompt,
     PromptStatus,
-    Reply,
     Text,
     ThreadKey,
     Undeliverable,
     View,
+    naming,
 )
-from .views import ReplyBuffer, approval_card, prompt
+from .views import approval_card, prompt
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,10 @@ NAME_CACHE_SIZE = 10_000
 CHANNEL_TTL = 300.0
 """How long (seconds) a platform's answer on whether it knows a channel is kept."""
 CHANNELS_KEPT = 1_000
+STEP_PEOPLE = 3
+"""The most approvers a waiting step names (then "and 2 more")."""
+STEP_DETAIL = 300
+"""The longest error a failed step shows."""
 MAX_DIRECT = 25
 """The most people one card is sent to by direct message (``notify = "dm"``)."""
 
@@ -192,23 +200,38 @@ class Presenter:
 
     # -- streams ----------------------------------------------------------------
 
-    async def consume(self, thread: ThreadKey, messenger: Messenger, stream: AgentStream) -> None:
-        """Drive a run segment to its end, posting cards, questions, errors and the answer."""
-        reply = ReplyBuffer()
+    async def consume(
+        self,
+        thread: ThreadKey,
+        messenger: Messenger,
+        stream: AgentStream,
+        *,
+        requester: str | None = None,
+    ) -> None:
+        """Drive a run segment to its end, posting cards, questions, errors and the answer
+        (live, with its tool steps, where the platform can: ``Answer``).
+
+        ``requester``: who asked (a live answer in a channel is addressed to them).
+        """
+        to = self.who(thread, requester) if requester else None
+        answer = Answer(messenger, thread, to, lambda reply: self.say(messenger, thread, reply))
         await self.status(messenger, thread, messages.THINKING)
         try:
             async for chunk in stream:
                 if isinstance(chunk, TextDeltaChunk):
                     if chunk.agent_path == self._top:
-                        reply.add(chunk.text)
+                        await answer.write(chunk.text)
                     continue
-                reply.step_ended()
-                if isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
+                answer.step_ended()
+                if isinstance(chunk, ToolCallChunk | ToolResultChunk | ToolErrorChunk):
+                    await self._step(answer, chunk)
+                elif isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
                     # The text so far introduces the card: keep it above the card.
-                    await self._flush(messenger, thread, reply)
+                    await self._waiting(answer, thread, chunk.payload)
+                    await answer.pause()
                     await self.show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ToolCallGrantedChunk):
-                    await self._flush(messenger, thread, reply)
+                    await answer.pause()
                     text = messages.GRANTED_RUN.format(tool=chunk.tool_name)
                     granter = self.who(thread, chunk.granted_by)
                     notice = Notice(
@@ -220,32 +243,60 @@ class Presenter:
                         # A sub-agent's failure is its supervisor's tool result to handle.
                         log.info("sub-agent %s failed: %s", chunk.agent_path, chunk.error)
                         continue
-                    await self._flush(messenger, thread, reply)
+                    await answer.pause()
                     self._metrics.runs_failed.inc()
                     error = messages.RUN_FAILED.format(error=chunk.error)
                     await self.say(messenger, thread, Notice(text=error))
                 elif isinstance(chunk, FinishChunk):
-                    await self._flush(messenger, thread, reply)
+                    if chunk.agent_path != self._top:
+                        continue
+                    await answer.close()
                     if chunk.finish_reason not in ("suspended", "error"):
                         self._metrics.runs_finished.inc()
-                    if chunk.finish_reason != "suspended" and chunk.agent_path == self._top:
+                    if chunk.finish_reason != "suspended":
                         self._metrics.used(chunk.usage)  # a run's total, once it is over
                     # A model that stops for its own reasons must not leave the thread silent.
                     why = messages.FINISH_NOTES.get(chunk.finish_reason)
-                    if why is not None and chunk.agent_path == self._top:
+                    if why is not None:
                         await self.say(messenger, thread, Notice(text=why))
         except Exception:
             log.exception("run %s failed while streaming in %s", stream.run_id, thread.id)
             self._metrics.runs_failed.inc()
-            await self._flush(messenger, thread, reply)
+            await answer.close()
             await self.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
         finally:
+            await answer.close()
             await self.status(messenger, thread, None)
 
-    async def _flush(self, messenger: Messenger, thread: ThreadKey, reply: ReplyBuffer) -> None:
-        text = reply.take()
-        if text:
-            await self.say(messenger, thread, Reply(text=text))
+    async def _step(
+        self, answer: Answer, chunk: ToolCallChunk | ToolResultChunk | ToolErrorChunk
+    ) -> None:
+        """A tool call's step: in progress once asked for, then complete or failed."""
+        title = step_title(chunk.agent_path, chunk.tool_name)
+        if isinstance(chunk, ToolCallChunk):
+            await answer.step(chunk.tool_call_id, title, "in_progress")
+        elif isinstance(chunk, ToolResultChunk):
+            await answer.step(chunk.tool_call_id, title, "complete")
+        else:
+            await answer.step(chunk.tool_call_id, title, "error", (chunk.error[:STEP_DETAIL],))
+
+    async def _waiting(self, answer: Answer, thread: ThreadKey, info: PendingInfo) -> None:
+        """A call that waits, as its step says: for whose approval, or for an answer."""
+        title = step_title(info.agent_path, info.tool_name)
+        if info.kind != "approval":
+            await answer.step(info.tool_call_id, title, "pending", (messages.STEP_QUESTION,))
+            return
+        escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
+        names = sorted(self._policy.deciders(info.tool_name, escalated=escalated))
+        if not names:
+            detail: Text = (messages.STEP_APPROVAL,)
+        else:
+            shown = tuple(self.who(thread, user) for user in names[:STEP_PEOPLE])
+            more = len(names) - len(shown)
+            detail = naming(messages.STEP_APPROVAL_FROM, shown)
+            if more:
+                detail += (messages.STEP_MORE.format(count=more),)
+        await answer.step(info.tool_call_id, title, "pending", detail)
 
     async def show_pending(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, error: str | None = None
@@ -545,6 +596,11 @@ class Presenter:
         someone on another, whatever the ids look like.
         """
         return Person(id=user_id, name=self._names.get(_person_key(thread, user_id)))
+
+
+def step_title(agent_path: tuple[str, ...], tool_name: str) -> str:
+    """A step's title: the tool, after the sub-agents that run it (``deploy › deploy_service``)."""
+    return " › ".join((*agent_path[1:], tool_name))
 
 
 def _person_key(thread: ThreadKey, user_id: str) -> str:

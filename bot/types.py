@@ -325,6 +325,41 @@ class Inbox:
 View = ApprovalCard | Prompt | Reply | Notice | CardPointer
 
 
+StepStatus = Literal["pending", "in_progress", "complete", "error"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One tool call of a run as a live answer shows it: a task that goes pending ->
+    in progress -> complete (or error). ``id`` is the call's; a step shown again
+    with the same id replaces the earlier one."""
+
+    id: str
+    title: str
+    """What the step does: the tool, after the sub-agents that run it (``deploy › deploy``)."""
+    status: StepStatus
+    detail: Text = ()
+    """A line under it: "Waiting for approval from @lead", an error."""
+
+
+class Live(Protocol):
+    """A message the answer is written into as the model writes it, with its tool steps
+    (``Messenger.start_live``). Whatever the platform refuses on the way is posted as
+    ordinary messages instead: no text is lost."""
+
+    async def write(self, text: str) -> None:
+        """Add answer text (the live message may batch it)."""
+        ...
+
+    async def step(self, step: Step) -> None:
+        """Show a tool step, or its new state."""
+        ...
+
+    async def finish(self) -> None:
+        """End the live message: everything written is shown."""
+        ...
+
+
 Text = tuple[str | Person, ...]
 """Words and people: each adapter renders a ``Person`` its way (a mention, a name)."""
 
@@ -386,6 +421,15 @@ class Messenger(Protocol):
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         """Show (or clear, with ``None``) a "thinking..." status; may do nothing."""
+        ...
+
+    async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
+        """A live message in ``thread`` for an answer to ``to`` (who asked), or ``None``
+        where the platform has none there (the core then posts each part whole).
+
+        Raises ``Undeliverable`` when the platform cannot be reached (the core posts
+        whole messages instead).
+        """
         ...
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:

@@ -274,12 +274,13 @@ class ReplyBuffer:
         self._parts: list[str] = []
         self._new_step = False
 
-    def add(self, text: str) -> None:
-        """Append a text delta."""
-        if self._new_step and self._parts:
-            self._parts.append("\n\n")
+    def add(self, text: str) -> str:
+        """Append a text delta; returns what was appended (a paragraph break first, when a
+        new step begins)."""
+        added = "\n\n" + text if self._new_step and self._parts else text
         self._new_step = False
-        self._parts.append(text)
+        self._parts.append(added)
+        return added
 
     def step_ended(self) -> None:
         """Note that something other than text happened (a tool call, a result)."""

@@ -25,7 +25,9 @@ from bot import (
     ClickResult,
     Destination,
     IncomingMessage,
+    Live,
     MessageRef,
+    Person,
     Posted,
     Prompt,
     Text,
@@ -98,6 +100,10 @@ class ConsoleMessenger:
         """Show the status on a terminal; piped output stays free of it."""
         if self._show_status and status:
             self.write(texts.STATUS.format(status=status))
+
+    async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
+        """The console prints each part of an answer whole."""
+        return None
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
         """There is one terminal: a card the policy sends elsewhere is shown here."""

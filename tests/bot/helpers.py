@@ -28,9 +28,11 @@ from bot import (
     IncomingMessage,
     MessageRef,
     Notice,
+    Person,
     Posted,
     Prompt,
     Reply,
+    Step,
     Text,
     ThreadKey,
     View,
@@ -42,6 +44,38 @@ V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice, CardPointer)
 
 THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000100")
 OTHER_THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000200")
+
+
+@dataclass
+class RecordingLive:
+    """A live message: what was written into it, its steps as shown, and whether it ended."""
+
+    thread: ThreadKey
+    to: Person | None
+    text: str = ""
+    steps: list[Step] = field(default_factory=list)
+    finished: bool = False
+    failing: bool = False
+
+    async def write(self, text: str) -> None:
+        assert not self.finished
+        if self.failing:
+            raise RuntimeError("the platform refused the stream")
+        self.text += text
+
+    async def step(self, step: Step) -> None:
+        assert not self.finished
+        self.steps.append(step)
+
+    async def finish(self) -> None:
+        self.finished = True
+
+    def shown(self) -> list[tuple[str, str]]:
+        """Each step's title and latest status, in the order first shown."""
+        latest: dict[str, Step] = {}
+        for step in self.steps:
+            latest[step.id] = step
+        return [(step.title, step.status) for step in latest.values()]
 
 
 @dataclass
@@ -62,6 +96,10 @@ class RecordingMessenger:
     groups: dict[str, frozenset[str]] = field(default_factory=dict)
     """User groups by name (``S...`` or ``@handle``), as ``group_members`` answers."""
     group_lookups: int = 0
+    live: bool = False
+    """Whether the platform has live messages (``start_live``)."""
+    lives: list[RecordingLive] = field(default_factory=list)
+    failing_lives: bool = False
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         if self.failing_posts:
@@ -79,6 +117,13 @@ class RecordingMessenger:
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
         self.statuses.append((thread, status))
+
+    async def start_live(self, thread: ThreadKey, to: Person | None) -> RecordingLive | None:
+        if not self.live:
+            return None
+        started = RecordingLive(thread=thread, to=to, failing=self.failing_lives)
+        self.lives.append(started)
+        return started
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
         if not self.places:
