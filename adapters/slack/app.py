@@ -112,14 +112,25 @@ class SlackAdapter:
         if not token or not secret:
             raise ValueError("Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
         self.bot = bot
-        self.client = AsyncWebClient(
+        self.app = AsyncApp(
+            name="approval-bot",
+            # The token, not a client of our own: given a client, Bolt still reads
+            # SLACK_BOT_TOKEN from the environment and warns that it goes unused.
             token=token,
-            base_url=_api_base(settings.slack_api_url),
-            retry_handlers=[
-                *async_default_handlers(),
-                AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
-            ],
+            signing_secret=secret,
+            # Listeners only ack and spawn, so answering after them is as fast as
+            # Bolt's default, without Bolt's untracked listener tasks and ack polling.
+            process_before_response=True,
+            before_authorize=_ParsePayload(),
         )
+        # One client for Bolt and the adapter; Bolt copies its address, session and
+        # retry handlers into the client of every request.
+        self.client: AsyncWebClient = self.app.client
+        self.client.base_url = _api_base(settings.slack_api_url)
+        self.client.retry_handlers = [
+            *async_default_handlers(),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
+        ]
         self.messenger = SlackMessenger(self.client)
         self.approvals = Approvals(bot, self.messenger, self.client)
         self.tasks = TaskTracker()
@@ -127,15 +138,6 @@ class SlackAdapter:
         self._verifier = SignatureVerifier(secret)
         self._socket: AsyncSocketModeHandler | None = None
         self._session: aiohttp.ClientSession | None = None
-        self.app = AsyncApp(
-            name="approval-bot",
-            client=self.client,
-            signing_secret=secret,
-            # Listeners only ack and spawn, so answering after them is as fast as
-            # Bolt's default, without Bolt's untracked listener tasks and ack polling.
-            process_before_response=True,
-            before_authorize=_ParsePayload(),
-        )
         for event in LISTENED_EVENTS:
             self.app.event(event)(self._on_message)
         # Approve, "Approve for this thread", a question's Decline and Cancel, and a

@@ -9,6 +9,7 @@ from typing import Any, assert_never
 from bot import (
     ApprovalCard,
     CardPointer,
+    CardStatus,
     Notice,
     Prompt,
     Reply,
@@ -62,12 +63,50 @@ _FENCE = "```"
 _FENCE_BROKEN = "`\u200b`\u200b`"  # looks the same, cannot close the code block
 
 
+BAR_COLORS: dict[CardStatus, str] = {
+    "approved": "#2EB67D",
+    "declined": "#E01E5A",
+    "expired": "#9A9A9A",
+}
+"""The colour bar beside a settled card (and its pointer): green, red, or grey when
+nobody decided. A pending card has none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bar:
+    """Blocks shown beside a colour bar: Slack's (legacy) attachment, which Block Kit
+    has no other way to colour."""
+
+    color: str
+    blocks: list[Block]
+
+
 @dataclass(frozen=True, kw_only=True)
 class SlackMessage:
-    """One ``chat.postMessage``/``chat.update`` body: fallback ``text`` plus ``blocks``."""
+    """One ``chat.postMessage``/``chat.update`` body: fallback ``text``, ``blocks``, and
+    the blocks of a colour ``bar`` below them (a settled card's)."""
 
     text: str
     blocks: list[Block]
+    bar: Bar | None = None
+
+    @property
+    def shown(self) -> list[Block]:
+        """Every block a person sees, in order: the message's, then the bar's."""
+        return [*self.blocks, *(self.bar.blocks if self.bar else [])]
+
+    def fields(self, *, replacing: bool = False) -> dict[str, Any]:
+        """The Web API arguments: ``text``, ``blocks`` and, with a bar, ``attachments``.
+
+        ``replacing`` (``chat.update``): Slack keeps a message's attachments unless
+        told otherwise, so a message without a bar sends none, explicitly.
+        """
+        args: dict[str, Any] = {"text": self.text, "blocks": self.blocks}
+        if self.bar is not None:
+            args["attachments"] = [{"color": self.bar.color, "blocks": self.bar.blocks}]
+        elif replacing:
+            args["attachments"] = []
+        return args
 
 
 def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
@@ -106,7 +145,7 @@ def _with_revoke(message: SlackMessage, run_id: str, tool_call_id: str) -> Slack
         "value": encode_button_value(run_id, tool_call_id),
     }
     actions = {"type": "actions", "elements": [end]}
-    return SlackMessage(text=message.text, blocks=[*message.blocks, actions])
+    return SlackMessage(text=message.text, blocks=[*message.blocks, actions], bar=message.bar)
 
 
 # -- a card shown elsewhere -------------------------------------------------------
@@ -120,9 +159,9 @@ def card_pointer(pointer: CardPointer, *, link: str | None = None) -> SlackMessa
     see = " " + texts.POINTER_LINK.format(url=escape(link)) if link else ""
     if card.status != "pending":
         outcome = outcome_text(card)
-        line = texts.POINTER_DECIDED.format(tool=tool, outcome=outcome, see=see)
         fallback = texts.POINTER_FALLBACK.format(tool=tool, outcome=outcome)
-        return SlackMessage(text=fallback, blocks=[section(line)])
+        bar = Bar(color=BAR_COLORS[card.status], blocks=[context(outcome + see)])
+        return SlackMessage(text=fallback, blocks=[section(settled_title(card))], bar=bar)
     if pointer.channel is not None:
         channel = channel_mention(pointer.channel)
         line = texts.POINTER_IN_CHANNEL.format(tool=tool, channel=channel, see=see)
@@ -149,6 +188,8 @@ def requested_in_text(thread: ThreadKey, link: str | None) -> str:
 def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessage:
     """The card: what runs, who asks, until when; buttons while pending, the outcome after.
 
+    A pending card is plain Block Kit, its arguments never folded away. Once settled
+    its title says how it ended, and the rest sits beside a bar of that colour.
     A card shown away from its request (``requested_in``) says where that was, with
     ``link`` (the request's permalink) when known.
     """
@@ -166,22 +207,38 @@ def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessag
         facts.append(texts.CARD_EXPIRES.format(when=slack_date(card.expires_at)))
         if card.quorum > 1:
             facts.append(approvals_text(card))
-    blocks: list[Block] = [
-        section(texts.CARD_TITLE.format(tool=tool)),
-        section("\n".join(facts)),
-        *_arguments(card.args),
-    ]
+    body: list[Block] = [section("\n".join(facts)), *_arguments(card.args)]
     if card.status == "pending":
-        blocks.append(_buttons(card))
+        title = section(texts.CARD_TITLE.format(tool=tool))
         text = texts.CARD_FALLBACK.format(tool=tool, requester=requester)
-        return SlackMessage(text=text, blocks=blocks)
+        return SlackMessage(text=text, blocks=[title, *body, _buttons(card)])
     outcome = outcome_text(card)
     fallback = texts.DECIDED_FALLBACK
     if card.previous_args is not None:
-        blocks.append(context(edited_text(card)))
+        body.append(context(edited_text(card)))
         fallback = texts.EDITED_FALLBACK
-    blocks.append(context(outcome))
-    return SlackMessage(text=fallback.format(tool=tool, outcome=outcome), blocks=blocks)
+    body.append(context(outcome))
+    return SlackMessage(
+        text=fallback.format(tool=tool, outcome=outcome),
+        blocks=[section(settled_title(card))],
+        bar=Bar(color=BAR_COLORS[card.status], blocks=body),
+    )
+
+
+def settled_title(card: ApprovalCard) -> str:
+    """The title of a card once settled: ":white_check_mark: *Approved:* `deploy`"."""
+    tool = escape(tool_label(card))
+    match card.status:
+        case "approved":
+            return texts.CARD_APPROVED_TITLE.format(tool=tool)
+        case "declined":
+            return texts.CARD_DECLINED_TITLE.format(tool=tool)
+        case "expired":
+            return texts.CARD_EXPIRED_TITLE.format(tool=tool)
+        case "pending":
+            return texts.CARD_TITLE.format(tool=tool)
+        case _:
+            assert_never(card.status)
 
 
 def approvals_text(card: ApprovalCard) -> str:

@@ -79,14 +79,20 @@ class Ignored:
     why: str
 
 
+MessageKind = Literal["mention", "direct", "thread_reply", "group"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class MessageIn:
-    """A person wrote: a mention, a DM, or a reply in a channel thread.
+    """A person wrote: a mention, a DM, a reply in a channel thread, or anything in a
+    group DM.
 
-    ``thread_reply`` counts only when the bot is active in that thread.
+    ``thread_reply`` counts only when the bot is active in that thread. A ``group``
+    message (a group DM, where several people talk among themselves) is for the bot
+    as in a channel: when it mentions the bot, or replies in a thread the bot is in.
     """
 
-    kind: Literal["mention", "direct", "thread_reply"]
+    kind: MessageKind
     event_id: str
     team: str
     channel: str
@@ -293,11 +299,14 @@ def _parse_event(callback: _EventCallback) -> Inbound:
         return Ignored(why=f"{event.type} from a bot or of subtype {event.subtype}")
     if not (event.user and event.channel and event.ts):
         raise PayloadError(texts.BAD_PAYLOAD)
-    kind: Literal["mention", "direct", "thread_reply"]
+    kind: MessageKind
     if event.type == "app_mention":
         kind = "mention"
     elif event.channel_type == "im":
         kind = "direct"
+    elif event.channel_type == "mpim":
+        # Whether it mentions the bot is known once Bolt knows who the bot is.
+        kind = "group"
     elif event.thread_ts:
         kind = "thread_reply"
     else:  # a top-level channel message: mentions arrive as app_mention as well
@@ -439,11 +448,17 @@ def thread_key(workspace: str, channel: str, root: str) -> ThreadKey:
 def to_incoming(
     message: MessageIn, *, workspace: str | None, bot_user_id: str | None
 ) -> IncomingMessage | None:
-    """The message for the core, or ``None`` when nothing is left once the mention is gone.
+    """The message for the core, or ``None`` when it is not for the bot (a group DM's
+    message that does not mention it, outside its threads) or nothing is left once the
+    mention is gone.
 
     Dedupe keys: the event id (Slack's retries) and the message itself, because an
-    @mention arrives twice, as ``app_mention`` and as ``message.channels``.
+    @mention arrives twice, as ``app_mention`` and as ``message.channels`` (or
+    ``message.mpim``).
     """
+    addressed = message.kind != "group" or mentions_bot(message.text, bot_user_id)
+    if not addressed and message.thread_ts is None:
+        return None  # people talking among themselves in a group DM
     text = strip_mention(message.text, bot_user_id)
     if not text:
         return None
@@ -455,7 +470,7 @@ def to_incoming(
             f"event:{message.event_id}",
             f"message:{message.channel}:{message.ts}",
         ),
-        only_if_followed=message.kind == "thread_reply",
+        only_if_followed=message.kind == "thread_reply" or not addressed,
         # "@bot ..." in a thread: a new request, not a plain reply (both events say so).
         mentioned=bool(bot_user_id) and message.text.lstrip().startswith(f"<@{bot_user_id}"),
     )
@@ -533,6 +548,14 @@ def command_thread(command: CommandIn, *, workspace: str | None) -> ThreadKey:
 def message_ref(channel: str, ts: str) -> dict[str, Any]:
     """Where a Slack message lives, as the core keeps it."""
     return {"channel": channel, "ts": ts}
+
+
+def mentions_bot(text: str, bot_user_id: str | None) -> bool:
+    """Whether the text mentions the bot anywhere (``<@U…>`` or ``<@U…|name>``), as an
+    ``app_mention`` does."""
+    if not bot_user_id:
+        return False
+    return re.search(rf"<@{re.escape(bot_user_id)}[|>]", text) is not None
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

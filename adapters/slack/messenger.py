@@ -17,7 +17,9 @@ from bot import (
     ApprovalCard,
     CardPointer,
     Destination,
+    Live,
     MessageRef,
+    Person,
     Posted,
     Text,
     ThreadKey,
@@ -79,7 +81,7 @@ class SlackMessenger:
         first, *rest = render(view, link=await self._link(view))
         async with _reaching():
             await self.client.chat_update(
-                channel=ref["channel"], ts=ref["ts"], text=first.text, blocks=first.blocks
+                channel=ref["channel"], ts=ref["ts"], **first.fields(replacing=True)
             )
         for message in rest:
             await self._post(thread, message)
@@ -112,6 +114,10 @@ class SlackMessenger:
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             log.debug("no status in %s this time: %s", thread.channel, exc)
 
+    async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
+        """No live message in Slack yet: the core posts each part of an answer whole."""
+        return None
+
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
         """Post ``view`` as a new top-level message in ``to.channel``, or in the bot's
         direct message with ``to.user_id`` (``conversations.open``); its thread is
@@ -126,8 +132,7 @@ class SlackMessenger:
         async with _reaching():
             response = await self.client.chat_postMessage(
                 channel=channel,
-                text=first.text,
-                blocks=first.blocks,
+                **first.fields(),
                 unfurl_links=False,
                 unfurl_media=False,
             )
@@ -237,8 +242,7 @@ class SlackMessenger:
             response = await self.client.chat_postMessage(
                 channel=thread.channel,
                 thread_ts=thread.root,
-                text=message.text,
-                blocks=message.blocks,
+                **message.fields(),
                 unfurl_links=False,
                 unfurl_media=False,
             )

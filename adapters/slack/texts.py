@@ -5,6 +5,9 @@ from __future__ import annotations
 # -- approval card --------------------------------------------------------------
 
 CARD_TITLE = ":lock: *Approval needed:* `{tool}`"
+CARD_APPROVED_TITLE = ":white_check_mark: *Approved:* `{tool}`"
+CARD_DECLINED_TITLE = ":no_entry_sign: *Declined:* `{tool}`"
+CARD_EXPIRED_TITLE = ":hourglass: *Expired:* `{tool}`"
 CARD_FALLBACK = "Approval needed: {tool} (asked by {requester})"
 CARD_AGENT = "*Agent:* {path}"
 CARD_REQUESTER = "*Asked by:* {requester}"
@@ -55,7 +58,6 @@ END_GRANT = "End grant"
 
 POINTER_IN_CHANNEL = ":hourglass_flowing_sand: `{tool}` is waiting for approval in {channel}{see}."
 POINTER_TO_PEOPLE = ":envelope_with_arrow: `{tool}` was sent to {who} for approval."
-POINTER_DECIDED = "`{tool}`: {outcome}{see}"
 POINTER_LINK = "(<{url}|see the card>)"
 POINTER_FALLBACK = "{tool}: {outcome}"
 WAITING = "waiting for approval"

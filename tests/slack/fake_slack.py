@@ -1,7 +1,8 @@
 """A local fake of the Slack Web API, for the real ``AsyncWebClient`` to talk to.
 
 It records every call, keeps the channel messages (so tests see what people
-would see after ``chat.update``), checks the Block Kit limits Slack enforces,
+would see after ``chat.update``, which keeps what it is not given, as Slack does),
+checks the Block Kit limits Slack enforces (in the blocks of attachments too),
 and answers like Slack: ``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``.
 Errors (and 429s) can be scripted per method. It knows the channels, direct
 messages and user groups a test gives it, and serves ``response_url``s: the
@@ -43,6 +44,8 @@ OPTIONS_LIMIT = 100
 OPTION_TEXT_LIMIT = 75
 OPTION_VALUE_LIMIT = 150
 TEXT_LIMIT = 3000
+ATTACHMENTS_LIMIT = 100
+COLOR = re.compile(r"#[0-9A-Fa-f]{6}|good|warning|danger")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")
 WHOLE_NUMBER = re.compile(r"-?\d+")
 
@@ -57,7 +60,8 @@ class ApiCall:
 
 @dataclass
 class Posted:
-    """A message in a channel, as it looks now."""
+    """A message in a channel, as it looks now: its ``blocks``, then its ``attachments``
+    (each a colour bar beside blocks of its own)."""
 
     channel: str
     ts: str
@@ -67,6 +71,17 @@ class Posted:
     updates: int = 0
     updated_at: float | None = None
     """``time.perf_counter()`` of the last ``chat.update`` (for benchmarks)."""
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def shown(self) -> list[dict[str, Any]]:
+        """Every block a person sees, wherever it is: the message's, then its attachments'."""
+        return shown_blocks(self.blocks, self.attachments)
+
+    @property
+    def colors(self) -> list[str]:
+        """The colour of each attachment's bar."""
+        return [str(a.get("color", "")) for a in self.attachments]
 
 
 @dataclass
@@ -329,6 +344,7 @@ class FakeSlack:
         channel = args["channel"]
         blocks = args.get("blocks") or []
         message = Posted(channel, ts, args.get("thread_ts"), args.get("text", ""), blocks)
+        message.attachments = args.get("attachments") or []
         self.messages[(channel, ts)] = message
         return _ok(channel=channel, ts=ts, message={"text": message.text, "ts": ts})
 
@@ -339,8 +355,13 @@ class FakeSlack:
         message = self.messages.get((args.get("channel", ""), args.get("ts", "")))
         if message is None:
             return _fail("message_not_found")
+        # As Slack does: what an update does not mention stays, except that new text
+        # without blocks replaces the blocks.
         message.text = args.get("text", "")
-        message.blocks = args.get("blocks") or []
+        if "blocks" in args or "text" in args:
+            message.blocks = args.get("blocks") or []
+        if "attachments" in args:
+            message.attachments = args["attachments"] or []
         message.updates += 1
         message.updated_at = time.perf_counter()
         return _ok(channel=message.channel, ts=message.ts, text=message.text)
@@ -412,14 +433,21 @@ class FakeSlack:
     def _check_message(self, args: dict[str, Any]) -> str | None:
         if not args.get("channel"):
             return "channel_not_found"
-        blocks = args.get("blocks")
-        if blocks is None:
+        blocks, attachments = args.get("blocks"), args.get("attachments")
+        if not blocks and not attachments:
             return None if args.get("text") else "no_text"
         if not args.get("text"):
             self.problems.append("blocks without a top-level text")
-        if not isinstance(blocks, list) or len(blocks) > BLOCKS_LIMIT:
+        if attachments is not None:
+            problem = _attachments_problem(attachments)
+            if problem:
+                return self._problem_error(problem, error="invalid_attachments")
+        if blocks is not None and not isinstance(blocks, list):
+            return self._problem_error("blocks not a list")
+        every = shown_blocks(blocks or [], attachments or [])
+        if len(every) > BLOCKS_LIMIT:
             return self._problem_error("too many blocks")
-        for block in blocks:
+        for block in every:
             problem = _block_problem(block)
             if problem:
                 return self._problem_error(problem)
@@ -429,9 +457,33 @@ class FakeSlack:
         self.problems.append(problem)
         return _fail("invalid_arguments")
 
-    def _problem_error(self, problem: str) -> str:
+    def _problem_error(self, problem: str, *, error: str = "invalid_blocks") -> str:
         self.problems.append(problem)
-        return "invalid_blocks"
+        return error
+
+
+def shown_blocks(
+    blocks: list[dict[str, Any]], attachments: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A message's blocks and then those of its attachments, in the order people see them."""
+    inside = [b for a in attachments if isinstance(a, dict) for b in a.get("blocks") or []]
+    return [*blocks, *inside]
+
+
+def _attachments_problem(attachments: Any) -> str | None:
+    """Attachments Slack would refuse: not a list of objects, too many, a colour it
+    cannot read, blocks that are not a list."""
+    if not isinstance(attachments, list) or len(attachments) > ATTACHMENTS_LIMIT:
+        return "attachments not a list of at most 100"
+    for attachment in attachments:
+        if not isinstance(attachment, dict):
+            return "an attachment that is not an object"
+        color = attachment.get("color")
+        if color is not None and not (isinstance(color, str) and COLOR.fullmatch(color)):
+            return f"attachment color {color!r} is not #RRGGBB, good, warning or danger"
+        if not isinstance(attachment.get("blocks", []), list):
+            return "attachment blocks not a list"
+    return None
 
 
 def _block_problem(block: dict[str, Any]) -> str | None:

@@ -27,6 +27,8 @@ from .fake_slack import APP_TOKEN, BOT_USER_ID, TEAM_ID, TOKEN, Ephemeral, FakeS
 SIGNING_SECRET = "test-signing-secret"
 CHANNEL = "C0CHAN001"
 DM_CHANNEL = "D0DM00001"
+GROUP_DM = "G0MPIM0001"
+"""A group DM (``mpim``) of Alice, Bob and the bot."""
 ALICE = "U0ALICE01"
 BOB = "U0BOB0001"
 
@@ -64,15 +66,20 @@ def event_body(event: dict[str, Any], *, event_id: str | None = None) -> dict[st
 
 
 def mention_event(
-    text: str, *, user: str = ALICE, ts: str | None = None, thread_ts: str | None = None
+    text: str,
+    *,
+    user: str = ALICE,
+    ts: str | None = None,
+    thread_ts: str | None = None,
+    channel: str = CHANNEL,
 ) -> dict[str, Any]:
-    """``app_mention``: "<@bot> text" in the test channel."""
+    """``app_mention``: "<@bot> text" in the test channel (or ``channel``)."""
     event = {
         "type": "app_mention",
         "user": user,
         "text": f"<@{BOT_USER_ID}> {text}",
         "ts": ts or new_ts(),
-        "channel": CHANNEL,
+        "channel": channel,
         "event_ts": ts,
     }
     if thread_ts:
@@ -90,7 +97,7 @@ def message_event(
     thread_ts: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A ``message`` event (``message.channels`` / ``message.im``)."""
+    """A ``message`` event (``message.channels`` / ``message.im`` / ``message.mpim``)."""
     event = {
         "type": "message",
         "user": user,

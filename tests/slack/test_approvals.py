@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from adapters.slack.blocks import BAR_COLORS
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
 from agents import Store
 from bot import ApprovalPolicy
@@ -18,7 +19,7 @@ from .scripted import Ran, build_agent
 def card_text(posted: Posted) -> str:
     """Everything a person reads on a card."""
     parts = [posted.text]
-    for block in posted.blocks:
+    for block in posted.shown:
         if "text" in block:
             parts.append(block["text"]["text"])
         for element in block.get("elements", []):
@@ -30,7 +31,7 @@ def has_buttons(posted: Posted) -> bool:
     """Whether a message is an approval card still waiting (a question has other buttons)."""
     return any(
         element.get("action_id") == APPROVE_ACTION
-        for block in posted.blocks
+        for block in posted.shown
         if block["type"] == "actions"
         for element in block["elements"]
     )
@@ -77,7 +78,7 @@ async def test_approve_updates_the_card_and_posts_the_answer(
     assert "<!date^" in text
     approve = next(
         e
-        for b in card.blocks
+        for b in card.shown
         for e in b.get("elements", [])
         if e.get("text", {}).get("text") == "Approve"
     )
@@ -91,6 +92,9 @@ async def test_approve_updates_the_card_and_posts_the_answer(
     assert card.updates == 1
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>" in card_text(card)
+    assert card.blocks[0]["text"]["text"] == ":white_check_mark: *Approved:* `deploy`"
+    assert card.colors == [BAR_COLORS["approved"]]
+    assert "Approval needed" not in card_text(card)
     assert ran.deploys == [{"service": "api", "call": ran.deploys[0]["call"]}]
     answers = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]
     assert any("deploy ok" in a for a in answers)
@@ -113,6 +117,8 @@ async def test_decline_opens_a_modal_and_its_reason_reaches_card_and_agent(
     await bot.idle()
 
     assert f"Declined by <@{BOB}>: not on a Friday" in card_text(card)
+    assert card.blocks[0]["text"]["text"] == ":no_entry_sign: *Declined:* `deploy`"
+    assert card.colors == [BAR_COLORS["declined"]]
     assert not has_buttons(card)
     assert ran.deploys == []
     answers = " ".join(m.text for m in slack.in_thread(CHANNEL, card.thread_ts or ""))
@@ -180,6 +186,9 @@ async def test_an_expired_card_says_so_tells_the_requester_and_refuses_clicks(
     await bot.idle()
     assert not has_buttons(card)
     assert "Expired" in card_text(card)
+    assert card.blocks[0]["text"]["text"] == ":hourglass: *Expired:* `deploy`"
+    assert card.colors == [BAR_COLORS["expired"]]
+    assert card.text.startswith("deploy: :hourglass: Expired"), "the notification says so too"
     notices = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]
     assert any(t.startswith(f"<@{ALICE}>: nobody decided") for t in notices)
 
@@ -208,6 +217,8 @@ async def test_a_quorum_of_two_shows_the_first_approval_then_approves_with_both(
     shown = Posted(CHANNEL, card.ts, None, first.args["text"], first.args["blocks"])
     assert f"*Approvals:* <@{BOB}> (1 of 2)" in card_text(shown)
     assert has_buttons(shown), "still waiting for a second approver"
+    assert first.args["attachments"] == [], "no colour until settled"
+    assert not card.colors
     assert ran.deploys == []
 
     assert await bot.press(card, APPROVE_ACTION, user=BOB) == 200
@@ -222,6 +233,7 @@ async def test_a_quorum_of_two_shows_the_first_approval_then_approves_with_both(
     assert card.updates == 2
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>, <@{carol}>" in card_text(card)
+    assert card.colors == [BAR_COLORS["approved"]]
     assert "Approvals:" not in card_text(card)
     assert len(ran.deploys) == 1
     answers = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]

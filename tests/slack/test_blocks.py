@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.blocks import approval_card, long_text, render
 from adapters.slack.modals import decline_modal
@@ -31,7 +33,7 @@ from adapters.slack.wire import (
 )
 from bot import ApprovalCard, CardStatus, Notice, Person, Reply
 
-from .fake_slack import FakeSlack, _block_problem
+from .fake_slack import TOKEN, FakeSlack, _block_problem
 from .harness import CHANNEL, BotServer, mention_event
 
 EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
@@ -72,13 +74,13 @@ def all_text(blocks: list[dict[str, Any]]) -> str:
 
 def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons() -> None:
     message = approval_card(card())
-    text = all_text(message.blocks)
+    text = all_text(message.shown)
     assert "`deploy`" in text
     assert '"service": "api"' in text
     assert "ops › deploy" in text
     assert "<@U0ALICE01>" in text
     assert "<!date^1893553440^{date_short_pretty} at {time}|2030-01-02 03:04 UTC>" in text
-    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    (actions,) = [b for b in message.shown if b["type"] == "actions"]
     approve, decline = actions["elements"]
     assert (approve["text"]["text"], approve["style"]) == ("Approve", "primary")
     assert (decline["text"]["text"], decline["style"]) == ("Decline", "danger")
@@ -108,20 +110,52 @@ def test_a_decided_card_has_no_buttons_and_says_what_happened(
     status: CardStatus, extra: dict[str, Any], expected: str
 ) -> None:
     message = approval_card(card(status=status, **extra))
-    assert all(b["type"] != "actions" for b in message.blocks)
-    assert expected in all_text(message.blocks)
+    assert all(b["type"] != "actions" for b in message.shown)
+    assert expected in all_text(message.shown)
     assert expected in message.text
-    assert "<!date^" not in all_text(message.blocks)
+    assert "<!date^" not in all_text(message.shown)
+
+
+@pytest.mark.parametrize(
+    ("status", "title", "color"),
+    [
+        ("approved", ":white_check_mark: *Approved:* `deploy`", "#2EB67D"),
+        ("declined", ":no_entry_sign: *Declined:* `deploy`", "#E01E5A"),
+        ("expired", ":hourglass: *Expired:* `deploy`", "#9A9A9A"),
+    ],
+)
+def test_a_settled_card_changes_its_title_and_sits_beside_a_bar_of_its_colour(
+    status: CardStatus, title: str, color: str
+) -> None:
+    message = approval_card(card(status=status, decided_by=(BOB,)))
+    (heading,) = message.blocks
+    assert heading["text"]["text"] == title
+    assert "Approval needed" not in all_text(message.shown)
+    assert message.bar is not None
+    assert message.bar.color == color
+    shown = all_text(message.bar.blocks)
+    assert "ops › deploy" in shown, "the details stay"
+    assert '"service": "api"' in shown
+    assert message.fields()["attachments"] == [{"color": color, "blocks": message.bar.blocks}]
+    assert message.fields()["blocks"] == [heading]
+
+
+def test_a_pending_card_keeps_its_title_and_has_no_bar() -> None:
+    message = approval_card(card())
+    assert message.blocks[0]["text"]["text"] == ":lock: *Approval needed:* `deploy`"
+    assert message.bar is None
+    assert "attachments" not in message.fields()
+    assert message.fields(replacing=True)["attachments"] == [], "an update clears any bar"
 
 
 def test_long_arguments_are_truncated_with_a_note_within_the_limits() -> None:
     message = approval_card(card(args={"script": "echo <&> " * 2000}))
-    assert all(_block_problem(b) is None for b in message.blocks)
-    args_text = message.blocks[2]["text"]["text"]
+    assert all(_block_problem(b) is None for b in message.shown)
+    args_text = message.shown[2]["text"]["text"]
     assert len(args_text) <= SECTION_LIMIT
     assert args_text.endswith("```")
-    assert "more characters" in all_text(message.blocks)
-    assert any(b["type"] == "actions" for b in message.blocks)
+    assert "more characters" in all_text(message.shown)
+    assert any(b["type"] == "actions" for b in message.shown)
 
 
 def test_cutting_never_splits_an_entity() -> None:
@@ -135,7 +169,7 @@ def test_cutting_never_splits_an_entity() -> None:
 def test_people_are_mentioned_from_their_ids_never_found_in_text() -> None:
     assert mention(Person(id="U0ALICE01", name="Alice")) == "<@U0ALICE01>"
     assert mention(Person(id="<!channel>")) == "<@&lt;!channel&gt;>"  # cannot ping a channel
-    assert "*Asked by:* someone" in all_text(approval_card(card(requester=None)).blocks)
+    assert "*Asked by:* someone" in all_text(approval_card(card(requester=None)).shown)
     (notice,) = render(Notice(text="your request <expired>", to=BOB))
     assert notice.text == "<@U0BOB0001>: your request &lt;expired&gt;"
     (reminder,) = render(Notice(text="reminder", also=(BOB, Person(id="U0CAROL01"))))
@@ -151,11 +185,11 @@ def test_a_naive_expiry_is_read_as_utc() -> None:
 def test_long_text_splits_at_paragraphs_and_keeps_everything() -> None:
     text = "\n\n".join(f"paragraph {i} " + "x" * 500 for i in range(30))
     messages = long_text(text)
-    sections = [b["text"]["text"] for m in messages for b in m.blocks]
+    sections = [b["text"]["text"] for m in messages for b in m.shown]
     assert all(len(s) <= SECTION_LIMIT for s in sections)
     assert all(s.startswith("paragraph") for s in sections)
     assert "".join(sections).replace("\n", "") == text.replace("\n", "")
-    assert all(len(m.blocks) <= 50 for m in messages)
+    assert all(len(m.shown) <= 50 for m in messages)
 
 
 def test_split_falls_back_to_a_hard_cut_without_spaces() -> None:
@@ -165,7 +199,7 @@ def test_split_falls_back_to_a_hard_cut_without_spaces() -> None:
 
 def test_markdown_becomes_mrkdwn_and_is_escaped() -> None:
     (message,) = long_text("# Title\n**bold** and [docs](https://example.com/a?b=1&c=2) 1 < 2")
-    text = message.blocks[0]["text"]["text"]
+    text = message.shown[0]["text"]["text"]
     assert text == "*Title*\n*bold* and docs (https://example.com/a?b=1&amp;c=2) 1 &lt; 2"
 
 
@@ -187,7 +221,7 @@ def test_a_markdown_link_shows_its_real_target_never_a_hidden_one(
 ) -> None:
     assert to_mrkdwn(markdown) == shown
     (reply,) = render(Reply(text=markdown))
-    assert reply.blocks[0]["text"]["text"] == shown
+    assert reply.shown[0]["text"]["text"] == shown
     assert "<" not in reply.text
 
 
@@ -208,7 +242,7 @@ def test_slack_control_sequences_in_the_agents_text_are_shown_not_parsed(
 ) -> None:
     assert to_mrkdwn(written) == shown
     (reply,) = render(Reply(text=written))
-    assert reply.blocks[0]["text"]["text"] == shown
+    assert reply.shown[0]["text"]["text"] == shown
     assert text_mrkdwn((written, BOB)) == f"{shown}<@U0BOB0001>"
 
 
@@ -243,7 +277,7 @@ def test_a_display_name_never_reaches_a_card(name: str) -> None:
     pending = approval_card(card(requester=eve, quorum=2, approvals=(eve,)))
     decided = approval_card(card(status="declined", requester=eve, decided_by=(eve,)))
     for message in (pending, decided):
-        shown = all_text(message.blocks) + message.text
+        shown = all_text(message.shown) + message.text
         assert "<@U0EVE0001>" in shown  # Slack shows the current name itself
         assert name not in shown
         assert "<!channel" not in shown
@@ -279,21 +313,52 @@ async def test_a_card_with_huge_arguments_is_accepted_by_slack(
     await bot.send_event(event)
     await bot.idle()
     (posted,) = slack.in_thread(CHANNEL, event["ts"])
-    assert any(b["type"] == "actions" for b in posted.blocks)
-    assert "more characters" in all_text(posted.blocks)
-    assert APPROVE_ACTION in str(posted.blocks)
+    assert any(b["type"] == "actions" for b in posted.shown)
+    assert "more characters" in all_text(posted.shown)
+    assert APPROVE_ACTION in str(posted.shown)
 
 
 def test_a_quorum_card_lists_the_approvals_so_far_and_then_everyone_who_approved() -> None:
-    plain = all_text(approval_card(card()).blocks)
+    plain = all_text(approval_card(card()).shown)
     assert "Approvals" not in plain, "a quorum of one shows as before"
 
     pending = approval_card(card(quorum=3, approvals=(BOB, Person(id="<Eve & co>"))))
-    assert "*Approvals:* <@U0BOB0001>, <@&lt;Eve &amp; co&gt;> (2 of 3)" in all_text(pending.blocks)
-    assert any(b["type"] == "actions" for b in pending.blocks)
+    assert "*Approvals:* <@U0BOB0001>, <@&lt;Eve &amp; co&gt;> (2 of 3)" in all_text(pending.shown)
+    assert any(b["type"] == "actions" for b in pending.shown)
 
     both = (BOB, Person(id="U0CAROL01"))
     approved = approval_card(card(status="approved", quorum=2, decided_by=both, approvals=both))
-    shown = all_text(approved.blocks)
+    shown = all_text(approved.shown)
     assert "Approved by <@U0BOB0001>, <@U0CAROL01>" in shown
     assert "Approvals:" not in shown
+
+
+async def test_the_fake_checks_block_kit_inside_attachments_and_keeps_them_on_update(
+    slack: FakeSlack,
+) -> None:
+    client = AsyncWebClient(token=TOKEN, base_url=slack.url)
+    too_long = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}]
+    with pytest.raises(SlackApiError, match="invalid_blocks"):
+        await client.chat_postMessage(
+            channel=CHANNEL, text="t", attachments=[{"color": "#2EB67D", "blocks": too_long}]
+        )
+    with pytest.raises(SlackApiError, match="invalid_attachments"):
+        await client.chat_postMessage(
+            channel=CHANNEL, text="t", attachments=[{"color": "green", "blocks": []}]
+        )
+    assert slack.problems == [
+        "section text over 3000 characters",
+        "attachment color 'green' is not #RRGGBB, good, warning or danger",
+    ]
+    slack.problems.clear()
+
+    settled = approval_card(card(status="approved", decided_by=(BOB,)))
+    posted = await client.chat_postMessage(channel=CHANNEL, **settled.fields())
+    message = slack.messages[(CHANNEL, posted["ts"])]
+    assert message.colors == ["#2EB67D"]
+    assert message.shown == settled.shown
+    await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="t", blocks=[])
+    assert message.colors == ["#2EB67D"], "Slack keeps attachments an update leaves out"
+    await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="t", attachments=[])
+    assert message.colors == []
+    assert message.shown == []

@@ -396,18 +396,18 @@ def test_the_edited_line_lists_only_changes_escaped_and_short() -> None:
     assert (
         message.text == "refund: :white_check_mark: Approved by <@U0BOB0001>, with edited arguments"
     )
-    assert [b["type"] for b in message.blocks][-2:] == ["context", "context"]
+    assert [b["type"] for b in message.shown][-2:] == ["context", "context"]
 
 
 def test_an_edit_that_changed_nothing_says_so_and_a_plain_approval_says_nothing() -> None:
     same = decided(previous_args={"order": "A-1", "amount": 120, "note": "<b>"}, edited_by=None)
     assert edited_text(same) == ":pencil2: Edited by someone, nothing changed"
-    assert "Edited" not in json.dumps(approval_card(decided()).blocks)
+    assert "Edited" not in json.dumps(approval_card(decided()).shown)
 
 
 def test_the_edit_button_and_the_edit_form_become_edit_clicks() -> None:
     pending = decided(status="pending", decided_by=(), editable=True)
-    actions = next(b for b in approval_card(pending).blocks if b["type"] == "actions")
+    actions = next(b for b in approval_card(pending).shown if b["type"] == "actions")
     posted = Posted(CHANNEL, "1.2", "1.1", "card", [actions])
     pressed = parse(block_actions(posted, EDIT_ACTION, user=BOB))
     assert isinstance(pressed, ActionIn)

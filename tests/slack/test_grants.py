@@ -79,7 +79,7 @@ def shown(message_blocks: list[dict[str, Any]]) -> str:
 
 def test_a_pending_card_has_one_grant_button_per_duration_after_the_others() -> None:
     message = approval_card(card(grant_for=("1h", "1d"), editable=True))
-    approve, decline, edit, hour, day = elements(message.blocks)
+    approve, decline, edit, hour, day = elements(message.shown)
     assert [e["action_id"] for e in (approve, decline, edit)] == [
         APPROVE_ACTION,
         DECLINE_ACTION,
@@ -98,29 +98,29 @@ def test_a_pending_card_has_one_grant_button_per_duration_after_the_others() -> 
     assert "`refund`" in confirm
     assert "for 1h" in confirm
     assert "without a new card" in confirm
-    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    (actions,) = [b for b in message.shown if b["type"] == "actions"]
     assert _block_problem(actions) is None
 
 
 def test_a_card_without_durations_has_no_grant_buttons() -> None:
-    labels = [e["text"]["text"] for e in elements(approval_card(card()).blocks)]
+    labels = [e["text"]["text"] for e in elements(approval_card(card()).shown)]
     assert labels == ["Approve", "Decline"]
 
 
 def test_many_or_long_durations_stay_within_slack_limits() -> None:
     many = tuple(f"{n}h" for n in range(1, 40))
     message = approval_card(card(grant_for=many, editable=True))
-    buttons_shown = elements(message.blocks)
+    buttons_shown = elements(message.shown)
     assert len(buttons_shown) == 25
     assert [e["text"]["text"] for e in buttons_shown[3:5]] == [
         "Approve for this thread (1h)",
         "Approve for this thread (2h)",
     ]
-    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    (actions,) = [b for b in message.shown if b["type"] == "actions"]
     assert _block_problem(actions) is None
 
     long = "1d" + "1h" * 60
-    (*_, granted) = elements(approval_card(card(grant_for=(long,))).blocks)
+    (*_, granted) = elements(approval_card(card(grant_for=(long,))).shown)
     assert len(granted["text"]["text"]) <= 75
     assert granted["text"]["text"].endswith("…")
     assert decode_button_value(granted["value"], GrantValue).grant == long, "never shortened"
@@ -128,12 +128,12 @@ def test_many_or_long_durations_stay_within_slack_limits() -> None:
 
 def test_a_card_approved_by_a_grant_says_for_how_long() -> None:
     granted = approval_card(card(status="approved", decided_by=(Person(id=BOB),), granted_for="1h"))
-    assert f"Approved by <@{BOB}> for this thread (1h)" in shown(granted.blocks)
+    assert f"Approved by <@{BOB}> for this thread (1h)" in shown(granted.shown)
     assert "for this thread (1h)" in granted.text
-    assert not any(b["type"] == "actions" for b in granted.blocks)
+    assert not any(b["type"] == "actions" for b in granted.shown)
 
     plain = approval_card(card(status="approved", decided_by=(Person(id=BOB),)))
-    assert "for this thread" not in shown(plain.blocks)
+    assert "for this thread" not in shown(plain.shown)
 
 
 def _press(action_id: str, value: str) -> dict[str, Any]:
@@ -376,10 +376,7 @@ async def test_a_forged_duration_is_refused_and_nothing_runs(
 
 def _call_of(card: Posted) -> tuple[str, str]:
     approve = next(
-        e
-        for b in card.blocks
-        for e in b.get("elements", [])
-        if e.get("action_id") == APPROVE_ACTION
+        e for b in card.shown for e in b.get("elements", []) if e.get("action_id") == APPROVE_ACTION
     )
     value = decode_button_value(approve["value"])
     return value.run, value.call

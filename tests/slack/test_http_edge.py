@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 
 from adapters.slack.wire import (
     APPROVE_ACTION,
@@ -20,9 +22,10 @@ from agents import Agent, FunctionModel, Message, ModelResponse, Store
 from agents.models.base import ModelRequest
 
 from .conftest import StartBot
-from .fake_slack import FakeSlack
+from .fake_slack import TOKEN, FakeSlack
 from .harness import (
     BOB,
+    SIGNING_SECRET,
     BotServer,
     block_actions,
     button,
@@ -32,6 +35,7 @@ from .harness import (
     signed_headers,
     view_submission,
 )
+from .scripted import Ran, build_agent
 from .test_approvals import ask_for_deploy, has_buttons
 
 
@@ -222,3 +226,33 @@ async def test_a_request_the_bot_cannot_keep_is_left_unacked_with_503(
     assert "send this again" in text
     await bot.idle()
     assert slack.of("chat.postMessage") == []
+
+
+async def test_starting_the_adapter_logs_no_warning(
+    serve: StartBot,
+    slack: FakeSlack,
+    store: Store,
+    ran: Ran,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Configured as in production: Bolt reads SLACK_BOT_TOKEN itself, and warned that
+    # it went unused when the adapter gave it a client of its own.
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SIGNING_SECRET)
+    for name in ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    caplog.set_level(logging.DEBUG)
+
+    bot = await serve(build_agent(store, ran))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    assert await bot.send_event(mention_event("hello")) == 200  # Bolt's first auth.test
+    await bot.idle()
+    from_slack = [r for r in caplog.records if r.name.startswith(("slack_bolt", "slack_sdk"))]
+    assert from_slack, "Bolt's logs are seen"
+    assert [r.getMessage() for r in from_slack if r.levelno >= logging.WARNING] == []
+    assert bot.adapter.client is bot.adapter.app.client, "one client, at the configured URL"
+    assert [c.method for c in slack.calls][:1] == ["auth.test"]
+    handlers = bot.adapter.client.retry_handlers
+    assert any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in handlers)

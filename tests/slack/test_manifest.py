@@ -45,6 +45,7 @@ EVENT_SCOPES = {
     "message.channels": "channels:history",
     "message.groups": "groups:history",
     "message.im": "im:history",
+    "message.mpim": "mpim:history",
 }
 
 

@@ -153,7 +153,7 @@ async def test_a_reply_that_does_not_fit_is_asked_again(
     await bot.send_event(message_event("banana", thread_ts=root["ts"]))
     await bot.idle()
     again = slack.in_thread(CHANNEL, root["ts"])[-1]
-    first_block = again.blocks[0]["text"]["text"]
+    first_block = again.shown[0]["text"]["text"]
     assert "did not fit" in first_block
     assert "Which version of api" in again.text
     assert ran.releases == []
@@ -191,7 +191,7 @@ async def test_a_long_answer_is_split_within_slack_limits(bot: BotServer, slack:
     await bot.idle()
     posted = slack.in_thread(CHANNEL, event["ts"])
     assert len(posted) >= 2
-    sections = [b["text"]["text"] for m in posted for b in m.blocks]
+    sections = [b["text"]["text"] for m in posted for b in m.shown]
     assert all(len(s) <= 3000 for s in sections)
     assert sum(s.count("All systems nominal.") for s in sections) == 40 * 20
 

@@ -80,7 +80,7 @@ def buttons(posted: Posted) -> list[tuple[str, str]]:
     """The buttons on a message: (action id, label)."""
     return [
         (element["action_id"], element["text"]["text"])
-        for block in posted.blocks
+        for block in posted.shown
         if block["type"] == "actions"
         for element in block["elements"]
     ]

@@ -16,7 +16,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackMessenger
-from adapters.slack.blocks import approval_card, card_pointer, render
+from adapters.slack.blocks import BAR_COLORS, approval_card, card_pointer, render
 from adapters.slack.convert import ActionIn, parse, to_click
 from adapters.slack.mrkdwn import mention
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION, decode_button_value
@@ -95,7 +95,7 @@ def test_a_card_shown_elsewhere_links_to_its_request_or_names_its_channel() -> N
 
 def test_every_card_button_carries_the_cards_ask() -> None:
     message = approval_card(card(editable=True, grant_for=("1h",)))
-    (actions,) = [b for b in message.blocks if b["type"] == "actions"]
+    (actions,) = [b for b in message.shown if b["type"] == "actions"]
     for element in actions["elements"]:
         assert '"ask":"ask-1"' in element["value"], element["action_id"]
     assert decode_button_value(actions["elements"][0]["value"]).ask == "ask-1"
@@ -110,20 +110,28 @@ def test_a_pointer_says_where_the_card_waits_then_how_it_ended() -> None:
     waiting = card_pointer(CardPointer(card=card(), channel=APPROVERS, at=at), link=link)
     shown = card_text(_message(waiting))
     assert f"`deploy` is waiting for approval in <#{APPROVERS}> (<{link}|see the card>)." in shown
-    assert not any(b["type"] == "actions" for b in waiting.blocks), "no buttons on a pointer"
+    assert not any(b["type"] == "actions" for b in waiting.shown), "no buttons on a pointer"
 
     sent = card_pointer(CardPointer(card=card(), people=(Person(id=BOB), Person(id=CAROL))))
     assert f"`deploy` was sent to <@{BOB}>, <@{CAROL}> for approval." in card_text(_message(sent))
 
+    assert waiting.bar is None, "no colour while it waits, as the card"
+
     declined = card(status="declined", decided_by=(Person(id=BOB),), reason="not today")
-    ended = card_text(_message(card_pointer(CardPointer(card=declined, channel=APPROVERS))))
-    assert f"`deploy`: :no_entry_sign: Declined by <@{BOB}>: not today" in ended
-    expired = card_text(_message(card_pointer(CardPointer(card=card(status="expired")))))
-    assert ":hourglass: Expired" in expired
+    ended = card_pointer(CardPointer(card=declined, channel=APPROVERS), link=link)
+    assert ended.blocks[0]["text"]["text"] == ":no_entry_sign: *Declined:* `deploy`"
+    assert ended.bar is not None
+    assert ended.bar.color == BAR_COLORS["declined"]
+    assert f"Declined by <@{BOB}>: not today (<{link}|see the card>)" in card_text(_message(ended))
+    assert ended.text == f"deploy: :no_entry_sign: Declined by <@{BOB}>: not today"
+    expired = card_pointer(CardPointer(card=card(status="expired")))
+    assert ":hourglass: *Expired:* `deploy`" in card_text(_message(expired))
+    assert expired.bar is not None
+    assert expired.bar.color == BAR_COLORS["expired"]
 
     (pointer,) = render(CardPointer(card=card(), channel=APPROVERS))
     assert pointer.text
-    assert all(_block_problem(b) is None for b in pointer.blocks)
+    assert all(_block_problem(b) is None for b in pointer.shown)
 
 
 def test_a_user_group_is_mentioned_as_one_and_a_handle_as_written() -> None:
@@ -135,7 +143,7 @@ def test_a_user_group_is_mentioned_as_one_and_a_handle_as_written() -> None:
 
 
 def _message(message: Any) -> Message:
-    return Message(APPROVERS, "1.0", None, message.text, message.blocks)
+    return Message(APPROVERS, "1.0", None, message.text, message.shown)
 
 
 def test_a_button_value_from_before_asks_still_decides_with_no_ask() -> None:
@@ -280,7 +288,10 @@ async def test_a_card_for_the_approvers_channel_is_decided_there_once_and_everyo
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>" in card_text(card)
     assert request in card_text(card), "the decided card still links to the request"
-    assert f"`deploy`: :white_check_mark: Approved by <@{BOB}>" in card_text(pointer)
+    assert ":white_check_mark: *Approved:* `deploy`" in card_text(pointer)
+    assert f":white_check_mark: Approved by <@{BOB}>" in card_text(pointer)
+    assert pointer.colors == [BAR_COLORS["approved"]], "the pointer turns green as the card"
+    assert card.colors == [BAR_COLORS["approved"]]
     assert any("deploy ok" in m.text for m in slack.in_thread(CHANNEL, root)), "answered there"
     assert not slack.in_thread(APPROVERS, card.ts), "nothing more in the approvers' channel"
 
