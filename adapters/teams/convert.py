@@ -78,8 +78,16 @@ def is_channel(activity: Activity) -> bool:
 
 
 def is_personal(activity: Activity) -> bool:
-    """Whether the activity comes from a one-to-one chat with the bot."""
-    return getattr(activity.conversation, "conversation_type", None) == "personal"
+    """Whether the activity comes from a one-to-one chat with the bot.
+
+    Teams always names the conversation type; the Bot Framework Emulator names none
+    for its one-to-one conversations (nor a group), so one without a type counts too.
+    """
+    conversation = activity.conversation
+    kind = getattr(conversation, "conversation_type", None)
+    if kind:
+        return bool(kind == "personal")
+    return not getattr(conversation, "is_group", None) and not is_channel(activity)
 
 
 def thread_of(activity: Activity) -> ThreadKey:

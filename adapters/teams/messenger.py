@@ -40,8 +40,10 @@ from bot import (
     CardPointer,
     ChatState,
     Destination,
+    Live,
     MessageRef,
     Notice,
+    Person,
     Posted,
     Prompt,
     Text,
@@ -51,7 +53,7 @@ from bot import (
     plain_text,
 )
 
-from . import blocks, cards, links, notices
+from . import blocks, cards, links, mentions, notices
 from .auth import TeamsAuth
 from .convert import CHAT_ROOT, PLATFORM, message_ref
 
@@ -127,6 +129,10 @@ class TeamsMessenger:
             await connector.conversations.send_to_conversation(reference.conversation.id, typing)
 
         await self._continue(thread, send)
+
+    async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
+        """No live messages in Teams yet: the core posts each part of an answer whole."""
+        return None
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
         """Start a new conversation with ``view`` where ``near``'s service and tenant are:
@@ -329,11 +335,19 @@ def render(view: View) -> Activity:
         return _markdown(notices.pointer_text(view))
     if isinstance(view, Notice) and view.revoke is not None:
         return _card(notices.revoke_card(view), summary=blocks.cut(view.text, _MAX_SUMMARY))
+    if isinstance(view, Notice):
+        text, entities = notices.addressed(view)
+        return _markdown(text, entities=entities)
     return _markdown(cards.text_of(view))
 
 
-def _markdown(text: str) -> Activity:
-    return Activity(type=ActivityTypes.message, text=text, text_format="markdown")
+def _markdown(text: str, *, entities: tuple[dict[str, Any], ...] = ()) -> Activity:
+    return Activity(
+        type=ActivityTypes.message,
+        text=text,
+        text_format="markdown",
+        entities=mentions.activity_entities(entities) or None,
+    )
 
 
 def _reference(
@@ -376,6 +390,8 @@ def _card(content: dict[str, Any], *, summary: str) -> Activity:
 def _addressed(activity: Activity, reference: ConversationReference) -> Activity:
     """A copy of ``activity`` from the bot into the reference's conversation."""
     out = Activity().deserialize(activity.serialize())
+    # Read back as plain ``Entity``s, mentions would lose their text and person.
+    out.entities = activity.entities
     out.conversation = reference.conversation
     out.from_property = reference.bot
     out.recipient = reference.user

@@ -1,5 +1,7 @@
-"""The short views: the pointer a card sent elsewhere leaves in its thread, and the
-notice of a call that ran under a grant, with its End grant button.
+"""The short views: the pointer a card sent elsewhere leaves in its thread, notices
+addressed to people (an expiry to the requester, a reminder to the approvers) with
+real @mentions, and the notice of a call that ran under a grant, with its End grant
+button.
 
 Plain JSON and markdown, like ``cards``; people and tool names are escaped.
 """
@@ -10,7 +12,7 @@ from typing import Any, Final, assert_never
 
 from bot import CardPointer, Notice, tool_label
 
-from . import blocks, cards, links, messages
+from . import blocks, cards, links, mentions, messages
 
 _REASON_LIMIT: Final = 500
 
@@ -52,6 +54,15 @@ def _waiting(pointer: CardPointer, tool: str) -> str:
     return messages.POINTER_NOBODY.format(tool=tool)
 
 
+def addressed(notice: Notice) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """A notice's markdown, led by @mentions of the people it is for, and their mention
+    entities (none for a notice to everyone)."""
+    if not notice.people:
+        return notice.text, ()
+    named = mentions.mentioning(notice.people)
+    return f"{named.text}: {notice.text}", named.entities
+
+
 def revoke_data(notice: Notice) -> dict[str, str]:
     """What a notice's End grant sends back: the call that ran under the grant."""
     assert notice.revoke is not None
@@ -65,13 +76,14 @@ def revoke_data(notice: Notice) -> dict[str, str]:
 
 
 def revoke_card(notice: Notice) -> dict[str, Any]:
-    """A notice of a call that ran under a grant, as a card with End grant."""
-    text = cards.text_of(notice)
-    return {
+    """A notice of a call that ran under a grant, as a card with End grant (its people
+    mentioned in the card, through ``msteams.entities``)."""
+    text, entities = addressed(notice)
+    card: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "version": blocks.CARD_VERSION,
-        "fallbackText": text,
+        "fallbackText": cards.text_of(notice),
         "body": [blocks.text_block(text)],
         "actions": [
             blocks.execute(
@@ -82,3 +94,6 @@ def revoke_card(notice: Notice) -> dict[str, Any]:
             )
         ],
     }
+    if entities:
+        card["msteams"] = {"entities": list(entities)}
+    return card

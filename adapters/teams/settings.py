@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from bot import CheckedSettings, load_from_env
 
 AppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
+
+DEFAULT_APP_TYPE: Final[AppType] = "SingleTenant"
+"""What Azure creates for a new Azure Bot (and the README tells people to create)."""
+
+_YES: Final = frozenset({"1", "true", "yes", "on"})
+_NO: Final = frozenset({"0", "false", "no", "off", ""})
 
 
 class TeamsSettings(CheckedSettings):
@@ -16,9 +22,25 @@ class TeamsSettings(CheckedSettings):
 
     microsoft_app_id: str | None = None
     microsoft_app_password: str | None = Field(default=None, repr=False)
-    microsoft_app_type: AppType = "MultiTenant"
+    microsoft_app_type: AppType = DEFAULT_APP_TYPE
     microsoft_app_tenant_id: str | None = None
     teams_allow_unauthenticated: bool = False
+
+    @field_validator("teams_allow_unauthenticated", mode="before")
+    @classmethod
+    def _yes_or_no(cls, value: Any) -> Any:
+        # Stricter than pydantic's bool: a typo such as "ture" must not read as either.
+        if isinstance(value, bool):
+            return value
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word in _YES:
+            return True
+        if word in _NO:
+            return False
+        raise ValueError(
+            f"Input should be true, 1, yes or on (Teams without authentication, for local "
+            f"testing) or false, 0, no, off; got {value!r}"
+        )
 
     def problems(self) -> list[str]:
         """Settings that only make sense together but were given alone."""
@@ -33,7 +55,12 @@ class TeamsSettings(CheckedSettings):
                     f"(MICROSOFT_APP_TYPE={kind})"
                 )
             if kind != "MultiTenant" and not self.microsoft_app_tenant_id:
-                out.append(f"MICROSOFT_APP_TENANT_ID is required for MICROSOFT_APP_TYPE={kind}")
+                default = "" if "microsoft_app_type" in self.model_fields_set else " (the default)"
+                out.append(
+                    f"MICROSOFT_APP_TENANT_ID is required for MICROSOFT_APP_TYPE={kind}{default}: "
+                    "the Directory (tenant) ID of the bot's app registration "
+                    "(set MICROSOFT_APP_TYPE=MultiTenant for a bot registered as multi-tenant)"
+                )
         return out
 
     @property

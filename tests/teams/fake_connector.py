@@ -66,6 +66,21 @@ class ConnectorCall:
     def text(self) -> str:
         return str(self.body.get("text") or "")
 
+    @property
+    def mentions(self) -> list[dict[str, Any]]:
+        """The @mention entities: of its card (``msteams.entities``) if it has one, else of
+        the message; each one's ``<at>`` text is checked to be in the text it belongs to."""
+        if self.card is not None:
+            entities = (self.card.get("msteams") or {}).get("entities") or []
+            shown = self.card_text
+        else:
+            entities = self.body.get("entities") or []
+            shown = self.text
+        found = [e for e in entities if e.get("type") == "mention"]
+        for entity in found:
+            assert entity["text"] in shown, (entity, shown)
+        return found
+
 
 @dataclass(frozen=True)
 class Created:

@@ -35,8 +35,13 @@ def in_thread(root: str) -> str:
 
 
 def signed_settings() -> TeamsSettings:
-    """Settings that make the adapter check every inbound token."""
-    return load_teams_settings(microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret")
+    """Settings that make the adapter check every inbound token (a single-tenant bot, the
+    default app type)."""
+    return load_teams_settings(
+        microsoft_app_id=APP_ID,
+        microsoft_app_password="not-a-real-secret",
+        microsoft_app_tenant_id=act.TENANT,
+    )
 
 
 @asynccontextmanager

@@ -58,7 +58,9 @@ async def openid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OpenIdServer]
 async def teams(make_bot: MakeBot) -> TeamsBot:
     return await make_bot(
         settings=load_teams_settings(
-            microsoft_app_id=APP_ID, microsoft_app_password="not-a-real-secret"
+            microsoft_app_id=APP_ID,
+            microsoft_app_password="not-a-real-secret",
+            microsoft_app_tenant_id=act.TENANT,
         )
     )
 
@@ -218,6 +220,7 @@ async def test_allow_unauthenticated_does_not_switch_off_auth_when_an_app_id_is_
         settings=load_teams_settings(
             microsoft_app_id=APP_ID,
             microsoft_app_password="not-a-real-secret",
+            microsoft_app_tenant_id=act.TENANT,
             teams_allow_unauthenticated=True,
         )
     )

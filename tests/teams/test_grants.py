@@ -31,6 +31,12 @@ from .test_edit import Till as RefundTill
 GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
 EXPIRES = datetime(2030, 5, 17, 14, 30, tzinfo=UTC)
 URL = "https://smba.example.invalid/"
+BOB_MENTION = {
+    "type": "mention",
+    "text": "<at>Bob</at>",
+    "mentioned": {"id": "aad-bob", "name": "Bob"},
+}
+"""Bob, who granted, @mentioned by his Entra object id so that Teams notifies him."""
 
 
 # -- rendering and parsing ------------------------------------------------------------
@@ -298,7 +304,8 @@ async def test_the_same_request_in_the_same_thread_runs_without_a_card_and_says_
     assert till.ran == [ASKED, ASKED]
     assert [c for c in cards_in(posted) if c.card_kind == "approval"] == [], "no new card"
     (notice,) = [c for c in cards_in(posted) if c.card_kind == cards.NOTICE_KIND]
-    assert notice.card_text == f"Bob: {core_messages.GRANTED_RUN.format(tool='refund')}"
+    assert notice.card_text == f"<at>Bob</at>: {core_messages.GRANTED_RUN.format(tool='refund')}"
+    assert notice.mentions == [BOB_MENTION]
     said = [c.text for c in posted]
     assert any("refunded 150 EUR on A-1001" in text for text in said), said
 
@@ -390,7 +397,12 @@ async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_aga
     if not submit:
         done = {"statusCode": 200, "type": MESSAGE_TYPE, "value": messages.CLICK_DONE}
         assert answer.body == done
-    assert f"Bob: {core_messages.GRANT_ENDED.format(tool='refund')}" in asked.texts()
+    (ended,) = [
+        c
+        for c in till.connector.messages(in_thread(asked.root))
+        if c.text == f"<at>Bob</at>: {core_messages.GRANT_ENDED.format(tool='refund')}"
+    ]
+    assert ended.mentions == [BOB_MENTION]
     again = await till.ask_in(asked.root)
     assert [c.card_kind for c in cards_in(again)] == ["approval"]
     assert till.ran == [ASKED, ASKED]

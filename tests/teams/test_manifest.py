@@ -125,8 +125,8 @@ def test_the_outline_icon_is_32_square_white_on_transparent(manifest: dict[str, 
 
 
 def test_the_package_has_the_app_id_filled_in(tmp_path: Path) -> None:
-    out = package.build_package(tmp_path / "dist" / "teams-app.zip", app_id=APP_ID)
-    with zipfile.ZipFile(out) as archive:
+    built = package.build_package(tmp_path / "dist" / "teams-app.zip", app_id=APP_ID)
+    with zipfile.ZipFile(built.path) as archive:
         assert sorted(archive.namelist()) == ["color.png", "manifest.json", "outline.png"]
         filled = json.loads(archive.read("manifest.json"))
         assert archive.read("outline.png") == (MANIFEST_DIR / "outline.png").read_bytes()
@@ -134,12 +134,14 @@ def test_the_package_has_the_app_id_filled_in(tmp_path: Path) -> None:
     assert filled["bots"][0]["botId"] == APP_ID
     assert filled["webApplicationInfo"]["id"] == APP_ID
     assert "{{" not in json.dumps(filled)
+    assert filled == built.manifest
+    assert filled["version"] == "1.0.0"
 
 
 def test_the_teams_app_id_can_differ_from_the_bot_id(tmp_path: Path) -> None:
     teams_app_id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-    out = package.build_package(tmp_path / "app.zip", app_id=APP_ID, teams_app_id=teams_app_id)
-    with zipfile.ZipFile(out) as archive:
+    built = package.build_package(tmp_path / "app.zip", app_id=APP_ID, teams_app_id=teams_app_id)
+    with zipfile.ZipFile(built.path) as archive:
         filled = json.loads(archive.read("manifest.json"))
     assert filled["id"] == teams_app_id
     assert filled["bots"][0]["botId"] == APP_ID
@@ -155,6 +157,95 @@ def test_the_package_command_refuses_an_app_id_that_is_not_a_guid(
     assert not out.exists()
     assert package.main(["--app-id", APP_ID, "--out", str(out)]) == 0
     assert out.is_file()
+
+
+def built_version(out: Path) -> str:
+    with zipfile.ZipFile(out) as archive:
+        version: str = json.loads(archive.read("manifest.json"))["version"]
+        return version
+
+
+@pytest.mark.parametrize("version", ["1.2.3", "0.0.1", "10.20.300"])
+def test_the_package_command_sets_the_app_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    out = tmp_path / "app.zip"
+    assert package.main(["--app-id", APP_ID, "--version", version, "--out", str(out)]) == 0
+    assert built_version(out) == version
+    assert f"(version {version})" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["1.2", "1.2.3.4", "v1.2.3", "01.2.3", "1.02.3", "1.2.3-beta", "1.2.3+7", "1.2.3\n", ""],
+)
+def test_a_version_teams_would_refuse_builds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    out = tmp_path / "app.zip"
+    assert package.main(["--app-id", APP_ID, "--version", version, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the app version must be MAJOR.MINOR.PATCH")
+    assert repr(version) in err
+    assert not out.exists()
+
+
+def test_a_manifest_with_a_version_teams_would_refuse_builds_nothing(tmp_path: Path) -> None:
+    template = json.loads((MANIFEST_DIR / "manifest.json").read_text())
+    with pytest.raises(package.PackageError, match=r"MAJOR\.MINOR\.PATCH"):
+        package.fill_manifest({**template, "version": "1.0"}, app_id=APP_ID)
+    filled = package.fill_manifest({**template, "version": "1.0"}, app_id=APP_ID, version="1.1.0")
+    assert filled["version"] == "1.1.0"
+
+
+def test_the_package_command_warns_about_the_example_com_urls_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert package.main(["--app-id", APP_ID, "--out", str(tmp_path / "app.zip")]) == 0
+    warnings = capsys.readouterr().err.splitlines()
+    assert [w.split(" is still")[0] for w in warnings] == [
+        "warning: developer.websiteUrl",
+        "warning: developer.privacyUrl",
+        "warning: developer.termsOfUseUrl",
+    ]
+    assert "https://example.com/approval-bot/privacy" in warnings[1]
+    assert all("manifest.json" in w for w in warnings)
+
+
+def test_a_manifest_with_its_own_urls_gets_no_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "manifest"
+    mine.mkdir()
+    template = json.loads((MANIFEST_DIR / "manifest.json").read_text())
+    template["developer"] |= {
+        "websiteUrl": "https://ops.contoso.test/bot",
+        "privacyUrl": "https://ops.contoso.test/privacy",
+        "termsOfUseUrl": "https://notexample.com/terms",
+    }
+    (mine / "manifest.json").write_text(json.dumps(template))
+    for icon in ("color.png", "outline.png"):
+        (mine / icon).write_bytes((MANIFEST_DIR / icon).read_bytes())
+    out = tmp_path / "app.zip"
+    args = ["--app-id", APP_ID, "--manifest-dir", str(mine), "--out", str(out)]
+    assert package.main(args) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_placeholder_urls_are_found_anywhere_in_the_manifest() -> None:
+    manifest = {
+        "developer": {"websiteUrl": "https://www.example.com/"},
+        "staticTabs": [{"contentUrl": "https://tabs.example.org/x?y=1"}],
+        "description": {"full": "See http://example.net/docs for more."},
+        "validDomains": ["*.example.com", "contoso.test"],
+        "bots": [{"botId": "https://example.community/not-a-placeholder"}],
+    }
+    assert package.placeholder_urls(manifest) == [
+        ("developer.websiteUrl", "https://www.example.com/"),
+        ("staticTabs[0].contentUrl", "https://tabs.example.org/x?y=1"),
+        ("description.full", "http://example.net/docs"),
+        ("validDomains[0]", "*.example.com"),
+    ]
 
 
 def test_the_committed_icons_are_what_the_generator_draws() -> None:

@@ -232,7 +232,11 @@ def test_a_notice_of_a_run_under_a_grant_has_an_end_grant_button() -> None:
     activity = render(notice)
     (attachment,) = activity.attachments
     card = attachment.content
-    assert card_text(card) == ["Bob: `refund` ran under your grant"]
+    assert card_text(card) == ["<at>Bob</at>: `refund` ran under your grant"]
+    assert card["msteams"]["entities"] == [
+        {"type": "mention", "text": "<at>Bob</at>", "mentioned": {"id": "aad-bob", "name": "Bob"}}
+    ]
+    assert card["fallbackText"] == "Bob: `refund` ran under your grant"
     (button,) = card["actions"]
     assert (button["type"], button["title"], button["verb"]) == (
         "Action.Execute",
@@ -255,7 +259,7 @@ def test_a_notice_of_a_run_under_a_grant_has_an_end_grant_button() -> None:
         None,
     )
     plain = render(Notice(text="no button"))
-    assert (plain.text, plain.attachments) == ("no button", None)
+    assert (plain.text, plain.attachments, plain.entities) == ("no button", None, None)
 
 
 # -- at the HTTP edge -------------------------------------------------------------
