@@ -44,7 +44,7 @@ from .housekeeping import Housekeeping
 from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
 from .metrics import Metrics
 from .policy import ApprovalPolicy
-from .presenter import Presenter
+from .presenter import Presenter, scope_of
 from .tasks import KeyedLocks, TaskTracker, every
 from .types import (
     ApprovalCard,
@@ -250,18 +250,23 @@ class ChatBot:
     async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
         """What waits for ``user_id`` in ``thread``'s workspace, and what they decided lately.
 
-        Reads every waiting run of the deployment (and, for the decisions, the audit
-        log): fine for the hundreds of calls a team has waiting, not for a huge backlog.
+        Reads only the runs indexed for them (``ChatState.waiting_for``: theirs, anyone's,
+        their groups', their own requests), pruning those decided since; the decisions
+        come from the audit log.
         """
         self.presenter.remember_name(thread, user_id, user_name)
-        scope = f"{thread.platform}:{thread.workspace}:"
+        scope = scope_of(thread)
         now = datetime.now(UTC)
         waiting: list[ApprovalCard] = []
         requested: list[ApprovalCard] = []
-        for run_id in await self.store.runs_expiring(now + INBOX_HORIZON):
+        names = await self.presenter.inbox_names(thread, user_id)
+        for run_id in sorted(await self.chat.waiting_for(scope, names)):
             snap = await self.store.load_run(run_id)
             origin = thread_of(snap.metadata) if snap is not None else None
             if snap is None or origin is None or not origin.id.startswith(scope):
+                continue
+            if not any(c.state == "pending" and c.kind == "approval" for c in snap.pending):
+                await self.chat.unindex_waiting(scope, names, run_id)  # decided since
                 continue
             for call in snap.pending:
                 info = PendingInfo.of(run_id, call)
@@ -310,7 +315,7 @@ class ChatBot:
 
     async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:
         """End every standing grant ``user_id`` gave in ``thread``'s workspace."""
-        scope = f"{thread.platform}:{thread.workspace}:"
+        scope = scope_of(thread)
         given = await self.chat.grants_given(user_id, scope, datetime.now(UTC).timestamp())
         count = 0
         for thread_id, key in given:

@@ -321,6 +321,9 @@ class Presenter:
             await self._chat.set_card(info.run_id, ask_of(info), place)
             if info.kind == "approval":
                 await self._set_timers(info)
+                await self._chat.index_waiting(
+                    scope_of(thread), self.waiting_names(info), info.run_id
+                )
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
 
@@ -438,6 +441,31 @@ class Presenter:
                 await self.update(messenger, place.thread, place.ref, self.pointer(place, view))
             return
         await self.update(messenger, place.thread, place.ref, view)
+
+    def waiting_names(self, info: PendingInfo) -> list[str]:
+        """Whom a waiting call is indexed under for inboxes: the names that may decide it
+        (escalation's included; ``*`` when anyone may) and ``asked:<requester>``."""
+        rule = self._policy.rule(info.tool_name)
+        names = sorted(rule.approvers | rule.escalate_to) if rule.approvers else [ANYONE]
+        return names + ([f"{ASKED}{info.requester}"] if info.requester else [])
+
+    async def inbox_names(self, thread: ThreadKey, user_id: str) -> list[str]:
+        """The names a person's inbox reads the index under: theirs, anyone's, their own
+        requests', and each user group of the policy they are in."""
+        names = [user_id, ANYONE, f"{ASKED}{user_id}"]
+        messenger = self.messenger_of(thread)
+        people, _ = self._policy.names()
+        for name in sorted(people - {user_id}):
+            if messenger is None:
+                break
+            try:
+                members = await self.groups.members(thread.platform, messenger, name)
+            except Exception:
+                log.warning("user group %s could not be looked up", name, exc_info=True)
+                continue
+            if name not in members and user_id in members:
+                names.append(name)
+        return names
 
     async def _set_timers(self, info: PendingInfo) -> None:
         """The reminder and the escalation the policy asks for, if still ahead (a card
@@ -596,6 +624,17 @@ class Presenter:
         someone on another, whatever the ids look like.
         """
         return Person(id=user_id, name=self._names.get(_person_key(thread, user_id)))
+
+
+ANYONE = "*"
+"""The inbox index's name for calls anyone may decide."""
+ASKED = "asked:"
+"""The inbox index's prefix for a requester's own calls."""
+
+
+def scope_of(thread: ThreadKey) -> str:
+    """The workspace a thread is in, as thread ids start (inboxes and grants are per one)."""
+    return f"{thread.platform}:{thread.workspace}:"
 
 
 def step_title(agent_path: tuple[str, ...], tool_name: str) -> str:

@@ -189,6 +189,21 @@ class ChatState(Protocol):
         """End one standing approval of a thread; whether it was there."""
         ...
 
+    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        """Note that run ``run_id``, in a thread of ``scope`` (a workspace), waits for the
+        people ``names`` stand for (user ids, group names, ``*`` for anyone, ``asked:<id>``
+        for its requester): an inbox reads only its runs, never every waiting one."""
+        ...
+
+    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
+        """The runs indexed in ``scope`` under any of ``names`` (some may be decided since:
+        the reader checks, and drops those with ``unindex_waiting``)."""
+        ...
+
+    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        """Forget that ``run_id`` waits for ``names``."""
+        ...
+
     async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
         """The standing approvals ``granted_by`` gave that hold at ``now``, in threads whose
         id starts with ``scope`` (a workspace), as ``(thread_id, key)``."""

@@ -35,6 +35,7 @@ class MemoryChatState(StoreCardLocks):
         self._inbox: dict[str, _Slot] = {}
         self._timers: dict[str, tuple[float, str]] = {}
         self._grants: dict[str, dict[str, tuple[float, str]]] = {}
+        self._waiting: dict[tuple[str, str], set[str]] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -64,6 +65,17 @@ class MemoryChatState(StoreCardLocks):
 
     async def revoke_grants(self, thread_id: str) -> int:
         return len(self._grants.pop(thread_id, {}))
+
+    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        for name in names:
+            self._waiting.setdefault((scope, name), set()).add(run_id)
+
+    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
+        return {run for name in names for run in self._waiting.get((scope, name), ())}
+
+    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        for name in names:
+            self._waiting.get((scope, name), set()).discard(run_id)
 
     async def revoke_grant(self, thread_id: str, key: str) -> bool:
         return self._grants.get(thread_id, {}).pop(key, None) is not None

@@ -170,6 +170,25 @@ class RedisChatState(StoreCardLocks):
             count, _ = await pipe.execute()
         return int(count)
 
+    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.sadd(self.keys.waiting(scope, name), run_id)
+            await pipe.execute()
+
+    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
+        if not names:
+            return set()
+        # One hash tag per workspace: every name's set is in one slot on a cluster.
+        found = await self._redis.sunion([self.keys.waiting(scope, name) for name in names])
+        return {str(run) for run in cast(set[str], found)}
+
+    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.srem(self.keys.waiting(scope, name), run_id)
+            await pipe.execute()
+
     async def revoke_grant(self, thread_id: str, key: str) -> bool:
         return bool(await self._redis.hdel(self.keys.grants(thread_id), key))
 

@@ -38,6 +38,9 @@ TIMERS = "timers"
 # Standing approvals of a thread: a hash of JSON {until, by} by whose calls of which
 # tool. No TTL on the hash (each entry says until when it holds); revoking deletes it.
 GRANTS = "grants"
+# Who each waiting run waits for: a set of run ids per workspace and name (user id,
+# group, "*", "asked:<id>"), all of a workspace in one slot. Readers prune decided runs.
+WAITING = "waiting"
 
 # The inbox: one stream of deliveries (field ``body``) with one consumer group,
 # whose pending-entries list is who holds what, and since when (the lease).
@@ -98,6 +101,10 @@ class ChatKeys(ShardedKeys):
     def grants(self, thread_id: str) -> str:
         """A thread's standing approvals."""
         return self._thread(GRANTS, thread_id)
+
+    def waiting(self, scope: str, name: str) -> str:
+        """The runs of a workspace waiting for someone (an inbox's index), in one slot."""
+        return f"{self.prefix}:{WAITING}:{{{scope}}}:{name}"
 
     def grants_by(self, granted_by: str) -> str:
         """The threads where someone gave standing approvals (an index, read-repaired)."""

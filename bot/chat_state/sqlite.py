@@ -56,6 +56,10 @@ _SCHEMA = (
         thread_id TEXT NOT NULL, key TEXT NOT NULL, until REAL NOT NULL,
         granted_by TEXT NOT NULL, PRIMARY KEY (thread_id, key))""",
     "CREATE INDEX IF NOT EXISTS grants_by_granter ON grants (granted_by)",
+    # Who each waiting run waits for, so an inbox reads only its runs; pruned by readers.
+    """CREATE TABLE IF NOT EXISTS waiting_index (
+        scope TEXT NOT NULL, name TEXT NOT NULL, run_id TEXT NOT NULL,
+        PRIMARY KEY (scope, name, run_id))""",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
@@ -144,6 +148,31 @@ class SQLiteChatState(StoreCardLocks):
 
     async def revoke_grants(self, thread_id: str) -> int:
         return await self._file.changes("DELETE FROM grants WHERE thread_id = ?", (thread_id,))
+
+    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        sql = "INSERT OR IGNORE INTO waiting_index (scope, name, run_id) VALUES (?, ?, ?)"
+
+        async def work(db: aiosqlite.Connection) -> None:
+            for name in names:
+                await changes(db, sql, (scope, name, run_id))
+
+        await self._file.run(work, transaction=True)
+
+    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
+        if not names:
+            return set()
+        marks = ", ".join("?" * len(names))  # placeholders only: the names are parameters
+        sql = f"SELECT DISTINCT run_id FROM waiting_index WHERE scope = ? AND name IN ({marks})"
+        return {str(row[0]) for row in await self._file.fetch(sql, (scope, *names))}
+
+    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        sql = "DELETE FROM waiting_index WHERE scope = ? AND name = ? AND run_id = ?"
+
+        async def work(db: aiosqlite.Connection) -> None:
+            for name in names:
+                await changes(db, sql, (scope, name, run_id))
+
+        await self._file.run(work, transaction=True)
 
     async def revoke_grant(self, thread_id: str, key: str) -> bool:
         sql = "DELETE FROM grants WHERE thread_id = ? AND key = ?"

@@ -459,3 +459,17 @@ async def test_a_card_sent_elsewhere_keeps_its_copies(chat: ChatState) -> None:
     assert kept is not None
     assert kept.holds({"channel": "C0", "ts": "2.2"})
     assert not kept.holds({"channel": "C0", "ts": "9.9"})
+
+
+async def test_the_waiting_index_finds_runs_by_name_in_one_workspace(chat: ChatState) -> None:
+    await chat.index_waiting("slack:T1:", ["U2", "S0LEADS", "asked:U1"], "run-1")
+    await chat.index_waiting("slack:T1:", ["*", "asked:U3"], "run-2")
+    await chat.index_waiting("slack:T2:", ["U2"], "run-3")  # another workspace
+    assert await chat.waiting_for("slack:T1:", ["U2"]) == {"run-1"}
+    assert await chat.waiting_for("slack:T1:", ["U9", "*"]) == {"run-2"}
+    assert await chat.waiting_for("slack:T1:", ["S0LEADS", "asked:U3"]) == {"run-1", "run-2"}
+    assert await chat.waiting_for("slack:T1:", []) == set()
+    await chat.unindex_waiting("slack:T1:", ["U2", "S0LEADS"], "run-1")
+    assert await chat.waiting_for("slack:T1:", ["U2", "S0LEADS"]) == set()
+    assert await chat.waiting_for("slack:T1:", ["asked:U1"]) == {"run-1"}  # not unindexed
+    assert await chat.waiting_for("slack:T2:", ["U2"]) == {"run-3"}

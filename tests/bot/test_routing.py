@@ -370,3 +370,25 @@ async def test_a_platform_refusing_to_say_who_is_in_a_group_is_a_clear_start_pro
         "approval policy <string>: approvers: test could not be asked about 'S0LEADS': "
         "missing_scope"
     ]
+
+
+async def test_the_inbox_reads_only_what_is_indexed_for_its_reader_and_prunes_it() -> None:
+    bot, messenger, _ = wired(
+        '[tools.refund]\napprovers = ["S0LEADS"]\n', groups={"S0LEADS": frozenset({"U5"})}
+    )
+    await ask(bot, "D-1", user="U1")
+    scope = "test:W1:"
+    assert await bot.chat.waiting_for(scope, ["S0LEADS"]) != set()
+    lead = await bot.inbox(THREAD, "U5")  # a member of the group the policy names
+    (card,) = lead.waiting
+    assert card.args == {"order": "D-1"}
+    assert (await bot.inbox(THREAD, "U6")).waiting == ()  # not in the group
+    decide = Click(
+        thread=THREAD, user_id="U5", run_id=card.run_id, tool_call_id=card.tool_call_id,
+        action="approve", ask=card.ask,
+    )  # fmt: skip
+    assert (await bot.on_click(decide)).accepted
+    await bot.drain()
+    assert (await bot.inbox(THREAD, "U5")).waiting == ()
+    # Decided: pruned from the index under the names that inbox read.
+    assert await bot.chat.waiting_for(scope, ["S0LEADS", "U5", "*", "asked:U5"]) == set()
