@@ -324,6 +324,10 @@ class ChatBot:
             return (messages.NO_GRANTS_GIVEN,)
         return (messages.GRANTS_GIVEN_ENDED.format(count=count),)
 
+    async def card_now(self, click: Click) -> ApprovalCard | None:
+        """The card a click's ids name, as it reads now (see ``ChatCore.card_now``)."""
+        return await self.decisions.card_now(click)
+
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form an ``edit`` click opens, or why editing would be refused."""
         return await self.decisions.edit_form(click)

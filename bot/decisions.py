@@ -41,6 +41,7 @@ from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
 from .types import (
     ApprovalCard,
+    CardStatus,
     Click,
     ClickResult,
     Messenger,
@@ -58,6 +59,14 @@ from .votes import VOTED, audit_vote
 log = logging.getLogger(__name__)
 
 _AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
+_CARD_ENDINGS: dict[str, Literal["approved", "declined", "expired"]] = {
+    "approved": "approved",
+    "granted": "approved",
+    "declined": "declined",
+    "expired": "expired",
+    "interrupted": "expired",
+}
+"""How a call's card ended, by the audit event that ended it."""
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
     "answer": "answered",
     "decline": "declined",
@@ -173,6 +182,71 @@ class Decisions:
             assert refusal is not None
             return refusal[0]
         return prompt(call)
+
+    async def card_now(self, click: Click) -> ApprovalCard | None:
+        """The card ``click`` names as it reads now, whoever looks: pending (buttons
+        for those the policy lets decide: ``ApprovalCard.deciders``), or how it was
+        decided, or that it expired; ``None`` for a call unknown in that workspace."""
+        click = await self._located(click) or click
+        waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
+        call = next(
+            (
+                p
+                for p in waiting
+                if (p.run_id, p.tool_call_id) == (click.run_id, click.tool_call_id)
+            ),
+            None,
+        )
+        card: ApprovalCard | None
+        if call is not None:
+            if call.kind != "approval":
+                return None
+            expired = call.expires_at <= datetime.now(UTC)
+            status: CardStatus = "expired" if expired else "pending"
+            card = self._presenter.card(click.thread, call, status=status)
+        else:
+            try:
+                snap = await self._agent.get_run(click.run_id)
+            except RunNotFoundError:
+                return None
+            if snap.thread_id != click.thread.id:
+                return None
+            card = await self._card_from_audit(click)
+        if card is not None and click.where is not None:
+            card = replace(card, requested_in=click.thread)
+        return card
+
+    async def _card_from_audit(self, click: Click) -> ApprovalCard | None:
+        """A decided (or expired) call's card, from the audit log (it left the run)."""
+        entries = await self._audit_of(click.run_id, click.tool_call_id)
+        asked = next((e for e in reversed(entries) if e.event == "requested"), None)
+        if asked is None or asked.kind != "approval":
+            return None
+        after = entries[entries.index(asked) + 1 :]
+        ended = next((e for e in reversed(after) if e.event in _CARD_ENDINGS), None)
+        if ended is None:
+            return None  # decided a moment ago, not on record yet: nothing to redraw
+        status = _CARD_ENDINGS[ended.event]
+        edited = next((e for e in after if e.event == "edited"), None)
+        deciders = (ended.actor or "").split(",") if status != "expired" and ended.actor else []
+        return ApprovalCard(
+            run_id=click.run_id,
+            tool_call_id=click.tool_call_id,
+            tool_name=asked.tool_name,
+            args=edited.args if edited is not None else asked.args,
+            agent_path=(),
+            requester=self._presenter.who(click.thread, asked.requester)
+            if asked.requester
+            else None,
+            expires_at=ended.at,
+            status=status,
+            decided_by=tuple(self._presenter.who(click.thread, user) for user in deciders),
+            reason=ended.reason,
+            previous_args=edited.previous_args if edited is not None else None,
+            edited_by=self._presenter.who(click.thread, edited.actor)
+            if edited is not None and edited.actor
+            else None,
+        )
 
     async def _check(
         self, click: Click

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from .chat_state import ChatState
 from .types import (
+    ApprovalCard,
     Click,
     ClickResult,
     Inbox,
@@ -67,6 +68,11 @@ class ChatCore(Protocol):
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form an ``edit`` click opens: the card's arguments as fields (from the
         tool's input schema, each with the value shown); or why editing is refused."""
+        ...
+
+    async def card_now(self, click: Click) -> ApprovalCard | None:
+        """The card a click's ids name, as it reads now for anyone (a card opened again:
+        Teams' refresh): pending, decided or expired; ``None`` if unknown there."""
         ...
 
     async def show_waiting(self, thread: ThreadKey) -> int:

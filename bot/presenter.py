@@ -519,7 +519,12 @@ class Presenter:
             grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
             granted_for=granted_for,
             ask=ask_of(info),
+            deciders=self._deciders_now(info) if status == "pending" else (),
         )
+
+    def _deciders_now(self, info: PendingInfo) -> tuple[str, ...]:
+        escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
+        return tuple(sorted(self._policy.deciders(info.tool_name, escalated=escalated)))
 
     def settled(
         self, thread: ThreadKey, info: PendingInfo, status: PromptStatus, user_id: str

@@ -153,6 +153,9 @@ class ApprovalCard:
     requested_in: ThreadKey | None = None
     """On a card shown away from the requester's thread (an approvers' channel, a direct
     message, an inbox): that thread, for a link to the request."""
+    deciders: tuple[str, ...] = ()
+    """While pending: who the policy lets decide it, as it names them (user ids, user
+    groups); empty when anyone may. For platforms that show buttons only to them."""
 
     @property
     def tool(self) -> str:

@@ -43,6 +43,7 @@ def approval_card(
     grant_for: tuple[str, ...] = (),
     granted_for: str | None = None,
     ask: str = "",
+    deciders: tuple[str, ...] = (),
 ) -> ApprovalCard:
     """The card for a call waiting for approval (or already decided).
 
@@ -72,6 +73,7 @@ def approval_card(
         grant_for=grant_for if quorum == 1 and info.answer is None else (),
         granted_for=granted_for,
         ask=ask,
+        deciders=deciders if status == "pending" else (),
     )
 
 

@@ -392,3 +392,39 @@ async def test_the_inbox_reads_only_what_is_indexed_for_its_reader_and_prunes_it
     assert (await bot.inbox(THREAD, "U5")).waiting == ()
     # Decided: pruned from the index under the names that inbox read.
     assert await bot.chat.waiting_for(scope, ["S0LEADS", "U5", "*", "asked:U5"]) == set()
+
+
+# -- a card drawn again -----------------------------------------------------------
+
+
+async def test_a_card_opened_again_reads_as_it_is_now_for_anyone() -> None:
+    bot, messenger, _ = wired('[tools.refund]\napprovers = ["U2", "U3"]\n')
+    await ask(bot, "E-1")
+    (card,) = messenger.views(ApprovalCard)
+    assert card.deciders == ("U2", "U3")
+    looking = Click(
+        thread=THREAD, user_id="U9", run_id=card.run_id, tool_call_id=card.tool_call_id,
+        action="approve",
+    )  # fmt: skip
+    now = await bot.card_now(looking)
+    assert now is not None
+    assert now.status == "pending"
+    assert now.deciders == ("U2", "U3")
+
+    decline = replace(looking, user_id="U3", action="decline", reason="not today")
+    assert (await bot.on_click(decline)).accepted
+    await bot.drain()
+    later = await bot.card_now(looking)
+    assert later is not None
+    assert later.status == "declined"
+    assert later.decided_by == (Person(id="U3"),)
+    assert later.reason == "not today"
+    assert later.args == {"order": "E-1"}
+    assert later.deciders == ()
+
+    elsewhere = replace(looking, thread=replace(THREAD, channel="D-U9", root="x"))
+    shown_elsewhere = await bot.card_now(elsewhere)
+    assert shown_elsewhere is not None
+    assert shown_elsewhere.requested_in == THREAD
+    assert await bot.card_now(replace(looking, thread=replace(THREAD, workspace="W2"))) is None
+    assert await bot.card_now(replace(looking, run_id="run-unknown")) is None
