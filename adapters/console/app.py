@@ -30,6 +30,7 @@ from bot import (
     Person,
     Posted,
     Prompt,
+    PromptField,
     Text,
     ThreadKey,
     View,
@@ -173,6 +174,8 @@ class ConsoleAdapter:
         bot.register(PLATFORM, self.messenger)
         self.messenger.on_output = self._spoke
         self._editing: _Edit | None = None
+        self._form: _Form | None = None
+        """A question with several fields being answered, one field per line."""
 
     async def run(self) -> None:
         """Chat until the input ends, then wait for the bot's pending work."""
@@ -187,6 +190,8 @@ class ConsoleAdapter:
             line = raw.strip()
             if self._editing is not None:
                 await self._edit_field(line)  # an empty line keeps the value shown
+            elif self._form is not None:
+                await self._form_field(line)
             elif line:
                 if line.lower().split() in (
                     [texts.APPROVALS_COMMAND],
@@ -277,6 +282,31 @@ class ConsoleAdapter:
         if result.retry:  # the card still waits: edit again, or decide as it is
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
 
+    async def _form_field(self, line: str) -> None:
+        """One field of a question's form: the line is its value (empty: its default)."""
+        form = self._form
+        assert form is not None
+        if line.lower() in QUESTION_COMMANDS:
+            self._form = None
+            await self._click(form.ref, form.prompt, QUESTION_COMMANDS[line.lower()])
+            await self.bot.drain()
+            return
+        field = form.prompt.fields[len(form.values)]
+        value = line or _shown(field.value)
+        if not value and field.required:
+            self.messenger.write(texts.FORM_REQUIRED.format(label=field.label))
+            return
+        if value:
+            form.values[field.name] = value
+        form.answered += 1
+        if form.answered < len(form.prompt.fields):
+            return
+        self._form = None
+        result = await self._click(form.ref, form.prompt, "answer", values=form.values)
+        await self.bot.drain()
+        if result.retry:  # the question still waits: its form is asked again
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+
     async def _click(
         self,
         ref: MessageRef,
@@ -326,8 +356,48 @@ class ConsoleAdapter:
             card = self.messenger.open_cards[0][1]
             question = _card_answers(card, reask=False)
             self.messenger.write(question, end=end)
+        elif self._form is not None or self._start_form():
+            assert self._form is not None
+            field = self._form.prompt.fields[self._form.answered]
+            self.messenger.write(_form_field(field), end=end)
         elif self._interactive:
             self.messenger.write(texts.INPUT, end="")
+
+    def _start_form(self) -> bool:
+        """Answer the newest question field by field, when it asks for several things."""
+        if not self.messenger.questions:
+            return False
+        ref, question = self.messenger.questions[-1]
+        if not question.form:
+            return False
+        self._form = _Form(ref=ref, prompt=question)
+        return True
+
+
+@dataclass
+class _Form:
+    """A question being answered one field per line (its values as typed)."""
+
+    ref: MessageRef
+    prompt: Prompt
+    values: dict[str, str] = field(default_factory=dict)
+    answered: int = 0
+
+
+def _form_field(field: PromptField) -> str:
+    """The prompt for one field of a question's form: what it takes, and its default."""
+    hints = []
+    if field.kind == "choice":
+        hints.append(texts.FORM_CHOICES.format(choices=" / ".join(field.choices)))
+    elif field.kind != "text":
+        hints.append(texts.FORM_KINDS[field.kind])
+    if field.required:
+        hints.append(texts.FORM_REQUIRED_HINT)
+    hint = f" ({', '.join(hints)})" if hints else ""
+    default = _shown(field.value)
+    return texts.FORM_FIELD.format(
+        label=field.label, hint=hint, default=f" [{default}]" if default else ""
+    )
 
 
 @dataclass

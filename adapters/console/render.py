@@ -148,7 +148,9 @@ def render_prompt(prompt: Prompt) -> str:
     lines = [texts.QUESTION.format(tool=tool_label(prompt), question=_indent(prompt.question))]
     if prompt.error:
         lines.append(texts.QUESTION_ERROR.format(error=prompt.error))
-    if prompt.fields:
+    if prompt.form:
+        lines.append(texts.QUESTION_FORM)
+    elif prompt.fields:
         fields = ", ".join(f.name for f in prompt.fields)
         lines.append(texts.QUESTION_FIELDS.format(fields=fields))
     else:

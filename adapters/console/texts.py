@@ -38,6 +38,16 @@ CARD_DECLINED_REASON: Final = "[declined by {who}: {reason}] {tool}"
 CARD_EXPIRED: Final = "[expired] {tool}: nobody decided in time"
 QUESTION: Final = "[question from {tool}] {question}"
 QUESTION_FIELDS: Final = "    (answer with: {fields}; or /decline or /cancel)"
+QUESTION_FORM: Final = "    (answered field by field below; /decline or /cancel leaves it)"
+FORM_FIELD: Final = "    {label}{hint}{default}: "
+FORM_CHOICES: Final = "one of {choices}"
+FORM_KINDS: Final = {
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+}
+FORM_REQUIRED_HINT: Final = "required"
+FORM_REQUIRED: Final = "    ({label} is required)"
 QUESTION_ERROR: Final = "    That answer didn't fit: {error}"
 QUESTION_HINT: Final = "    (reply to answer, or /decline or /cancel)"
 QUESTION_SETTLED: Final = "[{status} by {who}] {tool}"

@@ -19,7 +19,7 @@ from bot import ApprovalCard, ChatBot, Person
 from tests.agents.helpers import Counter
 from tests.examples.conftest import deployed
 
-from .helpers import restart_agent, weather_agent
+from .helpers import booking_agent, restart_agent, weather_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -307,3 +307,24 @@ async def test_make_reset_demo_removes_the_demo_data_and_only_that(tmp_path: Pat
     )
     assert await make.wait() == 0
     assert sorted(p.name for p in data.iterdir()) == ["mine.db"]
+
+
+async def test_a_question_with_several_fields_is_answered_field_by_field() -> None:
+    booked = Counter()
+    agent = booking_agent([], booked)
+    out = await chat(agent, "book a table", "", "friday", "many", "friday", "4")
+    assert "(answered field by field below; /decline or /cancel leaves it)" in out
+    assert "    Date (required): " in out
+    assert "    (Date is required)" in out
+    assert "    Seats (a whole number, required): " in out
+    assert "(only you see this)" in out  # "many" is no whole number: asked again
+    assert booked.count == 1
+    assert booked.calls == [{"date": "friday", "seats": 4}]
+    assert "[answered by ada] book_table" in out
+
+
+async def test_a_form_question_can_be_left_from_its_fields() -> None:
+    booked = Counter()
+    out = await chat(booking_agent([], booked), "book a table", "/cancel")
+    assert "[cancelled by ada] book_table" in out
+    assert booked.count == 0
