@@ -78,8 +78,14 @@ class Answer:
         if text:
             await self._post(Reply(text=text))
 
-    async def close(self) -> None:
-        """The segment is over: everything is shown."""
+    async def close(self, *, feedback: str | None = None) -> None:
+        """The segment is over: everything is shown. ``feedback``: the run whose answer
+        this ends (the last reply carries it, for 👍 / 👎)."""
+        if feedback is not None and self._live is None:
+            text = self._text.take()
+            if text:
+                await self._post(Reply(text=text, feedback=feedback))
+            return
         await self.pause()
 
     async def _open(self) -> Live | None:

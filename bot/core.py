@@ -25,10 +25,12 @@ from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
+    AuditEntry,
     CallExpiredError,
     PendingInfo,
     ResumeDataInvalidError,
     RunChangedError,
+    RunNotFoundError,
     StandingAsk,
     Store,
     StoreConflict,
@@ -65,6 +67,10 @@ from .views import prompt, run_metadata, thread_of
 
 log = logging.getLogger(__name__)
 
+FEEDBACK = "feedback"
+"""The audit event of a person's 👍 / 👎 on an answer (``result``: the rating)."""
+FEEDBACK_HELPFUL = "helpful"
+FEEDBACK_UNHELPFUL = "unhelpful"
 INBOX_HORIZON = timedelta(days=36_500)
 """Every waiting call expires within this (the inbox lists them all)."""
 INBOX_DECISIONS = 10
@@ -323,6 +329,36 @@ class ChatBot:
         if not count:
             return (messages.NO_GRANTS_GIVEN,)
         return (messages.GRANTS_GIVEN_ENDED.format(count=count),)
+
+    async def on_feedback(
+        self, thread: ThreadKey, user_id: str, run_id: str, *, helpful: bool
+    ) -> Text:
+        """Keep a person's 👍 / 👎 on an answer: once per person and rating, in the audit
+        log (event ``feedback``, ``result`` the rating) and the metrics."""
+        try:
+            snap = await self.agent.get_run(run_id)
+        except RunNotFoundError:
+            return (messages.FEEDBACK_UNKNOWN,)
+        if snap.thread_id != thread.id:
+            return (messages.FEEDBACK_UNKNOWN,)
+        rating = FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL
+        given = await self.store.list_audit(run_id=run_id)
+        if any(e.event == FEEDBACK and e.actor == user_id and e.result == rating for e in given):
+            return (messages.FEEDBACK_THANKS,)
+        await self.store.append_audit(
+            AuditEntry(
+                event=FEEDBACK,
+                run_id=run_id,
+                thread_id=thread.id,
+                tool_call_id="",
+                tool_name="",
+                requester=snap.resource_id,
+                actor=user_id,
+                result=rating,
+            )
+        )
+        self.metrics.feedback.labels(rating=rating).inc()
+        return (messages.FEEDBACK_THANKS,)
 
     async def card_now(self, click: Click) -> ApprovalCard | None:
         """The card a click's ids name, as it reads now (see ``ChatCore.card_now``)."""

@@ -57,6 +57,8 @@ GRANTED_RUN: Final = (
 GRANT_NOT_OFFERED: Final = "This request can't be approved for the thread; approve it on its own."
 GRANTS_REVOKED: Final = "Ended {count} grant(s) in this thread: each call asks for approval again."
 NO_GRANTS: Final = "There are no grants in this thread to end."
+FEEDBACK_THANKS: Final = "Thanks: your rating of this answer is noted."
+FEEDBACK_UNKNOWN: Final = "That answer is not known here any more."
 GRANT_ENDED: Final = (
     "ended the grant for `{tool}` in this thread: its calls ask for approval again."
 )

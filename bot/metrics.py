@@ -65,6 +65,9 @@ class Metrics:
             "approval_bot_runs_finished", "Agent runs that finished with an answer."
         )
         self.runs_failed = counter("approval_bot_runs_failed", "Agent runs that failed.")
+        self.feedback = counter(
+            "approval_bot_feedback", "People's 👍 / 👎 on the bot's answers.", ("rating",)
+        )
         self.tokens = counter(
             "approval_bot_model_tokens",
             "Model tokens of runs that ended, by kind (input, output, cache_read, cache_write).",

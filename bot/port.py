@@ -75,6 +75,14 @@ class ChatCore(Protocol):
         Teams' refresh): pending, decided or expired; ``None`` if unknown there."""
         ...
 
+    async def on_feedback(
+        self, thread: ThreadKey, user_id: str, run_id: str, *, helpful: bool
+    ) -> Text:
+        """A person rated the answer of ``run_id`` (👍 ``helpful``, or 👎), from where it
+        was posted; it is kept in the audit log (``feedback``) and the metrics. Returns
+        the words to tell them."""
+        ...
+
     async def show_waiting(self, thread: ThreadKey) -> int:
         """Post again every card and question still waiting in ``thread`` (a console
         started again on it); each post becomes that call's card. Returns how many."""

@@ -250,7 +250,8 @@ class Presenter:
                 elif isinstance(chunk, FinishChunk):
                     if chunk.agent_path != self._top:
                         continue
-                    await answer.close()
+                    done = chunk.finish_reason not in ("suspended", "error")
+                    await answer.close(feedback=stream.run_id if done else None)
                     if chunk.finish_reason not in ("suspended", "error"):
                         self._metrics.runs_finished.inc()
                     if chunk.finish_reason != "suspended":

@@ -241,6 +241,9 @@ class Reply:
     """The agent's answer (or part of it)."""
 
     text: str
+    feedback: str | None = None
+    """On the last part of a finished run's answer: that run's id. The platform may offer
+    👍 / 👎 on it, each reported with ``ChatCore.on_feedback``."""
 
 
 @dataclass(frozen=True, kw_only=True)

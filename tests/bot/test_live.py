@@ -8,7 +8,7 @@ from agents import Agent, MemoryStore, ToolCall, tool
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person, Reply
 from tests.agents.helpers import Counter, call_then_answer
 
-from .helpers import RecordingMessenger, click, message, restart_agent
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, click, message, restart_agent
 
 
 def status_agent() -> Agent:
@@ -102,3 +102,31 @@ async def test_without_live_messages_each_part_is_posted_whole() -> None:
     await bot.on_message(message("how is the api?"))
     await bot.drain()
     assert [reply.text for reply in messenger.views(Reply)] == ["Let me check.\n\napi is up."]
+
+
+async def test_a_finished_answer_takes_feedback_once_per_person_and_rating() -> None:
+    bot, messenger = wired(status_agent(), live=False)
+    await bot.on_message(message("how is the api?"))
+    await bot.drain()
+    (reply,) = messenger.views(Reply)
+    assert reply.feedback is not None
+    said = await bot.on_feedback(THREAD, "U2", reply.feedback, helpful=True)
+    assert said == ("Thanks: your rating of this answer is noted.",)
+    await bot.on_feedback(THREAD, "U2", reply.feedback, helpful=True)  # again: once
+    await bot.on_feedback(THREAD, "U3", reply.feedback, helpful=False)
+    ratings = [
+        (e.actor, e.result)
+        for e in await bot.store.list_audit(run_id=reply.feedback)
+        if e.event == "feedback"
+    ]
+    assert ratings == [("U2", "helpful"), ("U3", "unhelpful")]
+    assert bot.metrics.value("approval_bot_feedback_total", rating="helpful") == 1
+    elsewhere = await bot.on_feedback(OTHER_THREAD, "U2", reply.feedback, helpful=True)
+    assert elsewhere == ("That answer is not known here any more.",)
+
+
+async def test_a_paused_run_offers_no_feedback_yet() -> None:
+    bot, messenger = wired(restart_agent(Counter()), live=False)
+    await bot.on_message(message("restart the api"))
+    await bot.drain()
+    assert [reply.feedback for reply in messenger.views(Reply)] == [None]
