@@ -373,7 +373,7 @@ async def test_a_platform_refusing_to_say_who_is_in_a_group_is_a_clear_start_pro
 
 
 async def test_the_inbox_reads_only_what_is_indexed_for_its_reader_and_prunes_it() -> None:
-    bot, messenger, _ = wired(
+    bot, _, _ = wired(
         '[tools.refund]\napprovers = ["S0LEADS"]\n', groups={"S0LEADS": frozenset({"U5"})}
     )
     await ask(bot, "D-1", user="U1")
