@@ -1,12 +1,10 @@
-"""The core's ``Messenger`` for Slack: post, update, tell one person, show a status;
-post a card in another channel or a direct message; say which channels and user
-groups exist."""
+"""The core's ``Messenger`` for Slack: post, update, tell one person, show a status,
+stream an answer (``live``); post a card in another channel or a direct message;
+say which channels and user groups exist."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import aiohttp
 from cachetools import LRUCache
@@ -27,8 +25,10 @@ from bot import (
     View,
 )
 
+from ._reach import reaching as _reaching
 from .blocks import SlackMessage, render
 from .convert import message_ref, thread_key
+from .live import SlackLive
 from .mrkdwn import is_group_id, text_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ _STATUS_NOT_ALLOWED = frozenset(
     {"not_allowed", "missing_scope", "not_allowed_token_type", "unknown_method", "no_permission"}
 )
 """Refusals that mean "never in this channel", as opposed to a passing error."""
+_REFUSED_STREAM_CACHE = 10_000
 _PERMALINK_CACHE = 10_000
 _DIRECT_CHANNEL_CACHE = 10_000
 _NO_CHANNEL = frozenset({"channel_not_found", "invalid_channel", "invalid_arguments"})
@@ -51,7 +52,8 @@ class SlackMessenger:
 
     Every post goes into the thread (``thread_ts`` = the thread's root); the core
     follows the thread, so that replies there reach the bot. A card the policy sends
-    elsewhere starts a thread of its own (``post_elsewhere``).
+    elsewhere starts a thread of its own (``post_elsewhere``). An answer streams into
+    the thread where Slack allows it (``start_live``), else it is posted whole.
 
     Network failures raise ``Undeliverable``; Slack's refusals (``SlackApiError``)
     are the core's to log.
@@ -62,6 +64,9 @@ class SlackMessenger:
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
         self._no_status: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STATUS_CACHE)
+        # Channels where Slack refused to stream (``live.NOT_HERE``): their answers
+        # are posted whole, without a refused ``chat.startStream`` first each time.
+        self._no_stream: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STREAM_CACHE)
         # A message's permalink never changes, and a card is rendered again on
         # every update: asked once per message.
         self._permalinks: LRUCache[tuple[str, str], str] = LRUCache(maxsize=_PERMALINK_CACHE)
@@ -115,8 +120,19 @@ class SlackMessenger:
             log.debug("no status in %s this time: %s", thread.channel, exc)
 
     async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
-        """No live message in Slack yet: the core posts each part of an answer whole."""
-        return None
+        """A streamed answer in the thread (``SlackLive``; nothing is sent before its
+        first words or step), or ``None`` where Slack will not stream: outside a thread,
+        in a channel that refused before, or outside a DM with nobody to address it to
+        (Slack streams there to one recipient, who asked)."""
+        if not thread.root or thread.channel in self._no_stream:
+            return None
+        if to is None and not thread.channel.startswith("D"):
+            return None
+        return SlackLive(self.client, thread, to, refused=self._refuse_streams)
+
+    def _refuse_streams(self, channel: str) -> None:
+        log.info("Slack does not stream in %s: answers there are posted whole", channel)
+        self._no_stream[channel] = True
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
         """Post ``view`` as a new top-level message in ``to.channel``, or in the bot's
@@ -247,12 +263,3 @@ class SlackMessenger:
                 unfurl_media=False,
             )
         return message_ref(str(response["channel"]), str(response["ts"]))
-
-
-@asynccontextmanager
-async def _reaching() -> AsyncIterator[None]:
-    """Slack unreachable (no connection, no answer in time) -> ``Undeliverable``."""
-    try:
-        yield
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise Undeliverable(f"Slack could not be reached: {exc}") from None

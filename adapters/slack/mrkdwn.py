@@ -32,6 +32,13 @@ def to_mrkdwn(markdown: str) -> str:
     return _MARKDOWN_LINK.sub(_visible_link, text)
 
 
+def to_markdown(markdown: str) -> str:
+    """Escape Markdown for a streamed answer (``markdown_text``), links shown with their
+    targets: as with ``to_mrkdwn``, nothing the agent writes pings anyone or hides
+    where a link goes. Never longer than ``escape(markdown)``."""
+    return _MARKDOWN_LINK.sub(_visible_link, escape(markdown))
+
+
 def _visible_link(link: re.Match[str]) -> str:
     """``[label](url)`` as "label (url)": the reader sees where it goes; Slack links the URL."""
     label, url = link.group(1), link.group(2)

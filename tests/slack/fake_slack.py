@@ -8,6 +8,11 @@ Errors (and 429s) can be scripted per method. It knows the channels, direct
 messages and user groups a test gives it, and serves ``response_url``s: the
 answers to a slash command or to a click in a message only one person sees,
 kept as those people would see them.
+
+Streamed messages (``chat.startStream`` / ``appendStream`` / ``stopStream``) are
+messages of the thread like any other: their ``text`` is the Markdown streamed so
+far, and their ``chunks`` every chunk in order (``tasks``: each task as it is now).
+Streaming can be refused everywhere or in one channel (``refuse_streaming``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,14 @@ OPTION_TEXT_LIMIT = 75
 OPTION_VALUE_LIMIT = 150
 TEXT_LIMIT = 3000
 ATTACHMENTS_LIMIT = 100
+MARKDOWN_TEXT_LIMIT = 12_000
+"""``markdown_text`` in one ``chat.*Stream`` call (also each ``markdown_text`` chunk)."""
+TASK_FIELD_LIMIT = 256
+"""A ``task_update``'s ``details`` and ``output``."""
+MESSAGE_LIMIT = 40_000
+"""Where Slack truncates a message's text."""
+CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 COLOR = re.compile(r"#[0-9A-Fa-f]{6}|good|warning|danger")
 NUMBER = re.compile(r"-?\d+(\.\d+)?")
 WHOLE_NUMBER = re.compile(r"-?\d+")
@@ -72,6 +85,29 @@ class Posted:
     updated_at: float | None = None
     """``time.perf_counter()`` of the last ``chat.update`` (for benchmarks)."""
     attachments: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    """A streamed message's chunks, in the order they came (its ``text`` is their Markdown)."""
+    streaming: bool = False
+    """Whether it is still being streamed (started, not stopped)."""
+    started_with: dict[str, Any] | None = None
+    """A streamed message's ``chat.startStream`` arguments (``None``: posted whole)."""
+
+    @property
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        """A streamed message's tasks as they look now, by id, in the order they appeared."""
+        now: dict[str, dict[str, Any]] = {}
+        for chunk in self.chunks:
+            if chunk.get("type") == "task_update":
+                now[chunk["id"]] = {**now.get(chunk["id"], {}), **chunk}
+        return now
+
+    def task_statuses(self, task_id: str) -> list[str]:
+        """Every status a task was shown in, in order."""
+        return [
+            c["status"]
+            for c in self.chunks
+            if c.get("type") == "task_update" and c.get("id") == task_id
+        ]
 
     @property
     def shown(self) -> list[dict[str, Any]]:
@@ -150,6 +186,8 @@ class FakeSlack:
     """The bot's direct message channel with each user, once opened."""
     response_urls: dict[str, ResponseUrl] = field(default_factory=dict)
     ephemerals: list[Ephemeral] = field(default_factory=list)
+    refused_streams: dict[str | None, str] = field(default_factory=dict)
+    """Channels where ``chat.startStream`` answers with an error (``None``: everywhere)."""
     url: str = ""
     base: str = ""
     _ts: Any = field(default_factory=lambda: itertools.count(1))
@@ -222,6 +260,18 @@ class FakeSlack:
     def answers_to(self, user: str) -> list[Ephemeral]:
         """What ``user`` was shown through response URLs, oldest first."""
         return [e for e in self.ephemerals if e.user == user]
+
+    def refuse_streaming(self, error: str = "not_allowed", *, channel: str | None = None) -> None:
+        """Refuse ``chat.startStream`` with ``error`` in ``channel`` (or everywhere)."""
+        self.refused_streams[channel] = error
+
+    def posts_in(self, channel: str, root: str) -> list[Posted]:
+        """The messages posted whole in a thread (cards, questions, notices), oldest first."""
+        return [m for m in self.in_thread(channel, root) if m.started_with is None]
+
+    def streamed(self, channel: str, root: str) -> list[Posted]:
+        """The streamed messages in a thread, oldest first."""
+        return [m for m in self.in_thread(channel, root) if m.started_with is not None]
 
     def script(self, method: str, answer: Scripted) -> None:
         """Answer the next ``answer.times`` calls of ``method`` with an error or status."""
@@ -366,6 +416,99 @@ class FakeSlack:
         message.updated_at = time.perf_counter()
         return _ok(channel=message.channel, ts=message.ts, text=message.text)
 
+    def _chat_startStream(self, args: dict[str, Any]) -> web.Response:
+        channel, thread_ts = args.get("channel", ""), args.get("thread_ts")
+        if not channel:
+            return _fail("channel_not_found")
+        refused = self.refused_streams.get(channel) or self.refused_streams.get(None)
+        if refused:
+            return _fail(refused)
+        if not thread_ts:
+            return self._problem("a stream that replies to nothing (no thread_ts)")
+        if not channel.startswith("D"):
+            # Outside a DM a stream is addressed to someone: both ids are required.
+            if not args.get("recipient_user_id"):
+                return _fail("missing_recipient_user_id")
+            if not args.get("recipient_team_id"):
+                return _fail("missing_recipient_team_id")
+        if args.get("task_display_mode", "timeline") not in ("timeline", "plan"):
+            return self._problem("task_display_mode not timeline or plan")
+        chunks, problem = self._chunks_of(args)
+        if problem:
+            return _fail(problem)
+        ts = f"{1_700_000_000 + next(self._ts)}.000400"
+        message = Posted(channel, ts, thread_ts, "", [], streaming=True, started_with=args)
+        self.messages[(channel, ts)] = message
+        self._stream_into(message, chunks)
+        return _ok(channel=channel, ts=ts)
+
+    def _chat_appendStream(self, args: dict[str, Any]) -> web.Response:
+        message, problem = self._stream_of(args)
+        if message is None:
+            return _fail(problem or "message_not_found")
+        if not args.get("markdown_text") and not args.get("chunks"):
+            return _fail("no_text")
+        chunks, problem = self._chunks_of(args)
+        if problem:
+            return _fail(problem)
+        self._stream_into(message, chunks)
+        return _ok(channel=message.channel, ts=message.ts)
+
+    def _chat_stopStream(self, args: dict[str, Any]) -> web.Response:
+        message, problem = self._stream_of(args)
+        if message is None:
+            return _fail(problem or "message_not_found")
+        chunks, problem = self._chunks_of(args)
+        if problem:
+            return _fail(problem)
+        self._stream_into(message, chunks)
+        message.streaming = False
+        message.updated_at = time.perf_counter()
+        return _ok(
+            channel=message.channel,
+            ts=message.ts,
+            message={"text": message.text, "ts": message.ts, "bot_id": BOT_ID},
+        )
+
+    def _stream_of(self, args: dict[str, Any]) -> tuple[Posted | None, str | None]:
+        """The streamed message a call names, or why there is none to stream into."""
+        message = self.messages.get((args.get("channel", ""), args.get("ts", "")))
+        if message is None or message.started_with is None:
+            return None, "message_not_found"
+        if not message.streaming:
+            return None, "message_not_in_streaming_state"
+        return message, None
+
+    def _chunks_of(self, args: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+        """A call's ``markdown_text`` and ``chunks`` as one list of chunks, checked as Slack
+        checks them (with the error it would answer, if any)."""
+        chunks = args.get("chunks") or []
+        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
+            return [], self._problem_error("chunks not a list of objects", error="invalid_chunks")
+        text = args.get("markdown_text")
+        if text is not None:
+            chunks = [{"type": "markdown_text", "text": text}, *chunks]
+        for chunk in chunks:
+            problem = _chunk_problem(chunk)
+            if problem:
+                return [], self._problem_error(problem, error="invalid_chunks")
+        markdown = sum(len(c["text"]) for c in chunks if c["type"] == "markdown_text")
+        if markdown > MARKDOWN_TEXT_LIMIT:
+            return [], self._problem_error(
+                "over 12,000 characters of markdown in one call", error="msg_too_long"
+            )
+        return chunks, None
+
+    def _stream_into(self, message: Posted, chunks: list[dict[str, Any]]) -> None:
+        """Add checked chunks to a streamed message: its text grows by their Markdown."""
+        for chunk in chunks:
+            message.chunks.append(chunk)
+            if chunk["type"] == "markdown_text":
+                message.text += chunk["text"]
+        message.updates += 1
+        if len(message.text) > MESSAGE_LIMIT:
+            self.problems.append("a streamed message over 40,000 characters")
+
     def _chat_postEphemeral(self, args: dict[str, Any]) -> web.Response:
         if not args.get("channel") or not args.get("user") or not args.get("text"):
             return _fail("invalid_arguments")
@@ -508,6 +651,27 @@ def _block_problem(block: dict[str, Any]) -> str | None:
         confirm = element.get("confirm")
         if confirm and len(confirm.get("text", {}).get("text", "")) > CONFIRM_TEXT_LIMIT:
             return "confirm text over 300 characters"
+    return None
+
+
+def _chunk_problem(chunk: dict[str, Any]) -> str | None:
+    """A streaming chunk Slack would refuse."""
+    kind = chunk.get("type")
+    if kind not in CHUNK_TYPES:
+        return f"unknown chunk type {kind!r}"
+    if kind == "markdown_text":
+        text = chunk.get("text")
+        if not isinstance(text, str):
+            return "markdown_text chunk without text"
+    if kind == "task_update":
+        if not chunk.get("id") or not chunk.get("title"):
+            return "task_update without id or title"
+        if chunk.get("status") not in TASK_STATUSES:
+            return f"task_update status {chunk.get('status')!r}"
+        for key in ("details", "output"):
+            value = chunk.get(key)
+            if value is not None and (not isinstance(value, str) or len(value) > TASK_FIELD_LIMIT):
+                return f"task_update {key} not a string of at most 256 characters"
     return None
 
 

@@ -312,7 +312,7 @@ async def test_a_card_with_huge_arguments_is_accepted_by_slack(
     event = mention_event("big")
     await bot.send_event(event)
     await bot.idle()
-    (posted,) = slack.in_thread(CHANNEL, event["ts"])
+    (posted,) = slack.posts_in(CHANNEL, event["ts"])  # the card, below the live steps
     assert any(b["type"] == "actions" for b in posted.shown)
     assert "more characters" in all_text(posted.shown)
     assert APPROVE_ACTION in str(posted.shown)

@@ -132,7 +132,7 @@ async def test_a_tool_question_is_asked_and_the_thread_reply_resumes_it(
     root = mention_event("release api")
     await bot.send_event(root)
     await bot.idle()
-    (question,) = slack.in_thread(CHANNEL, root["ts"])
+    (question,) = slack.posts_in(CHANNEL, root["ts"])  # below the live step that waits
     shown = card_text(question)
     assert "Which version of api should I release?" in shown
     assert "Reply in this thread" in shown
@@ -186,6 +186,7 @@ async def test_a_refused_status_is_skipped_silently(bot: BotServer, slack: FakeS
 
 
 async def test_a_long_answer_is_split_within_slack_limits(bot: BotServer, slack: FakeSlack) -> None:
+    slack.refuse_streaming()  # posted whole
     event = mention_event("long")
     await bot.send_event(event)
     await bot.idle()
@@ -197,6 +198,7 @@ async def test_a_long_answer_is_split_within_slack_limits(bot: BotServer, slack:
 
 
 async def test_a_rate_limited_post_is_retried(bot: BotServer, slack: FakeSlack) -> None:
+    slack.refuse_streaming()  # posted whole
     slack.script("chat.postMessage", Scripted(status=429, retry_after=0))
     event = mention_event("hello")
     await bot.send_event(event)
