@@ -66,27 +66,22 @@ class Answer:
         if live is not None:
             await self._try(live.step(step))
 
-    async def pause(self) -> None:
+    async def pause(self, *, feedback: str | None = None) -> None:
         """Before a card, a question or a notice: what was written so far is shown above it
         (the live message ends; the next text starts a new one below)."""
         live, self._live = self._live, None
         self._steps.clear()
-        if live is not None and await self._try(live.finish()):
+        if live is not None and await self._try(live.finish(feedback=feedback)):
             self._text.take()  # shown live
             return
         text = self._text.take()
         if text:
-            await self._post(Reply(text=text))
+            await self._post(Reply(text=text, feedback=feedback))
 
     async def close(self, *, feedback: str | None = None) -> None:
         """The segment is over: everything is shown. ``feedback``: the run whose answer
-        this ends (the last reply carries it, for 👍 / 👎)."""
-        if feedback is not None and self._live is None:
-            text = self._text.take()
-            if text:
-                await self._post(Reply(text=text, feedback=feedback))
-            return
-        await self.pause()
+        this ends (its last part carries it, for 👍 / 👎)."""
+        await self.pause(feedback=feedback)
 
     async def _open(self) -> Live | None:
         if self._live is None and self._live_here:

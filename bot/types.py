@@ -361,8 +361,9 @@ class Live(Protocol):
         """Show a tool step, or its new state."""
         ...
 
-    async def finish(self) -> None:
-        """End the live message: everything written is shown."""
+    async def finish(self, *, feedback: str | None = None) -> None:
+        """End the live message: everything written is shown. ``feedback``: the run whose
+        answer it ends (as ``Reply.feedback``: the platform may offer 👍 / 👎)."""
         ...
 
 

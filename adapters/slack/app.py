@@ -38,6 +38,7 @@ from bot import (
     Prompt,
     TaskTracker,
     Text,
+    ThreadKey,
     has_lone_surrogate,
 )
 
@@ -47,6 +48,7 @@ from .convert import (
     PLATFORM,
     ActionIn,
     CommandIn,
+    FeedbackIn,
     ForeignActionIn,
     FormIn,
     Ignored,
@@ -75,6 +77,7 @@ from .wire import (
     DECLINE_VIEW,
     EDIT_ACTION,
     EDIT_VIEW,
+    FEEDBACK_ACTION,
     GRANT_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
@@ -159,6 +162,7 @@ class SlackAdapter:
         for view in (ANSWER_VIEW, EDIT_VIEW):
             self.app.view(view)(self._on_form_submitted)
         self.app.command(APPROVALS_COMMAND)(self._on_command)
+        self.app.action(FEEDBACK_ACTION)(self._on_feedback)
 
     # -- composition-root contract ------------------------------------------------
 
@@ -255,6 +259,20 @@ class SlackAdapter:
             if not await _kept(context, self.bot.accept_click(click)):
                 return
         await ack()
+
+    async def _on_feedback(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """👍 / 👎 under an answer: acked at once, kept behind, the presser thanked."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, FeedbackIn):
+            thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+            self._spawn(self._feedback(thread, inbound), f"slack-feedback:{inbound.run_id}")
+
+    async def _feedback(self, thread: ThreadKey, feedback: FeedbackIn) -> None:
+        said = await self.bot.on_feedback(
+            thread, feedback.user, feedback.run_id, helpful=feedback.helpful
+        )
+        await self.messenger.tell(thread, feedback.user, said)
 
     async def _on_command(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """``/approvals``: acked at once (it only reads), answered privately behind."""

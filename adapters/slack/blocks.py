@@ -41,6 +41,9 @@ from .wire import (
     APPROVE_ACTION,
     DECLINE_ACTION,
     EDIT_ACTION,
+    FEEDBACK_ACTION,
+    FEEDBACK_HELPFUL,
+    FEEDBACK_UNHELPFUL,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REVOKE_ACTION,
@@ -122,7 +125,12 @@ def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
         case Prompt():
             return [prompt(view)]
         case Reply():
-            return long_text(view.text)
+            messages = long_text(view.text)
+            if view.feedback is not None:
+                *before, last = messages
+                extended = [*last.blocks, feedback_block(view.feedback)]
+                messages = [*before, SlackMessage(text=last.text, blocks=extended, bar=last.bar)]
+            return messages
         case Notice():
             lead = f"{', '.join(map(mention, view.people))}: " if view.people else ""
             messages = long_text(view.text, lead=lead)
@@ -134,6 +142,29 @@ def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
             return [card_pointer(view, link=link)]
         case _:
             assert_never(view)
+
+
+def feedback_block(run_id: str) -> Block:
+    """👍 / 👎 under a finished answer (Slack's feedback buttons), naming its run."""
+    return {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION,
+                "positive_button": {
+                    "text": plain(texts.FEEDBACK_UP),
+                    "value": FEEDBACK_HELPFUL + run_id,
+                    "accessibility_label": texts.FEEDBACK_UP_LABEL,
+                },
+                "negative_button": {
+                    "text": plain(texts.FEEDBACK_DOWN),
+                    "value": FEEDBACK_UNHELPFUL + run_id,
+                    "accessibility_label": texts.FEEDBACK_DOWN_LABEL,
+                },
+            }
+        ],
+    }
 
 
 def _with_revoke(message: SlackMessage, run_id: str, tool_call_id: str) -> SlackMessage:

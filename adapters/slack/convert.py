@@ -27,6 +27,9 @@ from .wire import (
     DECLINE_VIEW,
     EDIT_ACTION,
     EDIT_VIEW,
+    FEEDBACK_ACTION,
+    FEEDBACK_HELPFUL,
+    FEEDBACK_UNHELPFUL,
     FIELD_INPUT,
     GRANT_ACTION_ID,
     QUESTION_CANCEL_ACTION,
@@ -131,6 +134,18 @@ class ActionIn:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FeedbackIn:
+    """👍 (``helpful``) or 👎 pressed under a finished answer, the run's."""
+
+    team: str
+    user: str
+    channel: str
+    root: str
+    run_id: str
+    helpful: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class ForeignActionIn:
     """One of the bot's buttons pressed with a value the bot never issued."""
 
@@ -175,7 +190,15 @@ class FormIn:
 
 
 Inbound = (
-    Passthrough | Ignored | MessageIn | ActionIn | ForeignActionIn | ViewIn | FormIn | CommandIn
+    Passthrough
+    | Ignored
+    | MessageIn
+    | ActionIn
+    | FeedbackIn
+    | ForeignActionIn
+    | ViewIn
+    | FormIn
+    | CommandIn
 )
 
 
@@ -345,7 +368,30 @@ def _action_of(action_id: str) -> ClickAction | None:
     return _ACTIONS.get(action_id)
 
 
-def _parse_action(payload: _BlockActions) -> ActionIn | ForeignActionIn:
+def _parse_feedback(payload: _BlockActions, action: _Action) -> FeedbackIn:
+    """A 👍 / 👎: its value names the run (``helpful:<run>`` or ``unhelpful:<run>``)."""
+    value = action.value or ""
+    helpful = value.startswith(FEEDBACK_HELPFUL)
+    run_id = value.removeprefix(FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL)
+    team = payload.team.id if payload.team else payload.user.team_id
+    if not team or run_id == value or not run_id:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    container = payload.container
+    message_thread = payload.message.thread_ts if payload.message else None
+    return FeedbackIn(
+        team=team,
+        user=payload.user.id,
+        channel=container.channel_id,
+        root=container.thread_ts or message_thread or container.message_ts,
+        run_id=run_id,
+        helpful=helpful,
+    )
+
+
+def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | ForeignActionIn:
+    feedback = next((a for a in payload.actions if a.action_id == FEEDBACK_ACTION), None)
+    if feedback is not None:
+        return _parse_feedback(payload, feedback)
     ours = [(a, kind) for a in payload.actions if (kind := _action_of(a.action_id))]
     if not ours:
         raise PayloadError(texts.UNKNOWN_ACTION)

@@ -28,7 +28,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import Person, Step, Text, ThreadKey
 
 from ._reach import reaching
-from .mrkdwn import cut, escape, mention, to_markdown
+from .blocks import feedback_block
+from .mrkdwn import Block, cut, escape, mention, to_markdown
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class SlackLive:
         """Markdown characters in the current message."""
         self._last = 0.0
         self._failed = False
+        self._closing: list[Block] = []
+        """Blocks the stream ends with (the feedback buttons of a finished answer)."""
 
     async def write(self, text: str) -> None:
         """Add answer text: sent at once to start the message, then in batches."""
@@ -111,8 +114,10 @@ class SlackLive:
         """Show a tool call as a task (the text before it first)."""
         await self._flush(task=task_chunk(step))
 
-    async def finish(self) -> None:
-        """Send what waits and stop the stream: the message is final."""
+    async def finish(self, *, feedback: str | None = None) -> None:
+        """Send what waits and stop the stream: the message is final (with 👍 / 👎 under
+        a finished run's answer, ``feedback``)."""
+        self._closing = [feedback_block(feedback)] if feedback is not None else []
         await self._flush(final=True)
 
     async def _flush(
@@ -142,10 +147,10 @@ class SlackLive:
         if not final:
             await self._send(chunks)
         elif self._ts is not None:
-            await self._stop(chunks)
+            await self._stop(chunks, blocks=self._closing)
         elif chunks:
             await self._send(chunks)
-            await self._stop(())
+            await self._stop((), blocks=self._closing)
 
     async def _send(self, chunks: Sequence[Chunk]) -> None:
         if not chunks:
@@ -185,13 +190,16 @@ class SlackLive:
             raise RuntimeError("chat.startStream gave no ts")
         self._ts, self._shown = ts, 0
 
-    async def _stop(self, chunks: Sequence[Chunk]) -> None:
+    async def _stop(self, chunks: Sequence[Chunk], *, blocks: Sequence[Block] = ()) -> None:
         ts, self._ts, self._shown = self._ts, None, 0
         if ts is None:
             return
         async with reaching():
             await self._client.chat_stopStream(
-                channel=self._thread.channel, ts=ts, chunks=list(chunks) or None
+                channel=self._thread.channel,
+                ts=ts,
+                chunks=list(chunks) or None,
+                blocks=list(blocks) or None,
             )
 
     async def _abandon(self) -> None:

@@ -29,6 +29,12 @@ REASON_INPUT = "reason"
 REVOKE_ACTION = "approval_revoke"
 """The "End grant" button on the notice of a call that ran under a grant."""
 
+FEEDBACK_ACTION = "answer_feedback"
+"""The 👍 / 👎 under a finished answer; each button's value is ``FEEDBACK_VALUE``."""
+FEEDBACK_HELPFUL = "helpful:"
+FEEDBACK_UNHELPFUL = "unhelpful:"
+"""A feedback button's value: one of these, then the run's id."""
+
 APPROVALS_COMMAND = "/approvals"
 """The slash command that shows a person's inbox (``/approvals revoke``: end grants)."""
 REVOKE_WORD = "revoke"

@@ -56,6 +56,7 @@ class RecordingLive:
     steps: list[Step] = field(default_factory=list)
     finished: bool = False
     failing: bool = False
+    feedback: str | None = None
 
     async def write(self, text: str) -> None:
         assert not self.finished
@@ -67,8 +68,9 @@ class RecordingLive:
         assert not self.finished
         self.steps.append(step)
 
-    async def finish(self) -> None:
+    async def finish(self, *, feedback: str | None = None) -> None:
         self.finished = True
+        self.feedback = feedback
 
     def shown(self) -> list[tuple[str, str]]:
         """Each step's title and latest status, in the order first shown."""

@@ -461,6 +461,15 @@ class FakeSlack:
         chunks, problem = self._chunks_of(args)
         if problem:
             return _fail(problem)
+        blocks = args.get("blocks")
+        if blocks is not None:
+            if isinstance(blocks, str):
+                blocks = json.loads(blocks)
+            problem = next((p for b in blocks if (p := _block_problem(b))), None)
+            if problem:
+                self.problems.append(f"chat.stopStream: {problem}")
+                return _fail("invalid_blocks")
+            message.blocks = list(blocks)
         self._stream_into(message, chunks)
         message.streaming = False
         message.updated_at = time.perf_counter()
@@ -629,6 +638,10 @@ def _attachments_problem(attachments: Any) -> str | None:
     return None
 
 
+CONTEXT_ACTIONS_LIMIT = 5
+FEEDBACK_LABEL_LIMIT = 75
+
+
 def _block_problem(block: dict[str, Any]) -> str | None:
     kind = block.get("type")
     if kind == "section" and len(block.get("text", {}).get("text", "")) > SECTION_TEXT_LIMIT:
@@ -638,6 +651,19 @@ def _block_problem(block: dict[str, Any]) -> str | None:
     elements = block.get("elements", [])
     if kind == "actions" and len(elements) > ACTIONS_ELEMENTS_LIMIT:
         return "more than 25 elements in an actions block"
+    if kind == "context_actions":
+        if not elements or len(elements) > CONTEXT_ACTIONS_LIMIT:
+            return "a context_actions block takes 1 to 5 elements"
+        for element in elements:
+            if element.get("type") not in ("feedback_buttons", "icon_button"):
+                return "context_actions takes feedback_buttons and icon_button only"
+            for side in ("positive_button", "negative_button"):
+                half = element.get(side) if element["type"] == "feedback_buttons" else {}
+                if half is not None and element["type"] == "feedback_buttons":
+                    if not half.get("value") or half.get("text", {}).get("type") != "plain_text":
+                        return f"a feedback button's {side} needs plain_text and a value"
+                    if len(half.get("accessibility_label", "")) > FEEDBACK_LABEL_LIMIT:
+                        return "a feedback button's accessibility_label is over 75 characters"
     action_ids = [e["action_id"] for e in elements if "action_id" in e]
     if len(set(action_ids)) != len(action_ids):
         return "the same action_id twice in a block"
