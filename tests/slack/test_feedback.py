@@ -14,6 +14,7 @@ from .harness import ALICE, BOB, CHANNEL, BotServer, mention_event
 
 
 def feedback_element(posted: Posted) -> dict[str, Any]:
+    element: dict[str, Any]
     (element,) = [
         e
         for block in posted.blocks
