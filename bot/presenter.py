@@ -325,6 +325,7 @@ class Presenter:
                 await self._chat.index_waiting(
                     scope_of(thread), self.waiting_names(info), info.run_id
                 )
+                await self.inboxes_changed(messenger, thread, info.tool_name, info.requester)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
 
@@ -440,8 +441,28 @@ class Presenter:
                 await self.update(messenger, copy.thread, copy.ref, shown)
             if place.ref:
                 await self.update(messenger, place.thread, place.ref, self.pointer(place, view))
+        else:
+            await self.update(messenger, place.thread, place.ref, view)
+        if isinstance(view, ApprovalCard):
+            requester = view.requester.id if view.requester else None
+            await self.inboxes_changed(messenger, place.thread, view.tool_name, requester)
+
+    async def inboxes_changed(
+        self, messenger: Messenger, thread: ThreadKey, tool_name: str, requester: str | None
+    ) -> None:
+        """Tell the platform whose inboxes a call's change touches: who may decide it
+        (groups as members; nobody listed: nobody in particular) and who asked."""
+        rule = self._policy.rule(tool_name)
+        names = rule.approvers | rule.escalate_to
+        people = await self.groups.expand(thread.platform, messenger, names)
+        if requester:
+            people |= {requester}
+        if not people:
             return
-        await self.update(messenger, place.thread, place.ref, view)
+        try:
+            await messenger.inboxes_changed(thread, people)
+        except Exception:
+            log.warning("showing inboxes again in %s failed", thread.id, exc_info=True)
 
     def waiting_names(self, info: PendingInfo) -> list[str]:
         """Whom a waiting call is indexed under for inboxes: the names that may decide it

@@ -451,6 +451,12 @@ class Messenger(Protocol):
         """
         ...
 
+    async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
+        """A call of ``thread``'s workspace was asked, or decided, or expired: what waits
+        for ``people`` (who may decide it, who asked) changed. A platform that shows
+        inboxes on its own (Slack's App Home) shows theirs again; others do nothing."""
+        ...
+
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` is a place of this platform the bot can post in. Asked
         once at start for each channel the policy names: a channel no platform knows

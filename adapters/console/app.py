@@ -110,6 +110,9 @@ class ConsoleMessenger:
         """There is one terminal: a card the policy sends elsewhere is shown here."""
         return None
 
+    async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
+        """The console's inbox is ``/approvals``, read when asked."""
+
     async def knows_channel(self, channel: str) -> bool:
         """The console has no channels."""
         return False

@@ -102,6 +102,7 @@ class RecordingMessenger:
     """Whether the platform has live messages (``start_live``)."""
     lives: list[RecordingLive] = field(default_factory=list)
     failing_lives: bool = False
+    inbox_changes: list[tuple[ThreadKey, frozenset[str]]] = field(default_factory=list)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         if self.failing_posts:
@@ -138,6 +139,9 @@ class RecordingMessenger:
         posted = Posted(thread=thread, ref={"channel": channel, "ts": root})
         self.elsewhere.append((to, view, posted))
         return posted
+
+    async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
+        self.inbox_changes.append((thread, people))
 
     async def knows_channel(self, channel: str) -> bool:
         return channel in self.channels

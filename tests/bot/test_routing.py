@@ -428,3 +428,20 @@ async def test_a_card_opened_again_reads_as_it_is_now_for_anyone() -> None:
     assert shown_elsewhere.requested_in == THREAD
     assert await bot.card_now(replace(looking, thread=replace(THREAD, workspace="W2"))) is None
     assert await bot.card_now(replace(looking, run_id="run-unknown")) is None
+
+
+async def test_the_platform_hears_whose_inboxes_a_call_changes() -> None:
+    bot, messenger, _ = wired(
+        '[tools.refund]\napprovers = ["S0LEADS", "U2"]\n', groups={"S0LEADS": frozenset({"U5"})}
+    )
+    await ask(bot, "F-1", user="U1")
+    asked = frozenset({"U1", "U2", "U5"})
+    assert [people for _, people in messenger.inbox_changes] == [asked]  # asked
+    (card,) = messenger.views(ApprovalCard)
+    decide = Click(
+        thread=THREAD, user_id="U2", run_id=card.run_id, tool_call_id=card.tool_call_id,
+        action="approve", ask=card.ask,
+    )  # fmt: skip
+    assert (await bot.on_click(decide)).accepted
+    await bot.drain()
+    assert [people for _, people in messenger.inbox_changes][1:] == [asked]  # decided
