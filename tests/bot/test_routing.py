@@ -59,6 +59,27 @@ def on(copy: tuple[Destination, Any, Posted], user: str, action: ClickAction = "
     )
 
 
+def press(
+    card: ApprovalCard,
+    user: str,
+    action: ClickAction = "approve",
+    *,
+    thread: ThreadKey = THREAD,
+    ask: str | None = "",
+    grant_for: str | None = None,
+) -> Click:
+    """A click on ``card`` by ``user`` in ``thread``; its ask is the card's unless given."""
+    return Click(
+        thread=thread,
+        user_id=user,
+        run_id=card.run_id,
+        tool_call_id=card.tool_call_id,
+        action=action,
+        ask=card.ask if ask == "" else ask,
+        grant_for=grant_for,
+    )
+
+
 def shown_at(messenger: RecordingMessenger, thread: ThreadKey) -> list[Any]:
     return [view for t, _, view in messenger.updates if t == thread]
 
@@ -206,10 +227,7 @@ async def test_members_of_a_group_may_approve_and_others_may_not() -> None:
     bot, messenger, ran = wired(policy, groups={"S0LEADS": frozenset({"U5"})})
     await ask(bot, "A-9")
     (card,) = messenger.views(ApprovalCard)
-    click = Click(
-        thread=THREAD, user_id="U6", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve", ask=card.ask,
-    )  # fmt: skip
+    click = press(card, "U6")
     refused = await bot.on_click(click)
     assert not refused.accepted
     assert (await bot.on_click(replace(click, user_id="U5"))).accepted
@@ -230,10 +248,7 @@ async def test_a_group_that_cannot_be_looked_up_lets_nobody_decide() -> None:
     bot, messenger, ran = wired(policy)
     await ask(bot, "A-11")
     (card,) = messenger.views(ApprovalCard)
-    click = Click(
-        thread=THREAD, user_id="U5", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve",
-    )  # fmt: skip
+    click = press(card, "U5", ask=None)
     assert not (await bot.on_click(click)).accepted
     await bot.drain()
     assert ran == []
@@ -299,10 +314,7 @@ async def test_the_inbox_lists_what_waits_for_a_person_and_its_buttons_decide() 
     # Approve from the inbox, shown in a third place (a DM with the bot, say).
     where = ThreadKey(platform="test", workspace="W1", channel="D-U2", root="inbox")
     card = mine.waiting[1]
-    click = Click(
-        thread=where, user_id="U2", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve", ask=card.ask,
-    )  # fmt: skip
+    click = press(card, "U2", thread=where)
     assert (await bot.on_click(click)).accepted
     await bot.drain()
     assert ran == ["B-2"]
@@ -320,10 +332,7 @@ async def test_grants_end_from_their_notice_or_all_at_once() -> None:
     bot, messenger, ran = wired('[tools.refund]\napprovers = ["U2"]\ngrant_for = ["1h"]\n')
     await ask(bot, "C-1")
     (card,) = messenger.views(ApprovalCard)
-    granted = Click(
-        thread=THREAD, user_id="U2", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="grant", grant_for="1h",
-    )  # fmt: skip
+    granted = press(card, "U2", "grant", ask=None, grant_for="1h")
     assert (await bot.on_click(granted)).accepted
     await bot.drain()
     await ask(bot, "C-2")  # runs under the grant
@@ -383,10 +392,7 @@ async def test_the_inbox_reads_only_what_is_indexed_for_its_reader_and_prunes_it
     (card,) = lead.waiting
     assert card.args == {"order": "D-1"}
     assert (await bot.inbox(THREAD, "U6")).waiting == ()  # not in the group
-    decide = Click(
-        thread=THREAD, user_id="U5", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve", ask=card.ask,
-    )  # fmt: skip
+    decide = press(card, "U5")
     assert (await bot.on_click(decide)).accepted
     await bot.drain()
     assert (await bot.inbox(THREAD, "U5")).waiting == ()
@@ -402,10 +408,7 @@ async def test_a_card_opened_again_reads_as_it_is_now_for_anyone() -> None:
     await ask(bot, "E-1")
     (card,) = messenger.views(ApprovalCard)
     assert card.deciders == ("U2", "U3")
-    looking = Click(
-        thread=THREAD, user_id="U9", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve",
-    )  # fmt: skip
+    looking = press(card, "U9", ask=None)
     now = await bot.card_now(looking)
     assert now is not None
     assert now.status == "pending"
@@ -438,10 +441,7 @@ async def test_the_platform_hears_whose_inboxes_a_call_changes() -> None:
     asked = frozenset({"U1", "U2", "U5"})
     assert [people for _, people in messenger.inbox_changes] == [asked]  # asked
     (card,) = messenger.views(ApprovalCard)
-    decide = Click(
-        thread=THREAD, user_id="U2", run_id=card.run_id, tool_call_id=card.tool_call_id,
-        action="approve", ask=card.ask,
-    )  # fmt: skip
+    decide = press(card, "U2")
     assert (await bot.on_click(decide)).accepted
     await bot.drain()
     assert [people for _, people in messenger.inbox_changes][1:] == [asked]  # decided
