@@ -10,10 +10,12 @@ from . import _msrest
 from .adapter import MESSAGES_PATH, TeamsAdapter, TeamsNotConfigured
 from .messenger import MissingReference, TeamsMessenger
 from .settings import TeamsSettings, load_teams_settings
+from .streaming import StreamPace
 
 __all__ = [
     "MESSAGES_PATH",
     "MissingReference",
+    "StreamPace",
     "TeamsAdapter",
     "TeamsMessenger",
     "TeamsNotConfigured",

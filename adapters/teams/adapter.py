@@ -14,6 +14,7 @@ from .auth import TeamsAuth
 from .convert import PLATFORM
 from .handler import MessagesHandler
 from .messenger import TeamsMessenger
+from .people import Directory
 from .settings import TeamsSettings
 from .turns import Turns
 
@@ -46,8 +47,10 @@ class TeamsAdapter:
             )
         self.auth = TeamsAuth(settings)
         self._cloud = CloudAdapter(self.auth.framework)
-        self.messenger = TeamsMessenger(self._cloud, bot.chat, self.auth)
-        self._handler = MessagesHandler(self._cloud, self.auth, Turns(bot, bot.chat, self.auth))
+        people = Directory()
+        self.messenger = TeamsMessenger(self._cloud, bot.chat, self.auth, people=people)
+        turns = Turns(bot, bot.chat, self.auth, people)
+        self._handler = MessagesHandler(self._cloud, self.auth, turns)
 
     def routes(self) -> list[web.RouteDef]:
         """``POST /api/messages``."""

@@ -15,6 +15,7 @@ renderer, so they are shown as given (an escape would show its backslashes).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Final, Literal, assert_never
 
@@ -76,21 +77,28 @@ Action = Literal["approve", "decline", "edit", "grant"]
 QuestionAction = Literal["answer", "decline", "cancel"]
 
 
-def approval_card(card: ApprovalCard) -> dict[str, Any]:
+def approval_card(
+    card: ApprovalCard, *, actionable: bool = True, refresh: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The Adaptive Card for an approval: pending with buttons, or decided without.
 
     A pending card that is ``editable`` also has Edit, which opens a form of the
     arguments (each input holding its current value) with "Approve edited". Those
     values are never shortened (an untouched input would send the shortened one),
     so a form too big for a message is left out: Approve and Decline remain.
+
+    ``actionable=False`` shows a pending card's status only (no buttons, no reason
+    box): what people who may not decide it see. ``refresh`` is the card's Universal
+    Actions ``refresh`` (see ``refresh``), counted in its size.
     """
-    editing = card.status == "pending" and card.editable and bool(card.fields)
+    editing = actionable and card.status == "pending" and card.editable and bool(card.fields)
+    draw = functools.partial(_approval_card, card, actionable=actionable, refresh=refresh)
     for edit in (True, False) if editing else (False,):
         for limit in _VALUE_LIMITS:
-            rendered = _approval_card(card, value_limit=limit, edit=edit)
+            rendered = draw(value_limit=limit, edit=edit)
             if fits(rendered):
                 return rendered
-    return _approval_card(card, value_limit=_VALUE_LIMITS[-1], max_facts=5, edit=False)
+    return draw(value_limit=_VALUE_LIMITS[-1], max_facts=5, edit=False)
 
 
 def question_card(prompt: Prompt) -> dict[str, Any]:
@@ -172,7 +180,13 @@ def _people(people: tuple[Person, ...]) -> str:
 
 
 def _approval_card(
-    card: ApprovalCard, *, value_limit: int, max_facts: int = _MAX_FACTS, edit: bool
+    card: ApprovalCard,
+    *,
+    value_limit: int,
+    max_facts: int = _MAX_FACTS,
+    edit: bool,
+    actionable: bool = True,
+    refresh: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
         text_block(card_title(card), weight="Bolder", size="Medium"),
@@ -205,7 +219,11 @@ def _approval_card(
         "msteams": {"width": "Full"},
         "body": body,
     }
-    if card.status == "pending":
+    if refresh is not None:
+        content["refresh"] = refresh
+    if card.status == "pending" and not actionable:
+        body.append(text_block(messages.CARD_FOR_APPROVERS, isSubtle=True, size="Small"))
+    elif card.status == "pending":
         body.append(
             {
                 "type": "Input.Text",

@@ -26,6 +26,8 @@ from .cards import (
     SHOWN_IN,
 )
 
+REFRESH_VERB: Final = "refresh"
+"""The verb of an approval card's ``refresh`` action (``refresh.REFRESH_VERB``)."""
 PLATFORM: Final = "teams"
 CHAT_ROOT: Final = "chat"
 """The root of a chat's single thread (chats have no threads of their own)."""
@@ -164,6 +166,50 @@ def execute_click(activity: Activity, thread: ThreadKey) -> Click | None:
     if not isinstance(data, dict) or data.get("action") != action.get("verb"):
         return None
     return _click(activity, thread, data)
+
+
+class _RefreshData(BaseModel):
+    """The data of an approval card's ``refresh`` action (``refresh.block``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["approval"]
+    action: Literal["refresh"]
+    run_id: str = Field(min_length=1)
+    tool_call_id: str = Field(min_length=1)
+    ask: str | None = Field(default=None, strict=True)
+
+
+def refresh_click(activity: Activity, thread: ThreadKey) -> Click | None:
+    """An approval card's refresh (an ``adaptiveCard/action`` invoke with the verb
+    ``refresh``, Teams' ``trigger: automatic`` or a person's Refresh) as the click that
+    names its card for ``ChatCore.card_now``, else ``None``. Its ``action`` is no
+    decision: ``card_now`` reads only the ids."""
+    value = activity.value if isinstance(activity.value, dict) else {}
+    action = value.get("action")
+    if not isinstance(action, dict) or action.get("verb") != REFRESH_VERB:
+        return None
+    try:
+        data = _RefreshData.model_validate(action.get("data"))
+    except ValidationError:
+        return None
+    user_id, user_name = _user(activity)
+    return Click(
+        thread=thread,
+        user_id=user_id,
+        user_name=user_name,
+        run_id=data.run_id,
+        tool_call_id=data.tool_call_id,
+        action="approve",
+        ask=data.ask or None,
+    )
+
+
+def viewer_ids(activity: Activity) -> tuple[str, ...]:
+    """Every id the sender goes by: their Entra object id and their Teams (``29:``) id."""
+    person = activity.from_property
+    ids = (getattr(person, "aad_object_id", None), getattr(person, "id", None))
+    return tuple(str(i) for i in ids if i)
 
 
 def submit_click(activity: Activity, thread: ThreadKey) -> Click | None:

@@ -120,3 +120,15 @@ INBOX_CLICKED: Final = "{title}: **{tool}**"
 INBOX_VOTED: Final = "Your approval of **{tool}** is counted ({count} of {quorum})."
 INBOX_MORE: Final = "…and {count} more"
 INBOX_SUMMARY: Final = "Your approvals: {count} waiting for you"
+
+STREAM_WORKING: Final = "Working…"
+STREAM_RUNNING: Final = "Running {title}…"
+STREAM_WAITING: Final = "{title} is waiting"
+STREAM_STEP: Final = "{mark} {title}"
+STREAM_STEP_DETAIL: Final = "{mark} {title}: {detail}"
+STREAM_STEP_MARKS: Final = {"pending": "⏳", "in_progress": "▶️", "complete": "✅", "error": "❌"}
+STREAM_MORE_STEPS: Final = "…and {count} more"
+
+CARD_FOR_APPROVERS: Final = "Only the approvers can decide this."
+CARD_REFRESH: Final = "Refresh"
+CARD_UNKNOWN: Final = "This card is no longer known to the bot."

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Final
 
 from botbuilder.core import BotAdapter, TurnContext
@@ -33,6 +34,7 @@ from botbuilder.schema import (
     ConversationReference,
 )
 from botframework.connector.aio import ConnectorClient
+from cachetools import TTLCache
 from msrest.exceptions import ClientRequestError
 
 from bot import (
@@ -46,6 +48,7 @@ from bot import (
     Person,
     Posted,
     Prompt,
+    Reply,
     Text,
     ThreadKey,
     Undeliverable,
@@ -53,9 +56,12 @@ from bot import (
     plain_text,
 )
 
-from . import blocks, cards, links, mentions, notices
+from . import blocks, cards, links, mentions, notices, refresh
 from .auth import TeamsAuth
+from .connector import Send, StreamChannel, addressed, members
 from .convert import CHAT_ROOT, PLATFORM, message_ref
+from .people import Directory
+from .streaming import StreamPace, StreamRefused, open_stream, split_text
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +69,8 @@ CHANNEL_ID: Final = "msteams"
 _MESSAGE_ID: Final = ";messageid="
 _NO_TENANT: Final = "-"
 _MAX_SUMMARY: Final = 200
-
-Send = Callable[[ConnectorClient, ConversationReference], Awaitable[Any]]
+NO_STREAMING_TTL: Final = 3600.0
+"""How long (seconds) a chat where Teams refused streaming gets whole messages only."""
 
 
 class MissingReference(LookupError):
@@ -74,23 +80,43 @@ class MissingReference(LookupError):
 class TeamsMessenger:
     """The ``Messenger`` for Teams threads."""
 
-    def __init__(self, cloud: CloudAdapter, chat: ChatState, auth: TeamsAuth) -> None:
+    def __init__(
+        self,
+        cloud: CloudAdapter,
+        chat: ChatState,
+        auth: TeamsAuth,
+        *,
+        people: Directory | None = None,
+        pace: StreamPace | None = None,
+    ) -> None:
         self._cloud = cloud
         self._chat = chat
         self._auth = auth
+        self.people = people or Directory()
+        self.pace = pace or StreamPace()
+        """How often a streamed answer sends (tests make it quick)."""
+        self._streaming: set[str] = set()
+        """1:1 chats with a streamed answer under way (Teams streams one at a time)."""
+        self._no_streaming: TTLCache[str, bool] = TTLCache(maxsize=10_000, ttl=NO_STREAMING_TTL)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
-        """Post a view in the thread; return its activity id and conversation."""
-        activity = render(view)
+        """Post a view in the thread; return its activity id and conversation (an answer
+        too long for one Teams message goes in several: the last one's)."""
+        reference = await self._reference(thread)
+        if isinstance(view, Reply) and len(parts := split_text(view.text)) > 1:
+            for part in parts[:-1]:
+                await self.post(thread, replace(view, text=part))
+            view = replace(view, text=parts[-1])
+        activity = render(view, await self._audience(reference, view))
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> MessageRef:
             conversation_id = reference.conversation.id
             response = await connector.conversations.send_to_conversation(
-                conversation_id, _addressed(activity, reference)
+                conversation_id, addressed(activity, reference)
             )
             return message_ref(getattr(response, "id", None), conversation_id)
 
-        ref: MessageRef = await self._continue(thread, send)
+        ref: MessageRef = await self._send(reference, send)
         return ref
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
@@ -98,15 +124,16 @@ class TeamsMessenger:
         activity_id = ref.get("activity_id")
         if not activity_id:
             raise ValueError(f"cannot update a message without its activity id: {ref!r}")
-        activity = render(view)
+        reference = await self._reference(thread)
+        activity = render(view, await self._audience(reference, view))
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> None:
             conversation_id = ref.get("conversation_id") or reference.conversation.id
-            updated = _addressed(activity, reference)
+            updated = addressed(activity, reference)
             updated.id = activity_id
             await connector.conversations.update_activity(conversation_id, activity_id, updated)
 
-        await self._continue(thread, send)
+        await self._send(reference, send)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something meant for one person.
@@ -125,14 +152,44 @@ class TeamsMessenger:
             return
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> None:
-            typing = _addressed(Activity(type=ActivityTypes.typing), reference)
+            typing = addressed(Activity(type=ActivityTypes.typing), reference)
             await connector.conversations.send_to_conversation(reference.conversation.id, typing)
 
         await self._continue(thread, send)
 
     async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
-        """No live messages in Teams yet: the core posts each part of an answer whole."""
-        return None
+        """A streamed answer in a Teams 1:1 chat (``streaming``); ``None`` in group chats
+        and channels (Teams streams only in 1:1 chats), on other channels (the
+        Emulator), while another answer streams in the chat, or where Teams refused
+        streaming lately: the core posts whole messages.
+
+        Raises:
+            MissingReference: The bot never heard from this chat.
+            Undeliverable: Teams could not be reached.
+        """
+        if thread.root != CHAT_ROOT:
+            return None
+        reference = await self._reference(thread)
+        chat = reference.conversation.id
+        if (
+            (reference.channel_id or CHANNEL_ID) != CHANNEL_ID  # the Emulator streams no Teams way
+            or not _is_personal(reference)
+            or chat in self._streaming
+            or chat in self._no_streaming
+        ):
+            return None
+        self._streaming.add(chat)
+        try:
+            return await open_stream(
+                StreamChannel(self._send, reference),
+                pace=self.pace,
+                done=lambda: self._streaming.discard(chat),
+            )
+        except StreamRefused as exc:
+            if exc.not_here:
+                self._no_streaming[chat] = True
+            log.info("no streamed answer in %s: %s", chat, exc)
+            return None
 
     async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
         """Start a new conversation with ``view`` where ``near``'s service and tenant are:
@@ -145,16 +202,23 @@ class TeamsMessenger:
             Undeliverable: The service did not answer.
         """
         near_ref = await self._reference(near)
-        activity = render(view)
         if to.channel is not None:
+            if not (links.is_channel_id(to.channel) or links.is_chat_id(to.channel)):
+                raise ValueError(f"{to.channel!r} is no Teams channel or chat id")
+            there = _reference(near_ref, ConversationAccount(id=to.channel, is_group=True))
+            activity = render(view, await self._audience(there, view))
             if links.is_channel_id(to.channel):
                 return await self._new_post(near, near_ref, to.channel, activity)
-            if links.is_chat_id(to.channel):
-                return await self._chat_post(near, near_ref, to.channel, activity)
-            raise ValueError(f"{to.channel!r} is no Teams channel or chat id")
+            return await self._chat_post(near, near_ref, to.channel, activity)
         if to.user_id:
-            return await self._direct(near, near_ref, to.user_id, activity)
+            person = (to.user_id,)
+            audience = refresh.personal(view, person) if isinstance(view, ApprovalCard) else None
+            return await self._direct(near, near_ref, to.user_id, render(view, audience))
         raise ValueError(f"a destination names a channel or a person: {to!r}")
+
+    async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
+        """Nothing to redraw: Teams shows a person's approvals only when they ask for them
+        (``approvals`` in their 1:1 chat), as they read then."""
 
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` has the shape of a Teams channel or group chat id (Teams
@@ -210,9 +274,7 @@ class TeamsMessenger:
         )
 
         async def send(connector: ConnectorClient, to: ConversationReference) -> Any:
-            return await connector.conversations.send_to_conversation(
-                chat, _addressed(activity, to)
-            )
+            return await connector.conversations.send_to_conversation(chat, addressed(activity, to))
 
         response = await self._send(reference, send)
         await self._keep(thread, reference)
@@ -243,7 +305,7 @@ class TeamsMessenger:
                 near_ref, account, user=ChannelAccount(id=user_id, aad_object_id=user_id)
             )
             response = await connector.conversations.send_to_conversation(
-                conversation_id, _addressed(activity, to)
+                conversation_id, addressed(activity, to)
             )
             sent.append((to, response))
 
@@ -307,6 +369,31 @@ class TeamsMessenger:
     async def _continue(self, thread: ThreadKey, send: Send) -> Any:
         return await self._send(await self._reference(thread), send)
 
+    async def _audience(
+        self, reference: ConversationReference, view: View
+    ) -> refresh.Audience | None:
+        """Who sees a pending card how, where ``reference`` points (``refresh``)."""
+        if not isinstance(view, ApprovalCard) or view.status != "pending":
+            return None
+        if _is_personal(reference):
+            person = reference.user
+            ids = [getattr(person, "aad_object_id", None), getattr(person, "id", None)]
+            return refresh.personal(view, [i for i in ids if i])
+        if not view.deciders:
+            return refresh.EVERYONE
+        users = [*view.deciders, *([view.requester.id] if view.requester else [])]
+        conversation = reference.conversation.id.partition(_MESSAGE_ID)[0]
+
+        async def fetch(missing: list[str]) -> dict[str, str | None]:
+            async def lookup(connector: ConnectorClient, _: ConversationReference) -> Any:
+                return await members(connector, conversation, missing)
+
+            found: dict[str, str | None] = await self._send(reference, lookup)
+            return found
+
+        found = await self.people.find(users, conversation=conversation, fetch=fetch)
+        return refresh.among(view, found.ids, unknown=found.unknown)
+
     async def _send(self, reference: ConversationReference, send: Send) -> Any:
         await self._auth.prefetch_token()
         result: list[Any] = []
@@ -325,10 +412,11 @@ class TeamsMessenger:
         return result[0] if result else None
 
 
-def render(view: View) -> Activity:
-    """The message activity showing a view: a card attachment or markdown text."""
+def render(view: View, audience: refresh.Audience | None = None) -> Activity:
+    """The message activity showing a view: a card attachment or markdown text (a
+    pending approval card as ``audience`` sees it, with its refresh)."""
     if isinstance(view, ApprovalCard):
-        return _card(cards.approval_card(view), summary=cards.summary(view))
+        return _card(refresh.base_card(view, audience), summary=cards.summary(view))
     if isinstance(view, Prompt):
         return _card(cards.question_card(view), summary=cards.question_summary(view))
     if isinstance(view, CardPointer):
@@ -387,14 +475,10 @@ def _card(content: dict[str, Any], *, summary: str) -> Activity:
     )
 
 
-def _addressed(activity: Activity, reference: ConversationReference) -> Activity:
-    """A copy of ``activity`` from the bot into the reference's conversation."""
-    out = Activity().deserialize(activity.serialize())
-    # Read back as plain ``Entity``s, mentions would lose their text and person.
-    out.entities = activity.entities
-    out.conversation = reference.conversation
-    out.from_property = reference.bot
-    out.recipient = reference.user
-    out.channel_id = reference.channel_id
-    out.service_url = reference.service_url
-    return out
+def _is_personal(reference: ConversationReference) -> bool:
+    """Whether a reference is a 1:1 chat (the Emulator names no type: not a group)."""
+    conversation = reference.conversation
+    kind = getattr(conversation, "conversation_type", None)
+    if kind:
+        return bool(kind == "personal")
+    return not getattr(conversation, "is_group", None) and _MESSAGE_ID not in conversation.id

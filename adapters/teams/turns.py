@@ -29,26 +29,34 @@ from bot import (
     ThreadKey,
 )
 
-from . import blocks, cards, convert, inbox, messages
+from . import blocks, cards, convert, inbox, messages, refresh
 from .auth import TeamsAuth
+from .people import Directory
 
 log = logging.getLogger(__name__)
 
 CARD_ACTION_INVOKE = "adaptiveCard/action"
 MESSAGE_RESPONSE_TYPE = "application/vnd.microsoft.activity.message"
+ERROR_RESPONSE_TYPE = "application/vnd.microsoft.error"
 
 
 class Turns:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
-    def __init__(self, bot: ChatCore, chat: ChatState, auth: TeamsAuth) -> None:
+    def __init__(
+        self, bot: ChatCore, chat: ChatState, auth: TeamsAuth, people: Directory | None = None
+    ) -> None:
         self._bot = bot
         self._chat = chat
         self._auth = auth
+        self._people = people or Directory()
 
     async def on_turn(self, context: TurnContext) -> None:
         """Handle one activity; invokes leave their answer on the turn."""
         activity = context.activity
+        sender = activity.from_property
+        if sender is not None:
+            self._people.learn(getattr(sender, "aad_object_id", None), sender.id)
         if activity.type == ActivityTypes.message:
             if convert.is_submit(activity):
                 await self._submit(context)
@@ -94,7 +102,12 @@ class Turns:
             # Nothing else is declared in the manifest; answer without failing the client.
             await _answer_invoke(context, None)
             return
-        click = convert.execute_click(activity, convert.thread_of(activity))
+        thread = convert.thread_of(activity)
+        looking = convert.refresh_click(activity, thread)
+        if looking is not None:
+            await _answer_invoke(context, await self._refresh(activity, looking))
+            return
+        click = convert.execute_click(activity, thread)
         if click is None:
             await _answer_invoke(context, _message_body(messages.ACTION_NOT_SUPPORTED))
             return
@@ -103,7 +116,7 @@ class Turns:
         if convert.shown_in_inbox(activity):
             body = await self._inbox_answer(click, result)
         elif result.accepted and result.card is not None:
-            body = _card_body(result.card)
+            body = _card_body(result.card, activity)
         elif result.accepted:
             # Done, with nothing to show in the card's place (an ended grant: the core says so).
             body = _message_body(result.message or messages.CLICK_DONE)
@@ -163,7 +176,9 @@ class Turns:
             raise
         except Exception:
             log.exception("could not show the approvals list again")
-            return _card_body(decided) if decided is not None else _message_body(said)
+            return (
+                _card_body(decided, click_from=None) if decided is not None else _message_body(said)
+            )
         if decided is not None and decided.status != "pending":
             # Decided: out of the list, even if the store still shows it waiting.
             gone = (decided.run_id, decided.tool_call_id)
@@ -171,6 +186,19 @@ class Turns:
             shown = replace(shown, waiting=waiting)
         content = inbox.inbox_card(shown, note=note)
         return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
+
+    async def _refresh(self, activity: Activity, looking: Click) -> dict[str, Any]:
+        """The answer to a card's refresh: the card as it now reads for this viewer."""
+        try:
+            card = await self._bot.card_now(looking)
+        except Overloaded:
+            raise
+        except Exception:
+            log.exception("could not draw a Teams card again")
+            return _error_body(HTTPStatus.INTERNAL_SERVER_ERROR, messages.ACTION_FAILED)
+        if card is None:
+            return _error_body(HTTPStatus.NOT_FOUND, messages.CARD_UNKNOWN)
+        return _card_body(card, activity)
 
     async def _submit(self, context: TurnContext) -> None:
         activity = context.activity
@@ -216,13 +244,27 @@ class Turns:
             log.warning("could not refresh the reference of %s: %s", thread.id, why)
 
 
-def _card_body(card: ApprovalCard | Prompt) -> dict[str, Any]:
-    """The invoke answer showing the clicker the card as it now reads."""
-    if isinstance(card, ApprovalCard):
+def _card_body(card: ApprovalCard | Prompt, click_from: Activity | None) -> dict[str, Any]:
+    """The invoke answer showing the clicker (the sender of ``click_from``) the card as it
+    now reads: a pending approval as they see it (``refresh.view_for``)."""
+    if isinstance(card, ApprovalCard) and click_from is not None:
+        viewer = convert.viewer_ids(click_from)
+        sender = click_from.from_property
+        content = refresh.view_for(card, viewer, getattr(sender, "id", None))
+    elif isinstance(card, ApprovalCard):
         content = cards.approval_card(card)
     else:
         content = cards.question_card(card)
     return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
+
+
+def _error_body(status: HTTPStatus, text: str) -> dict[str, Any]:
+    """An invoke answer saying the card could not be drawn (Universal Actions' error)."""
+    return {
+        "statusCode": int(status),
+        "type": ERROR_RESPONSE_TYPE,
+        "value": {"code": status.phrase.replace(" ", ""), "message": text},
+    }
 
 
 def _command(text: str) -> str | None:

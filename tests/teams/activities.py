@@ -166,3 +166,37 @@ def submit(
         "replyToId": card_id,
         "value": value,
     }
+
+
+def refresh(
+    service_url: str,
+    card: dict[str, Any],
+    *,
+    conversation: dict[str, Any],
+    card_id: str,
+    user: dict[str, Any] = BOB,
+    trigger: str = "automatic",
+) -> dict[str, Any]:
+    """The ``adaptiveCard/action`` invoke Teams sends for a card's ``refresh`` when
+    ``user``'s client shows it (``trigger: manual`` for their Refresh card)."""
+    action = card["refresh"]["action"]
+    return {
+        **_base(service_url, conversation, user),
+        "type": "invoke",
+        "name": "adaptiveCard/action",
+        "id": next_id(),
+        "replyToId": card_id,
+        "value": {
+            "action": {"type": "Action.Execute", "verb": action["verb"], "data": action["data"]},
+            "trigger": trigger,
+        },
+    }
+
+
+def refreshes_for(card: dict[str, Any], user: dict[str, Any]) -> bool:
+    """Whether Teams refreshes ``card`` by itself for ``user`` (listed, or nobody is)."""
+    refresh_ = card.get("refresh")
+    if refresh_ is None:
+        return False
+    listed = refresh_.get("userIds")
+    return listed is None or user["id"] in listed

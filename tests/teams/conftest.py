@@ -11,14 +11,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.teams import TeamsAdapter, TeamsSettings, load_teams_settings
+from adapters.teams import StreamPace, TeamsAdapter, TeamsSettings, load_teams_settings
 from agents import Agent, MemoryStore, Store
 from bot import Settings
 from bot.core import ChatBot
 from bot.policy import ApprovalPolicy
 from bot.server import build_app
 
-from .fake_connector import FakeConnector
+from . import activities as act
+from .fake_connector import ConnectorCall, FakeConnector
 from .scripted import build_agent
 
 _ENV = (
@@ -83,6 +84,29 @@ class TeamsBot:
             is_json = response.content_type == "application/json"
             return Answer(response.status, json.loads(text) if is_json else (text or None))
 
+    async def seen_by(
+        self,
+        posted: ConnectorCall,
+        *,
+        user: dict[str, Any],
+        conversation: dict[str, Any],
+        service_url: str,
+    ) -> dict[str, Any]:
+        """A posted card as ``user`` sees it: what their refresh answers when Teams
+        refreshes it for them, else the card as posted."""
+        card = posted.card
+        assert card is not None, posted
+        if not act.refreshes_for(card, user):
+            return card
+        invoke = act.refresh(
+            service_url, card, conversation=conversation, card_id=posted.response_id, user=user
+        )
+        answer = await self.post(invoke)
+        assert answer.status == 200, answer
+        assert answer.body["type"] == "application/vnd.microsoft.card.adaptive", answer.body
+        seen: dict[str, Any] = answer.body["value"]
+        return seen
+
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -92,10 +116,14 @@ class TeamsBot:
 
 MakeBot = Callable[..., Awaitable[TeamsBot]]
 
+TEST_PACE = StreamPace(every=0.05, gap=0.02)
+"""Streamed answers in tests: Teams' pace (1.5 s, 1 s) made quick, the same proportions."""
+
 
 @pytest.fixture
 async def connector() -> AsyncIterator[FakeConnector]:
     fake = await FakeConnector().start()
+    fake.stream_gap = TEST_PACE.gap
     yield fake
     await fake.close()
 
@@ -114,6 +142,7 @@ async def start_teams_bot(
     agent = agent or build_agent(store or MemoryStore(), deployed)
     bot = ChatBot(agent, policy=policy)
     adapter = TeamsAdapter(bot, settings)
+    adapter.messenger.pace = TEST_PACE
     runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -2,19 +2,36 @@
 
 Serves ``POST /v3/conversations/{id}/activities[/{reply_to}]`` (answering with
 a new activity id) and ``PUT /v3/conversations/{id}/activities/{activity_id}``,
-the calls botbuilder's ``ConnectorClient`` makes for sends and updates, and
+the calls botbuilder's ``ConnectorClient`` makes for sends and updates,
 ``POST /v3/conversations`` (a new conversation: in a channel, a post whose
 first activity is the one the parameters carry; else the 1:1 chat with the one
-member, the same one each time, as Teams answers).
+member, the same one each time, as Teams answers), and ``GET
+/v3/conversations/{id}/members/{user}`` (a member by Teams or Entra object id,
+from ``members``; 404 for anyone else).
+
+Streaming requests (activities with a ``streaminfo`` entity) are checked against
+Teams' documented rules ("Stream bot messages") and refused as Teams refuses
+them; ``streams`` keeps each stream with every request it accepted, ``refused``
+every request it turned down and why.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import json
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from . import activities as act
+
+STREAM_LIMIT_SECONDS = 120.0
+"""Teams ends a stream two minutes after its first request."""
+INFORMATIVE_LIMIT = 1000
+MESSAGE_LIMIT_BYTES = 28_000
+"""Teams refuses a message (and a streamed one) above about 28 KB."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +72,10 @@ class ConnectorCall:
 
     @property
     def card_kind(self) -> str | None:
-        """The ``kind`` its card's actions carry ("approval", "question"), if it has actions."""
-        for action in (self.card or {}).get("actions") or []:
+        """The ``kind`` its card's actions (or its refresh) carry ("approval", "question")."""
+        card = self.card or {}
+        refresh = (card.get("refresh") or {}).get("action")
+        for action in [*(card.get("actions") or []), *([refresh] if refresh else [])]:
             kind = (action.get("data") or {}).get("kind")
             if isinstance(kind, str):
                 return kind
@@ -65,6 +84,21 @@ class ConnectorCall:
     @property
     def text(self) -> str:
         return str(self.body.get("text") or "")
+
+    @property
+    def stream_info(self) -> dict[str, Any] | None:
+        """Its ``streaminfo`` entity, on a streaming request."""
+        for entity in self.body.get("entities") or []:
+            if entity.get("type") == "streaminfo":
+                info: dict[str, Any] = entity
+                return info
+        return None
+
+    @property
+    def stream_type(self) -> str | None:
+        """``informative``, ``streaming`` (the default) or ``final``, on a streaming request."""
+        info = self.stream_info
+        return None if info is None else str(info.get("streamType") or "streaming")
 
     @property
     def mentions(self) -> list[dict[str, Any]]:
@@ -102,6 +136,48 @@ class Created:
         return [m.get("id") for m in self.parameters.get("members") or []]
 
 
+@dataclass
+class Stream:
+    """One streamed message: every request Teams accepted for it, in order."""
+
+    conversation_id: str
+    stream_id: str
+    started: float
+    requests: list[ConnectorCall] = field(default_factory=list)
+    answered: float = 0.0
+    """When the last request was answered (Teams counts its rate from requests)."""
+    replaced: bool = False
+    """Its message was replaced by a plain one (``PUT``): the stream is over."""
+
+    @property
+    def sequence(self) -> int:
+        numbers = [r.stream_info.get("streamSequence") for r in self.requests if r.stream_info]
+        return max((n for n in numbers if isinstance(n, int)), default=0)
+
+    @property
+    def final(self) -> ConnectorCall | None:
+        return next((r for r in self.requests if r.stream_type == "final"), None)
+
+    @property
+    def streamed(self) -> list[str]:
+        """The text of each ``streaming`` update, in order."""
+        return [r.text for r in self.requests if r.stream_type == "streaming"]
+
+    @property
+    def informative(self) -> list[str]:
+        return [r.text for r in self.requests if r.stream_type == "informative"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request the connector turned down, and the error it answered with."""
+
+    status: int
+    code: str
+    message: str
+    body: dict[str, Any]
+
+
 class FakeConnector:
     """The fake connector server; ``url`` is the ``serviceUrl`` to put in activities."""
 
@@ -111,6 +187,24 @@ class FakeConnector:
         self.refuse_members: set[str] = set()
         """Members a 1:1 chat cannot be created with (the bot is not installed for them):
         the connector answers 403, as Teams does."""
+        self.members: dict[str, list[dict[str, Any]]] = {}
+        """Each conversation's members (by its id without ``;messageid=``); one not
+        listed has the test people (Alice, Bob, Carol)."""
+        self.lookups: list[tuple[str, str]] = []
+        """Every member lookup: (conversation, user)."""
+        self.lookup_status: int | None = None
+        """Answer member lookups with this error status (the roster cannot be read)."""
+        self.streams: list[Stream] = []
+        self.refused: list[Refusal] = []
+        self.stream_gap = 1.0
+        """The least time (seconds) between two requests of a stream: Teams allows one a
+        second. Tests pace the bot faster and lower this with it."""
+        self.refuse_streaming = False
+        """Answer every new stream 403 "Content stream is not allowed" (the feature is
+        off for this bot or user)."""
+        self.stop_after: int | None = None
+        """After this many requests of a stream, its user presses Stop: later requests get
+        403 "Content stream was cancelled by user" (and so does replacing it)."""
         self.url = ""
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -135,6 +229,8 @@ class FakeConnector:
         parts = request.path.strip("/").split("/")
         if parts == ["v3", "conversations"] and request.method == "POST":
             return await self._create(request)
+        if len(parts) == 5 and parts[3] == "members" and request.method == "GET":
+            return self._member(parts[2], parts[4])
         if len(parts) not in (4, 5) or parts[:2] != ["v3", "conversations"]:
             return web.json_response({"error": "unknown path"}, status=404)
         if parts[3] != "activities" or request.method not in ("POST", "PUT"):
@@ -142,19 +238,151 @@ class FakeConnector:
         activity_id = parts[4] if len(parts) == 5 else None
         if request.method == "PUT" and activity_id is None:
             return web.json_response({"error": "PUT needs an activity id"}, status=400)
-        response_id = activity_id if request.method == "PUT" else f"act-{next(self._ids)}"
-        assert response_id is not None
-        self.calls.append(
-            ConnectorCall(
-                method=request.method,
-                conversation_id=parts[2],
-                activity_id=activity_id,
-                body=await request.json(),
-                authorization=request.headers.get("Authorization"),
-                response_id=response_id,
-            )
+        body: dict[str, Any] = await request.json()
+        if request.method == "PUT" and activity_id is not None:
+            stream = self._stream_of(parts[2], activity_id)
+            if stream is not None and self._stopped(stream):
+                return self._refuse(403, "Content stream was cancelled by user.", body)
+            if stream is not None:
+                stream.replaced = True
+        response_id = activity_id if activity_id and request.method == "PUT" else None
+        call = ConnectorCall(
+            method=request.method,
+            conversation_id=parts[2],
+            activity_id=activity_id,
+            body=body,
+            authorization=request.headers.get("Authorization"),
+            response_id=response_id or f"act-{next(self._ids)}",
         )
-        return web.json_response({"id": response_id})
+        if call.stream_info is not None and request.method == "POST":
+            return self._streaming(call)
+        if len(json.dumps(body).encode()) > MESSAGE_LIMIT_BYTES + 2_000:
+            # The text's own limit and the activity around it: Teams answers 413.
+            error = {"code": "MessageSizeTooBig", "message": "Message size too large"}
+            self.refused.append(Refusal(413, error["code"], error["message"], body))
+            return web.json_response({"error": error}, status=413)
+        self.calls.append(call)
+        return web.json_response({"id": call.response_id})
+
+    # -- streaming, as Teams checks it -------------------------------------------
+
+    def _streaming(self, call: ConnectorCall) -> web.Response:
+        info = call.stream_info or {}
+        kind = call.stream_type
+        stream_id = info.get("streamId")
+        if kind not in ("informative", "streaming", "final"):
+            return self._refuse(400, f"unknown streamType {kind!r}", call.body)
+        if stream_id is None:
+            return self._start(call, info)
+        stream = self._stream_of(call.conversation_id, str(stream_id))
+        if stream is None:
+            return self._refuse(400, f"no stream {stream_id!r} in this chat", call.body)
+        if stream.final is not None:
+            return self._refuse(
+                403,
+                "Content stream is not allowed on an already completed streamed message",
+                call.body,
+            )
+        now = time.monotonic()
+        if now - stream.started > STREAM_LIMIT_SECONDS:
+            return self._refuse(
+                403, "Content stream finished due to exceeded streaming time.", call.body
+            )
+        if self._stopped(stream):
+            return self._refuse(403, "Content stream was cancelled by user.", call.body)
+        if now - stream.answered < self.stream_gap:
+            return self._refuse(429, "API calls quota exceeded", call.body)
+        if not call.text:
+            return self._refuse(400, "Streaming activities should include text", call.body)
+        if len(call.text.encode()) > MESSAGE_LIMIT_BYTES:
+            return self._refuse(403, "Message size too large", call.body)
+        if kind == "final":
+            if call.body.get("type") != "message":
+                return self._refuse(400, "the final streaming activity is a message", call.body)
+            if "streamSequence" in info:
+                return self._refuse(400, "the final message has no streamSequence", call.body)
+        else:
+            if call.body.get("type") != "typing":
+                return self._refuse(400, "streaming activities are typing activities", call.body)
+            sequence = info.get("streamSequence")
+            if not isinstance(sequence, int) or sequence <= stream.sequence:
+                # Teams drops it and answers 202 with ContentStreamSequenceOrderPreConditionFailed.
+                self.refused.append(
+                    Refusal(202, "ContentStreamSequenceOrderPreConditionFailed", "", call.body)
+                )
+                return web.json_response({}, status=202)
+            shown = stream.streamed
+            if kind == "informative" and shown:
+                # Informative updates come before the response text (the SDKs never send one
+                # after): the fake refuses what Teams would show out of order.
+                return self._refuse(400, "informative update after streaming began", call.body)
+            if kind == "informative" and len(call.text) > INFORMATIVE_LIMIT:
+                return self._refuse(400, "informative message above 1000 characters", call.body)
+            if kind == "streaming" and shown and not call.text.startswith(shown[-1]):
+                return self._refuse(400, "streamed text must include the previous text", call.body)
+        stream.requests.append(call)
+        stream.answered = time.monotonic()
+        self.calls.append(call)
+        return web.json_response({}, status=202)
+
+    def _start(self, call: ConnectorCall, info: dict[str, Any]) -> web.Response:
+        conversation = call.body.get("conversation") or {}
+        if self.refuse_streaming:
+            return self._refuse(403, "Content stream is not allowed", call.body)
+        if conversation.get("conversationType", "personal") != "personal":
+            return self._refuse(403, "Content stream is not allowed", call.body)
+        if call.body.get("type") != "typing" or info.get("streamSequence") != 1:
+            return self._refuse(
+                400, "a stream starts with a typing activity, sequence 1", call.body
+            )
+        if not call.text:
+            return self._refuse(400, "Start streaming activities should include text", call.body)
+        now = time.monotonic()
+        if any(self._open(s, now) for s in self.streams_in(call.conversation_id)):
+            return self._refuse(403, "Another content stream is under way in this chat", call.body)
+        stream = Stream(call.conversation_id, call.response_id, started=now, answered=now)
+        stream.requests.append(call)
+        self.streams.append(stream)
+        self.calls.append(call)
+        return web.json_response({"id": call.response_id}, status=201)
+
+    def _stream_of(self, conversation_id: str, stream_id: str) -> Stream | None:
+        return next(
+            (
+                s
+                for s in self.streams
+                if s.conversation_id == conversation_id and s.stream_id == stream_id
+            ),
+            None,
+        )
+
+    def _open(self, stream: Stream, now: float) -> bool:
+        """Whether a stream still streams (Teams has one at a time per chat)."""
+        timed_out = now - stream.started > STREAM_LIMIT_SECONDS
+        ended = stream.final is not None or stream.replaced or self._stopped(stream)
+        return not (ended or timed_out)
+
+    def _stopped(self, stream: Stream) -> bool:
+        return self.stop_after is not None and len(stream.requests) >= self.stop_after
+
+    def _refuse(self, status: int, message: str, body: dict[str, Any]) -> web.Response:
+        code = {400: "BadRequest", 403: "ContentStreamNotAllowed", 429: "Throttled"}[status]
+        self.refused.append(Refusal(status, code, message, body))
+        return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+    # -- members -------------------------------------------------------------------
+
+    def _member(self, conversation_id: str, user: str) -> web.Response:
+        self.lookups.append((conversation_id, user))
+        if self.lookup_status is not None:
+            error = {"code": "Forbidden", "message": "the roster cannot be read"}
+            return web.json_response({"error": error}, status=self.lookup_status)
+        roster = self.members.get(conversation_id, [act.ALICE, act.BOB, act.CAROL])
+        for member in roster:
+            if user in (member.get("id"), member.get("aadObjectId")):
+                return web.json_response(member)
+        error = {"code": "MemberNotFoundInConversation", "message": "member not found"}
+        return web.json_response({"error": error}, status=404)
 
     async def _create(self, request: web.Request) -> web.Response:
         parameters: dict[str, Any] = await request.json()
@@ -194,8 +422,22 @@ class FakeConnector:
 
     # -- what the tests look at ----------------------------------------------
 
+    def typing(self, conversation_id: str | None = None) -> list[ConnectorCall]:
+        """Typing indicators (not streaming requests), optionally in one conversation."""
+        return [
+            c
+            for c in self.calls
+            if c.body.get("type") == "typing"
+            and c.stream_info is None
+            and (conversation_id is None or c.conversation_id == conversation_id)
+        ]
+
+    def streams_in(self, conversation_id: str) -> list[Stream]:
+        return [s for s in self.streams if s.conversation_id == conversation_id]
+
     def messages(self, conversation_id: str | None = None) -> list[ConnectorCall]:
-        """Posted messages (not typing indicators), optionally in one conversation."""
+        """Posted messages (not typing indicators), optionally in one conversation: a
+        streamed message's final request is one."""
         return [
             c
             for c in self.calls

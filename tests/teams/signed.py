@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -82,6 +82,27 @@ class SignedBot:
         (posted,) = self.connector.cards(in_thread(root))
         return Posted(self, root, posted)
 
+    async def seen_by(
+        self, posted: ConnectorCall, *, user: dict[str, Any], conversation: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A posted card as ``user`` sees it: what their refresh answers when Teams
+        refreshes it for them (an approver's buttons), else the card as posted."""
+        card = posted.card
+        assert card is not None
+        if not act.refreshes_for(card, user):
+            return card
+        invoke = act.refresh(
+            self.connector.url,
+            card,
+            conversation=conversation,
+            card_id=posted.response_id,
+            user=user,
+        )
+        answer = await self.post(invoke)
+        assert answer.body["type"] == cards.CONTENT_TYPE, answer.body
+        seen: dict[str, Any] = answer.body["value"]
+        return seen
+
 
 @dataclass
 class Posted:
@@ -90,23 +111,43 @@ class Posted:
     bot: SignedBot
     root: str
     posted: ConnectorCall
+    shown: dict[str, Any] | None = None
+    """The card as one person sees it (``seen_by``), when not as posted."""
 
     @property
     def card(self) -> dict[str, Any]:
+        if self.shown is not None:
+            return self.shown
         assert self.posted.card is not None
         return self.posted.card
+
+    def as_posted(self) -> Posted:
+        """This card as posted, as a client shows it that has not refreshed it (an old
+        card pressed after its call was decided)."""
+        assert self.posted.card is not None
+        return replace(self, shown=self.posted.card)
+
+    async def seen_by(self, user: dict[str, Any]) -> Posted:
+        """This card as ``user`` sees it: what their refresh answers when Teams refreshes
+        it for them (an approver's buttons), else as posted. Its buttons press as theirs."""
+        conversation = act.channel_conversation(self.root)
+        seen = await self.bot.seen_by(self.posted, user=user, conversation=conversation)
+        return replace(self, shown=seen)
 
     async def press(
         self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
     ) -> Answer:
-        """Press a button (Action.Execute), with the form's values; settle the work after."""
-        return await self.send(self._click(act.execute, verb, user, values))
+        """Press a button (Action.Execute) on the card as ``user`` sees it (unless this is
+        someone's view already), with the form's values; settle the work after."""
+        seen = self if self.shown is not None else await self.seen_by(user)
+        return await self.send(seen._click(act.execute, verb, user, values))
 
     async def submit(
         self, verb: str, *, user: dict[str, Any] = act.BOB, values: dict[str, Any] | None = None
     ) -> Answer:
         """The same through the Action.Submit fallback (a message activity)."""
-        return await self.send(self._click(act.submit, verb, user, values))
+        seen = self if self.shown is not None else await self.seen_by(user)
+        return await self.send(seen._click(act.submit, verb, user, values))
 
     def _click(
         self, kind: Any, verb: str, user: dict[str, Any], values: dict[str, Any] | None

@@ -170,10 +170,14 @@ async def test_approve_edited_runs_the_tool_once_with_the_typed_values_and_says_
     (edit,) = [e for e in audit if e.event == "edited"]
     assert (edit.actor, edit.previous_args, edit.args) == ("aad-bob", ASKED, till.ran[0])
 
-    again = await asked.press("edit", values={"order": "A-1001", "amount": "1"})
-    approve = await asked.press("approve")
+    # Pressed again where the card was not refreshed yet:
+    stale = asked.as_posted()
+    again = await stale.press("edit", values={"order": "A-1001", "amount": "1"})
+    approve = await stale.press("approve")
     assert again.body["type"] == approve.body["type"] == MESSAGE_TYPE
     assert len(till.ran) == 1
+    # Refreshed, it reads as decided.
+    assert card_text((await asked.seen_by(act.BOB)).card)[0].startswith("✅ Approved by Bob")
 
 
 @pytest.mark.parametrize("amount", ["lots", "12.5", ""])
@@ -249,7 +253,9 @@ async def test_someone_the_policy_does_not_let_approve_cannot_approve_edited(
     asked = await till.ask_refund()
     posted_before = len(till.connector.messages())
 
-    refused = await asked.press("edit", user=user, values={"order": "A-1001", "amount": "1"})
+    # The Edit of someone who may decide (Carol's view), pressed by someone who may not.
+    carols = await asked.seen_by(act.CAROL)
+    refused = await carols.press("edit", user=user, values={"order": "A-1001", "amount": "1"})
 
     assert refused.body == {"statusCode": 200, "type": MESSAGE_TYPE, "value": said}
     assert asked.updates() == []
@@ -261,7 +267,7 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     make_till: MakeTill,
 ) -> None:
     till = await make_till('[tools.refund]\napprovers = ["aad-bob", "aad-carol"]\nquorum = 2\n')
-    asked = await till.ask_refund()
+    asked = await (await till.ask_refund()).seen_by(act.BOB)
 
     assert top_actions(asked.card) == [
         ("Action.Execute", "Approve"),

@@ -209,11 +209,14 @@ async def test_a_click_refused_by_the_policy_changes_nothing(
     assert posted.card is not None
     conversation = act.channel_conversation(THREAD_1)
     card_id = posted.response_id
+    assert "actions" not in posted.card  # everyone but Carol sees the status only
+    carols = await teams.seen_by(
+        posted, user=act.CAROL, conversation=conversation, service_url=connector.url
+    )
 
+    # Bob presses Approve anyway (a button from Carol's view, a forged click).
     refused = await teams.post(
-        act.execute(
-            connector.url, posted.card, "approve", conversation=conversation, card_id=card_id
-        )
+        act.execute(connector.url, carols, "approve", conversation=conversation, card_id=card_id)
     )
     await teams.bot.drain()
     assert refused.status == 200
@@ -227,14 +230,10 @@ async def test_a_click_refused_by_the_policy_changes_nothing(
 
     allowed = await teams.post(
         act.execute(
-            connector.url,
-            posted.card,
-            "approve",
-            conversation=conversation,
-            card_id=card_id,
+            connector.url, carols, "approve", conversation=conversation, card_id=card_id,
             user=act.CAROL,
         )
-    )
+    )  # fmt: skip
     await teams.bot.drain()
     assert allowed.body["type"] == "application/vnd.microsoft.card.adaptive"
     assert teams.deployed == ["api"]
@@ -378,7 +377,7 @@ async def test_a_personal_chat_is_one_thread_without_mentions(
     await teams.post(act.message(connector.url, "again", conversation=chat))
     await teams.bot.drain()
     assert connector.texts(act.PERSONAL_CHAT) == ["You said: hello", "You said: again"]
-    typing = [c for c in connector.calls if c.body.get("type") == "typing"]
+    typing = connector.typing()
     assert [c.conversation_id for c in typing] == [act.PERSONAL_CHAT] * 2
 
 
@@ -479,7 +478,7 @@ async def test_turns_return_before_the_agent_has_answered(
     thinking.set()
     await teams.bot.drain()
     assert deployed == ["api"]
-    assert connector.texts(act.PERSONAL_CHAT)[-1] == "answer to the tool result"
+    assert connector.texts(act.PERSONAL_CHAT)[-1].startswith("answer to the tool result\n")
 
 
 async def test_a_quorum_of_two_needs_action_execute_from_two_people(
@@ -494,18 +493,25 @@ async def test_a_quorum_of_two_needs_action_execute_from_two_people(
     assert "Approvals: none yet (0 of 2)" in text_of_card(posted.card)
     conversation = act.channel_conversation(THREAD_1)
 
-    def press(user: dict[str, Any]) -> dict[str, Any]:
-        assert posted.card is not None
+    # The approvers in the thread see the buttons (Dave is not in it), the requester too
+    # gets the card as it is now; the message itself shows the status only.
+    assert "actions" not in posted.card
+    assert posted.card["refresh"]["userIds"] == ["29:bob", "29:carol", "29:alice"]
+
+    async def press(user: dict[str, Any]) -> dict[str, Any]:
+        seen = await teams.seen_by(
+            posted, user=user, conversation=conversation, service_url=connector.url
+        )
         return act.execute(
             connector.url,
-            posted.card,
+            seen,
             "approve",
             conversation=conversation,
             card_id=posted.response_id,
             user=user,
         )
 
-    first = await teams.post(press(act.BOB))
+    first = await teams.post(await press(act.BOB))
     await teams.bot.drain()
     assert first.body["type"] == "application/vnd.microsoft.card.adaptive"
     counted = first.body["value"]
@@ -515,7 +521,7 @@ async def test_a_quorum_of_two_needs_action_execute_from_two_people(
     assert "Approvals: Bob (1 of 2)" in text_of_card(update.body["attachments"][0]["content"])
     assert teams.deployed == []
 
-    second = await teams.post(press(act.CAROL))
+    second = await teams.post(await press(act.CAROL))
     await teams.bot.drain()
     decided = second.body["value"]
     assert "Approved by Bob, Carol" in text_of_card(decided)
@@ -525,7 +531,7 @@ async def test_a_quorum_of_two_needs_action_execute_from_two_people(
     assert "Approved by Bob, Carol" in text_of_card(updates[-1].body["attachments"][0]["content"])
     assert teams.deployed == ["api"]
     assert any("deploy ok: deployed api" in t for t in connector.texts(in_thread(THREAD_1)))
-    run_id = posted.card["actions"][0]["data"]["run_id"]
+    run_id = posted.card["refresh"]["action"]["data"]["run_id"]
     audit = await teams.bot.store.list_audit(run_id=run_id)
     assert [(e.event, e.actor) for e in audit if e.event != "requested"] == [
         ("voted", "aad-bob"),

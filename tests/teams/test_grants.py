@@ -213,7 +213,10 @@ async def make_till(
 async def press_grant(
     posted: Posted, duration: str, *, user: dict[str, Any] = act.BOB, submit: bool = False
 ) -> Answer:
-    """Press "Approve for this thread (<duration>)" (or its Action.Submit fallback)."""
+    """Press "Approve for this thread (<duration>)" (or its Action.Submit fallback) on the
+    card as ``user`` sees it (unless ``posted`` is someone's view already)."""
+    if posted.shown is None:
+        posted = await posted.seen_by(user)
     (action,) = [a for a in grant_actions(posted.card) if a["data"]["grant_for"] == duration]
     kind = act.submit if submit else act.execute
     click = kind(
@@ -255,7 +258,7 @@ async def test_the_pending_card_offers_the_policys_durations(make_till: MakeTill
 async def test_no_grant_actions_without_grant_for_or_on_a_quorum_card(
     make_till: MakeTill, policy: str | None
 ) -> None:
-    asked = await (await make_till(policy)).ask_refund()
+    asked = await (await (await make_till(policy)).ask_refund()).seen_by(act.BOB)
     assert grant_actions(asked.card) == []
     assert [title for _, title in top_actions(asked.card)][:2] == ["Approve", "Decline"]
 
@@ -276,7 +279,7 @@ async def test_approve_for_this_thread_runs_the_tool_once_and_the_card_says_so(
     assert till.ran == [ASKED]
     assert "refunded 150 EUR on A-1001" in asked.texts()[-1]
 
-    again = await press_grant(asked, "1h")
+    again = await press_grant(asked.as_posted(), "1h")  # where it was not refreshed yet
     assert again.body["type"] == MESSAGE_TYPE
     assert len(till.ran) == 1
 
@@ -337,8 +340,10 @@ async def test_a_grant_the_policy_does_not_let_the_clicker_give_is_refused(
 ) -> None:
     till = await make_till('[tools.refund]\napprovers = ["aad-bob"]\ngrant_for = ["1h"]\n')
     asked = await till.ask_refund()
+    assert grant_actions(asked.card) == []  # only Bob sees the buttons
 
-    refused = await press_grant(asked, "1h", user=act.CAROL)
+    # Bob's "Approve for this thread", pressed by Carol.
+    refused = await press_grant(await asked.seen_by(act.BOB), "1h", user=act.CAROL)
 
     assert refused.body["type"] == MESSAGE_TYPE
     assert asked.updates() == []

@@ -187,7 +187,8 @@ async def test_the_readme_curl_gets_an_answer_from_the_server_make_run_starts(
     assert any("[Approve] [Decline]" in lines for lines in served.shown), served.shown
 
     await served.stop()
-    _, second, card = served.messages()
+    shown = served.messages()
+    second, card = shown[1], shown[-1]
     assert "User 7" in second["text"], second
     assert card["attachments"][0]["content"]["type"] == "AdaptiveCard"
 
@@ -221,6 +222,7 @@ async def test_the_emulator_conversation_is_a_1_1_chat_the_bot_answers(
 
     assert answer.status == 200
     assert connector.texts("c0ffee00|livechat") == ["You said: hello"]
+    assert connector.streams == []  # Teams' streaming is for Teams (channelId msteams)
 
 
 async def test_an_emulator_card_is_decided_through_its_submit_fallback(

@@ -287,11 +287,14 @@ class Router(SignedBot):
         *,
         conversation: dict[str, Any],
         user: dict[str, Any],
+        on: dict[str, Any] | None = None,
     ) -> Answer:
-        assert posted.card is not None
+        """Press a button on the card as ``user`` sees it (or on the card ``on``: one
+        not refreshed yet, someone else's view)."""
+        card = on or await self.seen_by(posted, user=user, conversation=conversation)
         click = act.execute(
             self.connector.url,
-            posted.card,
+            card,
             verb,
             conversation=conversation,
             card_id=posted.response_id,
@@ -304,7 +307,7 @@ class Router(SignedBot):
     async def copies(self, posted: ConnectorCall) -> tuple[CardCopy, ...]:
         """Where the core keeps the copies of the card ``posted`` is one of."""
         assert posted.card is not None
-        data = act.action_data(posted.card, "approve")
+        data = posted.card["refresh"]["action"]["data"]
         place = await self.teams.bot.chat.card_of(data["run_id"], data["ask"])
         assert place is not None
         return place.copies
@@ -379,7 +382,11 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
     )
     assert requested_in in card.card_text
     assert card.card is not None
-    assert act.action_data(card.card, "approve")["ask"]
+    # In the approvers' channel Bob and Carol see the buttons; others the status only.
+    assert "actions" not in card.card
+    assert card.card["refresh"]["userIds"] == ["29:bob", "29:carol", "29:alice"]
+    bobs = await router.seen_by(card, user=act.BOB, conversation=approver_thread(created))
+    assert act.action_data(bobs, "approve")["ask"]
 
     # In the requester's thread: no card, a pointer to it.
     assert connector.cards(in_thread(root)) == []
@@ -415,8 +422,8 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
     assert connector.texts(created.conversation_id) == ["a reminder"]  # the answer is not there
 
     again = await router.press(
-        card, "approve", conversation=approver_thread(created), user=act.CAROL
-    )
+        card, "approve", conversation=approver_thread(created), user=act.CAROL, on=bobs
+    )  # a card not refreshed yet
     assert again.body["type"] == MESSAGE_TYPE
     assert router.ran == [ASKED]
 
@@ -428,10 +435,10 @@ async def test_a_decline_in_the_channel_shows_on_the_pointer_with_its_reason(
     root = await router.ask_refund()
     (created,) = router.connector.created
     (card,) = router.connector.cards(created.conversation_id)
-    assert card.card is not None
+    carols = await router.seen_by(card, user=act.CAROL, conversation=approver_thread(created))
     click = act.execute(
         router.connector.url,
-        card.card,
+        carols,
         "decline",
         conversation=approver_thread(created),
         card_id=card.response_id,
@@ -456,9 +463,11 @@ async def test_someone_the_policy_does_not_name_cannot_decide_in_the_channel(
     await router.ask_refund()
     (created,) = router.connector.created
     (card,) = router.connector.cards(created.conversation_id)
+    bobs = await router.seen_by(card, user=act.BOB, conversation=approver_thread(created))
 
+    # Alice (not an approver) sees no buttons; she presses Bob's Approve.
     refused = await router.press(
-        card, "approve", conversation=approver_thread(created), user=act.ALICE
+        card, "approve", conversation=approver_thread(created), user=act.ALICE, on=bobs
     )
 
     assert refused.body["type"] == MESSAGE_TYPE
@@ -504,7 +513,10 @@ async def test_each_approver_gets_the_card_in_their_chat_and_one_click_decides_f
     (pointed,) = router.updates_of(pointer)
     assert pointed["text"] == "✅ **refund** was approved by Bob."
 
-    late = await router.press(carols, "approve", conversation=dm(to_carol), user=act.CAROL)
+    assert carols.card is not None
+    late = await router.press(
+        carols, "approve", conversation=dm(to_carol), user=act.CAROL, on=carols.card
+    )  # in a chat that was not refreshed yet
     assert late.body["type"] == MESSAGE_TYPE
     assert "already approved by Bob" in late.body["value"]
     assert router.ran == [ASKED]
