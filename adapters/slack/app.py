@@ -51,12 +51,14 @@ from .convert import (
     FeedbackIn,
     ForeignActionIn,
     FormIn,
+    HomeOpenedIn,
     Ignored,
     Inbound,
     MessageIn,
     Passthrough,
     ViewIn,
     command_thread,
+    is_home,
     modal_metadata,
     parse,
     thread_key,
@@ -65,6 +67,7 @@ from .convert import (
     to_form_click,
     to_incoming,
 )
+from .home import HomeTab
 from .messenger import SlackMessenger
 from .modals import answer_modal, decline_modal, edit_modal, form_error
 from .settings import SlackSettings
@@ -79,6 +82,7 @@ from .wire import (
     EDIT_VIEW,
     FEEDBACK_ACTION,
     GRANT_ACTION_ID,
+    HOME_OPENED_EVENT,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REVOKE_ACTION,
@@ -90,7 +94,8 @@ from .wire import (
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
-LISTENED_EVENTS = ("app_mention", "message")
+MESSAGE_EVENTS = ("app_mention", "message")
+LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT)
 """Event types the adapter acts on; the manifest subscribes to exactly these."""
 RATE_LIMIT_RETRIES = 2
 _INBOUND = "approval_bot_inbound"
@@ -137,12 +142,15 @@ class SlackAdapter:
         self.messenger = SlackMessenger(self.client)
         self.approvals = Approvals(bot, self.messenger, self.client)
         self.tasks = TaskTracker()
+        self.home = HomeTab(bot, self.client, permalink=self.messenger.permalink, tasks=self.tasks)
+        self.messenger.home = self.home
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
         self._socket: AsyncSocketModeHandler | None = None
         self._session: aiohttp.ClientSession | None = None
-        for event in LISTENED_EVENTS:
+        for event in MESSAGE_EVENTS:
             self.app.event(event)(self._on_message)
+        self.app.event(HOME_OPENED_EVENT)(self._on_home_opened)
         # Approve, "Approve for this thread", a question's Decline and Cancel, and a
         # grant's End grant decide at once; a card's Decline asks for a reason first;
         # Answer… opens the question's form, and a card's Edit the form of its
@@ -238,12 +246,28 @@ class SlackAdapter:
                 return
         await ack()
 
+    async def _on_home_opened(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """The Home tab opened: acked at once (it only reads), published behind."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, HomeOpenedIn):
+            self.home.opened(_workspace(context) or inbound.team, inbound.user)
+
     async def _on_click(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             click = to_click(inbound, workspace=_workspace(context))
+            if inbound.home:
+                # In the Home tab, which shows what the click did at its top: decided
+                # while Slack waits, as in an inbox.
+                result = await _decided(context, self.bot.on_click(click))
+                if result is None:
+                    return
+                await ack()
+                self.home.after_click(click, result)
+                return
             if inbound.response_url is not None:
                 # In an inbox, whose message only its reader sees: what the click did
                 # is shown there, so it is decided while Slack waits, as a form is.
@@ -343,6 +367,13 @@ class SlackAdapter:
         if isinstance(inbound, ViewIn):
             click = to_decline_click(inbound)
             response_url = inbound.metadata.response_url
+            if is_home(click.thread):  # declined from the Home tab: shown there
+                result = await _decided(context, self.bot.on_click(click))
+                if result is None:
+                    return
+                await ack()  # closes the modal
+                self.home.after_click(click, result)
+                return
             if response_url is not None:  # declined from an inbox: answered there
                 result = await _decided(context, self.bot.on_click(click))
                 if result is None:
@@ -372,10 +403,16 @@ class SlackAdapter:
                 await ack(response_action="errors", errors=errors)
                 return
             # Decided, refused for good, or kept but not decided yet: the form closes,
-            # the words (if any) go to the clicker, and the card's message follows.
-            if result.said:
-                name = f"slack-{click.action}:{click.run_id}"
-                self._spawn(self._tell(click, result.said, inbound.metadata.response_url), name)
+            # the words (if any) go to the clicker, and the card's message follows;
+            # an inbox the form was opened from shows what it did.
+            response_url = inbound.metadata.response_url
+            name = f"slack-{click.action}:{click.run_id}"
+            if is_home(click.thread):
+                self.home.after_click(click, result)
+            elif response_url is not None:
+                self._spawn(self.approvals.after_click(click, result, response_url), name)
+            elif result.said:
+                self._spawn(self._tell(click, result.said), name)
         await ack()  # closes the modal
 
     async def _tell(self, click: Click, text: Text, response_url: str | None = None) -> None:

@@ -344,14 +344,14 @@ def _arguments(args: dict[str, Any]) -> list[Block]:
 
 
 def _buttons(card: ApprovalCard) -> Block:
-    elements = decision_buttons(card) + _edit_button(card)
+    elements = decision_buttons(card) + edit_button(card)
     elements += _grant_buttons(card, room=ACTIONS_LIMIT - len(elements))
     return {"type": "actions", "elements": elements}
 
 
 def decision_buttons(card: ApprovalCard) -> list[Block]:
-    """Approve (confirmed first) and Decline: the card's, also in the ``/approvals`` inbox,
-    where they decide exactly as on the card."""
+    """Approve (confirmed first) and Decline: the card's, also in the inboxes
+    (``/approvals``, the Home tab), where they decide exactly as on the card."""
     value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)
     confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(tool_label(card))), CONFIRM_TEXT_LIMIT)
     return [
@@ -379,8 +379,9 @@ def decision_buttons(card: ApprovalCard) -> list[Block]:
     ]
 
 
-def _edit_button(card: ApprovalCard) -> list[Block]:
-    """Edit, on a card whose arguments may be edited before approving."""
+def edit_button(card: ApprovalCard) -> list[Block]:
+    """Edit, on a card whose arguments may be edited before approving (also in the
+    inboxes)."""
     if not card.editable:
         return []
     value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)

@@ -8,7 +8,6 @@ with what the click did, or to tell the clicker why not.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import aiohttp
@@ -20,7 +19,7 @@ from bot import ApprovalCard, ChatCore, Click, ClickResult, Text, ThreadKey
 from . import texts
 from .blocks import SlackMessage
 from .convert import CommandIn
-from .inbox import done_line, inbox_message, links_wanted
+from .inbox import done_line, inbox_links, inbox_message
 from .messenger import SlackMessenger
 from .mrkdwn import text_mrkdwn
 from .wire import REVOKE_WORD
@@ -68,15 +67,7 @@ class Approvals:
     ) -> None:
         """Show ``user_id``'s inbox (in place of the one clicked in, with ``replace``)."""
         inbox = await self.bot.inbox(place, user_id)
-        threads = links_wanted(inbox)
-        found = await asyncio.gather(
-            *(self.messenger.permalink(thread.channel, thread.root) for thread in threads)
-        )
-        links = {
-            (thread.channel, thread.root): link
-            for thread, link in zip(threads, found, strict=True)
-            if link
-        }
+        links = await inbox_links(inbox, self.messenger.permalink)
         message = inbox_message(inbox, links=links, lead=lead)
         await self._send(response_url, message, replace=replace)
 

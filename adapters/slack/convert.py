@@ -32,6 +32,8 @@ from .wire import (
     FEEDBACK_UNHELPFUL,
     FIELD_INPUT,
     GRANT_ACTION_ID,
+    HOME_CHANNEL,
+    HOME_OPENED_EVENT,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
@@ -119,6 +121,8 @@ class ActionIn:
     ``ephemeral``: pressed in a message only the presser sees (the ``/approvals``
     inbox), which cannot be updated like a posted one: it is answered through
     ``response_url``, and its ``root`` is the thread it is in (``""``: none).
+    ``home``: pressed in the presser's Home tab, which is in no conversation: its
+    ``channel`` is ``HOME_CHANNEL``, its ``root`` and ``message_ts`` are ``""``.
     """
 
     action: ClickAction
@@ -131,6 +135,21 @@ class ActionIn:
     trigger_id: str
     ephemeral: bool = False
     response_url: str | None = None
+    home: bool = False
+
+    @property
+    def in_message(self) -> bool:
+        """Whether it was pressed in a message everyone in its channel sees (one the
+        core can update), not an inbox."""
+        return not (self.ephemeral or self.home)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HomeOpenedIn:
+    """A person opened the bot's Home tab."""
+
+    team: str
+    user: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +213,7 @@ Inbound = (
     | Ignored
     | MessageIn
     | ActionIn
+    | HomeOpenedIn
     | FeedbackIn
     | ForeignActionIn
     | ViewIn
@@ -220,6 +240,7 @@ class _Event(_Shape):
     channel_type: str | None = None
     ts: str | None = None
     thread_ts: str | None = None
+    tab: str | None = None
 
 
 class _EventCallback(_Shape):
@@ -244,10 +265,17 @@ class _Action(_Shape):
 
 
 class _Container(_Shape):
-    channel_id: str
-    message_ts: str
+    type: str = "message"
+    channel_id: str | None = None
+    message_ts: str | None = None
     thread_ts: str | None = None
     is_ephemeral: bool = False
+
+
+class _ActionView(_Shape):
+    """The view a button was pressed in (a Home tab, a modal)."""
+
+    type: str
 
 
 class _Message(_Shape):
@@ -263,6 +291,7 @@ class _BlockActions(_Shape):
     actions: list[_Action]
     container: _Container
     message: _Message | None = None
+    view: _ActionView | None = None
     response_url: str | None = None
 
 
@@ -316,6 +345,8 @@ def parse(body: Any) -> Inbound:
 
 def _parse_event(callback: _EventCallback) -> Inbound:
     event = callback.event
+    if event.type == HOME_OPENED_EVENT:
+        return _parse_home_opened(callback)
     if event.type not in ("app_mention", "message"):
         return Ignored(why=f"event {event.type}")
     if event.bot_id or event.hidden or (event.subtype and event.subtype not in _PERSON_SUBTYPES):
@@ -344,6 +375,15 @@ def _parse_event(callback: _EventCallback) -> Inbound:
         user=event.user,
         text=event.text or "",
     )
+
+
+def _parse_home_opened(callback: _EventCallback) -> HomeOpenedIn | Ignored:
+    event = callback.event
+    if event.tab != "home":
+        return Ignored(why=f"{event.type} on the {event.tab} tab")
+    if not event.user:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return HomeOpenedIn(team=callback.team_id, user=event.user)
 
 
 def _parse_command(command: _Command) -> CommandIn | Ignored:
@@ -376,13 +416,13 @@ def _parse_feedback(payload: _BlockActions, action: _Action) -> FeedbackIn:
     team = payload.team.id if payload.team else payload.user.team_id
     if not team or run_id == value or not run_id:
         raise PayloadError(texts.BAD_PAYLOAD)
-    container = payload.container
+    channel, message_ts = _in_message(payload)
     message_thread = payload.message.thread_ts if payload.message else None
     return FeedbackIn(
         team=team,
         user=payload.user.id,
-        channel=container.channel_id,
-        root=container.thread_ts or message_thread or container.message_ts,
+        channel=channel,
+        root=payload.container.thread_ts or message_thread or message_ts,
         run_id=run_id,
         helpful=helpful,
     )
@@ -401,11 +441,14 @@ def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | ForeignActi
     team = payload.team.id if payload.team else payload.user.team_id
     if not team:
         raise PayloadError(texts.BAD_PAYLOAD)
-    ephemeral = container.is_ephemeral
-    if ephemeral:  # an inbox: no message anyone else could reply under
-        root = container.thread_ts or ""
+    home = _in_home(payload)
+    ephemeral = not home and container.is_ephemeral
+    if home:  # no conversation at all: the place is the presser's Home
+        channel, message_ts, root = HOME_CHANNEL, "", ""
     else:
-        root = container.thread_ts or message_thread or container.message_ts
+        channel, message_ts = _in_message(payload)
+        # In an inbox there is no message anyone else could reply under.
+        root = container.thread_ts or ("" if ephemeral else message_thread or message_ts)
     response_url = payload.response_url if ephemeral else None
     try:
         # A grant's value has its duration, and no other button's has one.
@@ -415,7 +458,7 @@ def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | ForeignActi
         return ForeignActionIn(
             team=team,
             user=payload.user.id,
-            channel=container.channel_id,
+            channel=channel,
             root=root,
             response_url=response_url,
         )
@@ -424,13 +467,33 @@ def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | ForeignActi
         value=value,
         team=team,
         user=payload.user.id,
-        channel=container.channel_id,
-        message_ts=container.message_ts,
+        channel=channel,
+        message_ts=message_ts,
         root=root,
         trigger_id=payload.trigger_id,
         ephemeral=ephemeral,
         response_url=response_url,
+        home=home,
     )
+
+
+def _in_home(payload: _BlockActions) -> bool:
+    """Whether the button was in a Home tab (``PayloadError`` for another view: the
+    bot's modals have none of its buttons)."""
+    if payload.container.type != "view":
+        return False
+    if payload.view is None or payload.view.type != "home":
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return True
+
+
+def _in_message(payload: _BlockActions) -> tuple[str, str]:
+    """The channel and ``ts`` of the message the button was in (its blocks, or those of
+    one of its attachments)."""
+    container = payload.container
+    if not container.channel_id or not container.message_ts:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return container.channel_id, container.message_ts
 
 
 def _parse_view(payload: _ViewSubmission) -> ViewIn | FormIn:
@@ -527,7 +590,8 @@ def to_click(action: ActionIn, *, workspace: str | None) -> Click:
 
     Its thread is where the button was pressed, even on a card away from its run's
     thread (the core finds the run's); a message only its reader sees (an inbox) is
-    no message the core could update, so the click names none.
+    no message the core could update, so the click names none; nor does one in a Home
+    tab, whose thread is ``home_thread``.
     """
     return Click(
         thread=thread_key(workspace or action.team, action.channel, action.root),
@@ -535,7 +599,7 @@ def to_click(action: ActionIn, *, workspace: str | None) -> Click:
         run_id=action.value.run,
         tool_call_id=action.value.call,
         action=action.action,
-        message_ref=None if action.ephemeral else message_ref(action.channel, action.message_ts),
+        message_ref=message_ref(action.channel, action.message_ts) if action.in_message else None,
         grant_for=action.value.grant if isinstance(action.value, GrantValue) else None,
         ask=action.value.ask,
     )
@@ -549,7 +613,7 @@ def modal_metadata(action: ActionIn, *, workspace: str | None) -> ModalMetadata:
         team=workspace or action.team,
         channel=action.channel,
         root=action.root,
-        ts=None if action.ephemeral else action.message_ts,
+        ts=action.message_ts if action.in_message else None,
         ask=action.value.ask,
         response_url=action.response_url,
     )
@@ -584,6 +648,17 @@ def _modal_click(
         values=values,
         ask=meta.ask,
     )
+
+
+def home_thread(workspace: str) -> ThreadKey:
+    """The place of everything done in a Home tab of ``workspace`` (whose, the click or
+    the person says)."""
+    return thread_key(workspace, HOME_CHANNEL, "")
+
+
+def is_home(thread: ThreadKey) -> bool:
+    """Whether ``thread`` is a Home tab (``home_thread``), not a conversation."""
+    return thread.platform == PLATFORM and thread.channel == HOME_CHANNEL and not thread.root
 
 
 def command_thread(command: CommandIn, *, workspace: str | None) -> ThreadKey:

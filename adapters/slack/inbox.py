@@ -1,16 +1,20 @@
-"""``/approvals`` as Block Kit: what waits for a person, their requests, their decisions.
+"""A person's inbox as Block Kit: what waits for them, their requests, their decisions.
 
-Shown only to the person who asked (an ephemeral answer through ``response_url``).
-The waiting calls have the card's own Approve and Decline buttons, so a click
-there goes the way a click on the card goes. Lists are capped so the message
-stays within Slack's limits (50 blocks, 3000 characters a section), saying how
-many more there are.
+Shown two ways: as the answer to ``/approvals``, which only the person who asked
+sees (an ephemeral message through ``response_url``), and as their App Home tab
+(``views.publish``). The waiting calls have the card's own Approve, Decline and
+Edit buttons, so a click there goes the way a click on the card goes. Lists are
+capped so each stays within Slack's limits (50 blocks a message, 100 a Home tab,
+3000 characters a section), saying how many more there are.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from bot import ApprovalCard, Inbox, InboxDecision, ThreadKey, tool_label
@@ -20,13 +24,22 @@ from .blocks import (
     SlackMessage,
     approvals_text,
     decision_buttons,
+    edit_button,
     outcome_text,
     requested_in_text,
 )
-from .mrkdwn import SECTION_LIMIT, Block, context, cut, escape, mention, section, slack_date
+from .mrkdwn import (
+    SECTION_LIMIT,
+    Block,
+    context,
+    cut,
+    escape,
+    mention,
+    plain,
+    section,
+    slack_date,
+)
 
-WAITING_SHOWN = 10
-"""Waiting calls shown with buttons (two blocks each, well within 50 blocks)."""
 ITEMS_SHOWN = 10
 """Requests and decisions listed at most, each list in one section."""
 ARGS_SUMMARY_LIMIT = 500
@@ -34,14 +47,79 @@ ARGS_SUMMARY_LIMIT = 500
 
 Links = Mapping[tuple[str, str], str]
 """Permalinks of threads, by ``(channel, root)``."""
+Permalink = Callable[[str, str], Awaitable[str | None]]
+"""The permalink of a message (channel, ts), or ``None`` when Slack gives none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """How much of an inbox one surface shows, and what it says of the rest."""
+
+    waiting_shown: int
+    """Waiting calls shown with buttons (two blocks each)."""
+    more_waiting: str
+    """What is said of the waiting calls not shown (``{count}``)."""
+    nothing_waiting: str
+    """What is said when nothing waits."""
+
+
+COMMAND = Layout(
+    waiting_shown=10,  # 20 blocks and a few more: well within a message's 50
+    more_waiting=texts.INBOX_MORE_WAITING,
+    nothing_waiting=texts.INBOX_NOTHING_WAITING,
+)
+"""``/approvals``: one message."""
+HOME = Layout(
+    waiting_shown=20,  # 40 blocks and a few more: well within a Home tab's 100
+    more_waiting=texts.HOME_MORE_WAITING,
+    nothing_waiting=texts.HOME_NOTHING_WAITING,
+)
+"""The Home tab."""
 
 
 def inbox_message(inbox: Inbox, *, links: Links, lead: str | None = None) -> SlackMessage:
-    """The inbox; ``lead`` (mrkdwn) first, when a click from it was just carried out."""
+    """The inbox as ``/approvals`` answers; ``lead`` (mrkdwn) first, when a click from it
+    was just carried out."""
+    blocks = inbox_blocks(inbox, links=links, lead=lead, layout=COMMAND)
+    fallback = texts.INBOX_FALLBACK.format(
+        waiting=len(inbox.waiting), requested=len(inbox.requested)
+    )
+    return SlackMessage(text=fallback, blocks=blocks)
+
+
+def home_view(
+    inbox: Inbox, *, links: Links, lead: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The inbox as a Home tab (a ``views.publish`` view); ``lead`` (mrkdwn) first: what
+    the person's last click there did, or why not."""
+    updated = texts.HOME_UPDATED.format(when=slack_date(now or datetime.now(UTC)))
+    blocks: list[Block] = [
+        {"type": "header", "text": plain(texts.HOME_TITLE)},
+        context(texts.HOME_INTRO),
+        *inbox_blocks(inbox, links=links, lead=lead, layout=HOME),
+        context(updated),
+    ]
+    return {"type": "home", "blocks": blocks}
+
+
+def home_unavailable_view() -> dict[str, Any]:
+    """The Home tab when the inbox cannot be read (the store is down)."""
+    return {
+        "type": "home",
+        "blocks": [
+            {"type": "header", "text": plain(texts.HOME_TITLE)},
+            section(texts.INBOX_UNAVAILABLE),
+        ],
+    }
+
+
+def inbox_blocks(inbox: Inbox, *, links: Links, lead: str | None, layout: Layout) -> list[Block]:
+    """The inbox's blocks: the lead, what waits (with buttons), the person's requests,
+    their decisions and their grants."""
     blocks: list[Block] = []
     if lead:
         blocks += [section(lead), {"type": "divider"}]
-    blocks += _waiting(inbox.waiting, links)
+    blocks += _waiting(inbox.waiting, links, layout)
     blocks.append({"type": "divider"})
     requested = [_request_line(card, links) for card in inbox.requested]
     blocks.append(_listing(texts.INBOX_REQUESTED, requested, empty=texts.INBOX_NO_REQUESTS))
@@ -51,17 +129,25 @@ def inbox_message(inbox: Inbox, *, links: Links, lead: str | None = None) -> Sla
         texts.INBOX_GRANTS.format(count=inbox.grants) if inbox.grants else texts.INBOX_NO_GRANTS
     )
     blocks.append(context(grants))
-    fallback = texts.INBOX_FALLBACK.format(
-        waiting=len(inbox.waiting), requested=len(inbox.requested)
-    )
-    return SlackMessage(text=fallback, blocks=blocks)
+    return blocks
 
 
-def links_wanted(inbox: Inbox) -> list[ThreadKey]:
+def links_wanted(inbox: Inbox, layout: Layout = COMMAND) -> list[ThreadKey]:
     """The threads whose permalinks the inbox shows (each once)."""
-    shown = [*inbox.waiting[:WAITING_SHOWN], *inbox.requested[:ITEMS_SHOWN]]
+    shown = [*inbox.waiting[: layout.waiting_shown], *inbox.requested[:ITEMS_SHOWN]]
     threads = [card.requested_in for card in shown if card.requested_in is not None]
     return list(dict.fromkeys(threads))
+
+
+async def inbox_links(inbox: Inbox, permalink: Permalink, layout: Layout = COMMAND) -> Links:
+    """The permalinks the inbox shows, asked for together (those Slack gives)."""
+    threads = links_wanted(inbox, layout)
+    found = await asyncio.gather(*(permalink(thread.channel, thread.root) for thread in threads))
+    return {
+        (thread.channel, thread.root): link
+        for thread, link in zip(threads, found, strict=True)
+        if link
+    }
 
 
 def done_line(card: ApprovalCard) -> str:
@@ -71,11 +157,11 @@ def done_line(card: ApprovalCard) -> str:
     return texts.INBOX_DONE.format(tool=tool, outcome=outcome)
 
 
-def _waiting(cards: tuple[ApprovalCard, ...], links: Links) -> list[Block]:
+def _waiting(cards: tuple[ApprovalCard, ...], links: Links, layout: Layout) -> list[Block]:
     if not cards:
-        return [section(f"{texts.INBOX_WAITING}\n{texts.INBOX_NOTHING_WAITING}")]
+        return [section(f"{texts.INBOX_WAITING}\n{layout.nothing_waiting}")]
     blocks: list[Block] = [section(texts.INBOX_WAITING_COUNT.format(count=len(cards)))]
-    for card in cards[:WAITING_SHOWN]:
+    for card in cards[: layout.waiting_shown]:
         facts = [texts.INBOX_ASKED_BY.format(who=_requester(card))]
         if card.requested_in is not None:
             where = requested_in_text(card.requested_in, _link(card.requested_in, links))
@@ -84,10 +170,11 @@ def _waiting(cards: tuple[ApprovalCard, ...], links: Links) -> list[Block]:
         if card.quorum > 1:
             facts.append(approvals_text(card))
         line = f"{_call(card)}\n{texts.INBOX_SEPARATOR.join(facts)}"
-        blocks += [section(line), {"type": "actions", "elements": decision_buttons(card)}]
-    hidden = len(cards) - WAITING_SHOWN
+        buttons = decision_buttons(card) + edit_button(card)
+        blocks += [section(line), {"type": "actions", "elements": buttons}]
+    hidden = len(cards) - layout.waiting_shown
     if hidden > 0:
-        blocks.append(context(texts.INBOX_MORE_WAITING.format(count=hidden)))
+        blocks.append(context(layout.more_waiting.format(count=hidden)))
     return blocks
 
 

@@ -1,6 +1,6 @@
 """The core's ``Messenger`` for Slack: post, update, tell one person, show a status,
 stream an answer (``live``); post a card in another channel or a direct message;
-say which channels and user groups exist."""
+keep Home tabs current; say which channels and user groups exist."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from bot import (
 
 from ._reach import reaching as _reaching
 from .blocks import SlackMessage, render
-from .convert import message_ref, thread_key
+from .convert import is_home, message_ref, thread_key
+from .home import HomeTab
 from .live import SlackLive
 from .mrkdwn import is_group_id, text_mrkdwn
 
@@ -57,10 +58,14 @@ class SlackMessenger:
 
     Network failures raise ``Undeliverable``; Slack's refusals (``SlackApiError``)
     are the core's to log.
+
+    ``home`` (set by the adapter) shows people's Home tabs: what changes in them, and
+    what a person is told about a click made there.
     """
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
+        self.home: HomeTab | None = None
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
         self._no_status: LRUCache[str, bool] = LRUCache(maxsize=_REFUSED_STATUS_CACHE)
@@ -93,7 +98,16 @@ class SlackMessenger:
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something only ``user_id`` sees, in the thread (``chat.postEphemeral``);
-        in the channel itself for a place that is no thread (where ``/approvals`` ran)."""
+        in the channel itself for a place that is no thread (where ``/approvals`` ran);
+        at the top of their Home tab for a click made there."""
+        if is_home(thread):
+            if self.home is not None:
+                self.home.note(thread.workspace, user_id, text_mrkdwn(text))
+                return
+            # No Home tab to show it in: the bot's direct message with them.
+            async with _reaching():
+                await self.client.chat_postMessage(channel=user_id, text=text_mrkdwn(text))
+            return
         async with _reaching():
             await self.client.chat_postEphemeral(
                 channel=thread.channel,
@@ -158,6 +172,12 @@ class SlackMessenger:
         for message in rest:
             await self._post(thread, message)
         return Posted(thread=thread, ref=message_ref(posted_in, ts))
+
+    async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
+        """Show again the Home tabs of those of ``people`` who opened theirs (queued:
+        this returns at once, and never raises)."""
+        if self.home is not None:
+            self.home.changed(thread.workspace, people)
 
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` (an id) is a channel the bot is in and may post to

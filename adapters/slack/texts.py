@@ -90,6 +90,20 @@ INBOX_GRANTS = "You gave {count} grant(s) that still run: `/approvals revoke` en
 INBOX_NO_GRANTS = "You have no grants running."
 INBOX_FALLBACK = "Approvals: {waiting} waiting for you, {requested} of your requests waiting"
 INBOX_DONE = "`{tool}`: {outcome}"
+# -- the Home tab (each person's own inbox, kept current) ---------------------------
+
+HOME_TITLE = "Approvals"  # a header: 150 characters at most
+HOME_INTRO = (
+    "What waits for your decision in every channel, what you asked for, and what you "
+    "decided lately. Decide right here: the card in its thread shows it."
+)
+HOME_NOTHING_WAITING = (
+    "_Nothing waits for your decision._ :tada: When an agent asks for something you may "
+    "approve, it shows up here."
+)
+HOME_MORE_WAITING = "…and {count} more waiting for you: they show here as you decide these."
+HOME_UPDATED = "Updated {when}"
+
 INBOX_USAGE = (
     "`/approvals` shows what waits for your decision; `/approvals revoke` ends the grants you gave."
 )

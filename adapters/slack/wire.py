@@ -35,6 +35,12 @@ FEEDBACK_HELPFUL = "helpful:"
 FEEDBACK_UNHELPFUL = "unhelpful:"
 """A feedback button's value: one of these, then the run's id."""
 
+HOME_OPENED_EVENT = "app_home_opened"
+"""A person opened the bot's App Home (its Home tab, or its Messages tab)."""
+HOME_CHANNEL = "home"
+"""The channel of the place a click in someone's Home tab happened (root ``""``): the
+Home is no conversation, and no Slack channel id is lowercase."""
+
 APPROVALS_COMMAND = "/approvals"
 """The slash command that shows a person's inbox (``/approvals revoke``: end grants)."""
 REVOKE_WORD = "revoke"

@@ -13,6 +13,9 @@ Streamed messages (``chat.startStream`` / ``appendStream`` / ``stopStream``) are
 messages of the thread like any other: their ``text`` is the Markdown streamed so
 far, and their ``chunks`` every chunk in order (``tasks``: each task as it is now).
 Streaming can be refused everywhere or in one channel (``refuse_streaming``).
+
+Home tabs (``views.publish``) are kept per person as they would see them, each
+checked against the limits of a Home view (100 blocks, 250 kB).
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ BUTTON_TEXT_LIMIT = 75
 CONFIRM_TEXT_LIMIT = 300
 MODAL_TITLE_LIMIT = 24
 MODAL_BLOCKS_LIMIT = 100
+HOME_BLOCKS_LIMIT = 100
+VIEW_SIZE_LIMIT = 250_000
+"""A view's JSON (Slack answers ``view_too_large`` above it)."""
+HEADER_TEXT_LIMIT = 150
+CONTEXT_ELEMENTS_LIMIT = 10
 LABEL_LIMIT = 2000
 PLACEHOLDER_LIMIT = 150
 OPTIONS_LIMIT = 100
@@ -133,6 +141,21 @@ class Ephemeral:
 
 
 @dataclass
+class HomeTab:
+    """A person's Home tab as they see it now: the last view published for them."""
+
+    user: str
+    id: str
+    view: dict[str, Any]
+    publishes: int = 1
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        """The view's blocks."""
+        return list(self.view.get("blocks") or [])
+
+
+@dataclass
 class ResponseUrl:
     """A ``response_url`` Slack handed out: for whom, and for which message (``ts``,
     the message a click was in; ``None`` for a slash command's)."""
@@ -186,6 +209,8 @@ class FakeSlack:
     """The bot's direct message channel with each user, once opened."""
     response_urls: dict[str, ResponseUrl] = field(default_factory=dict)
     ephemerals: list[Ephemeral] = field(default_factory=list)
+    homes: dict[str, HomeTab] = field(default_factory=dict)
+    """Each person's Home tab, by user id, once published."""
     refused_streams: dict[str | None, str] = field(default_factory=dict)
     """Channels where ``chat.startStream`` answers with an error (``None``: everywhere)."""
     url: str = ""
@@ -256,6 +281,18 @@ class FakeSlack:
         key = f"R{next(self._ts):06d}"
         self.response_urls[key] = ResponseUrl(channel=channel, user=user, ts=ts)
         return f"{self.base}/response/{key}"
+
+    def home_of(self, user: str) -> HomeTab:
+        """``user``'s Home tab (failing the test if none was published)."""
+        home = self.homes.get(user)
+        if home is None:
+            raise AssertionError(f"no Home tab was published for {user}; calls: {self.summary()}")
+        return home
+
+    def publishes(self, user: str) -> int:
+        """How often a Home tab was published for ``user``."""
+        home = self.homes.get(user)
+        return home.publishes if home is not None else 0
 
     def answers_to(self, user: str) -> list[Ephemeral]:
         """What ``user`` was shown through response URLs, oldest first."""
@@ -534,6 +571,27 @@ class FakeSlack:
             return self._problem(problem)
         return _ok(view={"id": f"V{next(self._ts):08d}", **view})
 
+    def _views_publish(self, args: dict[str, Any]) -> web.Response:
+        user, view = args.get("user_id"), args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not user or not isinstance(view, dict):
+            return _fail("invalid_arguments")
+        if view.get("type") != "home":
+            return self._problem(f"views.publish of a {view.get('type')!r} view, not a home")
+        if len(json.dumps(view)) > VIEW_SIZE_LIMIT:
+            self.problems.append("a Home view over 250 kB")
+            return _fail("view_too_large")
+        problem = _home_problem(view)
+        if problem:
+            return self._problem(problem)
+        home = self.homes.get(user)
+        if home is None:
+            home = self.homes[user] = HomeTab(user, f"VH{next(self._ts):08d}", view, publishes=0)
+        home.view = view
+        home.publishes += 1
+        return _ok(view={"id": home.id, "team_id": TEAM_ID, **view})
+
     def _assistant_threads_setStatus(self, args: dict[str, Any]) -> web.Response:
         if not args.get("channel_id") or not args.get("thread_ts") or "status" not in args:
             return _fail("invalid_arguments")
@@ -646,6 +704,13 @@ def _block_problem(block: dict[str, Any]) -> str | None:
     kind = block.get("type")
     if kind == "section" and len(block.get("text", {}).get("text", "")) > SECTION_TEXT_LIMIT:
         return "section text over 3000 characters"
+    if kind == "header":
+        text = block.get("text", {})
+        size = len(text.get("text", ""))
+        if text.get("type") != "plain_text" or not 0 < size <= HEADER_TEXT_LIMIT:
+            return "header text not plain_text of 1 to 150 characters"
+    if kind == "context" and not 0 < len(block.get("elements", [])) <= CONTEXT_ELEMENTS_LIMIT:
+        return "a context block takes 1 to 10 elements"
     if len(block.get("block_id", "")) > ID_LIMIT:
         return "block_id over 255 characters"
     elements = block.get("elements", [])
@@ -708,6 +773,20 @@ def _view_problem(view: dict[str, Any]) -> str | None:
     blocks = view.get("blocks", [])
     if len(blocks) > MODAL_BLOCKS_LIMIT:
         return "more than 100 blocks in a modal"
+    for block in blocks:
+        problem = _block_problem(block) or _input_problem(block)
+        if problem:
+            return problem
+    return None
+
+
+def _home_problem(view: dict[str, Any]) -> str | None:
+    """A Home view Slack would refuse: no blocks, too many, a block over its limits."""
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        return "a Home view without blocks"
+    if len(blocks) > HOME_BLOCKS_LIMIT:
+        return "more than 100 blocks in a Home view"
     for block in blocks:
         problem = _block_problem(block) or _input_problem(block)
         if problem:

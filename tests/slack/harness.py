@@ -22,7 +22,16 @@ from adapters.slack import SlackAdapter, SlackSettings
 from agents import Agent
 from bot import ApprovalPolicy, ChatBot, Settings, build_app
 
-from .fake_slack import APP_TOKEN, BOT_USER_ID, TEAM_ID, TOKEN, Ephemeral, FakeSlack, Posted
+from .fake_slack import (
+    APP_TOKEN,
+    BOT_USER_ID,
+    TEAM_ID,
+    TOKEN,
+    Ephemeral,
+    FakeSlack,
+    HomeTab,
+    Posted,
+)
 
 SIGNING_SECRET = "test-signing-secret"
 CHANNEL = "C0CHAN001"
@@ -201,6 +210,67 @@ def ephemeral_actions(
     }
 
 
+def home_opened_event(user: str, *, tab: str = "home") -> dict[str, Any]:
+    """``app_home_opened``: ``user`` opened the bot's Home tab (or its Messages tab)."""
+    return {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": "D" + user.removeprefix("U")[:10],
+        "tab": tab,
+        "event_ts": f"{time.time():.6f}",
+    }
+
+
+def home_button(home: HomeTab, action_id: str, *, index: int = 0) -> dict[str, Any]:
+    """The ``index``-th button with ``action_id`` in a Home tab."""
+    found = [
+        element
+        for block in home.blocks
+        for element in block.get("elements", [])
+        if element.get("action_id") == action_id
+    ]
+    if len(found) <= index:
+        raise AssertionError(f"no {action_id} button #{index} in the Home tab of {home.user}")
+    return dict(found[index])
+
+
+def home_actions(
+    home: HomeTab, action_id: str, *, index: int = 0, user: str | None = None
+) -> dict[str, Any]:
+    """What Slack sends when ``user`` (the tab's owner) presses a button in a Home tab:
+    the view as the container, no channel, no message, no ``response_url``."""
+    element = home_button(home, action_id, index=index)
+    presser = user or home.user
+    return {
+        "type": "block_actions",
+        "user": {"id": presser, "username": presser.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0APP0001",
+        "token": "legacy",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "trigger_id": f"trigger-{time.monotonic_ns()}",
+        "container": {"type": "view", "view_id": home.id},
+        "view": {
+            "id": home.id,
+            "team_id": TEAM_ID,
+            "type": "home",
+            "blocks": home.blocks,
+            "private_metadata": "",
+            "callback_id": "",
+            "state": {"values": {}},
+            "hash": "1700000000.abcdef",
+        },
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "b1",
+                "value": element["value"],
+                "action_ts": str(time.time()),
+            }
+        ],
+    }
+
+
 def command_body(
     slack: FakeSlack, text: str = "", *, user: str = ALICE, channel: str = CHANNEL
 ) -> dict[str, str]:
@@ -291,6 +361,16 @@ class BotServer:
         """Type ``/approvals <text>``; the HTTP status and body of the answer."""
         body = urlencode(command_body(self.slack, text, user=user, channel=channel))
         return await self.post(body, content_type="application/x-www-form-urlencoded")
+
+    async def open_home(self, user: str) -> HomeTab:
+        """``user`` opens the bot's Home tab; the tab as published for them then."""
+        before = self.slack.publishes(user)
+        assert await self.send_event(home_opened_event(user)) == 200
+        await self.idle()
+        await self.slack.wait_for(
+            lambda: self.slack.publishes(user) > before, what=f"the Home tab of {user}"
+        )
+        return self.slack.home_of(user)
 
     async def press(self, posted: Posted, action_id: str, *, user: str = ALICE) -> int:
         """Press a button on a card; return the HTTP status."""

@@ -6,17 +6,26 @@ import pytest
 
 from adapters.slack.convert import (
     ActionIn,
+    HomeOpenedIn,
     Ignored,
     MessageIn,
+    is_home,
+    modal_metadata,
     parse,
     strip_mention,
     to_click,
     to_incoming,
 )
-from adapters.slack.wire import APPROVE_ACTION, PayloadError, encode_button_value
+from adapters.slack.wire import (
+    APPROVE_ACTION,
+    FEEDBACK_ACTION,
+    HOME_CHANNEL,
+    PayloadError,
+    encode_button_value,
+)
 
 from .fake_slack import BOT_USER_ID, TEAM_ID
-from .harness import CHANNEL, event_body, mention_event, message_event
+from .harness import CHANNEL, event_body, home_opened_event, mention_event, message_event
 
 
 @pytest.mark.parametrize(
@@ -118,3 +127,48 @@ def test_a_click_without_any_team_is_malformed() -> None:
     del payload["team"]
     with pytest.raises(PayloadError):
         parse(payload)
+
+
+def _home_action(view_type: str = "home", **action: str) -> dict[str, object]:
+    pressed = action or {
+        "action_id": APPROVE_ACTION,
+        "value": encode_button_value("r", "c", ask="a1"),
+    }
+    return {
+        "type": "block_actions",
+        "user": {"id": "U0BOB0001"},
+        "team": {"id": TEAM_ID},
+        "trigger_id": "t",
+        "container": {"type": "view", "view_id": "V1"},
+        "view": {"id": "V1", "type": view_type, "blocks": []},
+        "actions": [pressed],
+    }
+
+
+def test_a_click_in_the_home_tab_is_in_the_home_and_in_no_message() -> None:
+    parsed = parse(_home_action())
+    assert isinstance(parsed, ActionIn)
+    assert (parsed.home, parsed.ephemeral, parsed.response_url) == (True, False, None)
+    click = to_click(parsed, workspace=TEAM_ID)
+    assert is_home(click.thread)
+    assert (click.thread.channel, click.thread.root) == (HOME_CHANNEL, "")
+    assert click.message_ref is None
+    assert (click.run_id, click.tool_call_id, click.ask) == ("r", "c", "a1")
+    metadata = modal_metadata(parsed, workspace=TEAM_ID)
+    assert (metadata.channel, metadata.root, metadata.ts) == (HOME_CHANNEL, "", None)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [_home_action("modal"), _home_action(action_id=FEEDBACK_ACTION, value="helpful:run-1")],
+    ids=["in a modal", "feedback in the home"],
+)
+def test_a_press_of_ours_where_the_bot_puts_none_is_malformed(payload: dict[str, object]) -> None:
+    with pytest.raises(PayloadError):
+        parse(payload)
+
+
+def test_opening_the_home_tab_is_read_and_the_messages_tab_ignored() -> None:
+    opened = parse(event_body(home_opened_event("U0BOB0001")))
+    assert opened == HomeOpenedIn(team=TEAM_ID, user="U0BOB0001")
+    assert isinstance(parse(event_body(home_opened_event("U0BOB0001", tab="messages"))), Ignored)

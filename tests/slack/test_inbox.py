@@ -1,8 +1,8 @@
 """``/approvals``: what waits for you, your requests, your decisions; ending grants.
 
 The inbox is an answer only its reader sees (through the command's response URL).
-Its Approve and Decline are the card's own buttons: a click there decides as one on
-the card does, the card in its thread shows it, and the inbox shows what it did.
+Its Approve, Decline and Edit are the card's own buttons: a click there decides as
+one on the card does, the card in its thread shows it, and the inbox shows what it did.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from adapters.slack.inbox import inbox_message
 from adapters.slack.wire import (
     APPROVE_ACTION,
     DECLINE_ACTION,
+    EDIT_ACTION,
     REVOKE_ACTION,
     decode_button_value,
     grant_action,
@@ -47,7 +48,7 @@ from .harness import (
 )
 from .scripted import Ran, build_agent
 from .test_approvals import card_text, has_buttons, request, the_card
-from .test_questions import CAROL
+from .test_questions import CAROL, submission
 
 ELSEWHERE = "C0ELSEWHERE"
 """Where Bob types ``/approvals``: any channel will do."""
@@ -167,6 +168,27 @@ async def test_decline_in_the_inbox_asks_a_reason_and_the_inbox_shows_it(
     assert ran.deploys == []
     assert f"Declined by <@{BOB}>: frozen" in card_text(card)
     assert f"`deploy`: :no_entry_sign: Declined by <@{BOB}>: frozen" in shown(inbox)
+
+
+async def test_edit_in_the_inbox_approves_as_edited_and_the_inbox_shows_it(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    bot = await start(serve, store, ran, APPROVED_BY_BOB)
+    _, posted = await ask(bot, slack)
+    card = the_card(posted)
+    inbox = await approvals(bot, slack)
+    assert inbox_button(inbox, EDIT_ACTION)["value"] == button(card, EDIT_ACTION)["value"]
+
+    assert (await bot.interact(ephemeral_actions(slack, inbox, EDIT_ACTION)))[0] == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="views.open")
+    form = slack.of("views.open")[0].args["view"]
+    assert (await bot.interact(submission(form, {"service": "web"}, user=BOB)))[0] == 200
+    await bot.idle()
+
+    assert [d["service"] for d in ran.deploys] == ["web"]
+    assert f"Approved by <@{BOB}>" in card_text(card)
+    assert inbox.replaced == 1
+    assert f"`deploy`: :white_check_mark: Approved by <@{BOB}>" in shown(inbox)
 
 
 async def test_someone_who_may_not_decide_sees_only_their_own_requests(

@@ -35,6 +35,7 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "chat.stopStream": frozenset({"chat:write"}),
     "chat.getPermalink": frozenset(),
     "views.open": frozenset(),
+    "views.publish": frozenset(),
     "assistant.threads.setStatus": frozenset({"chat:write"}),
     "conversations.open": frozenset({"im:write"}),
     # The policy's channel may be public or private.
@@ -43,12 +44,13 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "usergroups.users.list": frozenset({"usergroups:read"}),
 }
 COMMAND_SCOPE = "commands"
-EVENT_SCOPES = {
-    "app_mention": "app_mentions:read",
-    "message.channels": "channels:history",
-    "message.groups": "groups:history",
-    "message.im": "im:history",
-    "message.mpim": "mpim:history",
+EVENT_SCOPES: dict[str, frozenset[str]] = {
+    "app_home_opened": frozenset(),
+    "app_mention": frozenset({"app_mentions:read"}),
+    "message.channels": frozenset({"channels:history"}),
+    "message.groups": frozenset({"groups:history"}),
+    "message.im": frozenset({"im:history"}),
+    "message.mpim": frozenset({"mpim:history"}),
 }
 
 
@@ -77,7 +79,8 @@ def test_the_scopes_cover_every_method_and_event_and_nothing_more() -> None:
     calls = methods_in_source()
     assert calls, "the adapter calls the Web API somewhere"
     assert calls <= set(METHOD_SCOPES), f"add a scope rule for {calls - set(METHOD_SCOPES)}"
-    needed = {scope for m in calls for scope in METHOD_SCOPES[m]} | set(EVENT_SCOPES.values())
+    needed = {scope for m in calls for scope in METHOD_SCOPES[m]}
+    needed |= {scope for scopes in EVENT_SCOPES.values() for scope in scopes}
     if manifest()["features"].get("slash_commands"):
         needed.add(COMMAND_SCOPE)
     assert set(manifest()["oauth_config"]["scopes"]["bot"]) == needed
@@ -99,6 +102,13 @@ def test_events_and_interactivity_go_to_the_adapter_route() -> None:
     assert settings["interactivity"]["request_url"].endswith(EVENTS_PATH)
     assert isinstance(settings["socket_mode_enabled"], bool)
     assert manifest()["features"]["app_home"]["messages_tab_enabled"] is True
+
+
+def test_the_home_tab_is_on_and_its_event_subscribed() -> None:
+    app_home = manifest()["features"]["app_home"]
+    assert app_home["home_tab_enabled"] is True
+    assert app_home["messages_tab_read_only_enabled"] is False, "people write to the bot there"
+    assert "app_home_opened" in manifest()["settings"]["event_subscriptions"]["bot_events"]
 
 
 async def test_a_whole_conversation_calls_only_methods_the_manifest_allows(

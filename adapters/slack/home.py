@@ -1,0 +1,141 @@
+"""Each person's App Home tab: their inbox (``inbox.home_view``), published with
+``views.publish`` when they open it, and again whenever what waits for them changes.
+
+Kept current only for the people who opened their Home tab while this process ran
+(the most recent ``KNOWN_HOMES``): everyone else sees a fresh one when they open it,
+since Slack says so each time (``app_home_opened``). Publishing for everyone a
+change touches (a user group of hundreds, on every card) would spend Slack's
+allowance on tabs nobody looks at. Publishing is queued: one publish in flight per
+person, changes that come meanwhile folded into one more, and a few people at a
+time. A failure is logged, never raised: the decision it follows stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from cachetools import LRUCache
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import ApprovalCard, ChatCore, Click, ClickResult, TaskTracker
+
+from .convert import home_thread
+from .inbox import HOME, Permalink, done_line, home_unavailable_view, home_view, inbox_links
+from .mrkdwn import text_mrkdwn
+
+log = logging.getLogger(__name__)
+
+KNOWN_HOMES = 10_000
+"""People whose Home tab is kept current: the ones who opened it most recently."""
+PUBLISHING_AT_ONCE = 4
+"""``views.publish`` calls in flight at once. Slack allows about 100 a minute (Tier 4)
+and the client waits out a 429 before retrying: a burst of changes queues here
+rather than fail all together."""
+
+_Key = tuple[str, str]
+"""A person's Home tab: (workspace, user id)."""
+
+
+class HomeTab:
+    """Publishes people's Home tabs and keeps them current.
+
+    Args:
+        bot: The chat core (``inbox``).
+        client: For ``views.publish``.
+        permalink: The permalink of a message, for the requests the tab links to.
+        tasks: Where publishing runs (the adapter's, drained with it).
+    """
+
+    def __init__(
+        self,
+        bot: ChatCore,
+        client: AsyncWebClient,
+        *,
+        permalink: Permalink,
+        tasks: TaskTracker,
+    ) -> None:
+        self._bot = bot
+        self._client = client
+        self._permalink = permalink
+        self._tasks = tasks
+        # Who opened their Home tab, each with the line shown at its top (mrkdwn):
+        # what their last click there did, or why it was refused.
+        self._known: LRUCache[_Key, str | None] = LRUCache(maxsize=KNOWN_HOMES)
+        self._due: set[_Key] = set()
+        self._publishing: set[_Key] = set()
+        self._slots = asyncio.Semaphore(PUBLISHING_AT_ONCE)
+
+    def opened(self, workspace: str, user: str) -> None:
+        """``user`` opened their Home tab: show it as it is now, without the last note."""
+        key = (workspace, user)
+        self._known[key] = None
+        self._schedule(key)
+
+    def changed(self, workspace: str, people: frozenset[str]) -> None:
+        """What waits for ``people`` changed: show again the Home tabs of those who
+        opened theirs."""
+        for user in people:
+            key = (workspace, user)
+            if key in self._known:
+                self._schedule(key)
+
+    def note(self, workspace: str, user: str, text: str) -> None:
+        """Tell ``user`` something at the top of their Home tab (``text``: mrkdwn); the
+        Home is no conversation, and it is where they are looking."""
+        key = (workspace, user)
+        self._known[key] = text
+        self._schedule(key)
+
+    def after_click(self, click: Click, result: ClickResult) -> None:
+        """Show at the top of the clicker's Home tab what their click there did, or why
+        it was refused, with the tab as it is now."""
+        lines: list[str] = []
+        if result.accepted and isinstance(result.card, ApprovalCard):
+            lines.append(done_line(result.card))
+        if result.said:
+            lines.append(text_mrkdwn(result.said))
+        key = (click.thread.workspace, click.user_id)
+        self._known[key] = "\n".join(lines) or None
+        self._schedule(key)
+
+    def _schedule(self, key: _Key) -> None:
+        self._due.add(key)
+        if key in self._publishing:
+            return  # its publisher publishes once more when it is done
+        self._publishing.add(key)
+        try:
+            self._tasks.spawn(self._publisher(key), name=f"slack-home:{key[1]}")
+        except RuntimeError:  # shutting down: the tab is shown afresh when opened next
+            self._publishing.discard(key)
+            self._due.discard(key)
+
+    async def _publisher(self, key: _Key) -> None:
+        try:
+            while key in self._due:
+                async with self._slots:
+                    # Taken off only now: what changed while this waited for a slot
+                    # is in the one publish.
+                    self._due.discard(key)
+                    await self._publish(key)
+        finally:
+            self._publishing.discard(key)
+
+    async def _publish(self, key: _Key) -> None:
+        workspace, user = key
+        try:
+            inbox = await self._bot.inbox(home_thread(workspace), user)
+        except Exception:
+            log.exception("could not read the inbox of %s for their Home tab", user)
+            view = home_unavailable_view()
+        else:
+            links = await inbox_links(inbox, self._permalink, HOME)
+            view = home_view(inbox, links=links, lead=self._known.get(key))
+        try:
+            await self._client.views_publish(user_id=user, view=view)
+        except SlackApiError as exc:
+            log.warning("Slack refused the Home tab of %s: %s", user, exc.response.get("error"))
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not publish the Home tab of %s: %s", user, exc)
