@@ -34,6 +34,7 @@ from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
+from .types import SuggestedPrompt
 
 log = logging.getLogger("bot")
 
@@ -322,7 +323,13 @@ async def run(command: str, settings: Settings, *, thread: str | None = None) ->
         else:
             agent = await load_agent(settings.bot_agent, model, store)
             described = agent.id
-        bot = ChatBot(agent, policy=policy, lease=settings.bot_lease, workers=settings.bot_workers)
+        bot = ChatBot(
+            agent,
+            policy=policy,
+            lease=settings.bot_lease,
+            workers=settings.bot_workers,
+            suggested_prompts=_prompts(settings, config),
+        )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:
             if command == "check":
@@ -341,6 +348,18 @@ async def run(command: str, settings: Settings, *, thread: str | None = None) ->
         if closer is not None:
             with contextlib.suppress(Exception):
                 await closer()
+
+
+def _prompts(settings: Settings, config: BotConfig | None) -> tuple[SuggestedPrompt, ...]:
+    """The requests to suggest: the config file's ``[[bot.prompts]]``, else the demo's
+    when the demo model runs, else none."""
+    if config is not None and config.prompts:
+        return config.prompts
+    if settings.use_demo_model:
+        from agents.models.demo import DEMO_PROMPTS
+
+        return tuple(SuggestedPrompt(title=t, message=m) for t, m in DEMO_PROMPTS)
+    return ()
 
 
 async def _check_store(store: Store) -> None:

@@ -50,6 +50,7 @@ from agents import Agent, AgentOptions, Model, Store, Tool
 from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
 
 from .tomlfile import FileProblems, Problem, parse, read_text
+from .types import SuggestedPrompt
 
 MCP_START_WAIT = 20.0
 """Seconds each MCP server has to answer at start."""
@@ -68,8 +69,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PromptSection(_Section):
+    title: str = Field(min_length=1, max_length=75)
+    message: str = Field(min_length=1, max_length=1000)
+
+
 class BotSection(_Section):
     root: str
+    prompts: list[PromptSection] = Field(default_factory=list, max_length=4)
+    """Requests to suggest where a platform offers them (``[[bot.prompts]]``)."""
 
 
 class AgentSection(_Section):
@@ -117,6 +125,8 @@ class BotConfig:
     agent: Agent
     servers: list[McpTools]
     source: str
+    prompts: tuple[SuggestedPrompt, ...] = ()
+    """``[[bot.prompts]]``: the requests to suggest (Slack's assistant view)."""
 
     async def aclose(self) -> None:
         await asyncio.gather(*(server.aclose() for server in self.servers))
@@ -183,7 +193,12 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
         except ValueError as exc:  # a tool named like a sub-agent's delegation tool
             problems.append((None, str(exc)))
         else:
-            return BotConfig(agent=agent, servers=list(servers.values()), source=source)
+            prompts = tuple(
+                SuggestedPrompt(title=p.title, message=p.message) for p in config.bot.prompts
+            )
+            return BotConfig(
+                agent=agent, servers=list(servers.values()), source=source, prompts=prompts
+            )
     await asyncio.gather(*(server.aclose() for server in servers.values()))
     raise ConfigError(source, problems)
 

@@ -59,6 +59,7 @@ from .types import (
     Notice,
     Prompt,
     Reply,
+    SuggestedPrompt,
     Text,
     ThreadKey,
     tool_label,
@@ -95,6 +96,8 @@ class ChatBot:
             process (or this one, restarted) takes it over (``DEFAULT_LEASE``).
         workers: How many inbox entries (messages, clicks) this process works on
             at once; the rest wait in the inbox.
+        suggested_prompts: Requests to offer a person starting a conversation, where
+            the platform offers them (Slack's assistant view).
     """
 
     def __init__(
@@ -106,8 +109,10 @@ class ChatBot:
         dedupe_ttl: float = 3600.0,
         lease: timedelta = DEFAULT_LEASE,
         workers: int = DEFAULT_WORKERS,
+        suggested_prompts: tuple[SuggestedPrompt, ...] = (),
     ) -> None:
         self.agent = agent
+        self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
         tools, delegations = _tool_names(agent)
         self.policy.check_tools(tools, sub_agents=delegations)

@@ -17,6 +17,7 @@ from .types import (
     IncomingMessage,
     Messenger,
     Prompt,
+    SuggestedPrompt,
     Text,
     ThreadKey,
 )
@@ -28,6 +29,11 @@ class ChatCore(Protocol):
     @property
     def chat(self) -> ChatState:
         """The chat state: conversation references for platforms that need them."""
+        ...
+
+    @property
+    def suggested_prompts(self) -> tuple[SuggestedPrompt, ...]:
+        """Requests to offer a person starting a conversation (Slack's assistant view)."""
         ...
 
     @property

@@ -237,6 +237,15 @@ def own_name(tool_name: str, source: str | None) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuggestedPrompt:
+    """A request a platform may offer to start with (Slack's assistant view): what the
+    button says, and the message it sends."""
+
+    title: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Reply:
     """The agent's answer (or part of it)."""
 

@@ -160,6 +160,14 @@ DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
 The notes in parentheses are what the bundled ``examples.ops`` agents do with them.
 """
 
+DEMO_PROMPTS = (
+    ("Delete a record", "delete record abc-123"),
+    ("Deploy to staging", "deploy web to staging"),
+    ("Refund an order", "refund order A-1001 150"),
+    ("Look a user up", "find user 12345"),
+)
+"""Requests to suggest when the demo runs (a title, the request): one of each kind."""
+
 DEMO_HELP = "\n".join(
     [
         "I'm the offline demo model (BOT_MODEL=demo), not an AI. I understand only these "

@@ -397,3 +397,31 @@ async def test_only_people_who_may_decide_the_tool_answer_its_servers_question(
         await bot.on_message(message("the VPN is down for everyone", user="U9LEAD"))
         await bot.drain()
         assert "T-2 escalated: the VPN is down for everyone" in messenger.views(Reply)[-1].text
+
+
+async def test_the_file_names_the_requests_to_suggest(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[bot]\nroot = 'a'\n"
+        "[[bot.prompts]]\ntitle = 'Deploy to staging'\nmessage = 'deploy web to staging'\n"
+        "[agents.a]\ntools = ['examples.ops.deploy:tools']\n",
+    )
+    config = await load_config(path, DemoModel(), MemoryStore())
+    try:
+        assert [(p.title, p.message) for p in config.prompts] == [
+            ("Deploy to staging", "deploy web to staging")
+        ]
+    finally:
+        await config.aclose()
+    five = "".join("[[bot.prompts]]\ntitle = 't'\nmessage = 'm'\n" for _ in range(5))
+    assert problems(tmp_path, f"[bot]\nroot = 'a'\n{five}[agents.a]\n") == [
+        "bot.prompts: List should have at most 4 items after validation, not 5"
+    ]
+
+
+def test_the_demo_suggests_its_own_requests_unless_the_file_names_some() -> None:
+    from agents.models.demo import DEMO_PROMPTS
+    from bot.__main__ import _prompts
+
+    demo = load_settings(bot_model="demo")
+    assert [(p.title, p.message) for p in _prompts(demo, None)] == list(DEMO_PROMPTS)
