@@ -43,10 +43,12 @@ from bot import (
 )
 
 from . import texts
+from .assistant import AssistantThreads
 from .commands import Approvals
 from .convert import (
     PLATFORM,
     ActionIn,
+    AssistantStartedIn,
     CommandIn,
     FeedbackIn,
     ForeignActionIn,
@@ -76,6 +78,7 @@ from .wire import (
     ANSWER_VIEW,
     APPROVALS_COMMAND,
     APPROVE_ACTION,
+    ASSISTANT_STARTED_EVENT,
     DECLINE_ACTION,
     DECLINE_VIEW,
     EDIT_ACTION,
@@ -95,7 +98,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 MESSAGE_EVENTS = ("app_mention", "message")
-LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT)
+LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT, ASSISTANT_STARTED_EVENT)
 """Event types the adapter acts on; the manifest subscribes to exactly these."""
 RATE_LIMIT_RETRIES = 2
 _INBOUND = "approval_bot_inbound"
@@ -144,6 +147,7 @@ class SlackAdapter:
         self.tasks = TaskTracker()
         self.home = HomeTab(bot, self.client, permalink=self.messenger.permalink, tasks=self.tasks)
         self.messenger.home = self.home
+        self.assistant = AssistantThreads(bot, self.client, tasks=self.tasks)
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
         self._socket: AsyncSocketModeHandler | None = None
@@ -151,6 +155,9 @@ class SlackAdapter:
         for event in MESSAGE_EVENTS:
             self.app.event(event)(self._on_message)
         self.app.event(HOME_OPENED_EVENT)(self._on_home_opened)
+        # A listener of our own, not Bolt's ``app.assistant``: that one would claim
+        # every threaded DM message before the message listeners see it.
+        self.app.event(ASSISTANT_STARTED_EVENT)(self._on_assistant_started)
         # Approve, "Approve for this thread", a question's Decline and Cancel, and a
         # grant's End grant decide at once; a card's Decline asks for a reason first;
         # Answer… opens the question's form, and a card's Edit the form of its
@@ -242,9 +249,18 @@ class SlackAdapter:
             incoming = to_incoming(
                 inbound, workspace=_workspace(context), bot_user_id=context.bot_user_id
             )
-            if incoming is not None and not await _kept(context, self.bot.on_message(incoming)):
-                return
+            if incoming is not None:
+                if not await _kept(context, self.bot.on_message(incoming)):
+                    return
+                self.assistant.requested(incoming.thread, incoming.text)
         await ack()
+
+    async def _on_assistant_started(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """The assistant view opened: acked at once, the prompts offered behind."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, AssistantStartedIn):
+            self.assistant.started(inbound)
 
     async def _on_home_opened(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """The Home tab opened: acked at once (it only reads), published behind."""

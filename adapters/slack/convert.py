@@ -23,6 +23,7 @@ from .wire import (
     ANSWER_VIEW,
     APPROVALS_COMMAND,
     APPROVE_ACTION,
+    ASSISTANT_STARTED_EVENT,
     DECLINE_ACTION,
     DECLINE_VIEW,
     EDIT_ACTION,
@@ -153,6 +154,17 @@ class HomeOpenedIn:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AssistantStartedIn:
+    """A person opened the bot's assistant view: a new thread (``thread_ts``) in their
+    direct message with the bot (``channel``)."""
+
+    team: str
+    user: str
+    channel: str
+    thread_ts: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class FeedbackIn:
     """👍 (``helpful``) or 👎 pressed under a finished answer, the run's."""
 
@@ -214,6 +226,7 @@ Inbound = (
     | MessageIn
     | ActionIn
     | HomeOpenedIn
+    | AssistantStartedIn
     | FeedbackIn
     | ForeignActionIn
     | ViewIn
@@ -229,6 +242,12 @@ class _Shape(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class _AssistantThread(_Shape):
+    user_id: str
+    channel_id: str
+    thread_ts: str
+
+
 class _Event(_Shape):
     type: str
     subtype: str | None = None
@@ -241,6 +260,7 @@ class _Event(_Shape):
     ts: str | None = None
     thread_ts: str | None = None
     tab: str | None = None
+    assistant_thread: _AssistantThread | None = None
 
 
 class _EventCallback(_Shape):
@@ -347,6 +367,8 @@ def _parse_event(callback: _EventCallback) -> Inbound:
     event = callback.event
     if event.type == HOME_OPENED_EVENT:
         return _parse_home_opened(callback)
+    if event.type == ASSISTANT_STARTED_EVENT:
+        return _parse_assistant_started(callback)
     if event.type not in ("app_mention", "message"):
         return Ignored(why=f"event {event.type}")
     if event.bot_id or event.hidden or (event.subtype and event.subtype not in _PERSON_SUBTYPES):
@@ -384,6 +406,18 @@ def _parse_home_opened(callback: _EventCallback) -> HomeOpenedIn | Ignored:
     if not event.user:
         raise PayloadError(texts.BAD_PAYLOAD)
     return HomeOpenedIn(team=callback.team_id, user=event.user)
+
+
+def _parse_assistant_started(callback: _EventCallback) -> AssistantStartedIn:
+    thread = callback.event.assistant_thread
+    if thread is None:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return AssistantStartedIn(
+        team=callback.team_id,
+        user=thread.user_id,
+        channel=thread.channel_id,
+        thread_ts=thread.thread_ts,
+    )
 
 
 def _parse_command(command: _Command) -> CommandIn | Ignored:

@@ -25,6 +25,7 @@ from bot import (
     View,
 )
 
+from . import texts
 from ._reach import reaching as _reaching
 from .blocks import SlackMessage, render
 from .convert import is_home, message_ref, thread_key
@@ -117,12 +118,17 @@ class SlackMessenger:
             )
 
     async def set_status(self, thread: ThreadKey, status: str | None) -> None:
-        """Show or clear "is thinking…"; silently nothing where Slack refuses it."""
+        """Show or clear "is thinking…" (with loading messages the assistant view
+        rotates through under it); silently nothing where Slack refuses it."""
         if thread.channel in self._no_status:
             return
         try:
             await self.client.assistant_threads_setStatus(
-                channel_id=thread.channel, thread_ts=thread.root, status=status or ""
+                channel_id=thread.channel,
+                thread_ts=thread.root,
+                status=status or "",
+                # Clearing takes none: an empty status ends the rotation too.
+                loading_messages=list(texts.LOADING_MESSAGES) if status else None,
             )
         except SlackApiError as exc:
             error = exc.response.get("error")

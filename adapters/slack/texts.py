@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+# -- assistant view ---------------------------------------------------------------
+
+LOADING_MESSAGES = ("Checking…", "Thinking…", "Working on it…")
+"""What the assistant view rotates through while the bot works (under its status)."""
+SUGGESTED_PROMPTS_TITLE = "Try asking"
+"""Above the suggested prompts of a new assistant thread."""
+
 # -- approval card --------------------------------------------------------------
 
 CARD_TITLE = ":lock: *Approval needed:* `{tool}`"

@@ -37,6 +37,8 @@ FEEDBACK_UNHELPFUL = "unhelpful:"
 
 HOME_OPENED_EVENT = "app_home_opened"
 """A person opened the bot's App Home (its Home tab, or its Messages tab)."""
+ASSISTANT_STARTED_EVENT = "assistant_thread_started"
+"""A person opened the bot's assistant view: a new thread in their direct message."""
 HOME_CHANNEL = "home"
 """The channel of the place a click in someone's Home tab happened (root ``""``): the
 Home is no conversation, and no Slack channel id is lowercase."""

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from agents import Agent, MemoryStore, Store
-from bot import ApprovalPolicy
+from bot import ApprovalPolicy, SuggestedPrompt
 
 from .fake_slack import FakeSlack
 from .harness import BotServer, start_bot
@@ -43,9 +43,15 @@ async def serve(slack: FakeSlack) -> AsyncIterator[StartBot]:
     started: list[BotServer] = []
 
     async def start(
-        agent: Agent, *, policy: ApprovalPolicy | None = None, socket_mode: bool = False
+        agent: Agent,
+        *,
+        policy: ApprovalPolicy | None = None,
+        socket_mode: bool = False,
+        prompts: tuple[SuggestedPrompt, ...] = (),
     ) -> BotServer:
-        server = await start_bot(slack, agent, policy=policy, socket_mode=socket_mode)
+        server = await start_bot(
+            slack, agent, policy=policy, socket_mode=socket_mode, prompts=prompts
+        )
         started.append(server)
         return server
 

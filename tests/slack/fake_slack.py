@@ -14,6 +14,10 @@ messages of the thread like any other: their ``text`` is the Markdown streamed s
 far, and their ``chunks`` every chunk in order (``tasks``: each task as it is now).
 Streaming can be refused everywhere or in one channel (``refuse_streaming``).
 
+The assistant view's calls (``assistant.threads.setSuggestedPrompts`` / ``setTitle`` /
+``setStatus``) are checked against Slack's limits, and each thread's prompts and
+title kept as its person would see them (``prompts``, ``titles``).
+
 Home tabs (``views.publish``) are kept per person as they would see them, each
 checked against the limits of a Home view (100 blocks, 250 kB).
 """
@@ -64,6 +68,14 @@ TASK_FIELD_LIMIT = 256
 """A ``task_update``'s ``details`` and ``output``."""
 MESSAGE_LIMIT = 40_000
 """Where Slack truncates a message's text."""
+PROMPTS_LIMIT = 4
+"""Suggested prompts in one assistant thread."""
+PROMPT_TITLE_LIMIT = 75
+PROMPT_MESSAGE_LIMIT = 1000
+THREAD_TITLE_LIMIT = 255
+STATUS_LIMIT = 255
+LOADING_MESSAGES_LIMIT = 10
+LOADING_MESSAGE_LIMIT = 255
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 COLOR = re.compile(r"#[0-9A-Fa-f]{6}|good|warning|danger")
@@ -210,6 +222,10 @@ class FakeSlack:
     response_urls: dict[str, ResponseUrl] = field(default_factory=dict)
     ephemerals: list[Ephemeral] = field(default_factory=list)
     homes: dict[str, HomeTab] = field(default_factory=dict)
+    prompts: dict[tuple[str, str], list[dict[str, str]]] = field(default_factory=dict)
+    """Each assistant thread's suggested prompts, by ``(channel, thread_ts)``."""
+    titles: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Each assistant thread's title, by ``(channel, thread_ts)``."""
     """Each person's Home tab, by user id, once published."""
     refused_streams: dict[str | None, str] = field(default_factory=dict)
     """Channels where ``chat.startStream`` answers with an error (``None``: everywhere)."""
@@ -595,6 +611,45 @@ class FakeSlack:
     def _assistant_threads_setStatus(self, args: dict[str, Any]) -> web.Response:
         if not args.get("channel_id") or not args.get("thread_ts") or "status" not in args:
             return _fail("invalid_arguments")
+        if len(str(args["status"])) > STATUS_LIMIT:
+            return self._problem("status too long")
+        loading = args.get("loading_messages")
+        if loading is not None:
+            if not isinstance(loading, list) or not 0 < len(loading) <= LOADING_MESSAGES_LIMIT:
+                return self._problem(f"loading_messages not a list of 1-10: {loading!r}")
+            for message in loading:
+                if not isinstance(message, str) or not 0 < len(message) <= LOADING_MESSAGE_LIMIT:
+                    return self._problem(f"bad loading message {message!r}")
+        return _ok()
+
+    def _assistant_threads_setSuggestedPrompts(self, args: dict[str, Any]) -> web.Response:
+        channel, thread_ts, prompts = (
+            args.get("channel_id"),
+            args.get("thread_ts"),
+            args.get("prompts"),
+        )
+        if not channel or not thread_ts:
+            return _fail("invalid_arguments")
+        if not isinstance(prompts, list) or not 0 < len(prompts) <= PROMPTS_LIMIT:
+            return self._problem(f"prompts not a list of 1-{PROMPTS_LIMIT}: {prompts!r}")
+        for prompt in prompts:
+            if not isinstance(prompt, dict) or set(prompt) != {"title", "message"}:
+                return self._problem(f"a prompt is a title and a message: {prompt!r}")
+            title, message = prompt["title"], prompt["message"]
+            if not isinstance(title, str) or not 0 < len(title) <= PROMPT_TITLE_LIMIT:
+                return self._problem(f"bad prompt title {title!r}")
+            if not isinstance(message, str) or not 0 < len(message) <= PROMPT_MESSAGE_LIMIT:
+                return self._problem(f"bad prompt message {message!r}")
+        self.prompts[(str(channel), str(thread_ts))] = prompts
+        return _ok()
+
+    def _assistant_threads_setTitle(self, args: dict[str, Any]) -> web.Response:
+        channel, thread_ts, title = args.get("channel_id"), args.get("thread_ts"), args.get("title")
+        if not channel or not thread_ts:
+            return _fail("invalid_arguments")
+        if not isinstance(title, str) or not title.strip() or len(title) > THREAD_TITLE_LIMIT:
+            return self._problem(f"bad thread title {title!r}")
+        self.titles[(str(channel), str(thread_ts))] = title
         return _ok()
 
     def _apps_connections_open(self, args: dict[str, Any]) -> web.Response:

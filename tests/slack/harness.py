@@ -20,7 +20,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackAdapter, SlackSettings
 from agents import Agent
-from bot import ApprovalPolicy, ChatBot, Settings, build_app
+from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, build_app
 
 from .fake_slack import (
     APP_TOKEN,
@@ -221,6 +221,23 @@ def home_opened_event(user: str, *, tab: str = "home") -> dict[str, Any]:
     }
 
 
+def assistant_started_event(
+    thread_ts: str, *, user: str = ALICE, channel: str = DM_CHANNEL
+) -> dict[str, Any]:
+    """``assistant_thread_started``: ``user`` opened the assistant view, a new thread
+    ``thread_ts`` in their direct message with the bot, looking at the test channel."""
+    return {
+        "type": "assistant_thread_started",
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": CHANNEL, "team_id": TEAM_ID, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": f"{time.time():.6f}",
+    }
+
+
 def home_button(home: HomeTab, action_id: str, *, index: int = 0) -> dict[str, Any]:
     """The ``index``-th button with ``action_id`` in a Home tab."""
     found = [
@@ -393,15 +410,17 @@ async def start_bot(
     *,
     policy: ApprovalPolicy | None = None,
     socket_mode: bool = False,
+    prompts: tuple[SuggestedPrompt, ...] = (),
 ) -> BotServer:
-    """Serve the Slack adapter over a ``ChatBot`` on a random local port."""
+    """Serve the Slack adapter over a ``ChatBot`` on a random local port (``prompts``:
+    the requests it suggests)."""
     settings = SlackSettings(
         slack_bot_token=TOKEN,
         slack_signing_secret=SIGNING_SECRET,
         slack_app_token=APP_TOKEN if socket_mode else None,
         slack_api_url=slack.url,
     )
-    bot = ChatBot(agent, policy=policy)
+    bot = ChatBot(agent, policy=policy, suggested_prompts=prompts)
     adapter = SlackAdapter(bot, settings)
     server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
     await server.start_server()

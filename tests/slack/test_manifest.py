@@ -37,6 +37,8 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "views.open": frozenset(),
     "views.publish": frozenset(),
     "assistant.threads.setStatus": frozenset({"chat:write"}),
+    "assistant.threads.setSuggestedPrompts": frozenset({"assistant:write"}),
+    "assistant.threads.setTitle": frozenset({"assistant:write"}),
     "conversations.open": frozenset({"im:write"}),
     # The policy's channel may be public or private.
     "conversations.info": frozenset({"channels:read", "groups:read"}),
@@ -47,6 +49,7 @@ COMMAND_SCOPE = "commands"
 EVENT_SCOPES: dict[str, frozenset[str]] = {
     "app_home_opened": frozenset(),
     "app_mention": frozenset({"app_mentions:read"}),
+    "assistant_thread_started": frozenset(),
     "message.channels": frozenset({"channels:history"}),
     "message.groups": frozenset({"groups:history"}),
     "message.im": frozenset({"im:history"}),
@@ -102,6 +105,13 @@ def test_events_and_interactivity_go_to_the_adapter_route() -> None:
     assert settings["interactivity"]["request_url"].endswith(EVENTS_PATH)
     assert isinstance(settings["socket_mode_enabled"], bool)
     assert manifest()["features"]["app_home"]["messages_tab_enabled"] is True
+
+
+def test_the_assistant_view_is_on_and_its_event_subscribed() -> None:
+    view = manifest()["features"]["assistant_view"]
+    assert 0 < len(view["assistant_description"]) <= 200
+    assert "assistant_thread_started" in manifest()["settings"]["event_subscriptions"]["bot_events"]
+    assert "assistant:write" in manifest()["oauth_config"]["scopes"]["bot"]
 
 
 def test_the_home_tab_is_on_and_its_event_subscribed() -> None:
