@@ -98,8 +98,10 @@ class Answer:
         posted whole at the next pause (what it showed may be shown twice, never lost)."""
         try:
             await done
-        except Exception:
-            log.exception("the live answer in %s failed; posting it whole", self._thread.id)
+        except Exception as exc:
+            # The platform refused (or could not be reached): worth a line, not a traceback.
+            log.warning("the live answer in %s failed (%s); posting it whole", self._thread.id, exc)
+            log.debug("the live answer's failure", exc_info=True)
             self._live, self._live_here = None, False
             return False
         return True
