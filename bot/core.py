@@ -72,8 +72,6 @@ FEEDBACK = "feedback"
 """The audit event of a person's 👍 / 👎 on an answer (``result``: the rating)."""
 FEEDBACK_HELPFUL = "helpful"
 FEEDBACK_UNHELPFUL = "unhelpful"
-INBOX_HORIZON = timedelta(days=36_500)
-"""Every waiting call expires within this (the inbox lists them all)."""
 INBOX_DECISIONS = 10
 """How many of a person's latest decisions the inbox shows."""
 INBOX_EVENTS = frozenset({"approved", "declined", "edited", "voted"})
@@ -284,16 +282,15 @@ class ChatBot:
                 if call.state != "pending" or call.kind != "approval" or info.expires_at <= now:
                     continue
                 card = replace(self.presenter.card(origin, info), requested_in=origin)
-                escalated = self.policy.escalated(info.tool_name, info.created_at, now)
-                allowed = await self.presenter.deciders(origin, info.tool_name, escalated=escalated)
+                allowed = await self.presenter.deciders(origin, info)
                 refusal = self.policy.check(
-                    info.tool_name, info.requester, user_id, escalated=escalated, allowed=allowed
+                    info.tool_name, info.requester, user_id, allowed=allowed
                 )
                 if refusal is None:
                     waiting.append(card)
                 elif info.requester == user_id:
                     requested.append(card)
-        decided = await self._decided_by(scope, user_id)
+        decided = await self._recent_decisions(scope, user_id)
         grants = await self.chat.grants_given(user_id, scope, now.timestamp())
         return Inbox(
             person=self.presenter.who(thread, user_id),
@@ -303,7 +300,7 @@ class ChatBot:
             grants=len(grants),
         )
 
-    async def _decided_by(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
+    async def _recent_decisions(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
         """``user_id``'s latest decisions in a workspace, newest first."""
         found: list[InboxDecision] = []
         for entry in reversed(await self.store.list_audit()):
@@ -591,7 +588,7 @@ class ChatBot:
     ) -> AgentStream | None:
         """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
         thread = message.thread
-        allowed = await self._allowed(thread, question)
+        allowed = await self.presenter.deciders(thread, question)
         refused = self.policy.question_refusal(
             question, message.user_id, declining=True, allowed=allowed
         )
@@ -644,7 +641,7 @@ class ChatBot:
                     live[-1],
                     message.user_id,
                     reply=True,
-                    allowed=await self._allowed(thread, live[-1]),
+                    allowed=await self.presenter.deciders(thread, live[-1]),
                 )
                 if live
                 else None
@@ -695,11 +692,6 @@ class ChatBot:
             metadata=run_metadata(thread),
             run_id=run_id,
         )
-
-    async def _allowed(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
-        """Who may decide ``call`` now (user groups as their members)."""
-        escalated = self.policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
-        return await self.presenter.deciders(thread, call.tool_name, escalated=escalated)
 
     async def _pending(self, thread_id: str) -> list[PendingInfo]:
         now = datetime.now(UTC)

@@ -280,8 +280,7 @@ class Decisions:
             # The call may have been asked again (its arguments changed after an
             # approval): only its newest card decides, never one showing old ones.
             return click, None, ((outdated,), "stale")
-        escalated = self._policy.escalated(call.tool_name, call.created_at, datetime.now(UTC))
-        allowed = await self._presenter.deciders(click.thread, call.tool_name, escalated=escalated)
+        allowed = await self._presenter.deciders(click.thread, call)
         if call.kind == "suspension":
             declining = click.action != "answer"
             refusal = self._policy.question_refusal(
@@ -296,7 +295,6 @@ class Decisions:
                 call.requester,
                 click.user_id,
                 action=action,
-                escalated=escalated,
                 allowed=allowed,
             )
         if refusal is not None:
@@ -499,7 +497,9 @@ class Decisions:
         if granted is None or granted.thread_id != click.thread.id:
             return self._refuse(messages.GRANT_UNKNOWN, outcome="stale")
         tool = granted.tool_name
-        allowed = await self._presenter.deciders(click.thread, tool, escalated=False)
+        names = self._policy.deciders(tool, escalated=False)
+        messenger = self._presenter.messenger_of(click.thread)
+        allowed = await self._presenter.groups.expand(click.thread.platform, messenger, names)
         if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
             return self._refuse(messages.GRANT_NOT_YOURS.format(tool=tool), outcome="refused")
         key = grant_key(granted.requester, tool)

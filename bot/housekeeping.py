@@ -137,8 +137,7 @@ class Housekeeping:
             return 0
         thread, tool = place.thread, info.tool_name
         if job.kind == "remind":
-            escalated = self._policy.escalated(tool, info.created_at, now)
-            people = sorted(self._policy.deciders(tool, escalated=escalated))
+            people = sorted(self._policy.deciders_of(info, now))
             text = messages.REMINDER.format(tool=tool)
         else:
             people = sorted(self._policy.rule(tool).escalate_to)

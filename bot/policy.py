@@ -415,6 +415,12 @@ class ApprovalPolicy:
         rule = self.rule(tool_name)
         return rule.approvers | (rule.escalate_to if escalated else frozenset())
 
+    def deciders_of(self, call: PendingInfo, now: datetime | None = None) -> frozenset[str]:
+        """Who is listed to decide ``call`` at ``now`` (empty: anyone may): its approvers,
+        and its ``escalate_to`` once it waited past ``escalate_after``."""
+        escalated = self.escalated(call.tool_name, call.created_at, now or datetime.now(UTC))
+        return self.deciders(call.tool_name, escalated=escalated)
+
     def escalated(self, tool_name: str, asked_at: datetime, now: datetime) -> bool:
         """Whether a call asked at ``asked_at`` has waited past its ``escalate_after``."""
         after = self.rule(tool_name).escalate_after

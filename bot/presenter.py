@@ -191,11 +191,9 @@ class Presenter:
             return ("approvers", f"{name!r} is no user group the bot can look up")
         return None
 
-    async def deciders(
-        self, thread: ThreadKey, tool_name: str, *, escalated: bool
-    ) -> frozenset[str]:
-        """Who may decide a call of ``tool_name`` (empty: anyone), user groups as members."""
-        names = self._policy.deciders(tool_name, escalated=escalated)
+    async def deciders(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
+        """Who may decide ``call`` now (empty: anyone), user groups as their members."""
+        names = self._policy.deciders_of(call)
         return await self.groups.expand(thread.platform, self.messenger_of(thread), names)
 
     # -- streams ----------------------------------------------------------------
@@ -287,8 +285,7 @@ class Presenter:
         if info.kind != "approval":
             await answer.step(info.tool_call_id, title, "pending", (messages.STEP_QUESTION,))
             return
-        escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
-        names = sorted(self._policy.deciders(info.tool_name, escalated=escalated))
+        names = sorted(self._policy.deciders_of(info))
         if not names:
             detail: Text = (messages.STEP_APPROVAL,)
         else:
@@ -374,9 +371,7 @@ class Presenter:
         """Where the policy sends a call's card instead of its thread (nowhere: empty)."""
         rule = self._policy.rule(info.tool_name)
         if rule.notify == "dm":
-            escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
-            people = await self.deciders(thread, info.tool_name, escalated=escalated)
-            return self.direct(info, people)
+            return self.direct(info, await self.deciders(thread, info))
         for channel in rule.channels:
             if await self._knows(thread.platform, channel):
                 return [Destination(channel=channel)]
@@ -541,12 +536,8 @@ class Presenter:
             grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
             granted_for=granted_for,
             ask=ask_of(info),
-            deciders=self._deciders_now(info) if status == "pending" else (),
+            deciders=tuple(sorted(self._policy.deciders_of(info))) if status == "pending" else (),
         )
-
-    def _deciders_now(self, info: PendingInfo) -> tuple[str, ...]:
-        escalated = self._policy.escalated(info.tool_name, info.created_at, datetime.now(UTC))
-        return tuple(sorted(self._policy.deciders(info.tool_name, escalated=escalated)))
 
     def settled(
         self, thread: ThreadKey, info: PendingInfo, status: PromptStatus, user_id: str
