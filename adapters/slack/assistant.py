@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 
 from cachetools import LRUCache
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ChatCore, SuggestedPrompt, TaskTracker, ThreadKey, Undeliverable
@@ -111,7 +111,7 @@ class AssistantThreads:
                     title=texts.SUGGESTED_PROMPTS_TITLE,
                     prompts=prompts,
                 )
-        except (SlackApiError, SlackClientError, Undeliverable) as exc:
+        except (SlackClientError, Undeliverable) as exc:
             log.info("no suggested prompts in %s/%s: %s", channel, thread_ts, exc)
 
     async def _title(self, channel: str, thread_ts: str, title: str) -> None:
@@ -120,5 +120,5 @@ class AssistantThreads:
                 await self.client.assistant_threads_setTitle(
                     channel_id=channel, thread_ts=thread_ts, title=title
                 )
-        except (SlackApiError, SlackClientError, Undeliverable) as exc:
+        except (SlackClientError, Undeliverable) as exc:
             log.info("no title for %s/%s: %s", channel, thread_ts, exc)

@@ -168,7 +168,7 @@ def question_summary(prompt: Prompt) -> str:
 def text_of(view: Reply | Notice) -> str:
     """Markdown for the views that are plain messages."""
     if isinstance(view, Notice) and view.people:
-        return f"{', '.join(map(person_text, view.people))}: {view.text}"
+        return f"{_people(view.people)}: {view.text}"
     return view.text
 
 

@@ -63,10 +63,10 @@ def among(
     looked up (``unknown``)."""
     if not card.deciders:
         return EVERYONE
-    deciders = [found[name] for name in card.deciders if found.get(name)]
+    deciders = [teams_id for name in card.deciders if (teams_id := found.get(name))]
     requester = found.get(card.requester.id) if card.requester is not None else None
-    ids = tuple(dict.fromkeys([*(i for i in deciders if i), *([requester] if requester else [])]))
-    missed = any(name in set(unknown) for name in card.deciders)
+    ids = tuple(dict.fromkeys([*deciders, *([requester] if requester else [])]))
+    missed = not set(unknown).isdisjoint(card.deciders)
     return Audience(actionable=missed or len(deciders) > MAX_USER_IDS, user_ids=ids[:MAX_USER_IDS])
 
 
@@ -79,9 +79,7 @@ def may_decide(card: ApprovalCard, ids: Iterable[str]) -> bool:
 def base_card(card: ApprovalCard, audience: Audience | None) -> dict[str, Any]:
     """The card as the message shows it to everyone (``None``: no refresh, the buttons
     for all: a card drawn before who decides is known)."""
-    if card.status != "pending":
-        return cards.approval_card(card)
-    if audience is None:
+    if card.status != "pending" or audience is None:
         return cards.approval_card(card)
     return cards.approval_card(
         card, actionable=audience.actionable, refresh=block(card, audience.user_ids)
