@@ -121,20 +121,24 @@ def message_event(
     return event
 
 
-def button(posted: Posted, action_id: str) -> dict[str, Any]:
-    """The button with ``action_id`` on a posted card."""
-    for block in posted.blocks:
-        for element in block.get("elements", []):
-            if element.get("action_id") == action_id:
-                return dict(element)
-    raise AssertionError(f"no {action_id} button on {posted.text!r}")
-
-
-def block_actions(
-    posted: Posted, action_id: str, *, user: str = ALICE, value: str | None = None
+def find_button(
+    blocks: list[dict[str, Any]], action_id: str, *, index: int = 0, where: str = ""
 ) -> dict[str, Any]:
-    """What Slack sends when ``user`` presses a button on a card in a thread."""
-    element = button(posted, action_id)
+    """The ``index``-th element with ``action_id`` among top-level ``blocks``."""
+    found = [
+        element
+        for block in blocks
+        for element in block.get("elements", [])
+        if element.get("action_id") == action_id
+    ]
+    if len(found) <= index:
+        raise AssertionError(f"no {action_id} button #{index} in {where}")
+    return dict(found[index])
+
+
+def pressed(user: str, action_id: str, value: str, **where: Any) -> dict[str, Any]:
+    """The ``block_actions`` Slack sends when ``user`` presses a button; ``where`` says
+    where the button was (its ``container`` and what comes with it)."""
     return {
         "type": "block_actions",
         "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
@@ -142,39 +146,49 @@ def block_actions(
         "token": "legacy",
         "team": {"id": TEAM_ID, "domain": "fake"},
         "trigger_id": f"trigger-{time.monotonic_ns()}",
-        "container": {
-            "type": "message",
-            "message_ts": posted.ts,
-            "channel_id": posted.channel,
-            "is_ephemeral": False,
-            "thread_ts": posted.thread_ts,
-        },
-        "channel": {"id": posted.channel, "name": "ops"},
-        "message": {"ts": posted.ts, "thread_ts": posted.thread_ts, "text": posted.text},
-        "response_url": "https://hooks.slack.invalid/actions/1",
+        **where,
         "actions": [
             {
                 "type": "button",
                 "action_id": action_id,
                 "block_id": "b1",
-                "value": element["value"] if value is None else value,
+                "value": value,
                 "action_ts": str(time.time()),
             }
         ],
     }
 
 
+def button(posted: Posted, action_id: str) -> dict[str, Any]:
+    """The button with ``action_id`` on a posted card."""
+    return find_button(posted.blocks, action_id, where=repr(posted.text))
+
+
+def block_actions(
+    posted: Posted, action_id: str, *, user: str = ALICE, value: str | None = None
+) -> dict[str, Any]:
+    """What Slack sends when ``user`` presses a button on a card in a thread."""
+    element = button(posted, action_id)
+    return pressed(
+        user,
+        action_id,
+        element["value"] if value is None else value,
+        container={
+            "type": "message",
+            "message_ts": posted.ts,
+            "channel_id": posted.channel,
+            "is_ephemeral": False,
+            "thread_ts": posted.thread_ts,
+        },
+        channel={"id": posted.channel, "name": "ops"},
+        message={"ts": posted.ts, "thread_ts": posted.thread_ts, "text": posted.text},
+        response_url="https://hooks.slack.invalid/actions/1",
+    )
+
+
 def inbox_button(answer: Ephemeral, action_id: str, *, index: int = 0) -> dict[str, Any]:
     """The ``index``-th button with ``action_id`` in an ephemeral answer (an inbox)."""
-    found = [
-        element
-        for block in answer.blocks
-        for element in block.get("elements", [])
-        if element.get("action_id") == action_id
-    ]
-    if len(found) <= index:
-        raise AssertionError(f"no {action_id} button #{index} in {answer.text!r}")
-    return dict(found[index])
+    return find_button(answer.blocks, action_id, index=index, where=repr(answer.text))
 
 
 def ephemeral_actions(
@@ -183,31 +197,19 @@ def ephemeral_actions(
     """What Slack sends when the one who sees ``answer`` presses one of its buttons:
     no ``message`` (Slack keeps none), a container saying so, a new ``response_url``."""
     element = inbox_button(answer, action_id, index=index)
-    return {
-        "type": "block_actions",
-        "user": {"id": answer.user, "username": answer.user.lower(), "team_id": TEAM_ID},
-        "api_app_id": "A0APP0001",
-        "token": "legacy",
-        "team": {"id": TEAM_ID, "domain": "fake"},
-        "trigger_id": f"trigger-{time.monotonic_ns()}",
-        "container": {
+    return pressed(
+        answer.user,
+        action_id,
+        element["value"],
+        container={
             "type": "message",
             "message_ts": answer.ts,
             "channel_id": answer.channel,
             "is_ephemeral": True,
         },
-        "channel": {"id": answer.channel, "name": "ops"},
-        "response_url": slack.response_url(channel=answer.channel, user=answer.user, ts=answer.ts),
-        "actions": [
-            {
-                "type": "button",
-                "action_id": action_id,
-                "block_id": "b1",
-                "value": element["value"],
-                "action_ts": str(time.time()),
-            }
-        ],
-    }
+        channel={"id": answer.channel, "name": "ops"},
+        response_url=slack.response_url(channel=answer.channel, user=answer.user, ts=answer.ts),
+    )
 
 
 def home_opened_event(user: str, *, tab: str = "home") -> dict[str, Any]:
@@ -240,15 +242,7 @@ def assistant_started_event(
 
 def home_button(home: HomeTab, action_id: str, *, index: int = 0) -> dict[str, Any]:
     """The ``index``-th button with ``action_id`` in a Home tab."""
-    found = [
-        element
-        for block in home.blocks
-        for element in block.get("elements", [])
-        if element.get("action_id") == action_id
-    ]
-    if len(found) <= index:
-        raise AssertionError(f"no {action_id} button #{index} in the Home tab of {home.user}")
-    return dict(found[index])
+    return find_button(home.blocks, action_id, index=index, where=f"the Home tab of {home.user}")
 
 
 def home_actions(
@@ -257,16 +251,12 @@ def home_actions(
     """What Slack sends when ``user`` (the tab's owner) presses a button in a Home tab:
     the view as the container, no channel, no message, no ``response_url``."""
     element = home_button(home, action_id, index=index)
-    presser = user or home.user
-    return {
-        "type": "block_actions",
-        "user": {"id": presser, "username": presser.lower(), "team_id": TEAM_ID},
-        "api_app_id": "A0APP0001",
-        "token": "legacy",
-        "team": {"id": TEAM_ID, "domain": "fake"},
-        "trigger_id": f"trigger-{time.monotonic_ns()}",
-        "container": {"type": "view", "view_id": home.id},
-        "view": {
+    return pressed(
+        user or home.user,
+        action_id,
+        element["value"],
+        container={"type": "view", "view_id": home.id},
+        view={
             "id": home.id,
             "team_id": TEAM_ID,
             "type": "home",
@@ -276,16 +266,7 @@ def home_actions(
             "state": {"values": {}},
             "hash": "1700000000.abcdef",
         },
-        "actions": [
-            {
-                "type": "button",
-                "action_id": action_id,
-                "block_id": "b1",
-                "value": element["value"],
-                "action_ts": str(time.time()),
-            }
-        ],
-    }
+    )
 
 
 def command_body(
