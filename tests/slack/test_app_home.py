@@ -19,7 +19,7 @@ from adapters.slack.convert import home_thread
 from adapters.slack.inbox import home_view
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION, decode_button_value
 from agents import Store
-from bot import ApprovalPolicy, Inbox, InboxDecision, Person
+from bot import Inbox, InboxDecision, Person
 
 from .conftest import StartBot
 from .fake_slack import (
@@ -44,8 +44,8 @@ from .harness import (
     home_opened_event,
     view_submission,
 )
-from .scripted import Ran, build_agent
-from .test_approvals import card_text, has_buttons, request, the_card
+from .scripted import Ran
+from .test_approvals import card_text, has_buttons, request, start, the_card
 from .test_inbox import EXPIRES, a_card
 from .test_manifest import METHOD_SCOPES, methods_in_source
 from .test_questions import CAROL, submission
@@ -69,10 +69,6 @@ def has_home_buttons(home: HomeTab) -> bool:
     return any(
         e.get("action_id") == APPROVE_ACTION for b in home.blocks for e in b.get("elements", [])
     )
-
-
-async def start(serve: StartBot, store: Store, ran: Ran, policy: str) -> BotServer:
-    return await serve(build_agent(store, ran), policy=ApprovalPolicy.from_toml(policy))
 
 
 async def ask(bot: BotServer, slack: FakeSlack, service: str = "api") -> tuple[str, Posted]:

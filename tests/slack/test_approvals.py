@@ -37,6 +37,11 @@ def has_buttons(posted: Posted) -> bool:
     )
 
 
+async def start(serve: StartBot, store: Store, ran: Ran, policy: str) -> BotServer:
+    """The scripted agent under ``policy``, served over HTTP."""
+    return await serve(build_agent(store, ran), policy=ApprovalPolicy.from_toml(policy))
+
+
 def the_card(posted: list[Posted]) -> Posted:
     """The one waiting approval card among messages the bot posted."""
     (card,) = [m for m in posted if has_buttons(m)]

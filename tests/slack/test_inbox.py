@@ -22,7 +22,7 @@ from adapters.slack.wire import (
     grant_action,
 )
 from agents import Store
-from bot import ApprovalCard, ApprovalPolicy, Inbox, InboxDecision, Person, ThreadKey
+from bot import ApprovalCard, Inbox, InboxDecision, Person, ThreadKey
 from bot import messages as core_messages
 
 from .conftest import StartBot
@@ -46,8 +46,8 @@ from .harness import (
     inbox_button,
     view_submission,
 )
-from .scripted import Ran, build_agent
-from .test_approvals import card_text, has_buttons, request, the_card
+from .scripted import Ran
+from .test_approvals import card_text, has_buttons, request, start, the_card
 from .test_questions import CAROL, submission
 
 ELSEWHERE = "C0ELSEWHERE"
@@ -65,10 +65,6 @@ def shown(answer: Ephemeral | Posted) -> str:
             parts.append(block["text"]["text"])
         parts += [e["text"] for e in block.get("elements", []) if e.get("type") == "mrkdwn"]
     return "\n".join(parts)
-
-
-async def start(serve: StartBot, store: Store, ran: Ran, policy: str) -> BotServer:
-    return await serve(build_agent(store, ran), policy=ApprovalPolicy.from_toml(policy))
 
 
 async def ask(

@@ -23,7 +23,6 @@ from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION, dec
 from agents import Store
 from bot import (
     ApprovalCard,
-    ApprovalPolicy,
     CardPointer,
     Destination,
     Notice,
@@ -46,8 +45,8 @@ from .harness import (
     mention_event,
     view_submission,
 )
-from .scripted import Ran, build_agent
-from .test_approvals import card_text, has_buttons
+from .scripted import Ran
+from .test_approvals import card_text, has_buttons, start
 from .test_edit import prefilled
 from .test_questions import CAROL, submission
 
@@ -240,10 +239,6 @@ async def test_an_unreachable_slack_is_undeliverable(slack: FakeSlack) -> None:
 
 
 # -- at the HTTP edge ---------------------------------------------------------------
-
-
-async def start(serve: StartBot, store: Store, ran: Ran, policy: str) -> BotServer:
-    return await serve(build_agent(store, ran), policy=ApprovalPolicy.from_toml(policy))
 
 
 async def ask(bot: BotServer, slack: FakeSlack) -> str:
