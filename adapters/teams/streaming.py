@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Final, Literal, Protocol
 
 from botbuilder.schema import Activity, ActivityTypes, Entity
 
-from bot import Person, Step, Text, Undeliverable
+from bot import Step, Undeliverable, plain_text
 
 from . import blocks, messages
 
@@ -373,7 +373,9 @@ def informative_text(steps: tuple[Step, ...]) -> str:
         if step.status == "in_progress":
             line = messages.STREAM_RUNNING.format(title=step.title)
         elif step.status == "pending":
-            line = _plain(step.detail) or messages.STREAM_WAITING.format(title=step.title)
+            line = plain_text(step.detail).strip() or messages.STREAM_WAITING.format(
+                title=step.title
+            )
         else:
             continue
         return blocks.cut(line, INFORMATIVE_LIMIT)
@@ -409,20 +411,12 @@ def split_text(text: str, budget: int = TEXT_BUDGET) -> list[str]:
 def _step_line(step: Step) -> str:
     title = blocks.escape(blocks.cut(step.title, blocks.MAX_NAME))
     mark = messages.STREAM_STEP_MARKS[step.status]
-    detail = blocks.cut(_plain(step.detail), STEP_DETAIL_LIMIT)
+    detail = blocks.cut(plain_text(step.detail).strip(), STEP_DETAIL_LIMIT)
     if detail:
         return messages.STREAM_STEP_DETAIL.format(
             mark=mark, title=title, detail=blocks.escape(detail)
         )
     return messages.STREAM_STEP.format(mark=mark, title=title)
-
-
-def _plain(text: Text) -> str:
-    return "".join(p if isinstance(p, str) else _name(p) for p in text).strip()
-
-
-def _name(person: Person) -> str:
-    return person.name or person.id
 
 
 def _too_big(text: str) -> bool:
