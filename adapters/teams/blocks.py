@@ -22,6 +22,8 @@ CARD_BUDGET_BYTES: Final = 27_000
 
 MAX_LABEL: Final = 80
 MAX_NAME: Final = 200
+MAX_SUMMARY: Final = 200
+"""The longest summary line a card or notice shows (its fallback, a question's start)."""
 
 _MARKUP: Final = re.compile(r"[\\`*_\[\]<>~]")
 """Characters that start or end inline markdown: links, emphasis, code, HTML, autolinks."""

@@ -27,6 +27,7 @@ from .blocks import CARD_VERSION as CARD_VERSION
 from .blocks import (
     MAX_LABEL,
     MAX_NAME,
+    MAX_SUMMARY,
     agent_name,
     args_facts,
     cut,
@@ -64,7 +65,6 @@ _MAX_FACTS: Final = 25
 _VALUE_LIMITS: Final = (1500, 600, 200, 60)
 _QUESTION_LIMITS: Final = ((3000, 300), (1000, 100), (300, 0))
 """(question and error text, field hint) lengths, tried in turn until a question fits."""
-_MAX_SUMMARY: Final = 200
 
 _EDIT_HINT_LIMIT: Final = 200
 """How long an edit input's hint may be (its value, never shortened, fills it anyway)."""
@@ -161,7 +161,7 @@ def summary(card: ApprovalCard) -> str:
 def question_summary(prompt: Prompt) -> str:
     """A one-line plain text of a question, for notifications (not markdown)."""
     return messages.QUESTION_SUMMARY.format(
-        tool=cut(tool_label(prompt), MAX_NAME), question=cut(prompt.question, _MAX_SUMMARY)
+        tool=cut(tool_label(prompt), MAX_NAME), question=cut(prompt.question, MAX_SUMMARY)
     )
 
 

@@ -25,6 +25,7 @@ from .cards import (
     REASON_INPUT,
     SHOWN_IN,
 )
+from .links import MESSAGE_ID, NO_TENANT
 
 REFRESH_VERB: Final = "refresh"
 """The verb of an approval card's ``refresh`` action (``refresh.REFRESH_VERB``)."""
@@ -32,8 +33,6 @@ PLATFORM: Final = "teams"
 CHAT_ROOT: Final = "chat"
 """The root of a chat's single thread (chats have no threads of their own)."""
 
-_MESSAGE_ID: Final = ";messageid="
-_NO_TENANT: Final = "-"
 _ACTIONS: Final = {
     KIND: ("approve", "decline", "edit", "grant"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
@@ -76,7 +75,7 @@ def is_channel(activity: Activity) -> bool:
     kind = getattr(conversation, "conversation_type", None)
     if kind:
         return bool(kind == "channel")
-    return _MESSAGE_ID in conversation.id
+    return MESSAGE_ID in conversation.id
 
 
 def is_personal(activity: Activity) -> bool:
@@ -97,7 +96,7 @@ def thread_of(activity: Activity) -> ThreadKey:
     conversation_id: str = activity.conversation.id
     tenant = _tenant(activity)
     if is_channel(activity):
-        channel, _, root = conversation_id.partition(_MESSAGE_ID)
+        channel, _, root = conversation_id.partition(MESSAGE_ID)
         return ThreadKey(
             platform=PLATFORM, workspace=tenant, channel=channel, root=root or activity.id or ""
         )
@@ -110,8 +109,8 @@ def reference_of(activity: Activity, thread: ThreadKey) -> dict[str, Any]:
     conversation = ConversationAccount().deserialize(activity.conversation.serialize())
     if is_channel(activity):
         # A new top-level post has no ``;messageid=`` yet; replies must carry it.
-        conversation.id = f"{thread.channel}{_MESSAGE_ID}{thread.root}"
-    if thread.workspace != _NO_TENANT:
+        conversation.id = f"{thread.channel}{MESSAGE_ID}{thread.root}"
+    if thread.workspace != NO_TENANT:
         conversation.tenant_id = thread.workspace
     reference.conversation = conversation
     serialized: dict[str, Any] = reference.serialize()
@@ -299,7 +298,7 @@ def _tenant(activity: Activity) -> str:
     ).get("tenantId")
     if not tenant and isinstance(activity.channel_data, dict):
         tenant = (activity.channel_data.get("tenant") or {}).get("id")
-    return str(tenant) if tenant else _NO_TENANT
+    return str(tenant) if tenant else NO_TENANT
 
 
 def _mentions(activity: Activity) -> list[Any]:

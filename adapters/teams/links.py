@@ -18,10 +18,14 @@ from bot import ThreadKey
 
 from . import messages
 
+MESSAGE_ID: Final = ";messageid="
+"""Joins a channel's id and a post's: the conversation id of that post's thread."""
+NO_TENANT: Final = "-"
+"""The workspace of a thread whose tenant is not known (the Emulator, tests)."""
+
 TEAMS_WEB: Final = "https://teams.microsoft.com"
 _CHANNEL_ID: Final = re.compile(r"^19:[^\s;/?#]+@thread\.(?:tacv2|skype)$")
 _CHAT_ID: Final = re.compile(r"^19:[^\s;/?#]+@thread\.v2$")
-_NO_TENANT: Final = "-"
 _ID_SAFE: Final = ":@"
 """Kept as they are in a deep link's path (Teams' own links show ids so)."""
 
@@ -41,7 +45,7 @@ def thread_link(thread: ThreadKey) -> str | None:
     with the bot, an id of another shape)."""
     if is_channel_id(thread.channel) and thread.root.isdigit():
         query = {"parentMessageId": thread.root}
-        if thread.workspace != _NO_TENANT:
+        if thread.workspace != NO_TENANT:
             query = {"tenantId": thread.workspace, **query}
         path = f"{quote(thread.channel, safe=_ID_SAFE)}/{quote(thread.root, safe='')}"
         return f"{TEAMS_WEB}/l/message/{path}?{urlencode(query)}"

@@ -60,15 +60,13 @@ from . import blocks, cards, links, mentions, notices, refresh
 from .auth import TeamsAuth
 from .connector import Send, StreamChannel, addressed, members
 from .convert import CHAT_ROOT, PLATFORM, message_ref
+from .links import MESSAGE_ID, NO_TENANT
 from .people import Directory
 from .streaming import StreamPace, StreamRefused, open_stream, split_text
 
 log = logging.getLogger(__name__)
 
 CHANNEL_ID: Final = "msteams"
-_MESSAGE_ID: Final = ";messageid="
-_NO_TENANT: Final = "-"
-_MAX_SUMMARY: Final = 200
 NO_STREAMING_TTL: Final = 3600.0
 """How long (seconds) a chat where Teams refused streaming gets whole messages only."""
 
@@ -244,14 +242,14 @@ class TeamsMessenger:
         created = await self._create(near_ref, parameters, None)
         conversation_id, activity_id = created
         # Teams answers ``<channel>;messageid=<post id>`` and the post's id.
-        root = conversation_id.partition(_MESSAGE_ID)[2] or activity_id or ""
+        root = conversation_id.partition(MESSAGE_ID)[2] or activity_id or ""
         if not root:
             raise ValueError(f"Teams created {conversation_id!r} for a post in {channel!r}")
         thread = ThreadKey(platform=PLATFORM, workspace=near.workspace, channel=channel, root=root)
         reference = _reference(
             near_ref,
             ConversationAccount(
-                id=f"{channel}{_MESSAGE_ID}{root}",
+                id=f"{channel}{MESSAGE_ID}{root}",
                 conversation_type="channel",
                 is_group=True,
                 tenant_id=tenant,
@@ -382,7 +380,7 @@ class TeamsMessenger:
         if not view.deciders:
             return refresh.EVERYONE
         users = [*view.deciders, *([view.requester.id] if view.requester else [])]
-        conversation = reference.conversation.id.partition(_MESSAGE_ID)[0]
+        conversation = reference.conversation.id.partition(MESSAGE_ID)[0]
 
         async def fetch(missing: list[str]) -> dict[str, str | None]:
             async def lookup(connector: ConnectorClient, _: ConversationReference) -> Any:
@@ -422,7 +420,7 @@ def render(view: View, audience: refresh.Audience | None = None) -> Activity:
     if isinstance(view, CardPointer):
         return _markdown(notices.pointer_text(view))
     if isinstance(view, Notice) and view.revoke is not None:
-        return _card(notices.revoke_card(view), summary=blocks.cut(view.text, _MAX_SUMMARY))
+        return _card(notices.revoke_card(view), summary=blocks.cut(view.text, blocks.MAX_SUMMARY))
     if isinstance(view, Notice):
         text, entities = notices.addressed(view)
         return _markdown(text, entities=entities)
@@ -458,7 +456,7 @@ def _tenant_of(near: ThreadKey, reference: ConversationReference) -> str | None:
     tenant = getattr(reference.conversation, "tenant_id", None)
     if tenant:
         return str(tenant)
-    return near.workspace if near.workspace != _NO_TENANT else None
+    return near.workspace if near.workspace != NO_TENANT else None
 
 
 def _tenant_data(tenant: str | None) -> dict[str, Any]:
@@ -481,4 +479,4 @@ def _is_personal(reference: ConversationReference) -> bool:
     kind = getattr(conversation, "conversation_type", None)
     if kind:
         return bool(kind == "personal")
-    return not getattr(conversation, "is_group", None) and _MESSAGE_ID not in conversation.id
+    return not getattr(conversation, "is_group", None) and MESSAGE_ID not in conversation.id
