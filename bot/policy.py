@@ -279,8 +279,7 @@ class ApprovalPolicy:
 
     def _half_escalations(self) -> list[tuple[str | None, str]]:
         """Sections with ``escalate_after`` but nobody to escalate to, or the reverse."""
-        sections = [("default", self.rules.default)]
-        sections += [(f"tools.{name}", rule) for name, rule in self.rules.tools.items()]
+        sections = self._sections()
         problems: list[tuple[str | None, str]] = []
         for where, own in sections:
             if own.escalate_after is None and own.escalate_to is None:
@@ -305,11 +304,16 @@ class ApprovalPolicy:
                 )
         return problems
 
+    def _sections(self) -> list[tuple[str, Rule]]:
+        """Every section of the file, named as in its problems (``tools.deploy``)."""
+        return [("default", self.rules.default)] + [
+            (f"tools.{name}", rule) for name, rule in self.rules.tools.items()
+        ]
+
     def _unroutable(self) -> list[tuple[str | None, str]]:
         """Sections that send cards both to a channel and to people, or to the direct
         messages of approvers nobody listed."""
-        sections = [("default", self.rules.default)]
-        sections += [(f"tools.{name}", rule) for name, rule in self.rules.tools.items()]
+        sections = self._sections()
         problems: list[tuple[str | None, str]] = []
         for where, own in sections:
             if own.notify == "dm" and own.channel:
@@ -319,7 +323,9 @@ class ApprovalPolicy:
             rule = self.rule(name) if where != "default" else None
             dm = rule.notify == "dm" if rule else own.notify == "dm"
             approvers = rule.approvers if rule else frozenset(own.approvers or ())
-            if dm and not approvers and (rule is None or own.approvers is not None or own.notify):
+            # A tool that takes both from [default] is reported there, not once more.
+            says = rule is None or own.approvers is not None or own.notify is not None
+            if dm and not approvers and says:
                 problems.append(
                     (f"{where}.notify", 'notify = "dm" needs approvers (whom to send it to)')
                 )
