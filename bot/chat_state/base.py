@@ -209,6 +209,16 @@ class ChatState(Protocol):
         id starts with ``scope`` (a workspace), as ``(thread_id, key)``."""
         ...
 
+    async def set_note(self, key: str, value: str, *, ttl: float) -> None:
+        """Keep ``value`` under ``key`` for ``ttl`` seconds (replacing what was there):
+        what an adapter must find again on any replica, such as the run a posted
+        answer belongs to, or who has opened the bot's home view."""
+        ...
+
+    async def note(self, key: str) -> str | None:
+        """The value kept under ``key`` (``None``: none, or it lapsed)."""
+        ...
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         """Keep a timed job (a reminder, an escalation) due at ``due`` (epoch seconds),
         replacing one under the same ``key``, until ``take_due`` hands it out."""

@@ -13,6 +13,8 @@ from agents import Store
 from ..types import Person
 from .base import CardPlace, InboxEntry, StoreCardLocks, ThreadNote
 
+_NOTES_PRUNED_AT = 10_000
+
 
 @dataclass(kw_only=True)
 class _Slot:
@@ -36,6 +38,7 @@ class MemoryChatState(StoreCardLocks):
         self._timers: dict[str, tuple[float, str]] = {}
         self._grants: dict[str, dict[str, tuple[float, str]]] = {}
         self._waiting: dict[tuple[str, str], set[str]] = {}
+        self._notes: dict[str, tuple[float, str]] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -55,6 +58,16 @@ class MemoryChatState(StoreCardLocks):
 
     async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         return self._cards.get((run_id, ask))
+
+    async def set_note(self, key: str, value: str, *, ttl: float) -> None:
+        now = time.time()
+        if len(self._notes) > _NOTES_PRUNED_AT:  # lapsed notes go now and then, not one by one
+            self._notes = {k: v for k, v in self._notes.items() if v[0] > now}
+        self._notes[key] = (now + ttl, value)
+
+    async def note(self, key: str) -> str | None:
+        until, value = self._notes.get(key, (0.0, ""))
+        return value if until > time.time() else None
 
     async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
         self._grants.setdefault(thread_id, {})[key] = (until, granted_by)

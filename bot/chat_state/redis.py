@@ -210,6 +210,13 @@ class RedisChatState(StoreCardLocks):
             found += [(thread_id, key) for key in held]
         return found
 
+    async def set_note(self, key: str, value: str, *, ttl: float) -> None:
+        await self._redis.set(self.keys.note(key), value, px=max(1, round(ttl * 1000)))
+
+    async def note(self, key: str) -> str | None:
+        value = await self._redis.get(self.keys.note(key))
+        return None if value is None else str(value)
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         dues, datas = self.keys.timers()
         async with self._redis.pipeline(transaction=True) as pipe:

@@ -38,6 +38,8 @@ TIMERS = "timers"
 # Standing approvals of a thread: a hash of JSON {until, by} by whose calls of which
 # tool. No TTL on the hash (each entry says until when it holds); revoking deletes it.
 GRANTS = "grants"
+# Notes adapters keep for a while: a string with its TTL, in a slot of its own.
+NOTE = "note"
 # Who each waiting run waits for: a set of run ids per workspace and name (user id,
 # group, "*", "asked:<id>"), all of a workspace in one slot. Readers prune decided runs.
 WAITING = "waiting"
@@ -109,6 +111,10 @@ class ChatKeys(ShardedKeys):
     def grants_by(self, granted_by: str) -> str:
         """The threads where someone gave standing approvals (an index, read-repaired)."""
         return f"{self.prefix}:{GRANTS}-by:{{{granted_by}}}"
+
+    def note(self, key: str) -> str:
+        """A note an adapter keeps for a while (``set_note``), in a slot of its own."""
+        return f"{self.prefix}:{NOTE}:{{{key}}}"
 
     def timers(self) -> tuple[str, str]:
         """The timed jobs: their due times (sorted set) and their data (hash)."""

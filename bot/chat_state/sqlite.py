@@ -60,10 +60,16 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS waiting_index (
         scope TEXT NOT NULL, name TEXT NOT NULL, run_id TEXT NOT NULL,
         PRIMARY KEY (scope, name, run_id))""",
+    # Notes adapters keep for a while (``set_note``); a lapsed one is ignored, then replaced.
+    """CREATE TABLE IF NOT EXISTS notes (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
 )
+_SET_NOTE = """INSERT INTO notes (key, value, expires_at) VALUES (?, ?, ?)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"""
+_NOTE = "SELECT value FROM notes WHERE key = ? AND expires_at > ?"
 _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
     WHERE seen.expires_at <= ?"""
@@ -184,6 +190,14 @@ class SQLiteChatState(StoreCardLocks):
             AND substr(thread_id, 1, length(?)) = ? ORDER BY thread_id, key"""
         rows = await self._file.fetch(sql, (granted_by, now, scope, scope))
         return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def set_note(self, key: str, value: str, *, ttl: float) -> None:
+        now = time.time()
+        await self._file.changes(_SET_NOTE, (key, value, now + ttl))
+
+    async def note(self, key: str) -> str | None:
+        rows = await self._file.fetch(_NOTE, (key, time.time()))
+        return str(rows[0][0]) if rows else None
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         await self._file.changes(_SET_TIMER, (key, due, data))

@@ -473,3 +473,22 @@ async def test_the_waiting_index_finds_runs_by_name_in_one_workspace(chat: ChatS
     assert await chat.waiting_for("slack:T1:", ["U2", "S0LEADS"]) == set()
     assert await chat.waiting_for("slack:T1:", ["asked:U1"]) == {"run-1"}  # not unindexed
     assert await chat.waiting_for("slack:T2:", ["U2"]) == {"run-3"}
+
+
+# Notes
+
+
+async def test_a_note_is_found_until_it_lapses_and_a_new_one_replaces_it(
+    chat: ChatState,
+) -> None:
+    assert await chat.note("answer:1") is None
+    await chat.set_note("answer:1", "run-1", ttl=60)
+    await chat.set_note("answer:2", "run-2", ttl=0.05)
+    assert await chat.note("answer:1") == "run-1"
+    assert await chat.note("answer:2") == "run-2"
+    await chat.set_note("answer:1", "run-3", ttl=60)
+    assert await chat.note("answer:1") == "run-3"
+    await asyncio.sleep(0.1)
+    assert await chat.note("answer:2") is None  # lapsed
+    await chat.set_note("answer:2", "run-4", ttl=60)  # a lapsed note is replaced
+    assert await chat.note("answer:2") == "run-4"
