@@ -8,10 +8,11 @@ The workspace is the tenant.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final, Literal, Self
 
 from botbuilder.core import TurnContext
-from botbuilder.schema import Activity, ConversationAccount
+from botbuilder.schema import Activity, ConversationAccount, ConversationReference
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot import Click, IncomingMessage, MessageRef, ThreadKey
@@ -69,8 +70,9 @@ class _ActionData(BaseModel):
         return self
 
 
-def is_channel(activity: Activity) -> bool:
-    """Whether the activity comes from a team channel (else a personal or group chat)."""
+def is_channel(activity: Activity | ConversationReference) -> bool:
+    """Whether the activity (or a reference) is in a team channel (else a personal or
+    group chat)."""
     conversation = activity.conversation
     kind = getattr(conversation, "conversation_type", None)
     if kind:
@@ -78,8 +80,8 @@ def is_channel(activity: Activity) -> bool:
     return MESSAGE_ID in conversation.id
 
 
-def is_personal(activity: Activity) -> bool:
-    """Whether the activity comes from a one-to-one chat with the bot.
+def is_personal(activity: Activity | ConversationReference) -> bool:
+    """Whether the activity (or a reference) is in a one-to-one chat with the bot.
 
     Teams always names the conversation type; the Bot Framework Emulator names none
     for its one-to-one conversations (nor a group), so one without a type counts too.
@@ -201,6 +203,51 @@ def refresh_click(activity: Activity, thread: ThreadKey) -> Click | None:
         tool_call_id=data.tool_call_id,
         action="approve",
         ask=data.ask or None,
+    )
+
+
+class _FeedbackAction(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    reaction: Literal["like", "dislike"]
+    feedback: str | dict[str, Any] | None = None
+    """What the person wrote in Teams' form (JSON text); the bot keeps only the rating."""
+
+
+class _FeedbackValue(BaseModel):
+    """The value of a ``message/submitAction`` invoke from Teams' feedback buttons."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    actionName: Literal["feedback"]
+    actionValue: _FeedbackAction
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rating:
+    """A person's 👍 / 👎 on one of the bot's messages (``message_id``)."""
+
+    thread: ThreadKey
+    user_id: str
+    message_id: str
+    helpful: bool
+
+
+def rating(activity: Activity, thread: ThreadKey) -> Rating | None:
+    """The rating a ``message/submitAction`` invoke carries, or ``None`` when it is not a
+    well-formed one (no such action, a field missing or of the wrong type, no message)."""
+    try:
+        value = _FeedbackValue.model_validate(activity.value)
+    except ValidationError:
+        return None
+    if not isinstance(activity.reply_to_id, str) or not activity.reply_to_id:
+        return None
+    user_id, _ = _user(activity)
+    return Rating(
+        thread=thread,
+        user_id=user_id,
+        message_id=activity.reply_to_id,
+        helpful=value.actionValue.reaction == "like",
     )
 
 

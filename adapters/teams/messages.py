@@ -64,6 +64,10 @@ QUESTION_CANCEL_TOOLTIP: Final = "Dismiss the question without answering"
 
 ACTION_NOT_SUPPORTED: Final = "This button is not supported by this bot."
 ACTION_FAILED: Final = "Something went wrong on my side; please try again in a moment."
+FEEDBACK_MALFORMED: Final = (
+    "A feedback action names the rated message (replyToId) and carries actionName"
+    ' "feedback" with actionValue.reaction "like" or "dislike".'
+)
 
 REQUESTED_IN: Final = "Requested in {place}"
 REQUESTED_IN_LINK: Final = "[{words}]({url})"

@@ -56,10 +56,10 @@ from bot import (
     plain_text,
 )
 
-from . import blocks, cards, links, mentions, notices, refresh
+from . import blocks, cards, feedback, links, mentions, notices, refresh
 from .auth import TeamsAuth
 from .connector import Send, StreamChannel, addressed, members
-from .convert import CHAT_ROOT, PLATFORM, message_ref
+from .convert import CHAT_ROOT, PLATFORM, is_personal, message_ref
 from .links import MESSAGE_ID, NO_TENANT
 from .people import Directory
 from .streaming import StreamPace, StreamRefused, open_stream, split_text
@@ -103,9 +103,12 @@ class TeamsMessenger:
         reference = await self._reference(thread)
         if isinstance(view, Reply) and len(parts := split_text(view.text)) > 1:
             for part in parts[:-1]:
-                await self.post(thread, replace(view, text=part))
+                await self.post(thread, replace(view, text=part, feedback=None))
             view = replace(view, text=parts[-1])
         activity = render(view, await self._audience(reference, view))
+        run_id = view.feedback if isinstance(view, Reply) else None
+        if run_id is not None:
+            feedback.offer(activity)
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> MessageRef:
             conversation_id = reference.conversation.id
@@ -115,6 +118,10 @@ class TeamsMessenger:
             return message_ref(getattr(response, "id", None), conversation_id)
 
         ref: MessageRef = await self._send(reference, send)
+        if run_id is not None:
+            await feedback.keep(
+                self._chat, reference.conversation.id, ref.get("activity_id"), run_id
+            )
         return ref
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
@@ -171,17 +178,22 @@ class TeamsMessenger:
         chat = reference.conversation.id
         if (
             (reference.channel_id or CHANNEL_ID) != CHANNEL_ID  # the Emulator streams no Teams way
-            or not _is_personal(reference)
+            or not is_personal(reference)
             or chat in self._streaming
             or chat in self._no_streaming
         ):
             return None
+
+        async def rated(activity_id: str | None, run_id: str) -> None:
+            await feedback.keep(self._chat, chat, activity_id, run_id)
+
         self._streaming.add(chat)
         try:
             return await open_stream(
                 StreamChannel(self._send, reference),
                 pace=self.pace,
                 done=lambda: self._streaming.discard(chat),
+                rated=rated,
             )
         except StreamRefused as exc:
             if exc.not_here:
@@ -373,7 +385,7 @@ class TeamsMessenger:
         """Who sees a pending card how, where ``reference`` points (``refresh``)."""
         if not isinstance(view, ApprovalCard) or view.status != "pending":
             return None
-        if _is_personal(reference):
+        if is_personal(reference):
             person = reference.user
             ids = [getattr(person, "aad_object_id", None), getattr(person, "id", None)]
             return refresh.personal(view, [i for i in ids if i])
@@ -471,12 +483,3 @@ def _card(content: dict[str, Any], *, summary: str) -> Activity:
         summary=summary,
         attachments=[Attachment(content_type=cards.CONTENT_TYPE, content=content)],
     )
-
-
-def _is_personal(reference: ConversationReference) -> bool:
-    """Whether a reference is a 1:1 chat (the Emulator names no type: not a group)."""
-    conversation = reference.conversation
-    kind = getattr(conversation, "conversation_type", None)
-    if kind:
-        return bool(kind == "personal")
-    return not getattr(conversation, "is_group", None) and MESSAGE_ID not in conversation.id

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, Protocol
 
@@ -41,7 +41,7 @@ from botbuilder.schema import Activity, ActivityTypes, Entity
 
 from bot import Step, Undeliverable, plain_text
 
-from . import blocks, messages
+from . import blocks, feedback, messages
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,14 @@ class StreamInfo(Entity):  # type: ignore[misc]  # botbuilder's models are untyp
         self.stream_sequence = stream_sequence
 
 
+Rated = Callable[[str | None, str], Awaitable[None]]
+"""Keeps that a message (its activity id, if Teams answered one) ends a run's answer."""
+
+
+async def _not_kept(activity_id: str | None, run_id: str) -> None:
+    return None
+
+
 class TeamsStream:
     """The ``Live`` of one answer in a 1:1 chat. Start it with ``open``.
 
@@ -144,6 +152,8 @@ class TeamsStream:
         channel: Where its requests go.
         pace: How often it may send.
         done: Called once when it is over (the chat may stream again).
+        rated: Called with the last message of a finished run's answer, which offers
+            Teams' feedback buttons (a press names only the message).
         clock: Seconds, monotonic (tests may pass their own).
     """
 
@@ -153,11 +163,15 @@ class TeamsStream:
         *,
         pace: StreamPace,
         done: Callable[[], None] = lambda: None,
+        rated: Rated = _not_kept,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._channel = channel
         self._pace = pace
         self._done = done
+        self._rated = rated
+        self._feedback: str | None = None
+        """The run a finished answer ends (``finish``): its last message offers feedback."""
         self._clock = clock
         self._text = ""
         self._steps: dict[str, Step] = {}
@@ -200,7 +214,8 @@ class TeamsStream:
 
     async def finish(self, *, feedback: str | None = None) -> None:
         """End the stream with the whole text (and its steps) as the final message.
-        ``feedback`` (the run the answer ends) is not offered in Teams yet.
+        ``feedback`` (the run a finished answer ends): its last message offers Teams'
+        👍 / 👎.
 
         Raises:
             StreamBroken: What was written could not all be shown (the core posts it).
@@ -208,6 +223,7 @@ class TeamsStream:
         if self._closing:
             return  # finished already
         self._closing = True
+        self._feedback = feedback
         self._wake.set()
         try:
             if self._pump is not None:
@@ -217,7 +233,7 @@ class TeamsStream:
                 return  # nothing to show: Teams takes no final without text
             if self._broken is None and self._age() < STREAM_TIME_LIMIT - STREAM_TIME_MARGIN:
                 try:
-                    await self._final(parts[0])
+                    await self._final(parts[0], last=len(parts) == 1)
                 except (StreamRefused, Undeliverable) as exc:
                     self._broken = str(exc)
                 else:
@@ -294,25 +310,31 @@ class TeamsStream:
         finally:
             self._answered = self._clock()
 
-    async def _final(self, text: str) -> None:
-        """The final request (throttled once: tried again a little later)."""
+    async def _final(self, text: str, *, last: bool) -> None:
+        """The final request (throttled once: tried again a little later); ``last``: the
+        answer ends with it."""
         for attempt in (1, 2):
             await self._sleep_until(self._answered + self._pace.gap, wake=False)
             info = StreamInfo(stream_type="final", stream_id=self._stream_id)
             try:
-                await self._channel.send(_message(text, entities=[info]))
-                return
+                await self._channel.send(self._shown(text, last=last, entities=[info]))
+                break
             except StreamRefused as exc:
                 if not exc.throttled or attempt == 2:
                     raise
                 self._answered = self._clock() + self._pace.every
             finally:
                 self._answered = max(self._answered, self._clock())
+        if last:
+            await self._kept(self._stream_id)  # a streamed message keeps the stream's id
 
     async def _rest(self, parts: list[str]) -> None:
         """What did not fit in the streamed message, as plain messages below it."""
-        for part in parts:
-            await self._channel.send(_message(part))
+        for number, part in enumerate(parts, start=1):
+            last = number == len(parts)
+            sent = await self._channel.send(self._shown(part, last=last))
+            if last:
+                await self._kept(sent)
 
     async def _repair(self, parts: list[str]) -> None:
         """A broken stream shows the whole text anyway: in its message, replaced in place
@@ -321,10 +343,13 @@ class TeamsStream:
         log.warning("a streamed answer ended early (%s): showing it whole", self._broken)
         if self._shown_text and self._stream_id is not None:
             try:
-                await self._channel.replace(self._stream_id, _message(parts[0]))
+                last = len(parts) == 1
+                await self._channel.replace(self._stream_id, self._shown(parts[0], last=last))
             except (StreamRefused, Undeliverable) as exc:
                 log.info("the streamed message could not be replaced: %s", exc)
             else:
+                if last:
+                    await self._kept(self._stream_id)
                 await self._posted(parts[1:])
                 return
         await self._posted(parts)
@@ -349,12 +374,21 @@ class TeamsStream:
     def _age(self) -> float:
         return self._clock() - self._started
 
+    def _shown(self, text: str, *, last: bool, entities: list[Any] | None = None) -> Activity:
+        """A message of the answer; the last one of a finished run offers feedback."""
+        activity = _message(text, entities=entities)
+        return feedback.offer(activity) if last and self._feedback is not None else activity
+
+    async def _kept(self, activity_id: str | None) -> None:
+        if self._feedback is not None:
+            await self._rated(activity_id, self._feedback)
+
 
 async def open_stream(
-    channel: StreamChannel, *, pace: StreamPace, done: Callable[[], None]
+    channel: StreamChannel, *, pace: StreamPace, done: Callable[[], None], rated: Rated
 ) -> TeamsStream:
     """A started stream (see ``TeamsStream.open``; ``done`` is called if it fails)."""
-    stream = TeamsStream(channel, pace=pace, done=done)
+    stream = TeamsStream(channel, pace=pace, done=done, rated=rated)
     try:
         await stream.open()
     except BaseException:

@@ -29,7 +29,7 @@ from bot import (
     ThreadKey,
 )
 
-from . import blocks, cards, convert, inbox, messages, refresh
+from . import blocks, cards, convert, feedback, inbox, messages, refresh
 from .auth import TeamsAuth
 from .people import Directory
 
@@ -98,6 +98,9 @@ class Turns:
 
     async def _invoke(self, context: TurnContext) -> None:
         activity = context.activity
+        if activity.name == feedback.SUBMIT_ACTION_INVOKE:
+            await self._rated(context)
+            return
         if activity.name != CARD_ACTION_INVOKE:
             # Nothing else is declared in the manifest; answer without failing the client.
             await _answer_invoke(context, None)
@@ -124,6 +127,23 @@ class Turns:
             # Refused, stale, or a form answer or edit that does not fit: the clicker reads why.
             body = _message_body(result.message or messages.ACTION_FAILED)
         await _answer_invoke(context, body)
+
+    async def _rated(self, context: TurnContext) -> None:
+        """A press of Teams' 👍 / 👎 under an answer: kept for the run that message answered.
+        Teams thanks the person itself, and takes only an empty answer."""
+        activity = context.activity
+        rated = convert.rating(activity, convert.thread_of(activity))
+        if rated is None:
+            body = _error_body(HTTPStatus.BAD_REQUEST, messages.FEEDBACK_MALFORMED)
+            await _answer_invoke(context, body, status=HTTPStatus.BAD_REQUEST)
+            return
+        key = feedback.note_key(activity.conversation.id, rated.message_id)
+        run_id = await self._chat.note(key)
+        if run_id is None:
+            log.info("feedback on %s, which the bot does not know (or no longer)", key)
+        else:
+            await self._bot.on_feedback(rated.thread, rated.user_id, run_id, helpful=rated.helpful)
+        await _answer_invoke(context, {})
 
     async def _for_the_bot(self, activity: Activity, thread: ThreadKey) -> bool:
         """Whether a message is for the bot: in its 1:1 chat, with a mention, or a reply in a
@@ -259,7 +279,8 @@ def _card_body(card: ApprovalCard | Prompt, click_from: Activity | None) -> dict
 
 
 def _error_body(status: HTTPStatus, text: str) -> dict[str, Any]:
-    """An invoke answer saying the card could not be drawn (Universal Actions' error)."""
+    """An invoke answer saying why it failed (Universal Actions' error shape): a card that
+    could not be drawn, or an invoke the bot cannot read."""
     return {
         "statusCode": int(status),
         "type": ERROR_RESPONSE_TYPE,
@@ -290,6 +311,8 @@ def _message_body(text: str) -> dict[str, Any]:
     return {"statusCode": 200, "type": MESSAGE_RESPONSE_TYPE, "value": text}
 
 
-async def _answer_invoke(context: TurnContext, body: dict[str, Any] | None) -> None:
-    response = InvokeResponse(status=HTTPStatus.OK, body=body)
+async def _answer_invoke(
+    context: TurnContext, body: dict[str, Any] | None, *, status: HTTPStatus = HTTPStatus.OK
+) -> None:
+    response = InvokeResponse(status=status, body=body)
     await context.send_activity(Activity(type=ActivityTypes.invoke_response, value=response))

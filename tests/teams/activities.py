@@ -200,3 +200,32 @@ def refreshes_for(card: dict[str, Any], user: dict[str, Any]) -> bool:
         return False
     listed = refresh_.get("userIds")
     return listed is None or user["id"] in listed
+
+
+def feedback(
+    service_url: str,
+    *,
+    conversation: dict[str, Any],
+    message_id: str | None,
+    reaction: str = "like",
+    user: dict[str, Any] = BOB,
+    value: Any = None,
+) -> dict[str, Any]:
+    """The ``message/submitAction`` invoke Teams sends when ``user`` gives 👍 (``like``) or
+    👎 (``dislike``) on the bot's message ``message_id`` (its form's text as a JSON string);
+    ``value`` replaces the whole value, as a client that sends something else would."""
+    activity = {
+        **_base(service_url, conversation, user),
+        "type": "invoke",
+        "name": "message/submitAction",
+        "id": next_id(),
+        "value": {
+            "actionName": "feedback",
+            "actionValue": {"reaction": reaction, "feedback": '{"feedbackText":"thanks"}'},
+        }
+        if value is None
+        else value,
+    }
+    if message_id is not None:
+        activity["replyToId"] = message_id
+    return activity

@@ -86,6 +86,11 @@ class ConnectorCall:
         return str(self.body.get("text") or "")
 
     @property
+    def offers_feedback(self) -> bool:
+        """Whether Teams shows its 👍 / 👎 under this message (``channelData``)."""
+        return (self.body.get("channelData") or {}).get("feedbackLoopEnabled") is True
+
+    @property
     def stream_info(self) -> dict[str, Any] | None:
         """Its ``streaminfo`` entity, on a streaming request."""
         for entity in self.body.get("entities") or []:

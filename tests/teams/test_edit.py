@@ -9,52 +9,18 @@ Bot Connector. The ``refund`` tool records every call it really makes.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 from adapters.teams import cards
-from agents import Agent, MemoryStore, ToolCall, tool
 from bot import messages as core_messages
-from bot.policy import ApprovalPolicy
-from tests.agents.helpers import call_then_answer
 
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import FakeConnector
-from .signed import Posted, SignedBot, form, signed_settings, token_for
-
-ASKED = {"order": "A-1001", "amount": 150, "currency": "EUR"}
-MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
-
-
-def refunds_agent(ran: list[dict[str, Any]]) -> Agent:
-    """Any message asks to refund ``ASKED``; every refund that really runs is in ``ran``."""
-
-    @tool(require_approval=True)
-    def refund(order: str, amount: int, currency: Literal["EUR", "USD"] = "EUR") -> str:
-        """Refund an order."""
-        ran.append({"order": order, "amount": amount, "currency": currency})
-        return f"refunded {amount} {currency} on {order}"
-
-    model = call_then_answer(ToolCall("refund", dict(ASKED)))
-    return Agent(id="billing", model=model, tools=[refund], store=MemoryStore())
-
-
-def card_text(card: dict[str, Any]) -> list[str]:
-    """Every TextBlock and fact of a card, as people read them."""
-    out: list[str] = []
-    for element in card["body"]:
-        if element["type"] == "TextBlock":
-            out.append(element["text"])
-        elif element["type"] == "FactSet":
-            out.extend(f"{f['title']}: {f['value']}" for f in element["facts"])
-    return out
-
-
-def top_actions(card: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(a["type"], a["title"]) for a in card.get("actions", [])]
+from .refunds import ASKED, MESSAGE_TYPE, Till, card_text, refund_tills, top_actions
+from .signed import Posted, form
 
 
 def edit_form(card: dict[str, Any]) -> dict[str, Any]:
@@ -63,17 +29,6 @@ def edit_form(card: dict[str, Any]) -> dict[str, Any]:
     assert edit["title"] == "Edit"
     shown: dict[str, Any] = edit["card"]
     return shown
-
-
-@dataclass
-class Till(SignedBot):
-    """The bot with the refund tool, behind real Bot Framework auth."""
-
-    ran: list[dict[str, Any]]
-
-    async def ask_refund(self, *, user: dict[str, Any] = act.ALICE) -> Posted:
-        """Ask for a refund in a new channel thread; the card the bot posted."""
-        return await self.ask("refund A-1001", user=user)
 
 
 async def forge_edit(
@@ -100,18 +55,7 @@ async def make_till(
     make_bot: MakeBot, connector: FakeConnector, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[MakeTill]:
     """Start the refund bot (with a policy, when given) behind real Bot Framework auth."""
-
-    async with token_for(connector, monkeypatch) as token:
-
-        async def make(policy: str | None = None) -> Till:
-            ran: list[dict[str, Any]] = []
-            teams = await make_bot(
-                agent=refunds_agent(ran),
-                policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
-                settings=signed_settings(),
-            )
-            return Till(teams=teams, connector=connector, token=token, ran=ran)
-
+    async with refund_tills(make_bot, connector, monkeypatch, Till) as make:
         yield make
 
 

@@ -19,14 +19,13 @@ from botbuilder.schema import Activity
 from adapters.teams import cards, convert, messages
 from bot import ApprovalCard, Person, PromptField
 from bot import messages as core_messages
-from bot.policy import ApprovalPolicy
 
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, FakeConnector
-from .signed import Posted, in_thread, signed_settings, token_for
-from .test_edit import ASKED, MESSAGE_TYPE, card_text, refunds_agent, top_actions
-from .test_edit import Till as RefundTill
+from .refunds import ASKED, MESSAGE_TYPE, card_text, refund_tills, top_actions
+from .refunds import Till as RefundTill
+from .signed import Posted, in_thread
 
 GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
 EXPIRES = datetime(2030, 5, 17, 14, 30, tzinfo=UTC)
@@ -196,17 +195,7 @@ MakeTill = Callable[..., Awaitable[Till]]
 async def make_till(
     make_bot: MakeBot, connector: FakeConnector, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[MakeTill]:
-    async with token_for(connector, monkeypatch) as token:
-
-        async def make(policy: str | None = GRANTS) -> Till:
-            ran: list[dict[str, Any]] = []
-            teams = await make_bot(
-                agent=refunds_agent(ran),
-                policy=ApprovalPolicy.from_toml(policy) if policy is not None else None,
-                settings=signed_settings(),
-            )
-            return Till(teams=teams, connector=connector, token=token, ran=ran)
-
+    async with refund_tills(make_bot, connector, monkeypatch, Till, policy=GRANTS) as make:
         yield make
 
 

@@ -24,8 +24,8 @@ from bot.policy import ApprovalPolicy
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, FakeConnector
+from .refunds import ASKED, card_text, refunds_agent
 from .signed import Posted, signed_settings, token_for
-from .test_edit import ASKED, card_text, refunds_agent
 from .test_grants import Till, press_grant
 
 BOB_ONLY = '[tools.refund]\napprovers = ["aad-bob"]\n'

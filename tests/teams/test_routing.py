@@ -36,8 +36,8 @@ from bot.policy import ApprovalPolicy
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, Created, FakeConnector
+from .refunds import ASKED, MESSAGE_TYPE, card_text, refunds_agent
 from .signed import BOT_TOKEN, SignedBot, in_thread, signed_settings, token_for
-from .test_edit import ASKED, MESSAGE_TYPE, card_text, refunds_agent
 
 APPROVERS = "19:approvers@thread.tacv2"
 IN_CHANNEL = f'[tools.refund]\napprovers = ["aad-bob", "aad-carol"]\nchannel = "{APPROVERS}"\n'

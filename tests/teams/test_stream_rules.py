@@ -135,3 +135,56 @@ def test_text_is_split_at_breaks_and_never_inside_a_character() -> None:
     parts = split_text("é" * 30, budget=7)
     assert parts == ["ééé"] * 10
     assert split_text("one\n\ntwo three", budget=9) == ["one", "two three"]
+
+
+def _offers_feedback(activity: dict[str, Any]) -> bool:
+    return (activity.get("channelData") or {}).get("feedbackLoopEnabled") is True
+
+
+class Rated:
+    """Records which message was kept as ending which run's answer."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str | None, str]] = []
+
+    async def __call__(self, activity_id: str | None, run_id: str) -> None:
+        self.kept.append((activity_id, run_id))
+
+
+async def test_a_finished_answer_longer_than_a_message_offers_feedback_on_its_last_one() -> None:
+    channel, rated = Channel(), Rated()
+    stream = TeamsStream(channel, pace=PACE, rated=rated)
+    await stream.open()
+    paragraph = "Words in a long paragraph. " * 40
+    await stream.write("\n\n".join([paragraph.strip()] * 60))
+    await stream.finish(feedback="run-1")
+
+    messages = [a for a in channel.sent if a["type"] == "message"]
+    assert [_offers_feedback(a) for a in messages] == [False] * (len(messages) - 1) + [True]
+    assert rated.kept == [(f"id-{len(channel.sent)}", "run-1")]
+
+
+async def test_a_timed_out_finished_answer_offers_feedback_on_its_message_replaced() -> None:
+    channel, rated, clock = Channel(), Rated(), Clock()
+    stream = TeamsStream(channel, pace=PACE, rated=rated, clock=clock)
+    await stream.open()
+    await stream.write("hello")
+    await settled(channel, 2)
+
+    clock.ahead = 115.0
+    await stream.finish(feedback="run-1")
+
+    ((activity_id, replaced),) = channel.replaced
+    assert _offers_feedback(replaced)
+    assert rated.kept == [(activity_id, "run-1")]
+
+
+async def test_an_answer_finished_without_a_run_offers_no_feedback() -> None:
+    channel, rated = Channel(), Rated()
+    stream = TeamsStream(channel, pace=PACE, rated=rated)
+    await stream.open()
+    await stream.write("hello")
+    await stream.finish()
+
+    assert not any(_offers_feedback(a) for a in channel.sent)
+    assert rated.kept == []
