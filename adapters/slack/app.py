@@ -275,29 +275,15 @@ class SlackAdapter:
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
             click = to_click(inbound, workspace=_workspace(context))
-            if inbound.home:
-                # In the Home tab, which shows what the click did at its top: decided
-                # while Slack waits, as in an inbox.
-                result = await _decided(context, self.bot.on_click(click))
-                if result is None:
-                    return
-                await ack()
-                self.home.after_click(click, result)
-                return
-            if inbound.response_url is not None:
-                # In an inbox, whose message only its reader sees: what the click did
-                # is shown there, so it is decided while Slack waits, as a form is.
-                result = await _decided(context, self.bot.on_click(click))
-                if result is None:
-                    return
-                await ack()
-                self._spawn(
-                    self.approvals.after_click(click, result, inbound.response_url),
-                    f"slack-inbox-click:{click.run_id}",
-                )
-                return
-            if not await _kept(context, self.bot.accept_click(click)):
-                return
+            await self._hand_over(
+                ack,
+                context,
+                click,
+                home=inbound.home,
+                response_url=inbound.response_url,
+                name="slack-inbox-click",
+            )
+            return
         await ack()
 
     async def _on_feedback(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
@@ -380,29 +366,54 @@ class SlackAdapter:
 
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
-        if isinstance(inbound, ViewIn):
+        if isinstance(inbound, ViewIn):  # the ack closes the modal
             click = to_decline_click(inbound)
-            response_url = inbound.metadata.response_url
-            if is_home(click.thread):  # declined from the Home tab: shown there
-                result = await _decided(context, self.bot.on_click(click))
-                if result is None:
-                    return
-                await ack()  # closes the modal
-                self.home.after_click(click, result)
-                return
-            if response_url is not None:  # declined from an inbox: answered there
-                result = await _decided(context, self.bot.on_click(click))
-                if result is None:
-                    return
-                await ack()  # closes the modal
-                self._spawn(
-                    self.approvals.after_click(click, result, response_url),
-                    f"slack-inbox-decline:{click.run_id}",
-                )
-                return
-            if not await _kept(context, self.bot.accept_click(click)):
-                return
+            await self._hand_over(
+                ack,
+                context,
+                click,
+                home=is_home(click.thread),
+                response_url=inbound.metadata.response_url,
+                name="slack-inbox-decline",
+            )
+            return
         await ack()  # closes the modal
+
+    async def _hand_over(
+        self,
+        ack: AsyncAck,
+        context: AsyncBoltContext,
+        click: Click,
+        *,
+        home: bool,
+        response_url: str | None,
+        name: str,
+    ) -> None:
+        """Give a click (a button, a decline's reason) to the core, then ack it; left
+        unacked (a 503) when the core cannot keep it.
+
+        From the Home tab (``home``), which shows what the click did at its top, or an
+        inbox (``response_url``), whose message only its reader sees and which shows it
+        there (in a task named ``name``), it is decided while Slack waits, as a form
+        is; from a card in its thread it is only recorded, and decided behind.
+        """
+        if home:
+            result = await _decided(context, self.bot.on_click(click))
+            if result is None:
+                return
+            await ack()
+            self.home.after_click(click, result)
+        elif response_url is not None:
+            result = await _decided(context, self.bot.on_click(click))
+            if result is None:
+                return
+            await ack()
+            self._spawn(
+                self.approvals.after_click(click, result, response_url),
+                f"{name}:{click.run_id}",
+            )
+        elif await _kept(context, self.bot.accept_click(click)):
+            await ack()
 
     async def _on_form_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """A form (a question's answer, a card's edited arguments) is decided while

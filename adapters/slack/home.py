@@ -1,19 +1,26 @@
 """Each person's App Home tab: their inbox (``inbox.home_view``), published with
 ``views.publish`` when they open it, and again whenever what waits for them changes.
 
-Kept current only for the people who opened their Home tab while this process ran
-(the most recent ``KNOWN_HOMES``): everyone else sees a fresh one when they open it,
-since Slack says so each time (``app_home_opened``). Publishing for everyone a
-change touches (a user group of hundreds, on every card) would spend Slack's
-allowance on tabs nobody looks at. Publishing is queued: one publish in flight per
-person, changes that come meanwhile folded into one more, and a few people at a
-time. A failure is logged, never raised: the decision it follows stands.
+Kept current for the people who opened their Home tab in the last ``HOME_NOTE_TTL``,
+on whichever replica: Slack sends ``app_home_opened`` to one of them, which keeps a
+note of it in the chat state (``slack-home:<team>:<user>``, renewed on each open),
+and the replica where a change happens reads it. Everyone else sees a fresh tab when
+they open it, since Slack says so each time. Publishing for everyone a change
+touches (a user group of hundreds, on every card) would spend Slack's allowance on
+tabs nobody looks at. Each process remembers who it knows opened theirs (the most
+recent ``KNOWN_HOMES``), so the notes are read only for the others. Publishing is
+queued: one publish in flight per person, changes that come meanwhile folded into
+one more, and a few people at a time. A failure (Slack's, or the store's while a
+note is read or kept) is logged, never raised: the decision it follows stands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
 
 import aiohttp
 from cachetools import LRUCache
@@ -29,7 +36,16 @@ from .mrkdwn import text_mrkdwn
 log = logging.getLogger(__name__)
 
 KNOWN_HOMES = 10_000
-"""People whose Home tab is kept current: the ones who opened it most recently."""
+"""People each process remembers opened their Home tab (the most recent): no note is
+read for them."""
+HOME_NOTE = "slack-home"
+"""The chat-state note kept for a person who opened their Home tab
+(``slack-home:<team>:<user>``), for the replicas that did not see it."""
+HOME_NOTE_TTL = 30 * 24 * 3600.0
+"""Seconds a Home tab is kept current after it was last opened: 30 days, so that a
+tab looked at every month stays current, and one abandoned stops costing publishes."""
+NOTES_READ_AT_ONCE = 8
+"""Notes read at once for a change that touches many people (a user group)."""
 PUBLISHING_AT_ONCE = 4
 """``views.publish`` calls in flight at once. Slack allows about 100 a minute (Tier 4)
 and the client waits out a 429 before retrying: a burst of changes queues here
@@ -67,20 +83,28 @@ class HomeTab:
         self._due: set[_Key] = set()
         self._publishing: set[_Key] = set()
         self._slots = asyncio.Semaphore(PUBLISHING_AT_ONCE)
+        self._reads = asyncio.Semaphore(NOTES_READ_AT_ONCE)
 
     def opened(self, workspace: str, user: str) -> None:
-        """``user`` opened their Home tab: show it as it is now, without the last note."""
+        """``user`` opened their Home tab: show it as it is now, without the last note,
+        and note for every replica that they did."""
         key = (workspace, user)
         self._known[key] = None
         self._schedule(key)
+        self._spawn(self._remember(key), name=f"slack-home-note:{user}")
 
     def changed(self, workspace: str, people: frozenset[str]) -> None:
         """What waits for ``people`` changed: show again the Home tabs of those who
-        opened theirs."""
+        opened theirs (here, or on another replica)."""
+        unknown: list[_Key] = []
         for user in people:
             key = (workspace, user)
             if key in self._known:
                 self._schedule(key)
+            else:
+                unknown.append(key)
+        if unknown:
+            self._spawn(self._schedule_noted(unknown), name=f"slack-home-notes:{workspace}")
 
     def note(self, workspace: str, user: str, text: str) -> None:
         """Tell ``user`` something at the top of their Home tab (``text``: mrkdwn); the
@@ -106,11 +130,48 @@ class HomeTab:
         if key in self._publishing:
             return  # its publisher publishes once more when it is done
         self._publishing.add(key)
-        try:
-            self._tasks.spawn(self._publisher(key), name=f"slack-home:{key[1]}")
-        except RuntimeError:  # shutting down: the tab is shown afresh when opened next
+        if not self._spawn(self._publisher(key), name=f"slack-home:{key[1]}"):
             self._publishing.discard(key)
             self._due.discard(key)
+
+    def _spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> bool:
+        try:
+            self._tasks.spawn(work, name=name)
+        except RuntimeError:  # shutting down: the tab is shown afresh when opened next
+            return False
+        return True
+
+    async def _remember(self, key: _Key) -> None:
+        try:
+            await self._bot.chat.set_note(_note_key(key), str(int(time.time())), ttl=HOME_NOTE_TTL)
+        except Exception:
+            # Published all the same; only the other replicas will not keep it current.
+            log.warning("could not note that %s opened their Home tab", key[1], exc_info=True)
+
+    async def _schedule_noted(self, keys: list[_Key]) -> None:
+        failed: list[BaseException] = []
+
+        async def noted(key: _Key) -> bool:
+            async with self._reads:
+                try:
+                    return await self._bot.chat.note(_note_key(key)) is not None
+                except Exception as exc:
+                    failed.append(exc)
+                    return False
+
+        found = await asyncio.gather(*(noted(key) for key in keys))
+        if failed:  # once for the change, not once per person
+            log.warning(
+                "could not read who opened their Home tab (%d of %d people): %r",
+                len(failed),
+                len(keys),
+                failed[0],
+                exc_info=failed[0],
+            )
+        for key, has_note in zip(keys, found, strict=True):
+            if has_note:
+                self._known.setdefault(key, None)  # keeps a line a click just set
+                self._schedule(key)
 
     async def _publisher(self, key: _Key) -> None:
         try:
@@ -139,3 +200,8 @@ class HomeTab:
             log.warning("Slack refused the Home tab of %s: %s", user, exc.response.get("error"))
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("could not publish the Home tab of %s: %s", user, exc)
+
+
+def _note_key(key: _Key) -> str:
+    workspace, user = key
+    return f"{HOME_NOTE}:{workspace}:{user}"

@@ -5,9 +5,11 @@ keep Home tabs current; say which channels and user groups exist."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 import aiohttp
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -42,6 +44,10 @@ _STATUS_NOT_ALLOWED = frozenset(
 """Refusals that mean "never in this channel", as opposed to a passing error."""
 _REFUSED_STREAM_CACHE = 10_000
 _PERMALINK_CACHE = 10_000
+NO_PERMALINK_TTL = 60.0
+"""How long (seconds) a message Slack gave no permalink for (deleted, in a channel the
+bot left, or Slack unreachable) is shown without one before Slack is asked again: a
+card is rendered again on every vote and update, and each would otherwise retry."""
 _DIRECT_CHANNEL_CACHE = 10_000
 _NO_CHANNEL = frozenset({"channel_not_found", "invalid_channel", "invalid_arguments"})
 """``conversations.info`` answers that mean "no such channel" (for this bot)."""
@@ -61,10 +67,13 @@ class SlackMessenger:
     are the core's to log.
 
     ``home`` (set by the adapter) shows people's Home tabs: what changes in them, and
-    what a person is told about a click made there.
+    what a person is told about a click made there. ``clock`` (monotonic seconds;
+    tests may pass their own) times how long a missing permalink is believed.
     """
 
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.client = client
         self.home: HomeTab | None = None
         # Channels where Slack refused a status (not an assistant thread, no
@@ -76,6 +85,9 @@ class SlackMessenger:
         # A message's permalink never changes, and a card is rendered again on
         # every update: asked once per message.
         self._permalinks: LRUCache[tuple[str, str], str] = LRUCache(maxsize=_PERMALINK_CACHE)
+        self._no_permalink: TTLCache[tuple[str, str], bool] = TTLCache(
+            maxsize=_PERMALINK_CACHE, ttl=NO_PERMALINK_TTL, timer=clock
+        )
         self._direct: LRUCache[str, str] = LRUCache(maxsize=_DIRECT_CHANNEL_CACHE)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
@@ -180,8 +192,8 @@ class SlackMessenger:
         return Posted(thread=thread, ref=message_ref(posted_in, ts))
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
-        """Show again the Home tabs of those of ``people`` who opened theirs (queued:
-        this returns at once, and never raises)."""
+        """Show again the Home tabs of those of ``people`` who opened theirs, on any
+        replica (queued: this returns at once, and never raises)."""
         if self.home is not None:
             self.home.changed(thread.workspace, people)
 
@@ -228,15 +240,19 @@ class SlackMessenger:
         """A link to the message ``ts`` in ``channel`` (``chat.getPermalink``), or ``None``
         when Slack gives none (the caller names the channel instead)."""
         key = (channel, ts)
+        if key in self._no_permalink:
+            return None
         if key not in self._permalinks:
             try:
                 async with _reaching():
                     response = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
             except (SlackApiError, Undeliverable) as exc:
                 log.debug("no permalink for %s/%s: %s", channel, ts, exc)
+                self._no_permalink[key] = True
                 return None
             link = response.get("permalink")
             if not isinstance(link, str) or not link:
+                self._no_permalink[key] = True
                 return None
             self._permalinks[key] = link
         return self._permalinks[key]

@@ -179,6 +179,28 @@ async def test_a_home_that_cannot_be_read_says_so(
     assert "could not read the inbox" in caplog.text
 
 
+async def test_a_store_failure_noting_an_opened_home_is_logged_and_the_tab_still_shown(
+    serve: StartBot,
+    slack: FakeSlack,
+    store: Store,
+    ran: Ran,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bot = await start(serve, store, ran, APPROVED_BY_BOB)
+    await ask(bot, slack)
+
+    async def store_down(key: str, value: str, *, ttl: float) -> None:
+        raise ConnectionError("the store is down")
+
+    monkeypatch.setattr(bot.bot.chat, "set_note", store_down)
+    with caplog.at_level(logging.WARNING, logger="adapters.slack.home"):
+        home = await bot.open_home(BOB)
+
+    assert "*Waiting for you* (1)" in home_text(home)
+    assert "could not note that" in caplog.text
+
+
 async def test_opening_the_messages_tab_publishes_nothing(
     serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
 ) -> None:

@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack import SlackMessenger
 from adapters.slack.blocks import BAR_COLORS, approval_card, card_pointer, render
 from adapters.slack.convert import ActionIn, parse, to_click
+from adapters.slack.messenger import NO_PERMALINK_TTL
 from adapters.slack.mrkdwn import mention
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION, decode_button_value
 from agents import Store
@@ -214,8 +215,11 @@ async def test_posting_elsewhere_starts_a_thread_keyed_as_its_clicks_will_be(
 
 
 async def test_without_a_permalink_the_card_names_the_requests_channel(
-    messenger: SlackMessenger, slack: FakeSlack
+    slack: FakeSlack,
 ) -> None:
+    now = [0.0]
+    client = AsyncWebClient(token=TOKEN, base_url=slack.url)
+    messenger = SlackMessenger(client, clock=lambda: now[0])
     slack.script("chat.getPermalink", Scripted(error="message_not_found"))
     shown = card(requested_in=origin())
     posted = await messenger.post_elsewhere(origin(), Destination(channel=APPROVERS), shown)
@@ -223,8 +227,24 @@ async def test_without_a_permalink_the_card_names_the_requests_channel(
     assert f"*Requested in:* <#{CHANNEL}>" in card_text(message)
     assert "open the request" not in card_text(message)
 
+    now[0] += NO_PERMALINK_TTL + 1
     await messenger.update(posted.thread, posted.ref, shown)
-    assert "open the request" in card_text(message), "asked again: there is one now"
+    assert "open the request" in card_text(message), "asked again later: there is one now"
+
+
+async def test_a_card_rendered_again_soon_does_not_ask_again_for_a_missing_permalink(
+    messenger: SlackMessenger, slack: FakeSlack
+) -> None:
+    slack.script("chat.getPermalink", Scripted(error="channel_not_found", times=100))
+    shown = card(requested_in=origin())
+    posted = await messenger.post_elsewhere(origin(), Destination(channel=APPROVERS), shown)
+
+    for _ in range(3):  # votes, updates: each renders the card again
+        await messenger.update(posted.thread, posted.ref, shown)
+
+    message = slack.messages[(APPROVERS, posted.ref["ts"])]
+    assert f"*Requested in:* <#{CHANNEL}>" in card_text(message)
+    assert len(slack.of("chat.getPermalink")) == 1
 
 
 async def test_an_unreachable_slack_is_undeliverable(slack: FakeSlack) -> None:
