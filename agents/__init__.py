@@ -2,7 +2,7 @@
 
 from ._engine import DEFAULT_LEASE
 from ._turns import StandingApproval, StandingAsk
-from .agent import Agent, ExpiredCall, RecoveredRun
+from .agent import Agent, ExpiredCall, RecoveredRun, StoppedRun
 from .chunks import (
     AgentResult,
     Chunk,
@@ -34,7 +34,7 @@ from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models.base import Model, ModelError
 from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
-from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot
+from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot, StopRequest
 from .spec import AgentOptions, AgentSpec
 from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store
 from .stream import AgentStream
@@ -79,6 +79,8 @@ __all__ = [
     "RunSnapshot",
     "StandingApproval",
     "StandingAsk",
+    "StopRequest",
+    "StoppedRun",
     "Store",
     "StoreConflict",
     "SuspendPayloadInvalidError",

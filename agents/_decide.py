@@ -151,8 +151,9 @@ class Decider:
         entry = top.find_pending(tool_call_id) if tool_call_id else None
         if entry is None and tool_call_id in top.decisions:
             raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
-        if top.status != "paused":
-            raise RunNotPausedError(top.run_id, top.status, tool_call_id)
+        if top.status != "paused" or top.stop is not None:
+            status = "stopped" if top.stop is not None else top.status
+            raise RunNotPausedError(top.run_id, status, tool_call_id)
         if tool_call_id is None:
             waiting = [p for p in top.pending if p.state == "pending"]
             if not waiting:
@@ -351,6 +352,9 @@ class Decider:
         changed = {snaps[-1].run_id} if record is not None else set()
         if record is not None:
             _record(snaps[-1], tool_call_id, record)
+        if snaps[0].stop is not None:
+            await self._stopped_pass(snaps, tool_call_id, changed, audit)
+            return None
         for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
             if self._sync(parent, child):
                 changed.add(parent.run_id)
@@ -370,6 +374,31 @@ class Decider:
             if snap.run_id in changed:
                 await self._turns.save(snap, audit if snap is snaps[0] else ())
         return target
+
+    async def _stopped_pass(
+        self,
+        snaps: list[RunSnapshot],
+        tool_call_id: str,
+        changed: set[str],
+        audit: Sequence[AuditEntry],
+    ) -> None:
+        """A pass over a run someone stopped while its call ran: the outcome is kept
+        where the call ran and nothing continues; the top ends once no decided call
+        of it is still running."""
+        top = snaps[0]
+        kept = [p for p in top.pending if p.tool_call_id != tool_call_id]
+        if kept != top.pending:
+            top.pending = kept
+            changed.add(top.run_id)
+        if not any(p.state == "executing" for p in top.pending):
+            self._turns.end_stopped(top)
+            changed.add(top.run_id)
+        if audit:
+            changed.add(top.run_id)
+        for snap in reversed(snaps):
+            if snap.run_id in changed:
+                await self._turns.save(snap, audit if snap is top else ())
+        await self._turns.remember(top)
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
         """Make a parent's view of a child run current: its pending calls or its answer.

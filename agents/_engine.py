@@ -28,7 +28,8 @@ from .chunks import (
     ToolCallApprovalChunk,
     ToolCallSuspendedChunk,
 )
-from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, utcnow
+from .errors import RunNotFoundError
+from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, StopRequest, utcnow
 from .spec import AgentSpec
 from .stores.base import Store
 from .tools import jsonable
@@ -187,6 +188,43 @@ class Engine:
             log.warning("heartbeat of run %s failed: %s", run_id, exc)
             return False
         return True
+
+    # -- stopping ----------------------------------------------------------------
+
+    async def stop(
+        self, run_id: str, by: str | None
+    ) -> tuple[RunSnapshot, list[PendingCall]] | None:
+        """Stop a top run: the run as stopped and the calls that waited on it (dropped,
+        each audited ``stopped``), or ``None`` when it is over already.
+
+        Under the run's lock. A run that waits only for people ends here and now; one
+        with work under way (a model turn, a tool, a sub-agent) ends where that work
+        is next saved: at once in this process, at its next step in another. Either
+        way the model hears nothing more, and no call it asked for runs afterwards.
+        """
+        async with self.store.lock(lock_name(run_id)):
+            top = await self.turns.load(run_id)
+            if not top.is_root:
+                raise RunNotFoundError(run_id)
+            if top.status not in ("running", "paused"):
+                return None
+            if top.stop is not None:
+                return top, []  # stopping already: whoever drives it ends it
+            top.stop = StopRequest(by=by)
+            dropped = [p for p in top.pending if p.state == "pending"]
+            top.pending = [p for p in top.pending if p.state != "pending"]
+            idle = top.status == "paused" and not top.pending and not top.busy_children
+            if idle:
+                self.turns.end_stopped(top)
+            else:
+                self.turns.stops[run_id] = top.stop
+                while len(self.turns.stops) > _ENDED_KEPT:
+                    self.turns.stops.popitem(last=False)
+            decision = Decision(action="decline", decided_by=by)
+            await self.turns.save(top, [audit_entry(top, p, "stopped", decision) for p in dropped])
+        if idle:
+            await self.turns.remember(top)
+        return top, dropped
 
     # -- decisions and recovery ------------------------------------------------
 

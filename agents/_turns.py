@@ -43,10 +43,11 @@ from .snapshot import (
     FinishReason,
     PendingCall,
     RunSnapshot,
+    StopRequest,
     utcnow,
 )
 from .spec import DELEGATION_PREFIX, AgentSpec, DelegationInput
-from .stores.base import Store
+from .stores.base import Store, StoreConflict
 from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class Turns:
         """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
         self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
         """The last snapshot of each top run this process saved (a session ends with it)."""
+        self.stops: OrderedDict[str, StopRequest] = OrderedDict()
+        """Top runs stopped from this process (``Engine.stop``): a drive here ends at once
+        instead of at its next save (which is how a drive elsewhere hears of it)."""
 
     # -- lookups --------------------------------------------------------------
 
@@ -148,6 +152,9 @@ class Turns:
         try:
             self._close_batch(snap)
             while True:
+                if self.stopping(snap):
+                    self.end_stopped(snap)
+                    break
                 if snap.steps >= snap.options.max_steps:
                     snap.status, snap.finish_reason = "finished", "max_steps"
                     break
@@ -160,18 +167,34 @@ class Turns:
                     messages=list(snap.messages),
                     tools=agent.tool_specs(),
                 )
-                async for event in agent.model.stream(request):
-                    if isinstance(event, TextDelta):
-                        text += event.text
-                        yield TextDeltaChunk(run_id=snap.run_id, agent_path=path, text=event.text)
-                    elif isinstance(event, ToolCallEvent):
-                        calls.append(event.call)
-                    elif isinstance(event, ModelFinish):
-                        stop = event.stop_reason
-                        snap.usage = snap.usage + event.usage
-                parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+                events = agent.model.stream(request)
+                try:
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            text += event.text
+                            yield TextDeltaChunk(
+                                run_id=snap.run_id, agent_path=path, text=event.text
+                            )
+                        elif isinstance(event, ToolCallEvent):
+                            calls.append(event.call)
+                        elif isinstance(event, ModelFinish):
+                            stop = event.stop_reason
+                            snap.usage = snap.usage + event.usage
+                        if snap.root_run_id in self.stops:
+                            break  # stopped here: the model is cut off mid-answer
+                finally:
+                    await _close(events)
+                stopped = self.stopping(snap) is not None
+                if stopped:
+                    calls = []  # what the model asked for as it was stopped never runs
+                # The history says the answer was cut off, so the next turn knows.
+                said = text or (texts.STOPPED_REPLY if stopped else "")
+                parts: list[TextPart | ToolCallPart] = [TextPart(text=said)] if said else []
                 snap.messages.append(Message(role="assistant", parts=[*parts, *calls]))
                 snap.text += text
+                if stopped:
+                    self.end_stopped(snap)
+                    break
                 if not calls:
                     snap.status = "finished"
                     snap.finish_reason = _finish_reason(stop)
@@ -195,13 +218,21 @@ class Turns:
                         snap.results[call.tool_call_id] = outcome.result
                     else:
                         snap.pending.extend(outcome.pending or [])
+                if self.stopping(snap):
+                    self.end_stopped(snap)  # what the batch asked for is never shown
+                    break
                 if snap.pending:
                     snap.status = "paused"
                     break
                 self._close_batch(snap)
                 # A checkpoint per step: progress stays visible to crash recovery,
                 # which takes a run that has not changed for a while as crashed.
-                await self.save(snap)
+                try:
+                    await self.save(snap)
+                except StoreConflict:
+                    if not await self._adopt_stop(snap):
+                        raise
+                    await self.save(snap)
         except ModelError as exc:
             log.warning("run %s: model error: %s", snap.run_id, exc)
             snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message
@@ -218,17 +249,69 @@ class Turns:
             fresh = [p for p in snap.pending if p.state == "pending" and not p.announced]
             for asked in fresh:
                 asked.announced = True
-        await self.save(snap, [audit_entry(snap, asked, "requested") for asked in fresh])
+        try:
+            await self.save(snap, [audit_entry(snap, asked, "requested") for asked in fresh])
+        except StoreConflict:
+            if not await self._adopt_stop(snap):
+                raise
+            fresh = []  # stopped meanwhile: what it asked is never shown
+            await self.save(snap)
         if shown is not None:
             shown.extend(fresh)
         if snap.is_root and snap.status != "paused":
             self._predicates.pop(snap.run_id, None)
-        if snap.is_root and snap.thread_id and snap.status in ("finished", "failed"):
+        await self.remember(snap)
+
+    async def remember(self, snap: RunSnapshot) -> None:
+        """Once a top run is over, add what it said and did to its thread's history."""
+        if snap.is_root and snap.thread_id and snap.status in ("finished", "failed", "stopped"):
             await self.store.append_history(
                 snap.thread_id,
                 snap.messages[snap.history_len :],
-                window=agent.options.history_window,
+                window=self.agent_at(snap.agent_path).options.history_window,
             )
+
+    # -- stopping ---------------------------------------------------------------
+
+    def stopping(self, snap: RunSnapshot) -> StopRequest | None:
+        """Whether someone stopped ``snap``'s run tree (its snapshot says so, or it was
+        stopped from this process)."""
+        return snap.stop or self.stops.get(snap.root_run_id)
+
+    def end_stopped(self, snap: RunSnapshot) -> list[PendingCall]:
+        """End a run someone stopped: the calls still waiting are dropped (returned) and
+        each call of its batch without a result is kept in its history as never run."""
+        snap.stop = self.stopping(snap)
+        snap.status, snap.finish_reason = "stopped", "stopped"
+        dropped = [p for p in snap.pending if p.state == "pending"]
+        snap.pending, snap.busy_children = [], []
+        for call in snap.batch:
+            if call.tool_call_id not in snap.results:
+                snap.results[call.tool_call_id] = ToolResultPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    content=texts.STOPPED,
+                    is_error=True,
+                )
+        self._close_batch(snap)
+        if snap.is_root:
+            self.stops.pop(snap.run_id, None)
+            self._predicates.pop(snap.run_id, None)
+        return dropped
+
+    async def _adopt_stop(self, snap: RunSnapshot) -> bool:
+        """After a save of a driven top run lost to another write: whether that write was
+        a stop (the only write others make to a run someone drives). If so, ``snap``
+        takes it on (ending now if it was about to pause) and may be saved again."""
+        if not snap.is_root:
+            return False
+        stored = await self.store.load_run(snap.run_id)
+        if stored is None or stored.stop is None:
+            return False
+        snap.stop, snap.revision = stored.stop, stored.revision
+        if snap.status == "paused":
+            self.end_stopped(snap)
+        return True
 
     def _close_batch(self, snap: RunSnapshot) -> None:
         """Send a fully resolved batch's results to the model, in call order."""
@@ -553,6 +636,15 @@ class Turns:
                 ]
             )
         tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
+        if child.status == "stopped":
+            return Outcome(
+                result=ToolResultPart(
+                    tool_call_id=via_call_id,
+                    tool_name=tool_name,
+                    content=texts.STOPPED,
+                    is_error=True,
+                )
+            )
         if child.status in ("failed", "interrupted"):
             content = texts.SUB_AGENT_FAILED.format(agent=child.agent_path[-1], error=child.error)
             return Outcome(
@@ -567,6 +659,13 @@ class Turns:
                 content=child.text or texts.SUB_AGENT_SILENT,
             )
         )
+
+
+async def _close(events: AsyncIterator[Any]) -> None:
+    """Close a model's event stream that was left early (its connection goes now)."""
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _finish_reason(stop: str) -> FinishReason:

@@ -54,6 +54,24 @@ class RecoveredRun:
     """Calls that were still waiting on the interrupted run (now void)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoppedRun:
+    """A run someone stopped (``Agent.stop_run``).
+
+    ``dropped`` are the calls that waited on it, which nobody can decide any more.
+    ``ended``: the run is over now; otherwise work was under way, and whoever
+    drives it ends it at its next step (its stream finishes ``stopped``).
+    """
+
+    run_id: str
+    thread_id: str | None
+    requester: str | None
+    metadata: dict[str, Any]
+    stopped_by: str | None
+    dropped: tuple[PendingInfo, ...]
+    ended: bool
+
+
 @dataclass(kw_only=True, eq=False)
 class Agent:
     """An agent: a model with instructions, tools and optionally sub-agents.
@@ -227,6 +245,29 @@ class Agent:
             action="decline", decided_by=decided_by, reason=reason, cancelled=cancel
         )
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
+
+    async def stop_run(self, run_id: str, *, stopped_by: str | None = None) -> StoppedRun | None:
+        """Stop a top run for good: the model hears nothing more, no call it asked for
+        runs afterwards, and every call waiting on it is dropped (audited ``stopped``).
+
+        A tool already running finishes; its result is kept, not given to the model.
+        The thread's history keeps what was said, with each call that never ran
+        marked so. ``None`` when the run is over already (raises
+        ``RunNotFoundError`` for an unknown run).
+        """
+        stopped = await self.engine.stop(run_id, stopped_by)
+        if stopped is None:
+            return None
+        run, dropped = stopped
+        return StoppedRun(
+            run_id=run_id,
+            thread_id=run.thread_id,
+            requester=run.resource_id,
+            metadata=run.metadata,
+            stopped_by=run.stop.by if run.stop else stopped_by,
+            dropped=tuple(PendingInfo.of(run_id, p) for p in dropped),
+            ended=run.status == "stopped",
+        )
 
     async def resume_stream(
         self,

@@ -21,9 +21,9 @@ SNAPSHOT_VERSION: Final = 1
 """Bumped when the snapshot shape changes; an unknown version fails to load."""
 
 PendingKind = Literal["approval", "suspension"]
-RunStatus = Literal["running", "paused", "finished", "failed", "interrupted"]
+RunStatus = Literal["running", "paused", "finished", "failed", "interrupted", "stopped"]
 FinishReason = Literal[
-    "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted"
+    "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted", "stopped"
 ]
 DecisionAction = Literal["approve", "decline", "resume", "expire"]
 AuditEvent = Literal[
@@ -38,6 +38,7 @@ AuditEvent = Literal[
     "executed",
     "failed",
     "granted",
+    "stopped",
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
 ``superseded`` (the decision logged just before did not take effect) is only in logs
@@ -66,6 +67,15 @@ class Decision(BaseModel):
     args: dict[str, Any] | None = None
     """On an approval of edited arguments: the arguments as edited (validated, JSON);
     the call runs with them instead of those it asked with."""
+
+
+class StopRequest(BaseModel):
+    """Someone stopped a run (``Agent.stop_run``): who, and when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by: str | None = None
+    at: AwareDatetime = Field(default_factory=utcnow)
 
 
 class PendingCall(BaseModel):
@@ -127,6 +137,8 @@ class RunSnapshot(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     """The caller's own JSON (the chat layer keeps where the run was asked)."""
     status: RunStatus = "running"
+    stop: StopRequest | None = None
+    """Someone stopped the run: whoever drives it ends it at its next step (``stopped``)."""
     options: RunOptions = Field(default_factory=RunOptions)
     history_len: int = 0
     messages: list[Message] = Field(default_factory=list)

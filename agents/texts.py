@@ -31,6 +31,10 @@ APPROVED_ARGS_CHANGED: Final = (
     "{tool} would not run with exactly the arguments that were approved, so it did not run. "
     "Please ask again."
 )
+STOPPED: Final = "The user stopped the run before this call finished; it did not run."
+"""The result a stopped run keeps, in its history, for each call that never ran."""
+STOPPED_REPLY: Final = "(Stopped by the user before I answered.)"
+"""What a stopped run's history keeps as its answer when the model had said nothing."""
 SUB_AGENT_FAILED: Final = "The {agent} agent failed: {error}"
 SUB_AGENT_SILENT: Final = "(the agent finished without an answer)"
 DELEGATE: Final = "Delegate a task to the {key} agent."
