@@ -47,6 +47,7 @@ from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Inta
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter, scope_of
+from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
 from .types import (
     ApprovalCard,
@@ -145,6 +146,7 @@ class ChatBot:
             threads=self._threads,
             metrics=self.metrics,
         )
+        self.stopper = Stopper(agent, self.presenter, self.metrics)
         self.housekeeping = Housekeeping(
             agent=agent,
             policy=self.policy,
@@ -362,6 +364,12 @@ class ChatBot:
         self.metrics.feedback.labels(rating=rating).inc()
         return (messages.FEEDBACK_THANKS,)
 
+    async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
+        """Stop a run of the thread (``run_id``; else each one working or waiting) for
+        ``user_id``, if they may: what it ends is said in the thread; the returned
+        text, for them only, says why nothing was stopped (empty when something was)."""
+        return await self.stopper.stop(thread, user_id, run_id)
+
     async def card_now(self, click: Click) -> ApprovalCard | None:
         """The card a click's ids name, as it reads now (see ``ChatCore.card_now``)."""
         return await self.decisions.card_now(click)
@@ -525,6 +533,9 @@ class ChatBot:
         messenger = self.presenter.messenger(thread.platform)
         # A message's run is named after its entry: a retry after a crash finds it.
         run_id = f"run_inbox_{entry.id}"
+        # Not behind the thread's lock: the work it stops holds that.
+        if says_stop(message.text) and await self._stop_by_words(message, retry=attempt.retry):
+            return
         async with self._threads.hold(thread.id):
             try:
                 if attempt.retry and await self.store.load_run(run_id) is not None:
@@ -545,6 +556,21 @@ class ChatBot:
                 return
             if stream is not None:
                 await self.presenter.consume(thread, messenger, stream, requester=message.user_id)
+
+    async def _stop_by_words(self, message: IncomingMessage, *, retry: bool) -> bool:
+        """Stop the thread's work on a message that only says ``stop``; whether it was
+        taken so. A question waiting while nothing works is left to hear ``cancel``."""
+        thread = message.thread
+        runs = await self.stopper.active(thread)
+        working = any(run.in_flight for run in runs)
+        if not working and any(p.kind == "suspension" for p in await self._pending(thread.id)):
+            return False
+        if not runs and (retry or not message.addressed):
+            return True  # stopped by this very message before a crash, or not for the bot
+        said = await self.stopper.stop(thread, message.user_id)
+        if said:
+            await self.presenter.tell(thread, message.user_id, said)
+        return True
 
     async def _catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
         """Show what a run started by a process that died may not have shown yet.

@@ -59,12 +59,13 @@ from .votes import VOTED, audit_vote
 log = logging.getLogger(__name__)
 
 _AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
-_CARD_ENDINGS: dict[str, Literal["approved", "declined", "expired"]] = {
+_CARD_ENDINGS: dict[str, Literal["approved", "declined", "expired", "stopped"]] = {
     "approved": "approved",
     "granted": "approved",
     "declined": "declined",
     "expired": "expired",
     "interrupted": "expired",
+    "stopped": "stopped",
 }
 """How a call's card ended, by the audit event that ended it."""
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
@@ -542,7 +543,10 @@ class Decisions:
             return self._refuse(decided, outcome="stale")
         except CallExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
-        except (ToolCallNotPendingError, RunNotPausedError, RunNotFoundError):
+        except RunNotPausedError as exc:
+            said = messages.CLICK_STOPPED if exc.status == "stopped" else messages.CLICK_UNKNOWN
+            return self._refuse(said, outcome="stale")
+        except (ToolCallNotPendingError, RunNotFoundError):
             return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")
         except RunChangedError:
             return self._refuse(messages.CLICK_RACED, outcome="stale")
@@ -591,6 +595,8 @@ class Decisions:
                 return (messages.CLICK_EXPIRED,)
             elif entry.event == "interrupted":
                 return (messages.CLICK_INTERRUPTED,)
+            elif entry.event == "stopped":
+                return (messages.CLICK_STOPPED,)
             elif entry.event in _AUDIT_ACTIONS and lost[entry.actor]:
                 lost[entry.actor] -= 1
             elif entry.event in _AUDIT_ACTIONS:

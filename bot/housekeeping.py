@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from agents import Agent, ExpiredCall, LockTimeout, PendingInfo, RecoveredRun, RunNotFoundError
+from agents import Agent, ExpiredCall, PendingInfo, RecoveredRun, RunNotFoundError
 
 from . import messages
 from .chat_state import CardPlace, ChatState, ask_of
@@ -17,7 +17,7 @@ from .policy import ApprovalPolicy
 from .presenter import TIMER, Presenter, Timer
 from .tasks import KeyedLocks, TaskTracker
 from .types import Messenger, Notice, ThreadKey
-from .views import prompt, thread_of
+from .views import thread_of
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class Housekeeping:
                 info = item.pending
                 # Looked up under the thread's lock: a card posted just before the
                 # sweep is recorded by now.
-                await self._close_card(messenger, thread, info)
+                await self._presenter.close_card(messenger, thread, info, "expired")
                 template = (
                     messages.EXPIRED_APPROVAL
                     if info.kind == "approval"
@@ -217,29 +217,12 @@ class Housekeeping:
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:
-                await self._close_card(messenger, thread, call)
+                await self._presenter.close_card(messenger, thread, call, "expired")
             requester = item.pending.requester if item.pending else item.requester
             notice = self._presenter.notice_for(
                 thread, requester, item.error or messages.INTERNAL_ERROR
             )
             await self._presenter.say(messenger, thread, notice)
-
-    async def _close_card(self, messenger: Messenger, thread: ThreadKey, call: PendingInfo) -> None:
-        """Show a call's approval card (or question) as expired, without its buttons."""
-        place = await self._presenter.card_place(call)
-        if place is None:
-            return
-        if call.kind != "approval":
-            await self._presenter.show_card(messenger, place, prompt(call, status="expired"))
-            return
-        expired = self._presenter.card(thread, call, status="expired")
-        # A quorum card's votes update it under this lock: take it too, so a vote
-        # counted just before cannot show up after the card closed.
-        try:
-            async with self._chat.card_lock(call.run_id, ask_of(call)):
-                await self._presenter.show_card(messenger, place, expired)
-        except LockTimeout:
-            await self._presenter.show_card(messenger, place, expired)
 
     async def run_once(self) -> None:
         """One pass: expire what is due, then recover what a crash left.

@@ -100,6 +100,18 @@ CLICK_ALREADY_DECIDED_UNKNOWN: Final = "This request was already decided."
 CLICK_EXPIRED: Final = "This request expired; nothing was run."
 CLICK_INTERRUPTED: Final = "The bot stopped while working on this request, so it was closed."
 CLICK_UNKNOWN: Final = "This request no longer exists, so there is nothing to decide."
+CLICK_STOPPED: Final = "This request was stopped, so there is nothing to decide."
+STOP_WORDS: Final = frozenset({"stop", "cancel", "abort", "stop it", "stop that"})
+"""A whole message that stops the thread's work (a waiting question hears ``cancel``)."""
+STOPPED: Final = "stopped as you asked. Nothing more runs for this request."
+"""Said in the thread to whoever stopped it (named first, as a notice's person is)."""
+STOPPING: Final = (
+    "stopping as you asked: a tool already running finishes, and nothing runs after it."
+)
+NOTHING_TO_STOP: Final = "Nothing is running or waiting here, so there is nothing to stop."
+STOP_NOT_YOURS: Final = (
+    "Only whoever asked, or someone who may decide what it waits for, can stop this."
+)
 CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
 EDIT_INTRO: Final = "Change what `{tool}` runs with, then approve: it runs exactly as sent."

@@ -65,6 +65,9 @@ class Metrics:
             "approval_bot_runs_finished", "Agent runs that finished with an answer."
         )
         self.runs_failed = counter("approval_bot_runs_failed", "Agent runs that failed.")
+        self.runs_stopped = counter(
+            "approval_bot_runs_stopped", "Agent runs someone stopped (Stop, or a word)."
+        )
         self.feedback = counter(
             "approval_bot_feedback", "People's 👍 / 👎 on the bot's answers.", ("rating",)
         )

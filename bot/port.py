@@ -76,6 +76,11 @@ class ChatCore(Protocol):
         tool's input schema, each with the value shown); or why editing is refused."""
         ...
 
+    async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
+        """Stop a run of the thread (``run_id``; else each one working or waiting) if
+        ``user_id`` may; the text, for them only, says why nothing was stopped."""
+        ...
+
     async def card_now(self, click: Click) -> ApprovalCard | None:
         """The card a click's ids name, as it reads now for anyone (a card opened again:
         Teams' refresh): pending, decided or expired; ``None`` if unknown there."""

@@ -20,6 +20,7 @@ from agents import (
     AgentStream,
     ErrorChunk,
     FinishChunk,
+    LockTimeout,
     PendingInfo,
     TextDeltaChunk,
     ToolCallApprovalChunk,
@@ -248,9 +249,10 @@ class Presenter:
                 elif isinstance(chunk, FinishChunk):
                     if chunk.agent_path != self._top:
                         continue
-                    done = chunk.finish_reason not in ("suspended", "error")
+                    # A stopped answer ends where it was cut off: nothing to rate.
+                    done = chunk.finish_reason not in ("suspended", "error", "stopped")
                     await answer.close(feedback=stream.run_id if done else None)
-                    if chunk.finish_reason not in ("suspended", "error"):
+                    if done:
                         self._metrics.runs_finished.inc()
                     if chunk.finish_reason != "suspended":
                         self._metrics.used(chunk.usage)  # a run's total, once it is over
@@ -557,6 +559,36 @@ class Presenter:
         place = await self.card_place(info)
         if place is not None:
             await self.show_card(messenger, place, self.settled(thread, info, status, user_id))
+
+    async def close_card(
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        call: PendingInfo,
+        status: Literal["expired", "stopped"],
+        by: str | None = None,
+    ) -> None:
+        """Show the card (or question) of a call that left its run undecided without its
+        buttons: expired (its run was interrupted), or stopped by ``by``."""
+        place = await self.card_place(call)
+        if place is None:
+            return
+        if call.kind != "approval":
+            ended = (
+                self.settled(thread, call, "cancelled", by)
+                if status == "stopped" and by
+                else prompt(call, status="expired")
+            )
+            await self.show_card(messenger, place, ended)
+            return
+        card = self.card(thread, call, status=status, decided_by=(by,) if by else ())
+        # A quorum card's votes update it under this lock: take it too, so a vote
+        # counted just before cannot show up after the card closed.
+        try:
+            async with self._chat.card_lock(call.run_id, ask_of(call)):
+                await self.show_card(messenger, place, card)
+        except LockTimeout:
+            await self.show_card(messenger, place, card)
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:
         """Where a call's card was posted, if it was (a failing lookup is logged)."""

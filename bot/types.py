@@ -108,7 +108,7 @@ class Click:
         return self.where or self.thread
 
 
-CardStatus = Literal["pending", "approved", "declined", "expired"]
+CardStatus = Literal["pending", "approved", "declined", "expired", "stopped"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -111,6 +111,8 @@ def render_card(card: ApprovalCard) -> str:
         return texts.CARD_DECLINED.format(who=who, tool=tool_label(card))
     if card.status == "expired":
         return texts.CARD_EXPIRED.format(tool=tool_label(card))
+    if card.status == "stopped":
+        return texts.CARD_STOPPED.format(who=who, tool=tool_label(card))
     lines = [texts.CARD_HEADER.format(agent=" › ".join(card.agent_path), tool=tool_label(card))]
     lines += [texts.CARD_ARG.format(name=k, value=_value(v)) for k, v in card.args.items()]
     expires = card.expires_at.astimezone().strftime("%Y-%m-%d %H:%M %Z")

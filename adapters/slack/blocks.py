@@ -70,9 +70,10 @@ BAR_COLORS: dict[CardStatus, str] = {
     "approved": "#2EB67D",
     "declined": "#E01E5A",
     "expired": "#9A9A9A",
+    "stopped": "#9A9A9A",
 }
 """The colour bar beside a settled card (and its pointer): green, red, or grey when
-nobody decided. A pending card has none."""
+nobody decided (it expired, or its request was stopped). A pending card has none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,6 +267,8 @@ def settled_title(card: ApprovalCard) -> str:
             return texts.CARD_DECLINED_TITLE.format(tool=tool)
         case "expired":
             return texts.CARD_EXPIRED_TITLE.format(tool=tool)
+        case "stopped":
+            return texts.CARD_STOPPED_TITLE.format(tool=tool)
         case "pending":
             return texts.CARD_TITLE.format(tool=tool)
         case _:
@@ -293,6 +296,8 @@ def outcome_text(card: ApprovalCard) -> str:
             return texts.DECLINED_BY.format(who=who)
         case "expired":
             return texts.EXPIRED
+        case "stopped":
+            return texts.STOPPED_BY.format(who=who)
         case "pending":
             return ""
         case _:

@@ -449,6 +449,8 @@ def card_title(card: ApprovalCard) -> str:
             return messages.CARD_TITLE_DECLINED.format(who=who)
         case "expired":
             return messages.CARD_TITLE_EXPIRED
+        case "stopped":
+            return messages.CARD_TITLE_STOPPED.format(who=who)
         case _:
             assert_never(card.status)
 

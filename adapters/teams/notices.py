@@ -37,6 +37,8 @@ def pointer_text(pointer: CardPointer) -> str:
             return messages.POINTER_DECLINED.format(tool=tool, who=who)
         case "expired":
             return messages.POINTER_EXPIRED.format(tool=tool)
+        case "stopped":
+            return messages.POINTER_STOPPED.format(tool=tool, who=who)
         case _:
             assert_never(card.status)
 

@@ -1,0 +1,105 @@
+"""Stopping a thread's work: a Stop button, or a message that only says ``stop``.
+
+Whoever asked may stop their request, and so may anyone who may decide a call it
+waits for. The runtime ends the run (``Agent.stop_run``): a run that waits only
+for people ends at once; one with work under way ends where that work is next
+saved, here or on another replica, and its answer stops where it was. Every
+card and question it waited on is shown stopped, without buttons.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agents import Agent, RunNotFoundError, RunSnapshot
+
+from . import messages
+from .metrics import Metrics
+from .presenter import Presenter
+from .types import Notice, Text, ThreadKey
+
+log = logging.getLogger(__name__)
+
+
+def says_stop(text: str) -> bool:
+    """Whether a whole message only says to stop (``stop``, ``cancel``, ``abort``)."""
+    return " ".join(text.lower().strip(" .!").split()) in messages.STOP_WORDS
+
+
+class Stopper:
+    """Stops runs in a thread for the people allowed to, and shows what that ends."""
+
+    def __init__(self, agent: Agent, presenter: Presenter, metrics: Metrics) -> None:
+        self._agent = agent
+        self._presenter = presenter
+        self._metrics = metrics
+
+    async def active(self, thread: ThreadKey) -> list[RunSnapshot]:
+        """The thread's runs that work or wait for someone (not stopped yet), oldest first."""
+        store = self._agent.engine.store
+        ids = [*await store.paused_runs(thread.id), *await store.runs_in_flight()]
+        runs: list[RunSnapshot] = []
+        for run_id in dict.fromkeys(ids):
+            snap = await store.load_run(run_id)
+            if (
+                snap is not None
+                and snap.thread_id == thread.id
+                and snap.status in ("running", "paused")
+                and snap.stop is None
+            ):
+                runs.append(snap)
+        return sorted(runs, key=lambda r: r.created_at)
+
+    async def stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
+        """Stop ``run_id`` (else every active run of the thread) for ``user_id``.
+
+        What it ended is said in the thread, to them; the returned text (empty when
+        something was stopped) is for them only: why nothing was.
+        """
+        if run_id is None:
+            runs = await self.active(thread)
+        else:
+            try:
+                snap = await self._agent.get_run(run_id)
+            except RunNotFoundError:
+                return (messages.NOTHING_TO_STOP,)
+            runs = [snap] if snap.thread_id == thread.id and snap.stop is None else []
+        if not runs:
+            return (messages.NOTHING_TO_STOP,)
+        allowed = [run for run in runs if await self._may_stop(thread, run, user_id)]
+        if not allowed:
+            return (messages.STOP_NOT_YOURS,)
+        messenger = self._presenter.messenger(thread.platform)
+        stopped_any, working = False, False
+        for run in allowed:
+            try:
+                stopped = await self._agent.stop_run(run.run_id, stopped_by=user_id)
+            except RunNotFoundError:
+                continue
+            if stopped is None:
+                continue  # it ended meanwhile
+            self._metrics.runs_stopped.inc()
+            log.info("run %s in %s stopped by %s", run.run_id, thread.id, user_id)
+            for call in stopped.dropped:
+                await self._presenter.close_card(messenger, thread, call, "stopped", user_id)
+            stopped_any = True
+            # One that works on ends by itself, its answer cut off where it was.
+            working = working or not stopped.ended
+        if not stopped_any:
+            return (messages.NOTHING_TO_STOP,)
+        said = messages.STOPPING if working else messages.STOPPED
+        notice = Notice(text=said, to=self._presenter.who(thread, user_id))
+        await self._presenter.say(messenger, thread, notice)
+        return ()
+
+    async def _may_stop(self, thread: ThreadKey, run: RunSnapshot, user_id: str) -> bool:
+        """Whoever asked, or anyone who may decide a call the run waits for."""
+        if user_id == run.resource_id:
+            return True
+        for call in await self._agent.list_suspended_runs(thread_id=thread.id):
+            if call.run_id != run.run_id:
+                continue
+            deciders = await self._presenter.deciders(thread, call)
+            if not deciders or user_id in deciders:
+                return True
+        return False
