@@ -66,17 +66,18 @@ class Answer:
         if live is not None:
             await self._try(live.step(step))
 
-    async def pause(self, *, feedback: str | None = None) -> None:
+    async def pause(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         """Before a card, a question or a notice: what was written so far is shown above it
-        (the live message ends; the next text starts a new one below)."""
+        (the live message ends; the next text starts a new one below). ``stop``: the run
+        that waits for that card, which the text may offer to stop."""
         live, self._live = self._live, None
         self._steps.clear()
-        if live is not None and await self._try(live.finish(feedback=feedback)):
+        if live is not None and await self._try(live.finish(feedback=feedback, stop=stop)):
             self._text.take()  # shown live
             return
         text = self._text.take()
         if text:
-            await self._post(Reply(text=text, feedback=feedback))
+            await self._post(Reply(text=text, feedback=feedback, stop=stop))
 
     async def close(self, *, feedback: str | None = None) -> None:
         """The segment is over: everything is shown. ``feedback``: the run whose answer

@@ -227,7 +227,7 @@ class Presenter:
                 elif isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
                     # The text so far introduces the card: keep it above the card.
                     await self._waiting(answer, thread, chunk.payload)
-                    await answer.pause()
+                    await answer.pause(stop=stream.run_id)
                     await self.show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ToolCallGrantedChunk):
                     await answer.pause()

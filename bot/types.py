@@ -253,6 +253,9 @@ class Reply:
     feedback: str | None = None
     """On the last part of a finished run's answer: that run's id. The platform may offer
     👍 / 👎 on it, each reported with ``ChatCore.on_feedback``."""
+    stop: str | None = None
+    """On the text before a card or question of a run still going: that run's id. The
+    platform may offer Stop on it, reported with ``ChatCore.on_stop``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -370,9 +373,10 @@ class Live(Protocol):
         """Show a tool step, or its new state."""
         ...
 
-    async def finish(self, *, feedback: str | None = None) -> None:
+    async def finish(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         """End the live message: everything written is shown. ``feedback``: the run whose
-        answer it ends (as ``Reply.feedback``: the platform may offer 👍 / 👎)."""
+        answer it ends (as ``Reply.feedback``: the platform may offer 👍 / 👎); ``stop``:
+        the run it pauses, for a card or question (as ``Reply.stop``: Stop)."""
         ...
 
 

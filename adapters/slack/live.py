@@ -114,7 +114,7 @@ class SlackLive:
         """Show a tool call as a task (the text before it first)."""
         await self._flush(task=task_chunk(step))
 
-    async def finish(self, *, feedback: str | None = None) -> None:
+    async def finish(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         """Send what waits and stop the stream: the message is final (with 👍 / 👎 under
         a finished run's answer, ``feedback``)."""
         self._closing = [feedback_block(feedback)] if feedback is not None else []

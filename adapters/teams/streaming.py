@@ -212,7 +212,7 @@ class TeamsStream:
         self._steps[step.id] = step
         self._kick()
 
-    async def finish(self, *, feedback: str | None = None) -> None:
+    async def finish(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         """End the stream with the whole text (and its steps) as the final message.
         ``feedback`` (the run a finished answer ends): its last message offers Teams'
         👍 / 👎.

@@ -57,6 +57,7 @@ class RecordingLive:
     finished: bool = False
     failing: bool = False
     feedback: str | None = None
+    stop: str | None = None
 
     async def write(self, text: str) -> None:
         assert not self.finished
@@ -68,9 +69,10 @@ class RecordingLive:
         assert not self.finished
         self.steps.append(step)
 
-    async def finish(self, *, feedback: str | None = None) -> None:
+    async def finish(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         self.finished = True
         self.feedback = feedback
+        self.stop = stop
 
     def shown(self) -> list[tuple[str, str]]:
         """Each step's title and latest status, in the order first shown."""

@@ -8,7 +8,7 @@ from agents import Agent, MemoryStore, ToolCall, ToolContext, tool
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Click, Notice, Reply
 from tests.agents.helpers import Counter, call_then_answer
 
-from .helpers import THREAD, RecordingMessenger, message, restart_agent
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, restart_agent
 
 
 async def waiting(
@@ -136,3 +136,19 @@ async def test_stop_while_the_answer_is_written_cuts_it_off_without_feedback() -
     assert run.status == "stopped"
     assert "Done." not in run.text  # the model never heard the result
     assert all(reply.feedback is None for reply in messenger.views(Reply))
+
+
+async def test_the_text_before_a_card_offers_stop_for_its_run() -> None:
+    ran = Counter()
+    bot, messenger, card = await waiting(ran)
+    before = next(reply for reply in messenger.views(Reply) if reply.stop is not None)
+    assert before.stop == card.run_id
+    assert before.feedback is None
+
+    live = RecordingMessenger(live=True)
+    bot.register("test", live)
+    await bot.on_message(message("restart the api", thread=OTHER_THREAD))
+    await bot.drain()
+    (first, *_) = live.lives
+    assert first.stop is not None
+    assert first.feedback is None
