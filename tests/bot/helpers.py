@@ -22,7 +22,9 @@ from agents import (
 from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
+    ApprovalPolicy,
     CardPointer,
+    ChatBot,
     Click,
     Destination,
     IncomingMessage,
@@ -280,3 +282,16 @@ def refund_agent(ran: list[str]) -> Agent:
         return ModelResponse(tool_calls=[ToolCall("refund", {"order": messages[-1].text})])
 
     return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=MemoryStore())
+
+
+async def restart_requested(
+    counter: Counter, policy: ApprovalPolicy | None = None, store: Store | None = None
+) -> tuple[ChatBot, RecordingMessenger, ApprovalCard]:
+    """A bot whose thread shows a pending ``restart_service`` card requested by U1."""
+    bot = ChatBot(restart_agent(counter, store), policy=policy)
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("restart the api"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    return bot, messenger, card

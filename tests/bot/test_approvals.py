@@ -27,20 +27,10 @@ from .helpers import (
     click,
     message,
     restart_agent,
+    restart_requested,
 )
 
-
-async def started(
-    counter: Counter, policy: ApprovalPolicy | None = None
-) -> tuple[ChatBot, RecordingMessenger, ApprovalCard]:
-    """A bot whose thread shows a pending ``restart_service`` card requested by U1."""
-    bot = ChatBot(restart_agent(counter), policy=policy)
-    messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    await bot.on_message(message("restart the api"))
-    await bot.drain()
-    (card,) = messenger.views(ApprovalCard)
-    return bot, messenger, card
+started = restart_requested
 
 
 async def test_a_message_posts_an_approval_card_and_remembers_where() -> None:
@@ -61,7 +51,8 @@ async def test_a_message_posts_an_approval_card_and_remembers_where() -> None:
 async def test_the_text_before_a_card_is_posted_above_it() -> None:
     _, messenger, card = await started(Counter())
     views = [view for _, view, _ in messenger.posts]
-    assert views == [Reply(text="I'll restart api."), card]
+    # It offers to stop the run that waits for the card.
+    assert views == [Reply(text="I'll restart api.", stop=card.run_id), card]
 
 
 async def test_the_status_shows_while_the_agent_works() -> None:

@@ -24,7 +24,7 @@ from agents import (
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person, Prompt, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer
 
-from .helpers import THREAD, RecordingMessenger, click, message, restart_agent
+from .helpers import THREAD, RecordingMessenger, click, message, restart_agent, restart_requested
 
 TWO_OF_THREE = """
 [tools.restart_service]
@@ -41,14 +41,9 @@ quorum = 2
 async def started(
     ran: Counter, policy_toml: str = TWO_OF_THREE, store: Store | None = None
 ) -> tuple[ChatBot, RecordingMessenger, ApprovalCard]:
-    """A bot whose thread shows a pending ``restart_service`` card requested by U1."""
-    bot = ChatBot(restart_agent(ran, store), policy=ApprovalPolicy.from_toml(policy_toml))
-    messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    await bot.on_message(message("restart the api"))
-    await bot.drain()
-    (card,) = messenger.views(ApprovalCard)
-    return bot, messenger, card
+    """A bot whose thread shows a pending ``restart_service`` card requested by U1, under
+    a quorum policy (two of three by default)."""
+    return await restart_requested(ran, ApprovalPolicy.from_toml(policy_toml), store)
 
 
 def shown(messenger: RecordingMessenger) -> ApprovalCard:
@@ -93,7 +88,7 @@ async def test_a_first_approval_is_counted_on_the_card_and_runs_nothing() -> Non
     assert ran.count == 0
     assert await waiting(bot) == 1
     assert len(bot.agent.model.requests) == requests  # type: ignore[attr-defined]
-    assert messenger.views(Reply) == [Reply(text="I'll restart api.")]
+    assert messenger.views(Reply) == [Reply(text="I'll restart api.", stop=card.run_id)]
     assert (await audit(bot, card))[-1] == ("voted", "U2")
 
 

@@ -8,20 +8,9 @@ from agents import Agent, MemoryStore, ToolCall, ToolContext, tool
 from bot import ApprovalCard, ApprovalPolicy, ChatBot, Click, Notice, Reply
 from tests.agents.helpers import Counter, call_then_answer
 
-from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, restart_agent
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, restart_requested
 
-
-async def waiting(
-    ran: Counter, policy: ApprovalPolicy | None = None
-) -> tuple[ChatBot, RecordingMessenger, ApprovalCard]:
-    """A bot whose thread shows U1's pending ``restart_service`` card."""
-    bot = ChatBot(restart_agent(ran), policy=policy)
-    messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    await bot.on_message(message("restart the api"))
-    await bot.drain()
-    (card,) = messenger.views(ApprovalCard)
-    return bot, messenger, card
+waiting = restart_requested
 
 
 async def test_stop_from_the_requester_ends_the_run_and_closes_its_card() -> None:
