@@ -58,6 +58,7 @@ from .convert import (
     Inbound,
     MessageIn,
     Passthrough,
+    StopIn,
     ViewIn,
     command_thread,
     is_home,
@@ -89,6 +90,7 @@ from .wire import (
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REVOKE_ACTION,
+    STOP_ACTION,
     ModalMetadata,
     PayloadError,
     field_block,
@@ -178,6 +180,7 @@ class SlackAdapter:
             self.app.view(view)(self._on_form_submitted)
         self.app.command(APPROVALS_COMMAND)(self._on_command)
         self.app.action(FEEDBACK_ACTION)(self._on_feedback)
+        self.app.action(STOP_ACTION)(self._on_stop)
 
     # -- composition-root contract ------------------------------------------------
 
@@ -299,6 +302,20 @@ class SlackAdapter:
             thread, feedback.user, feedback.run_id, helpful=feedback.helpful
         )
         await self.messenger.tell(thread, feedback.user, said)
+
+    async def _on_stop(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """Stop under the text before a card: acked at once, the run stopped behind; the
+        presser is told privately when nothing was."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, StopIn):
+            thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+            self._spawn(self._stop(thread, inbound), f"slack-stop:{inbound.run_id}")
+
+    async def _stop(self, thread: ThreadKey, stop: StopIn) -> None:
+        said = await self.bot.on_stop(thread, stop.user, stop.run_id)
+        if said:
+            await self.messenger.tell(thread, stop.user, said)
 
     async def _on_command(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """``/approvals``: acked at once (it only reads), answered privately behind."""

@@ -47,7 +47,9 @@ from .wire import (
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REVOKE_ACTION,
+    STOP_ACTION,
     encode_button_value,
+    encode_stop_value,
     grant_action,
 )
 
@@ -127,9 +129,10 @@ def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
             return [prompt(view)]
         case Reply():
             messages = long_text(view.text)
-            if view.feedback is not None:
+            closing = closing_blocks(feedback=view.feedback, stop=view.stop)
+            if closing:
                 *before, last = messages
-                extended = [*last.blocks, feedback_block(view.feedback)]
+                extended = [*last.blocks, *closing]
                 messages = [*before, SlackMessage(text=last.text, blocks=extended, bar=last.bar)]
             return messages
         case Notice():
@@ -143,6 +146,34 @@ def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
             return [card_pointer(view, link=link)]
         case _:
             assert_never(view)
+
+
+def closing_blocks(*, feedback: str | None = None, stop: str | None = None) -> list[Block]:
+    """What ends an answer: 👍 / 👎 under a finished run's (``feedback``), Stop under
+    the text before a card or question of a run still going (``stop``)."""
+    return [
+        *([feedback_block(feedback)] if feedback is not None else []),
+        *([stop_block(stop)] if stop is not None else []),
+    ]
+
+
+def stop_block(run_id: str) -> Block:
+    """Stop (confirmed first) under the text before a card or question, naming its run."""
+    stop = {
+        "type": "button",
+        "action_id": STOP_ACTION,
+        "text": plain(texts.STOP),
+        "style": "danger",
+        "value": encode_stop_value(run_id),
+        "confirm": {
+            "title": plain(texts.STOP_CONFIRM_TITLE),
+            "text": mrkdwn(cut(texts.STOP_CONFIRM_TEXT, CONFIRM_TEXT_LIMIT)[0]),
+            "confirm": plain(texts.STOP_CONFIRM_YES),
+            "deny": plain(texts.STOP_CONFIRM_NO),
+            "style": "danger",
+        },
+    }
+    return {"type": "actions", "elements": [stop]}
 
 
 def feedback_block(run_id: str) -> Block:

@@ -40,6 +40,7 @@ from .wire import (
     REASON_BLOCK,
     REASON_INPUT,
     REVOKE_ACTION,
+    STOP_ACTION,
     ButtonValue,
     FormMetadata,
     GrantValue,
@@ -47,6 +48,7 @@ from .wire import (
     PayloadError,
     decode_button_value,
     decode_metadata,
+    decode_stop_value,
     field_block,
 )
 
@@ -177,6 +179,17 @@ class FeedbackIn:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StopIn:
+    """Stop pressed under the text before a card or question, naming the run."""
+
+    team: str
+    user: str
+    channel: str
+    root: str
+    run_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ForeignActionIn:
     """One of the bot's buttons pressed with a value the bot never issued."""
 
@@ -228,6 +241,7 @@ Inbound = (
     | HomeOpenedIn
     | AssistantStartedIn
     | FeedbackIn
+    | StopIn
     | ForeignActionIn
     | ViewIn
     | FormIn
@@ -462,10 +476,30 @@ def _parse_feedback(payload: _BlockActions, action: _Action) -> FeedbackIn:
     )
 
 
-def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | ForeignActionIn:
+def _parse_stop(payload: _BlockActions, action: _Action) -> StopIn:
+    """A Stop: its value is the run's id."""
+    run_id = decode_stop_value(action.value)
+    team = payload.team.id if payload.team else payload.user.team_id
+    if not team:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    channel, message_ts = _in_message(payload)
+    message_thread = payload.message.thread_ts if payload.message else None
+    return StopIn(
+        team=team,
+        user=payload.user.id,
+        channel=channel,
+        root=payload.container.thread_ts or message_thread or message_ts,
+        run_id=run_id,
+    )
+
+
+def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | StopIn | ForeignActionIn:
     feedback = next((a for a in payload.actions if a.action_id == FEEDBACK_ACTION), None)
     if feedback is not None:
         return _parse_feedback(payload, feedback)
+    stop = next((a for a in payload.actions if a.action_id == STOP_ACTION), None)
+    if stop is not None:
+        return _parse_stop(payload, stop)
     ours = [(a, kind) for a in payload.actions if (kind := _action_of(a.action_id))]
     if not ours:
         raise PayloadError(texts.UNKNOWN_ACTION)

@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import Person, Step, Text, ThreadKey
 
 from ._reach import reaching
-from .blocks import feedback_block
+from .blocks import closing_blocks
 from .mrkdwn import Block, cut, escape, mention, to_markdown
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class SlackLive:
         self._last = 0.0
         self._failed = False
         self._closing: list[Block] = []
-        """Blocks the stream ends with (the feedback buttons of a finished answer)."""
+        """Blocks the stream ends with (the feedback buttons of a finished answer, Stop)."""
 
     async def write(self, text: str) -> None:
         """Add answer text: sent at once to start the message, then in batches."""
@@ -116,8 +116,9 @@ class SlackLive:
 
     async def finish(self, *, feedback: str | None = None, stop: str | None = None) -> None:
         """Send what waits and stop the stream: the message is final (with 👍 / 👎 under
-        a finished run's answer, ``feedback``)."""
-        self._closing = [feedback_block(feedback)] if feedback is not None else []
+        a finished run's answer, ``feedback``; with Stop under the text before a card or
+        question of a run still going, ``stop``)."""
+        self._closing = closing_blocks(feedback=feedback, stop=stop)
         await self._flush(final=True)
 
     async def _flush(

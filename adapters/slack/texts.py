@@ -63,6 +63,14 @@ EDITED_ABSENT = "_(none)_"
 
 END_GRANT = "End grant"
 
+# -- Stop, under the text before a card or question -------------------------------
+
+STOP = "Stop"
+STOP_CONFIRM_TITLE = "Stop this request?"
+STOP_CONFIRM_TEXT = "Nothing more runs for it."
+STOP_CONFIRM_YES = "Stop"
+STOP_CONFIRM_NO = "Keep going"
+
 # -- the line left in the requester's thread for a card shown elsewhere ------------
 
 POINTER_IN_CHANNEL = ":hourglass_flowing_sand: `{tool}` is waiting for approval in {channel}{see}."

@@ -35,6 +35,11 @@ FEEDBACK_HELPFUL = "helpful:"
 FEEDBACK_UNHELPFUL = "unhelpful:"
 """A feedback button's value: one of these, then the run's id."""
 
+STOP_ACTION = "stop_run"
+"""The Stop under the text before a card or question; its value is the run's id."""
+STOP_VALUE = re.compile(r"^[A-Za-z0-9_-]{1,255}\Z")
+"""The shape of a run id: a Stop button's value of any other shape is none the bot issued."""
+
 HOME_OPENED_EVENT = "app_home_opened"
 """A person opened the bot's App Home (its Home tab, or its Messages tab)."""
 ASSISTANT_STARTED_EVENT = "assistant_thread_started"
@@ -157,6 +162,20 @@ def decode_button_value(value: str | None, model: type[ButtonValue] = ButtonValu
         return model.model_validate_json(value or "")
     except ValidationError:
         raise PayloadError(texts.BAD_ACTION_VALUE) from None
+
+
+def encode_stop_value(run_id: str) -> str:
+    """A Stop button's ``value``: the run's id (raises if it does not look like one)."""
+    if not STOP_VALUE.search(run_id):
+        raise ValueError(f"run id {run_id!r} cannot be a Stop button's value")
+    return run_id
+
+
+def decode_stop_value(value: str | None) -> str:
+    """The run a Stop button names; ``PayloadError`` when the bot never issued ``value``."""
+    if value is None or not STOP_VALUE.search(value):
+        raise PayloadError(texts.BAD_ACTION_VALUE)
+    return value
 
 
 def grant_action(index: int) -> str:

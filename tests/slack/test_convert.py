@@ -20,6 +20,7 @@ from adapters.slack.wire import (
     APPROVE_ACTION,
     FEEDBACK_ACTION,
     HOME_CHANNEL,
+    STOP_ACTION,
     PayloadError,
     encode_button_value,
 )
@@ -160,8 +161,12 @@ def test_a_click_in_the_home_tab_is_in_the_home_and_in_no_message() -> None:
 
 @pytest.mark.parametrize(
     "payload",
-    [_home_action("modal"), _home_action(action_id=FEEDBACK_ACTION, value="helpful:run-1")],
-    ids=["in a modal", "feedback in the home"],
+    [
+        _home_action("modal"),
+        _home_action(action_id=FEEDBACK_ACTION, value="helpful:run-1"),
+        _home_action(action_id=STOP_ACTION, value="run-1"),
+    ],
+    ids=["in a modal", "feedback in the home", "stop in the home"],
 )
 def test_a_press_of_ours_where_the_bot_puts_none_is_malformed(payload: dict[str, object]) -> None:
     with pytest.raises(PayloadError):
