@@ -219,6 +219,15 @@ class ChatState(Protocol):
         """The value kept under ``key`` (``None``: none, or it lapsed)."""
         ...
 
+    async def push_recent(self, key: str, item: str, *, keep: int) -> None:
+        """Add ``item`` to the newest end of the list under ``key``, which keeps only its
+        ``keep`` newest (a person's recent decisions)."""
+        ...
+
+    async def recent(self, key: str) -> list[str]:
+        """The list under ``key``, newest first (empty when there is none)."""
+        ...
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         """Keep a timed job (a reminder, an escalation) due at ``due`` (epoch seconds),
         replacing one under the same ``key``, until ``take_due`` hands it out."""

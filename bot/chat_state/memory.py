@@ -39,6 +39,7 @@ class MemoryChatState(StoreCardLocks):
         self._grants: dict[str, dict[str, tuple[float, str]]] = {}
         self._waiting: dict[tuple[str, str], set[str]] = {}
         self._notes: dict[str, tuple[float, str]] = {}
+        self._recent: dict[str, list[str]] = {}
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)
@@ -68,6 +69,12 @@ class MemoryChatState(StoreCardLocks):
     async def note(self, key: str) -> str | None:
         until, value = self._notes.get(key, (0.0, ""))
         return value if until > time.time() else None
+
+    async def push_recent(self, key: str, item: str, *, keep: int) -> None:
+        self._recent[key] = [item, *self._recent.get(key, ())][:keep]
+
+    async def recent(self, key: str) -> list[str]:
+        return list(self._recent.get(key, ()))
 
     async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
         self._grants.setdefault(thread_id, {})[key] = (until, granted_by)

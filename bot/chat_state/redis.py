@@ -217,6 +217,16 @@ class RedisChatState(StoreCardLocks):
         value = await self._redis.get(self.keys.note(key))
         return None if value is None else str(value)
 
+    async def push_recent(self, key: str, item: str, *, keep: int) -> None:
+        name = self.keys.recent(key)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(name, item)
+            pipe.ltrim(name, 0, keep - 1)
+            await pipe.execute()
+
+    async def recent(self, key: str) -> list[str]:
+        return [str(item) for item in await self._redis.lrange(self.keys.recent(key), 0, -1)]
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         dues, datas = self.keys.timers()
         async with self._redis.pipeline(transaction=True) as pipe:

@@ -40,6 +40,8 @@ TIMERS = "timers"
 GRANTS = "grants"
 # Notes adapters keep for a while: a string with its TTL, in a slot of its own.
 NOTE = "note"
+# Short lists (a person's recent decisions): a list, newest first, trimmed on each push.
+RECENT = "recent"
 # Who each waiting run waits for: a set of run ids per workspace and name (user id,
 # group, "*", "asked:<id>"), all of a workspace in one slot. Readers prune decided runs.
 WAITING = "waiting"
@@ -115,6 +117,10 @@ class ChatKeys(ShardedKeys):
     def note(self, key: str) -> str:
         """A note an adapter keeps for a while (``set_note``), in a slot of its own."""
         return f"{self.prefix}:{NOTE}:{{{key}}}"
+
+    def recent(self, key: str) -> str:
+        """A short list kept newest first (``push_recent``), in a slot of its own."""
+        return f"{self.prefix}:{RECENT}:{{{key}}}"
 
     def timers(self) -> tuple[str, str]:
         """The timed jobs: their due times (sorted set) and their data (hash)."""

@@ -63,10 +63,16 @@ _SCHEMA = (
     # Notes adapters keep for a while (``set_note``); a lapsed one is ignored, then replaced.
     """CREATE TABLE IF NOT EXISTS notes (
         key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL NOT NULL)""",
+    # Short lists by key, newest last (``push_recent``): a person's recent decisions.
+    """CREATE TABLE IF NOT EXISTS recent (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, item TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS recent_by_key ON recent (key, seq)",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
 )
+_TRIM_RECENT = """DELETE FROM recent WHERE key = ? AND seq NOT IN
+    (SELECT seq FROM recent WHERE key = ? ORDER BY seq DESC LIMIT ?)"""
 _SET_NOTE = """INSERT INTO notes (key, value, expires_at) VALUES (?, ?, ?)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"""
 _NOTE = "SELECT value FROM notes WHERE key = ? AND expires_at > ?"
@@ -198,6 +204,19 @@ class SQLiteChatState(StoreCardLocks):
     async def note(self, key: str) -> str | None:
         rows = await self._file.fetch(_NOTE, (key, time.time()))
         return str(rows[0][0]) if rows else None
+
+    async def push_recent(self, key: str, item: str, *, keep: int) -> None:
+        async def work(db: aiosqlite.Connection) -> None:
+            await changes(db, "INSERT INTO recent (key, item) VALUES (?, ?)", (key, item))
+            await changes(db, _TRIM_RECENT, (key, key, keep))
+
+        await self._file.run(work, transaction=True)
+
+    async def recent(self, key: str) -> list[str]:
+        rows = await self._file.fetch(
+            "SELECT item FROM recent WHERE key = ? ORDER BY seq DESC", (key,)
+        )
+        return [str(row[0]) for row in rows]
 
     async def set_timer(self, key: str, due: float, data: str) -> None:
         await self._file.changes(_SET_TIMER, (key, due, data))

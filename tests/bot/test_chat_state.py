@@ -492,3 +492,12 @@ async def test_a_note_is_found_until_it_lapses_and_a_new_one_replaces_it(
     assert await chat.note("answer:2") is None  # lapsed
     await chat.set_note("answer:2", "run-4", ttl=60)  # a lapsed note is replaced
     assert await chat.note("answer:2") == "run-4"
+
+
+async def test_a_recent_list_keeps_its_newest_items_newest_first(chat: ChatState) -> None:
+    assert await chat.recent("decided:U1") == []
+    for i in range(5):
+        await chat.push_recent("decided:U1", f"d{i}", keep=3)
+    await chat.push_recent("decided:U2", "other", keep=3)
+    assert await chat.recent("decided:U1") == ["d4", "d3", "d2"]
+    assert await chat.recent("decided:U2") == ["other"]
