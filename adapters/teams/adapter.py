@@ -8,7 +8,7 @@ from typing import Final
 from aiohttp import web
 from botbuilder.integration.aiohttp import CloudAdapter
 
-from bot import ChatCore
+from bot import ChatCore, TaskTracker, ThreadKey
 
 from .auth import TeamsAuth
 from .convert import PLATFORM
@@ -45,10 +45,15 @@ class TeamsAdapter:
                 "Teams is off: set MICROSOFT_APP_ID (or TEAMS_ALLOW_UNAUTHENTICATED=true "
                 "for local testing only)"
             )
+        self._bot = bot
         self.auth = TeamsAuth(settings)
+        self.tasks = TaskTracker()
+        """Work the adapter does behind a request (a Stop pressed on a streamed answer)."""
         self._cloud = CloudAdapter(self.auth.framework)
         people = Directory()
-        self.messenger = TeamsMessenger(self._cloud, bot.chat, self.auth, people=people)
+        self.messenger = TeamsMessenger(
+            self._cloud, bot.chat, self.auth, people=people, stop_pressed=self._stop_pressed
+        )
         turns = Turns(bot, bot.chat, self.auth, people)
         self._handler = MessagesHandler(self._cloud, self.auth, turns)
 
@@ -69,5 +74,26 @@ class TeamsAdapter:
             )
 
     async def stop(self) -> None:
-        """Stop the token check threads (connector clients live for one call each)."""
+        """Finish the adapter's tasks, then stop the token check threads (connector
+        clients live for one call each)."""
+        await self.tasks.aclose()
         self.auth.close()
+
+    async def drain(self) -> None:
+        """Wait until the adapter and the core are idle (tests)."""
+        while self.tasks.running or self._bot.busy:
+            await self.tasks.drain()
+            await self._bot.drain()
+
+    def _stop_pressed(self, thread: ThreadKey, user_id: str) -> None:
+        """Teams' Stop on a streamed answer: the request is stopped behind, not in the
+        stream's way."""
+        try:
+            self.tasks.spawn(self._stop(thread, user_id), name=f"teams-stop:{thread.id}")
+        except RuntimeError:
+            log.warning("a Stop pressed in %s during shutdown was dropped", thread.id)
+
+    async def _stop(self, thread: ThreadKey, user_id: str) -> None:
+        said = await self._bot.on_stop(thread, user_id)
+        if said:
+            await self.messenger.tell(thread, user_id, said)

@@ -71,12 +71,25 @@ NO_STREAMING_TTL: Final = 3600.0
 """How long (seconds) a chat where Teams refused streaming gets whole messages only."""
 
 
+StopPressed = Callable[[ThreadKey, str], None]
+"""A person (the core's user id) pressed Teams' Stop on a streamed answer in a thread."""
+
+
 class MissingReference(LookupError):
     """The bot never received an activity from this thread, so it cannot post there."""
 
 
+def _no_stop(thread: ThreadKey, user_id: str) -> None:
+    return None
+
+
 class TeamsMessenger:
-    """The ``Messenger`` for Teams threads."""
+    """The ``Messenger`` for Teams threads.
+
+    Args:
+        stop_pressed: Called at once (not awaited) when the person a streamed answer
+            is addressed to presses Teams' Stop on it, while its run still goes on.
+    """
 
     def __init__(
         self,
@@ -86,6 +99,7 @@ class TeamsMessenger:
         *,
         people: Directory | None = None,
         pace: StreamPace | None = None,
+        stop_pressed: StopPressed = _no_stop,
     ) -> None:
         self._cloud = cloud
         self._chat = chat
@@ -93,6 +107,7 @@ class TeamsMessenger:
         self.people = people or Directory()
         self.pace = pace or StreamPace()
         """How often a streamed answer sends (tests make it quick)."""
+        self._stop_pressed = stop_pressed
         self._streaming: set[str] = set()
         """1:1 chats with a streamed answer under way (Teams streams one at a time)."""
         self._no_streaming: TTLCache[str, bool] = TTLCache(maxsize=10_000, ttl=NO_STREAMING_TTL)
@@ -187,12 +202,16 @@ class TeamsMessenger:
         async def rated(activity_id: str | None, run_id: str) -> None:
             await feedback.keep(self._chat, chat, activity_id, run_id)
 
+        # The requester; in a 1:1 chat that is the one person chatting.
+        user_id = to.id if to is not None else _user_id(reference)
+
         self._streaming.add(chat)
         try:
             return await open_stream(
                 StreamChannel(self._send, reference),
                 pace=self.pace,
                 done=lambda: self._streaming.discard(chat),
+                stopped=lambda: self._stop_pressed(thread, user_id),
                 rated=rated,
             )
         except StreamRefused as exc:
@@ -462,6 +481,12 @@ def _reference(
         channel_id=near.channel_id or CHANNEL_ID,
         service_url=near.service_url,
     )
+
+
+def _user_id(reference: ConversationReference) -> str:
+    """The core's id of the person a reference points to (as ``convert`` reads a sender)."""
+    person = reference.user
+    return str(getattr(person, "aad_object_id", None) or getattr(person, "id", None) or "")
 
 
 def _tenant_of(near: ThreadKey, reference: ConversationReference) -> str | None:

@@ -22,9 +22,14 @@ When Teams refuses on the way (429: the next update waits longer; anything else:
 the stream is given up, the text keeps being collected), ``finish`` shows the
 whole text anyway: in the streamed message replaced in place (``PUT``, as a plain
 message) when some text was streamed, else (or when Teams keeps the message as it
-is: a user pressed Stop) in plain messages below it; only when those fail too does
-it raise ``StreamBroken``, and the core posts the text whole. What was streamed may
-show twice; nothing is lost.
+is) in plain messages below it; only when those fail too does it raise
+``StreamBroken``, and the core posts the text whole. What was streamed may show
+twice; nothing is lost.
+
+Except when the user pressed Teams' Stop on it (403 ``ContentStreamNotAllowed``
+"Content stream was cancelled by user."): they asked for no more, so nothing more
+is shown (Teams keeps what was streamed, and lets nothing change it), and
+``stopped`` is called once, so the adapter stops the request itself.
 """
 
 from __future__ import annotations
@@ -83,6 +88,13 @@ class StreamRefused(Exception):
     def throttled(self) -> bool:
         """Too many requests: the next one may pass after a while."""
         return self.status == 429
+
+    @property
+    def stopped_by_user(self) -> bool:
+        """The user pressed Teams' Stop on this stream ("Stream bot messages": 403
+        ``ContentStreamNotAllowed``, "Content stream was cancelled by user.")."""
+        text = self.message.lower()
+        return self.status == 403 and ("cancelled by user" in text or "canceled by user" in text)
 
     @property
     def not_here(self) -> bool:
@@ -152,6 +164,8 @@ class TeamsStream:
         channel: Where its requests go.
         pace: How often it may send.
         done: Called once when it is over (the chat may stream again).
+        stopped: Called once (not awaited) if the user pressed Teams' Stop on it while
+            the answer was still going.
         rated: Called with the last message of a finished run's answer, which offers
             Teams' feedback buttons (a press names only the message).
         clock: Seconds, monotonic (tests may pass their own).
@@ -163,12 +177,16 @@ class TeamsStream:
         *,
         pace: StreamPace,
         done: Callable[[], None] = lambda: None,
+        stopped: Callable[[], None] = lambda: None,
         rated: Rated = _not_kept,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._channel = channel
         self._pace = pace
         self._done = done
+        self._on_stopped = stopped
+        self._stopped = False
+        """The user pressed Stop: Teams takes nothing more, and nothing more is shown."""
         self._rated = rated
         self._feedback: str | None = None
         """The run a finished answer ends (``finish``): its last message offers feedback."""
@@ -229,12 +247,18 @@ class TeamsStream:
             if self._pump is not None:
                 await self._pump
             parts = split_text(final_text(self._text, tuple(self._steps.values())))
-            if not parts:
-                return  # nothing to show: Teams takes no final without text
+            if not parts or self._stopped:
+                return  # nothing to show (Teams takes no final without text), or not wanted
             if self._broken is None and self._age() < STREAM_TIME_LIMIT - STREAM_TIME_MARGIN:
                 try:
                     await self._final(parts[0], last=len(parts) == 1)
-                except (StreamRefused, Undeliverable) as exc:
+                except StreamRefused as exc:
+                    if exc.stopped_by_user:
+                        # A finished answer has no run left to stop; a paused one has.
+                        self._stop_pressed(exc, run_over=feedback is not None)
+                        return
+                    self._broken = str(exc)
+                except Undeliverable as exc:
                     self._broken = str(exc)
                 else:
                     await self._posted(parts[1:])
@@ -285,6 +309,9 @@ class TeamsStream:
             if exc.throttled:
                 self._answered = self._clock() + self._pace.every  # back off
                 return
+            if exc.stopped_by_user:
+                self._stop_pressed(exc, run_over=False)
+                return
             log.warning("Teams stopped a streamed answer: %s", exc)
             self._broken = str(exc)
             return
@@ -296,6 +323,16 @@ class TeamsStream:
             self._shown_text = text
         else:
             self._shown_info = text
+
+    def _stop_pressed(self, exc: StreamRefused, *, run_over: bool) -> None:
+        """The user pressed Stop: the stream is over, and (once) the request is stopped."""
+        log.info("the user stopped a streamed answer: %s", exc)
+        self._broken = str(exc)
+        if self._stopped:
+            return
+        self._stopped = True
+        if not run_over:
+            self._on_stopped()
 
     async def _request(self, kind: StreamType, text: str) -> str | None:
         self._sequence += 1
@@ -385,10 +422,15 @@ class TeamsStream:
 
 
 async def open_stream(
-    channel: StreamChannel, *, pace: StreamPace, done: Callable[[], None], rated: Rated
+    channel: StreamChannel,
+    *,
+    pace: StreamPace,
+    done: Callable[[], None],
+    stopped: Callable[[], None],
+    rated: Rated,
 ) -> TeamsStream:
     """A started stream (see ``TeamsStream.open``; ``done`` is called if it fails)."""
-    stream = TeamsStream(channel, pace=pace, done=done, rated=rated)
+    stream = TeamsStream(channel, pace=pace, done=done, stopped=stopped, rated=rated)
     try:
         await stream.open()
     except BaseException:

@@ -210,6 +210,9 @@ class FakeConnector:
         self.stop_after: int | None = None
         """After this many requests of a stream, its user presses Stop: later requests get
         403 "Content stream was cancelled by user" (and so does replacing it)."""
+        self.time_out_after: int | None = None
+        """After this many requests of a stream, its two minutes are over early: later
+        requests get 403 "Content stream finished due to exceeded streaming time"."""
         self.url = ""
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -289,7 +292,7 @@ class FakeConnector:
                 call.body,
             )
         now = time.monotonic()
-        if now - stream.started > STREAM_LIMIT_SECONDS:
+        if self._timed_out(stream, now):
             return self._refuse(
                 403, "Content stream finished due to exceeded streaming time.", call.body
             )
@@ -363,9 +366,12 @@ class FakeConnector:
 
     def _open(self, stream: Stream, now: float) -> bool:
         """Whether a stream still streams (Teams has one at a time per chat)."""
-        timed_out = now - stream.started > STREAM_LIMIT_SECONDS
         ended = stream.final is not None or stream.replaced or self._stopped(stream)
-        return not (ended or timed_out)
+        return not (ended or self._timed_out(stream, now))
+
+    def _timed_out(self, stream: Stream, now: float) -> bool:
+        early = self.time_out_after is not None and len(stream.requests) >= self.time_out_after
+        return early or now - stream.started > STREAM_LIMIT_SECONDS
 
     def _stopped(self, stream: Stream) -> bool:
         return self.stop_after is not None and len(stream.requests) >= self.stop_after

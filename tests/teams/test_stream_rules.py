@@ -13,6 +13,7 @@ from adapters.teams import StreamPace
 from adapters.teams.streaming import (
     INFORMATIVE_LIMIT,
     TEXT_BUDGET,
+    StreamRefused,
     TeamsStream,
     informative_text,
     split_text,
@@ -188,3 +189,35 @@ async def test_an_answer_finished_without_a_run_offers_no_feedback() -> None:
 
     assert not any(_offers_feedback(a) for a in channel.sent)
     assert rated.kept == []
+
+
+class StoppedChannel(Channel):
+    """Its user presses Stop after the first request: Teams refuses the rest."""
+
+    async def send(self, activity: Activity) -> str | None:
+        if self.sent:
+            raise StreamRefused(
+                403, "ContentStreamNotAllowed", "Content stream was cancelled by user."
+            )
+        return await super().send(activity)
+
+    async def replace(self, activity_id: str, activity: Activity) -> None:
+        raise StreamRefused(403, "ContentStreamNotAllowed", "Content stream was cancelled by user.")
+
+
+async def test_a_stream_the_user_stops_stops_once_and_shows_nothing_more() -> None:
+    channel, pressed = StoppedChannel(), list[int]()
+    stream = TeamsStream(channel, pace=PACE, stopped=lambda: pressed.append(1))
+    await stream.open()
+
+    await stream.write("hello")
+    deadline = time.monotonic() + 5
+    while not pressed:
+        assert time.monotonic() < deadline, channel.sent
+        await asyncio.sleep(0.005)
+    await stream.write(" world")
+    await stream.finish()
+
+    assert pressed == [1]
+    assert channel.kinds() == ["informative"]
+    assert channel.replaced == []
