@@ -40,7 +40,7 @@ from agents.mcp import mcp_servers
 
 from . import messages
 from .chat_state import ChatState, InboxEntry, ThreadNote, grant_key, open_chat_state
-from .decisions import Decisions
+from .decisions import RECENT_DECISION, Decisions, recent_key
 from .following import Following
 from .housekeeping import Housekeeping
 from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
@@ -73,9 +73,6 @@ FEEDBACK = "feedback"
 """The audit event of a person's 👍 / 👎 on an answer (``result``: the rating)."""
 FEEDBACK_HELPFUL = "helpful"
 FEEDBACK_UNHELPFUL = "unhelpful"
-INBOX_DECISIONS = 10
-"""How many of a person's latest decisions the inbox shows."""
-INBOX_EVENTS = frozenset({"approved", "declined", "edited", "voted"})
 SWEEP_INTERVAL = 30.0
 """The longest pause between two housekeeping passes (expiry, crash recovery)."""
 CLICK_WAIT = 2.5
@@ -303,24 +300,18 @@ class ChatBot:
         )
 
     async def _recent_decisions(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
-        """``user_id``'s latest decisions in a workspace, newest first."""
+        """``user_id``'s latest decisions in a workspace, newest first (a sensitive
+        tool's arguments left out, as the policy says now)."""
         found: list[InboxDecision] = []
-        for entry in reversed(await self.store.list_audit()):
-            if entry.event not in INBOX_EVENTS or not (entry.thread_id or "").startswith(scope):
+        for item in await self.chat.recent(recent_key(scope, user_id)):
+            try:
+                decision = RECENT_DECISION.validate_json(item)
+            except ValueError:
+                log.warning("a kept decision of %s is not readable; skipped", user_id)
                 continue
-            if user_id not in (entry.actor or "").split(","):
-                continue
-            sensitive = self.policy.rule(entry.tool_name).sensitive
-            found.append(
-                InboxDecision(
-                    tool_name=entry.tool_name,
-                    outcome=entry.event,
-                    at=entry.at,
-                    args={} if sensitive else entry.args,
-                )
-            )
-            if len(found) == INBOX_DECISIONS:
-                break
+            if self.policy.rule(decision.tool_name).sensitive:
+                decision = replace(decision, args={})
+            found.append(decision)
         return tuple(found)
 
     async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:

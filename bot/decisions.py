@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+from pydantic import TypeAdapter
 
 from agents import (
     Agent,
@@ -37,13 +39,14 @@ from . import messages
 from .chat_state import CardPlace, ChatState, ask_of, grant_key
 from .metrics import DecisionOutcome, Metrics
 from .policy import ApprovalPolicy, parse_duration
-from .presenter import Presenter
+from .presenter import Presenter, scope_of
 from .tasks import KeyedLocks, TaskTracker
 from .types import (
     ApprovalCard,
     CardStatus,
     Click,
     ClickResult,
+    InboxDecision,
     Messenger,
     Notice,
     Person,
@@ -52,11 +55,23 @@ from .types import (
     Text,
     ThreadKey,
     naming,
+    tool_label,
 )
 from .views import edit_fields, edit_form, form_answer, prompt, thread_of
 from .votes import VOTED, audit_vote
 
 log = logging.getLogger(__name__)
+
+RECENT_DECISIONS: Final = 10
+"""How many of a person's latest decisions their inbox lists (kept per person)."""
+RECENT_DECISION = TypeAdapter(InboxDecision)
+"""JSON of one kept decision (the chat state's ``push_recent``)."""
+
+
+def recent_key(scope: str, user_id: str) -> str:
+    """Where a person's latest decisions in a workspace are kept."""
+    return f"decided:{scope}{user_id}"
+
 
 _AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
 _CARD_ENDINGS: dict[str, Literal["approved", "declined", "expired", "stopped"]] = {
@@ -381,11 +396,29 @@ class Decisions:
         await self._chat.add_vote(call.run_id, ask_of(call), me)
         await audit_vote(self._store, click, call)
         self._metrics.decided("voted")
+        await self._keep_decided(click.thread, call, "voted", (click.user_id,))
         card = self._presenter.card(click.thread, call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         await self._show(click, call, card)
         return _decided(click, card)
+
+    async def _keep_decided(
+        self, thread: ThreadKey, call: PendingInfo, outcome: str, people: tuple[str, ...]
+    ) -> None:
+        """Add a decision to each decider's recent decisions (their inbox lists them).
+        The decision stands by now: a failure to keep it is logged, not raised."""
+        item = RECENT_DECISION.dump_json(
+            InboxDecision(
+                tool_name=call.tool_name, outcome=outcome, at=datetime.now(UTC), args=call.args
+            )
+        ).decode()
+        for person in people:
+            try:
+                key = recent_key(scope_of(thread), person)
+                await self._chat.push_recent(key, item, keep=RECENT_DECISIONS)
+            except Exception:
+                log.exception("could not keep %s's decision on %s", person, call.tool_call_id)
 
     async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
         """Show a card's new state wherever it is (the clicked message, if it was never
@@ -433,6 +466,8 @@ class Decisions:
             "declined" if click.action == "decline" else "approved"
         )
         self._metrics.decided(status)
+        outcome = "edited" if edited is not None else status
+        await self._keep_decided(click.thread, call, outcome, deciders)
         shown, before = call, None
         if edited is not None:
             # What runs is what the runtime validated (its types, its defaults).
@@ -645,7 +680,34 @@ class Decisions:
     ) -> None:
         await self._show(click, call, card)
         async with self._threads.hold(click.thread.id):
+            told = _decision_notice(click, call, card)
+            if told is not None:
+                # Above what the run does next, so the requester hears it first.
+                requester, text = told
+                to = self._presenter.who(click.thread, requester)
+                await self._presenter.say(messenger, click.thread, Notice(text=text, to=to))
             await self._presenter.consume(click.thread, messenger, stream, requester=call.requester)
+
+
+def _decision_notice(
+    click: Click, call: PendingInfo, card: ApprovalCard | Prompt
+) -> tuple[str, str] | None:
+    """Whom to tell that their card was decided, and what: whoever asked, when someone
+    else approved or declined it (a question's answer, or one's own decision, needs none)."""
+    if not isinstance(card, ApprovalCard) or card.status not in ("approved", "declined"):
+        return None
+    if call.requester is None or call.requester == click.user_id:
+        return None
+    tool = tool_label(card)
+    if card.status == "declined" and card.reason:
+        text = messages.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
+    elif card.status == "declined":
+        text = messages.DECIDED_DECLINED.format(tool=tool)
+    elif card.granted_for:
+        text = messages.DECIDED_GRANTED.format(tool=tool, duration=card.granted_for)
+    else:
+        text = messages.DECIDED_APPROVED.format(tool=tool)
+    return call.requester, text
 
 
 def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:

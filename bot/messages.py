@@ -50,6 +50,16 @@ RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."
 )
+DECIDED_APPROVED: Final = "your request to run `{tool}` was approved; it runs now."
+DECIDED_GRANTED: Final = (
+    "your request to run `{tool}` was approved, with its later calls here for {duration}; "
+    "it runs now."
+)
+DECIDED_DECLINED: Final = "your request to run `{tool}` was declined, so it did not run."
+DECIDED_DECLINED_WHY: Final = (
+    "your request to run `{tool}` was declined, so it did not run. Reason: {reason}"
+)
+"""Said to whoever asked, when someone else decided their card (the card says who)."""
 GRANTED_RUN: Final = (
     "`{tool}` ran under your grant for this thread, without a new card "
     "(reply `revoke` to end this thread's grants)."

@@ -298,6 +298,29 @@ def test_a_tools_own_section_decides_where_its_cards_go() -> None:
 # -- the inbox ----------------------------------------------------------------
 
 
+async def test_recent_decisions_are_kept_per_person_newest_first_without_the_audit_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bot, _, ran = wired('[tools.refund]\napprovers = ["U2"]\nsensitive = true\n')
+    for i in range(12):
+        await ask(bot, f"B-{i}")
+        (card,) = (await bot.inbox(THREAD, "U2")).waiting
+        assert (await bot.on_click(press(card, "U2"))).accepted
+        await bot.drain()
+    assert len(ran) == 12
+
+    async def no_scan(**_: Any) -> list[Any]:
+        raise AssertionError("the inbox must not read the whole audit log")
+
+    monkeypatch.setattr(bot.store, "list_audit", no_scan)
+    decided = (await bot.inbox(THREAD, "U2")).decided
+    assert len(decided) == 10  # the newest ten
+    assert [d.outcome for d in decided] == ["approved"] * 10
+    assert [d.at for d in decided] == sorted((d.at for d in decided), reverse=True)
+    assert all(d.args == {} for d in decided)  # a sensitive tool's arguments stay out
+    assert (await bot.inbox(THREAD, "U1")).decided == ()  # the requester decided nothing
+
+
 async def test_the_inbox_lists_what_waits_for_a_person_and_its_buttons_decide() -> None:
     bot, messenger, ran = wired('[tools.refund]\napprovers = ["U2"]\n')
     await ask(bot, "B-1", thread=THREAD)

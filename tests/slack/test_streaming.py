@@ -173,8 +173,9 @@ async def test_a_call_waiting_for_approval_ends_the_stream_above_its_card(
     await bot.idle()
     assert len(ran.deploys) == 1
     assert not has_buttons(card)
-    first_again, card_again, resumed = slack.in_thread(CHANNEL, root)
+    first_again, card_again, told, resumed = slack.in_thread(CHANNEL, root)
     assert (first_again, card_again) == (first, card), "the resumed answer is a new message"
+    assert told.text.startswith(f"<@{ALICE}>: your request to run `deploy` was approved")
     assert resumed.started_with is not None
     assert resumed.started_with["recipient_user_id"] == ALICE, "still addressed to who asked"
     assert resumed.text.startswith("Done. deploy ok")
