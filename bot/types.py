@@ -215,8 +215,10 @@ class Prompt:
 
     @property
     def form(self) -> bool:
-        """Whether the question is answered with a form (it asks for several things)."""
-        return len(self.fields) > 1
+        """Whether the question is answered with a form: it asks for several things, or
+        for one that is not free text (a choice, a number, yes or no). A reply in the
+        thread still answers it."""
+        return len(self.fields) > 1 or any(field.kind != "text" for field in self.fields)
 
 
 def tool_label(view: ApprovalCard | Prompt) -> str:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from agents import PendingInfo
+from bot import Prompt
 from bot.tasks import KeyedLocks, TaskTracker
-from bot.views import ReplyBuffer, approval_card, question_text
+from bot.views import ReplyBuffer, approval_card, prompt_fields, question_text
 
 
 async def test_drain_waits_for_work_spawned_by_work() -> None:
@@ -135,3 +136,24 @@ def test_a_card_shows_a_reply_the_tool_takes_as_it_is() -> None:
     info = replace(waiting(None), kind="approval", args={"cache": "cdn"}, answer="and the db")
     card = approval_card(info, expires_at=info.expires_at)
     assert card.args == {"cache": "cdn", "answer": "and the db"}
+
+
+@pytest.mark.parametrize(
+    ("properties", "form"),
+    [
+        ({}, False),  # no schema: a free reply
+        ({"city": {"type": "string"}}, False),  # one text field: the reply is the answer
+        ({"city": {"type": "string"}, "days": {"type": "integer"}}, True),
+        ({"action": {"enum": ["start", "stop"]}}, True),  # one choice: a form offers them
+        ({"days": {"type": "integer"}}, True),
+        ({"confirm": {"type": "boolean"}}, True),
+    ],
+)
+def test_a_question_is_a_form_when_it_asks_several_things_or_one_not_free_text(
+    properties: dict[str, Any], form: bool
+) -> None:
+    fields = prompt_fields({"type": "object", "properties": properties} if properties else None)
+    asked = Prompt(
+        run_id="r", tool_call_id="c", tool_name="t", agent_path=("a",), question="?", fields=fields
+    )
+    assert asked.form is form
