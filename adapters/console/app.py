@@ -257,6 +257,13 @@ class ConsoleAdapter:
             case "e" | "edit" if card.editable:
                 self._editing = _Edit(ref=ref, card=card)
                 return
+            case "stop" | "s":
+                thread = card.requested_in or self.thread  # an inbox shows other threads
+                said = await self.bot.on_stop(thread, self.user, card.run_id)
+                if said:
+                    self.messenger.write(texts.PRIVATE.format(text=plain_text(said)))
+                await self.bot.drain()
+                return
             case "g" | "grant" if card.grant_for:
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
@@ -427,7 +434,7 @@ def _card_answers(card: ApprovalCard, *, reask: bool) -> str:
     options.append(texts.DECLINE_OPTION)
     if not reask:
         return texts.CARD_QUESTION.format(options=" / ".join(shown for shown, _ in options))
-    answers = [answer for _, answer in options]
+    answers = [answer for _, answer in options] + [texts.STOP_ANSWER]
     return texts.CARD_REASK.format(options=", ".join(answers[:-1]) + ", or " + answers[-1])
 
 

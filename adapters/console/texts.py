@@ -23,6 +23,8 @@ DECLINE_OPTION: Final = (
     "'d' or 'n' (then a reason, if you like) to decline",
 )
 """Each answer a card takes: as the prompt lists it, and as the re-ask explains it."""
+STOP_ANSWER: Final = "'stop' to stop the whole request"
+"""Also taken at a card's prompt, and named only when it asks again."""
 EDIT_FIELD: Final = "    {label} [{value}]: "
 CARD_GRANTED: Final = " (and its like in this thread, for {duration})"
 CARD_EDITED: Final = "    edited by {who}: {changes}"

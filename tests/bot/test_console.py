@@ -50,6 +50,16 @@ async def test_a_card_is_answered_on_the_next_line() -> None:
     assert ran.count == 1
 
 
+async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
+    ran = Counter()
+    out = await chat(restart_agent(ran), "restart the api", "x", "stop")
+    assert "'stop' to stop the whole request" in out  # named when it asks again
+    assert "[stopped] restart_service: ada stopped the request before anyone decided" in out
+    assert "ada: stopped as you asked. Nothing more runs for this request." in out
+    assert "still waiting" not in out
+    assert ran.count == 0
+
+
 async def test_declining_takes_the_rest_of_the_line_as_the_reason() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "d not during lunch")
