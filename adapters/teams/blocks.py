@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from bot import Person
+from bot import ApprovalCard, Person, Prompt, tool_label
 
 from . import messages
 
@@ -49,6 +49,17 @@ def escape(text: str) -> str:
 def person_text(person: Person) -> str:
     """A person as a card or message names them: their name, else their id (escaped)."""
     return escape(cut(person.name or person.id, MAX_NAME))
+
+
+def tool_name(view: ApprovalCard | Prompt) -> str:
+    """The tool a card or question names (with its MCP server), cut to fit: plain text,
+    for summaries and tooltips."""
+    return cut(tool_label(view), MAX_NAME)
+
+
+def tool_name_text(view: ApprovalCard | Prompt) -> str:
+    """``tool_name`` for a card's or message's markdown (escaped)."""
+    return escape(tool_name(view))
 
 
 def text_block(text: str, **style: Any) -> dict[str, Any]:

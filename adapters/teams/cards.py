@@ -19,7 +19,7 @@ import functools
 import math
 from typing import Any, Final, Literal, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply, tool_label
+from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply
 
 from . import links, messages
 from .blocks import CARD_BUDGET_BYTES as CARD_BUDGET_BYTES
@@ -36,6 +36,8 @@ from .blocks import (
     rfc3339,
     show_value,
     text_block,
+    tool_name,
+    tool_name_text,
 )
 from .blocks import escape as escape
 from .blocks import person_text as person_text
@@ -50,6 +52,8 @@ QUESTION_KIND: Final = "question"
 
 NOTICE_KIND: Final = "notice"
 """Marks the data of a notice's End grant."""
+STOP_KIND: Final = "stop"
+"""Marks the data of Stop under the text before a card or question (also its verb)."""
 ASK: Final = "ask"
 """The key of a card's ask in its actions' data."""
 SHOWN_IN: Final = "shown_in"
@@ -104,9 +108,10 @@ def approval_card(
 def question_card(prompt: Prompt) -> dict[str, Any]:
     """The Adaptive Card for a tool's question.
 
-    Waiting, it has Decline and Cancel, and, when it asks for several things, a
-    form with one input per field and Send; settled, it says who answered,
-    declined or cancelled it (or that it expired), without actions.
+    Waiting, it has Decline and Cancel, and, when it is a form (``Prompt.form``: it
+    asks for several things, or for one that is not free text), one input per field
+    and Send; settled, it says who answered, declined or cancelled it (or that it
+    expired), without actions.
     """
     for text_limit, hint_limit in _QUESTION_LIMITS:
         rendered = _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit)
@@ -115,6 +120,27 @@ def question_card(prompt: Prompt) -> dict[str, Any]:
     # A form too big for a message (thousands of choices): a reply in the thread answers it.
     text_limit, hint_limit = _QUESTION_LIMITS[-1]
     return _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit, inputs=False)
+
+
+def stop_card(run_id: str) -> dict[str, Any]:
+    """The card under the text before a card or question of a run still going: one Stop
+    (``ChatCore.on_stop``), which sends no inputs."""
+    data = {"kind": STOP_KIND, "action": STOP_KIND, "run_id": run_id}
+    stop = execute(
+        messages.STOP,
+        data,
+        style="destructive",
+        tooltip=messages.STOP_TOOLTIP,
+        with_inputs=False,
+    )
+    return {
+        "type": "AdaptiveCard",
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "version": CARD_VERSION,
+        "fallbackText": messages.STOP,
+        "body": [],
+        "actions": [stop],
+    }
 
 
 def action_data(
@@ -153,15 +179,13 @@ def question_data(prompt: Prompt, action: QuestionAction) -> dict[str, str]:
 
 def summary(card: ApprovalCard) -> str:
     """A one-line plain text for notifications (not markdown: see ``escape``)."""
-    return messages.CARD_SUMMARY.format(
-        agent=agent_name(card.agent_path), tool=cut(tool_label(card), MAX_NAME)
-    )
+    return messages.CARD_SUMMARY.format(agent=agent_name(card.agent_path), tool=tool_name(card))
 
 
 def question_summary(prompt: Prompt) -> str:
     """A one-line plain text of a question, for notifications (not markdown)."""
     return messages.QUESTION_SUMMARY.format(
-        tool=cut(tool_label(prompt), MAX_NAME), question=cut(prompt.question, MAX_SUMMARY)
+        tool=tool_name(prompt), question=cut(prompt.question, MAX_SUMMARY)
     )
 
 
@@ -193,7 +217,7 @@ def _approval_card(
         text_block(
             messages.CARD_WANTS_TO_RUN.format(
                 agent=escape(agent_name(card.agent_path)),
-                tool=escape(cut(tool_label(card), MAX_NAME)),
+                tool=tool_name_text(card),
             )
         ),
         args_facts(card.args, value_limit=value_limit, max_facts=max_facts),
@@ -249,7 +273,7 @@ def _approval_card(
 def _grant_actions(card: ApprovalCard) -> list[dict[str, Any]]:
     """ "Approve for this thread (1h)", one per duration the card offers; like Approve,
     they send no inputs."""
-    tool = cut(tool_label(card), MAX_NAME)
+    tool = tool_name(card)
     return [
         execute(
             messages.GRANT.format(duration=cut(duration, MAX_LABEL)),
@@ -324,7 +348,7 @@ def _question_card(
     body.append(
         text_block(
             messages.PROMPT.format(
-                tool=escape(cut(tool_label(prompt), MAX_NAME)),
+                tool=tool_name_text(prompt),
                 question=escape(cut(prompt.question, text_limit)),
             )
         )

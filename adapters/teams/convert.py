@@ -25,6 +25,7 @@ from .cards import (
     QUESTION_KIND,
     REASON_INPUT,
     SHOWN_IN,
+    STOP_KIND,
 )
 from .links import MESSAGE_ID, NO_TENANT
 
@@ -206,6 +207,49 @@ def refresh_click(activity: Activity, thread: ThreadKey) -> Click | None:
     )
 
 
+class _StopData(BaseModel):
+    """The data of Stop under the text before a card (``cards.stop_card``)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    kind: Literal["stop"]
+    action: Literal["stop"]
+    run_id: str = Field(min_length=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopPress:
+    """A person pressed Stop for the run ``run_id`` in ``thread``."""
+
+    thread: ThreadKey
+    user_id: str
+    run_id: str
+
+
+def is_stop(activity: Activity) -> bool:
+    """Whether an activity is a press of Stop: an ``adaptiveCard/action`` invoke with its
+    verb, or its Action.Submit fallback (a message whose ``value`` is of its kind)."""
+    value = activity.value if isinstance(activity.value, dict) else {}
+    if activity.type == "invoke":
+        action = value.get("action")
+        return isinstance(action, dict) and action.get("verb") == STOP_KIND
+    return value.get("kind") == STOP_KIND
+
+
+def stop_press(activity: Activity, thread: ThreadKey) -> StopPress | None:
+    """The Stop a press (``is_stop``) carries, or ``None`` when its data is malformed."""
+    data: Any = activity.value if isinstance(activity.value, dict) else None
+    if activity.type == "invoke" and data is not None:
+        action = data.get("action")
+        data = action.get("data") if isinstance(action, dict) else None
+    try:
+        parsed = _StopData.model_validate(data)
+    except ValidationError:
+        return None
+    user_id, _ = _user(activity)
+    return StopPress(thread=thread, user_id=user_id, run_id=parsed.run_id)
+
+
 class _FeedbackAction(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
@@ -277,7 +321,10 @@ def shown_in_inbox(activity: Activity) -> bool:
 
 def is_submit(activity: Activity) -> bool:
     """Whether a message activity is one of our cards' submits rather than text."""
-    return isinstance(activity.value, dict) and activity.value.get("kind") in _ACTIONS
+    return isinstance(activity.value, dict) and activity.value.get("kind") in (
+        *_ACTIONS,
+        STOP_KIND,
+    )
 
 
 def message_ref(activity_id: str | None, conversation_id: str) -> MessageRef:

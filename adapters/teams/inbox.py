@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from bot import ApprovalCard, Inbox, InboxDecision, tool_label
+from bot import ApprovalCard, Inbox, InboxDecision
 
 from . import blocks, cards, links, messages
 
@@ -57,7 +57,7 @@ def summary(inbox: Inbox) -> str:
 
 def clicked_note(card: ApprovalCard) -> str:
     """What the top of the inbox says once a button of it decided ``card``."""
-    tool = blocks.escape(blocks.cut(tool_label(card), blocks.MAX_NAME))
+    tool = blocks.tool_name_text(card)
     if card.status == "pending":  # a vote of a quorum, counted
         return messages.INBOX_VOTED.format(tool=tool, count=len(card.approvals), quorum=card.quorum)
     return messages.INBOX_CLICKED.format(title=cards.card_title(card), tool=tool)
@@ -114,7 +114,7 @@ def _heading(text: str) -> dict[str, Any]:
 
 def _waiting(card: ApprovalCard, limits: _Limits) -> dict[str, Any]:
     """A call the person may decide: what, who asks, where, until when; Approve, Decline."""
-    tool = blocks.escape(blocks.cut(tool_label(card), blocks.MAX_NAME))
+    tool = blocks.tool_name_text(card)
     requester = blocks.person_text(card.requester) if card.requester else messages.CARD_SOMEONE
     items: list[dict[str, Any]] = [
         blocks.text_block(messages.INBOX_ITEM.format(tool=tool, requester=requester))
@@ -149,7 +149,7 @@ def _waiting(card: ApprovalCard, limits: _Limits) -> dict[str, Any]:
 
 
 def _requested(card: ApprovalCard) -> dict[str, Any]:
-    tool = blocks.escape(blocks.cut(tool_label(card), blocks.MAX_NAME))
+    tool = blocks.tool_name_text(card)
     at = blocks.rfc3339(card.expires_at)
     items = [blocks.text_block(messages.INBOX_REQUEST.format(tool=tool, at=at)), *_where(card)]
     return {"type": "Container", "items": items}

@@ -88,6 +88,11 @@ POINTER_DECLINED_WHY: Final = "❌ **{tool}** was declined by {who}: {reason}"
 POINTER_EXPIRED: Final = "⌛ **{tool}** expired: nobody decided in time, nothing was run."
 POINTER_STOPPED: Final = "🛑 **{tool}** was stopped by {who} before anyone decided."
 
+STOP: Final = "Stop"
+STOP_TOOLTIP: Final = "Stop this request: nothing more runs for it"
+STOPPED: Final = "Stopped."
+STOP_MALFORMED: Final = 'A Stop action carries the verb "stop" and data {kind: "stop", run_id}.'
+
 END_GRANT: Final = "End grant"
 END_GRANT_TOOLTIP: Final = "End this grant: later calls of the tool here ask for approval again"
 CLICK_DONE: Final = "Done."

@@ -118,7 +118,7 @@ class TeamsMessenger:
         reference = await self._reference(thread)
         if isinstance(view, Reply) and len(parts := split_text(view.text)) > 1:
             for part in parts[:-1]:
-                await self.post(thread, replace(view, text=part, feedback=None))
+                await self.post(thread, replace(view, text=part, feedback=None, stop=None))
             view = replace(view, text=parts[-1])
         activity = render(view, await self._audience(reference, view))
         run_id = view.feedback if isinstance(view, Reply) else None
@@ -455,7 +455,11 @@ def render(view: View, audience: refresh.Audience | None = None) -> Activity:
     if isinstance(view, Notice):
         text, entities = notices.addressed(view)
         return _markdown(text, entities=entities)
-    return _markdown(cards.text_of(view))
+    activity = _markdown(cards.text_of(view))
+    if isinstance(view, Reply) and view.stop is not None:
+        # Teams' own Stop shows on streamed answers only: a whole one carries ours.
+        activity.attachments = [_attachment(cards.stop_card(view.stop))]
+    return activity
 
 
 def _markdown(text: str, *, entities: tuple[dict[str, Any], ...] = ()) -> Activity:
@@ -506,5 +510,9 @@ def _card(content: dict[str, Any], *, summary: str) -> Activity:
     return Activity(
         type=ActivityTypes.message,
         summary=summary,
-        attachments=[Attachment(content_type=cards.CONTENT_TYPE, content=content)],
+        attachments=[_attachment(content)],
     )
+
+
+def _attachment(content: dict[str, Any]) -> Attachment:
+    return Attachment(content_type=cards.CONTENT_TYPE, content=content)

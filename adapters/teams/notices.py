@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final, assert_never
 
-from bot import CardPointer, Notice, tool_label
+from bot import CardPointer, Notice
 
 from . import blocks, cards, links, mentions, messages
 
@@ -20,7 +20,7 @@ _REASON_LIMIT: Final = 500
 def pointer_text(pointer: CardPointer) -> str:
     """Markdown for a card's pointer: where the card waits, then how it ended."""
     card = pointer.card
-    tool = blocks.escape(blocks.cut(tool_label(card), blocks.MAX_NAME))
+    tool = blocks.tool_name_text(card)
     who = ", ".join(map(blocks.person_text, card.decided_by)) or messages.CARD_SOMEONE
     match card.status:
         case "pending":

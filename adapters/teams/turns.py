@@ -105,6 +105,9 @@ class Turns:
             # Nothing else is declared in the manifest; answer without failing the client.
             await _answer_invoke(context, None)
             return
+        if convert.is_stop(activity):
+            await self._stop_invoke(context)
+            return
         thread = convert.thread_of(activity)
         looking = convert.refresh_click(activity, thread)
         if looking is not None:
@@ -144,6 +147,30 @@ class Turns:
         else:
             await self._bot.on_feedback(rated.thread, rated.user_id, run_id, helpful=rated.helpful)
         await _answer_invoke(context, {})
+
+    async def _stop_invoke(self, context: TurnContext) -> None:
+        """Stop under the text before a card: the presser reads that the run stopped, or
+        why it did not (the core says in the thread what it ended)."""
+        activity = context.activity
+        press = convert.stop_press(activity, convert.thread_of(activity))
+        if press is None:
+            body = _error_body(HTTPStatus.BAD_REQUEST, messages.STOP_MALFORMED)
+            await _answer_invoke(context, body, status=HTTPStatus.BAD_REQUEST)
+            return
+        said = await self._stop(activity, press)
+        await _answer_invoke(context, _message_body(said or messages.STOPPED))
+
+    async def _stop(self, activity: Activity, press: convert.StopPress) -> str:
+        """Stop the run for the presser; why nothing was stopped ("" when it was)."""
+        await self._remember(activity)
+        try:
+            said = await self._bot.on_stop(press.thread, press.user_id, press.run_id)
+        except Overloaded:
+            raise
+        except Exception:
+            log.exception("a Teams Stop failed")
+            return messages.ACTION_FAILED
+        return _markdown(said)
 
     async def _for_the_bot(self, activity: Activity, thread: ThreadKey) -> bool:
         """Whether a message is for the bot: in its 1:1 chat, with a mention, or a reply in a
@@ -222,6 +249,12 @@ class Turns:
 
     async def _submit(self, context: TurnContext) -> None:
         activity = context.activity
+        if convert.is_stop(activity):
+            press = convert.stop_press(activity, convert.thread_of(activity))
+            said = await self._stop(activity, press) if press else messages.ACTION_NOT_SUPPORTED
+            if said:  # nothing stopped (when it was, the core said so in the thread)
+                await self._reply(context, said)
+            return
         click = convert.submit_click(activity, convert.thread_of(activity))
         if click is None:
             await self._reply(context, messages.ACTION_NOT_SUPPORTED)

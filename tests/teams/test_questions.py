@@ -125,7 +125,7 @@ async def make_desk(
         yield make
 
 
-async def test_a_question_asks_with_a_form_only_when_it_asks_for_several_things(
+async def test_a_question_asks_with_a_form_unless_it_asks_for_one_free_text(
     make_desk: MakeDesk, connector: FakeConnector
 ) -> None:
     desk = await make_desk()
