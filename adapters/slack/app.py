@@ -255,7 +255,8 @@ class SlackAdapter:
             if incoming is not None:
                 if not await _kept(context, self.bot.on_message(incoming)):
                     return
-                self.assistant.requested(incoming.thread, incoming.text)
+                if inbound.kind == "direct":  # the assistant view's threads are DMs
+                    self.assistant.requested(incoming.thread, incoming.text)
         await ack()
 
     async def _on_assistant_started(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
@@ -263,7 +264,7 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, AssistantStartedIn):
-            self.assistant.started(inbound)
+            self.assistant.started(inbound, workspace=_workspace(context) or inbound.team)
 
     async def _on_home_opened(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """The Home tab opened: acked at once (it only reads), published behind."""

@@ -3,11 +3,17 @@ the thread's title from the first request in it.
 
 Both are cosmetic: they run behind the ack, and Slack's refusals are only logged.
 
-"First request" is known in process only: a thread counts once the adapter has seen
-it start (``assistant_thread_started``), and its title is set from the first message
-the core keeps in it. A thread started before a restart keeps Slack's own title
-("New chat"); asking Slack for the thread's history on every message would cost a
-round trip per message for a title.
+"First request" is known on every replica: the replica Slack sends
+``assistant_thread_started`` to notes the thread in the chat state
+(``slack-assistant:<team>:<channel>:<thread_ts>`` = ``started``, for
+``ASSISTANT_NOTE_TTL``), and whichever replica the core keeps the first direct
+message in that thread on reads it, notes ``titled`` and sets the title from that
+message. Asking Slack for the thread's history instead would cost a round trip per
+message. Each process remembers the threads it saw start and those whose note it
+has read once, so a thread's later messages read no note there. A store failure is
+logged: the thread keeps Slack's own title ("New chat") unless this replica saw it
+start. Two first messages at once on two replicas may both title it (the note is no
+transaction): the later title stays, as cosmetic.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ from bot import ChatCore, SuggestedPrompt, TaskTracker, ThreadKey, Undeliverable
 from . import texts
 from ._reach import reaching as _reaching
 from .convert import AssistantStartedIn
+from .mrkdwn import clip
 
 log = logging.getLogger(__name__)
+
+_Key = tuple[str, str, str]
+"""An assistant thread: (workspace, channel, thread_ts)."""
 
 PROMPTS_LIMIT = 4
 """Suggested prompts Slack shows in one thread."""
@@ -33,10 +43,18 @@ PROMPT_MESSAGE_LIMIT = 1000
 """A prompt's button label and the message it sends (as ``[[bot.prompts]]`` allows)."""
 TITLE_LIMIT = 60
 """A thread's title: one short line, as in the assistant view's history."""
-_STARTED_CACHE = 10_000
-"""Threads started and still without a request: one entry per person who opened the
-view and asked nothing yet; the oldest are forgotten (their title stays Slack's)."""
-_ELLIPSIS = "…"
+ASSISTANT_NOTE = "slack-assistant"
+"""The chat-state note kept for an assistant thread
+(``slack-assistant:<team>:<channel>:<thread_ts>``): ``started`` until its first request
+titles it, then ``titled``, for the replicas that did not see it start."""
+ASSISTANT_NOTE_TTL = 24 * 3600.0
+"""Seconds an assistant thread's note is kept: a day, so a view opened and asked in
+later that day still gets its title, and abandoned threads cost the store nothing."""
+_STARTED = "started"
+_TITLED = "titled"
+_KNOWN_CACHE = 10_000
+"""Threads each process remembers (started here and still without a request, or
+settled): the oldest are forgotten, and their note is read again."""
 
 
 def prompts_payload(prompts: tuple[SuggestedPrompt, ...]) -> list[dict[str, str]]:
@@ -44,8 +62,8 @@ def prompts_payload(prompts: tuple[SuggestedPrompt, ...]) -> list[dict[str, str]
     Slack's limits."""
     return [
         {
-            "title": _cut(prompt.title, PROMPT_TITLE_LIMIT),
-            "message": _cut(prompt.message, PROMPT_MESSAGE_LIMIT),
+            "title": clip(prompt.title, PROMPT_TITLE_LIMIT),
+            "message": clip(prompt.message, PROMPT_MESSAGE_LIMIT),
         }
         for prompt in prompts[:PROMPTS_LIMIT]
     ]
@@ -57,12 +75,8 @@ def title_of(request: str) -> str:
     for line in request.splitlines():
         words = " ".join(line.split())
         if words:
-            return _cut(words, TITLE_LIMIT)
+            return clip(words, TITLE_LIMIT)
     return ""
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - len(_ELLIPSIS)].rstrip() + _ELLIPSIS
 
 
 class AssistantThreads:
@@ -78,12 +92,19 @@ class AssistantThreads:
         self.bot = bot
         self.client = client
         self.tasks = tasks
-        self._untitled: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=_STARTED_CACHE)
+        self._started_here: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
+        self._settled: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
 
-    def started(self, thread: AssistantStartedIn) -> None:
-        """A person opened the view: offer the prompts (none configured: nothing), and
-        title the thread from its first request."""
-        self._untitled[(thread.channel, thread.thread_ts)] = True
+    def started(self, thread: AssistantStartedIn, *, workspace: str) -> None:
+        """A person opened the view in ``workspace``: offer the prompts (none
+        configured: nothing), and note the thread so that its first request titles it,
+        on any replica."""
+        key = (workspace, thread.channel, thread.thread_ts)
+        self._started_here[key] = True
+        self.tasks.spawn(
+            self._note(key, _STARTED),
+            name=f"slack-assistant-note:{thread.channel}:{thread.thread_ts}",
+        )
         prompts = prompts_payload(self.bot.suggested_prompts)
         if prompts:
             self.tasks.spawn(
@@ -92,15 +113,36 @@ class AssistantThreads:
             )
 
     def requested(self, thread: ThreadKey, request: str) -> None:
-        """The core kept a request in ``thread``: the first in a started thread titles it."""
-        key = (thread.channel, thread.root)
+        """The core kept a direct message in ``thread``: the first in a started thread
+        titles it."""
+        key = (thread.workspace, thread.channel, thread.root)
         title = title_of(request)
-        if not title or self._untitled.pop(key, None) is None:
+        if not title or key in self._settled:
             return
+        self._settled[key] = True  # only the first request this replica sees reads the note
         self.tasks.spawn(
-            self._title(thread.channel, thread.root, title),
+            self._title_first(key, title, started_here=self._started_here.pop(key, False)),
             name=f"slack-title:{thread.channel}:{thread.root}",
         )
+
+    async def _title_first(self, key: _Key, title: str, *, started_here: bool) -> None:
+        try:
+            noted = await self.bot.chat.note(_note_key(key))
+        except Exception:
+            log.warning("could not read whether %s/%s is untitled", *key[1:], exc_info=True)
+            noted = None
+        # Seen starting here, no note yet: its own note may not have landed (or failed).
+        if noted == _STARTED or (noted is None and started_here):
+            # Noted before Slack is asked: another replica's next request leaves it alone.
+            await self._note(key, _TITLED)
+            await self._title(key[1], key[2], title)
+
+    async def _note(self, key: _Key, state: str) -> None:
+        try:
+            await self.bot.chat.set_note(_note_key(key), state, ttl=ASSISTANT_NOTE_TTL)
+        except Exception:
+            # Cosmetic: only the replicas that did not see it cannot tell.
+            log.warning("could not note that %s/%s was %s", key[1], key[2], state, exc_info=True)
 
     async def _suggest(self, channel: str, thread_ts: str, prompts: list[dict[str, str]]) -> None:
         try:
@@ -122,3 +164,8 @@ class AssistantThreads:
                 )
         except (SlackClientError, Undeliverable) as exc:
             log.info("no title for %s/%s: %s", channel, thread_ts, exc)
+
+
+def _note_key(key: _Key) -> str:
+    workspace, channel, thread_ts = key
+    return f"{ASSISTANT_NOTE}:{workspace}:{channel}:{thread_ts}"

@@ -20,9 +20,11 @@ from bot import (
 
 from . import texts
 from .mrkdwn import (
+    ELLIPSIS,
     SECTION_LIMIT,
     Block,
     channel_mention,
+    clip,
     context,
     cut,
     escape,
@@ -59,7 +61,8 @@ ACTIONS_LIMIT = 25
 """Elements in one actions block."""
 REASON_LIMIT = 1000
 EDITED_VALUE_LIMIT = 200
-"""One value in the "Edited by" line: the arguments block above shows it whole."""
+"""Characters kept of one value in the "Edited by" line, before an ellipsis: the
+arguments block above shows it whole."""
 # Text per message when an answer is split: several sections, well below the
 # 40,000 characters at which Slack truncates a message.
 MESSAGE_TEXT_LIMIT = 12000
@@ -363,8 +366,7 @@ def _compact(value: Any) -> str:
     if value is _ABSENT:
         return texts.EDITED_ABSENT
     shown = json.dumps(value, ensure_ascii=False, default=str)
-    kept, dropped = cut(escape(shown), EDITED_VALUE_LIMIT)
-    return f"{kept}…" if dropped else kept
+    return clip(escape(shown), EDITED_VALUE_LIMIT + len(ELLIPSIS), escaped=True)
 
 
 def _arguments(args: dict[str, Any]) -> list[Block]:
@@ -430,9 +432,7 @@ def _grant_buttons(card: ApprovalCard, *, room: int) -> list[Block]:
     tool = escape(tool_label(card))
     buttons: list[Block] = []
     for index, duration in enumerate(list(dict.fromkeys(card.grant_for))[:room]):
-        label = texts.GRANT.format(duration=duration)
-        if len(label) > BUTTON_TEXT_LIMIT:
-            label = label[: BUTTON_TEXT_LIMIT - 1] + "…"
+        label = clip(texts.GRANT.format(duration=duration), BUTTON_TEXT_LIMIT)
         confirm, _ = cut(
             texts.GRANT_CONFIRM_TEXT.format(tool=tool, duration=escape(duration)),
             CONFIRM_TEXT_LIMIT,
@@ -462,7 +462,8 @@ def _grant_buttons(card: ApprovalCard, *, room: int) -> list[Block]:
 
 def prompt(view: Prompt) -> SlackMessage:
     """A tool's question in the thread: answered by a reply, or with the Answer… form
-    when it asks for several things; Decline and Cancel end it. Once settled, who did."""
+    when it is a form (several things, or one that is not free text: a choice, a number,
+    yes or no); Decline and Cancel end it. Once settled, who did."""
     title = texts.PROMPT_TITLE.format(tool=escape(tool_label(view)))
     question = section(f"{title}\n{escape(view.question)}")
     if view.status != "waiting":

@@ -29,10 +29,11 @@ from .blocks import (
     requested_in_text,
 )
 from .mrkdwn import (
+    ELLIPSIS,
     SECTION_LIMIT,
     Block,
+    clip,
     context,
-    cut,
     escape,
     mention,
     plain,
@@ -43,7 +44,8 @@ from .mrkdwn import (
 ITEMS_SHOWN = 10
 """Requests and decisions listed at most, each list in one section."""
 ARGS_SUMMARY_LIMIT = 500
-"""One call's arguments on one line; the request's link shows them whole."""
+"""Characters kept of one call's arguments on one line, before an ellipsis: the
+request's link shows them whole."""
 
 Links = Mapping[tuple[str, str], str]
 """Permalinks of threads, by ``(channel, root)``."""
@@ -223,8 +225,7 @@ def _call(card: ApprovalCard) -> str:
 def _summary(args: dict[str, Any]) -> str:
     """Arguments on one line, escaped, cut to ``ARGS_SUMMARY_LIMIT`` with an ellipsis."""
     pairs = ", ".join(f"{name}: {_value(value)}" for name, value in args.items())
-    kept, dropped = cut(escape(pairs), ARGS_SUMMARY_LIMIT)
-    return f"{kept}…" if dropped else kept
+    return clip(escape(pairs), ARGS_SUMMARY_LIMIT + len(ELLIPSIS), escaped=True)
 
 
 def _value(value: Any) -> str:

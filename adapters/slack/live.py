@@ -29,7 +29,7 @@ from bot import Person, Step, Text, ThreadKey
 
 from ._reach import reaching
 from .blocks import closing_blocks
-from .mrkdwn import Block, cut, escape, mention, to_markdown
+from .mrkdwn import ELLIPSIS, Block, clip, escape, mention, to_markdown
 
 log = logging.getLogger(__name__)
 
@@ -213,9 +213,11 @@ class SlackLive:
 
 def task_chunk(step: Step) -> TaskUpdateChunk:
     """A tool step as Slack's task: its title as is, its detail with people mentioned."""
-    title = step.title if len(step.title) <= TITLE_LIMIT else step.title[: TITLE_LIMIT - 1] + "…"
     return TaskUpdateChunk(
-        id=step.id, title=title, status=step.status, details=task_details(step.detail)
+        id=step.id,
+        title=clip(step.title, TITLE_LIMIT),
+        status=step.status,
+        details=task_details(step.detail),
     )
 
 
@@ -227,10 +229,8 @@ def task_details(detail: Text) -> str | None:
         piece = escape(part) if isinstance(part, str) else mention(part)
         room = DETAIL_LIMIT - len(shown)
         if len(piece) > room:
-            if isinstance(part, str) and room > 1:
-                shown += cut(piece, room - 1)[0] + "…"
-            elif room > 0:
-                shown += "…"
+            if room > 0:
+                shown += clip(piece, room, escaped=True) if isinstance(part, str) else ELLIPSIS
             break
         shown += piece
     return shown.strip() or None

@@ -11,7 +11,7 @@ from bot import Prompt, PromptField
 
 from . import texts
 from .blocks import REASON_LIMIT
-from .mrkdwn import SECTION_LIMIT, Block, cut, escape, plain, section
+from .mrkdwn import SECTION_LIMIT, Block, clip, cut, escape, plain, section
 from .wire import (
     ANSWER_VIEW,
     DECLINE_VIEW,
@@ -138,7 +138,7 @@ def _form(
 
 def form_error(message: str) -> str:
     """Why a form's answer was not taken, short enough to show under its input."""
-    return _plain_cut(message, FORM_ERROR_LIMIT) or texts.FORM_REFUSED
+    return clip(message, FORM_ERROR_LIMIT) or texts.FORM_REFUSED
 
 
 def _input(index: int, field: PromptField) -> Block:
@@ -146,11 +146,11 @@ def _input(index: int, field: PromptField) -> Block:
         "type": "input",
         "block_id": field_block(index),
         "optional": not field.required,
-        "label": plain(_plain_cut(field.label.strip(), LABEL_LIMIT) or texts.FORM_UNNAMED),
+        "label": plain(clip(field.label.strip(), LABEL_LIMIT) or texts.FORM_UNNAMED),
         "element": _element(field),
     }
     if field.description and field.description.strip():
-        block["hint"] = plain(_plain_cut(field.description.strip(), LABEL_LIMIT))
+        block["hint"] = plain(clip(field.description.strip(), LABEL_LIMIT))
     return block
 
 
@@ -172,7 +172,7 @@ def _element(field: PromptField) -> Block:
             return _select([(texts.FORM_YES, "true"), (texts.FORM_NO, "false")], initial)
         case "choice" if _listable(field.choices):
             choices = dict.fromkeys(field.choices)
-            return _select([(_plain_cut(c, OPTION_TEXT_LIMIT), c) for c in choices], initial)
+            return _select([(clip(c, OPTION_TEXT_LIMIT), c) for c in choices], initial)
         case "text" | "choice":
             return _text(initial)
         case _:
@@ -242,8 +242,3 @@ def _select(options: list[tuple[str, str]], initial: str | None) -> Block:
     if chosen:
         element["initial_option"] = chosen[0]
     return element
-
-
-def _plain_cut(text: str, limit: int) -> str:
-    """Plain text (never parsed by Slack, so not escaped) shortened to ``limit``."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -16,6 +16,8 @@ CONTEXT_LIMIT = 2000
 
 Block = dict[str, Any]
 
+ELLIPSIS = "…"
+
 
 _MARKDOWN_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 
@@ -77,6 +79,19 @@ def cut(escaped: str, limit: int) -> tuple[str, int]:
         return escaped, 0
     kept = escaped[: _entity_safe(escaped, limit)]
     return kept, len(_unescape(escaped)) - len(_unescape(kept))
+
+
+def clip(text: str, limit: int, *, escaped: bool = False) -> str:
+    """``text`` within ``limit`` characters, ending in an ellipsis when it is shortened.
+
+    Plain text (a label, a title: Slack never parses it) is cut anywhere; ``escaped``
+    mrkdwn never inside an entity.
+    """
+    if len(text) <= limit:
+        return text
+    room = limit - len(ELLIPSIS)
+    kept = cut(text, room)[0] if escaped else text[:room]
+    return kept.rstrip() + ELLIPSIS
 
 
 def _entity_safe(escaped: str, limit: int) -> int:

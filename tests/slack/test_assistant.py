@@ -1,15 +1,22 @@
 """Slack's assistant view: suggested prompts when a thread starts, its title from the
-first request, loading messages under the status while the bot works."""
+first request (on whichever replica it reaches), loading messages under the status
+while the bot works."""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.slack.assistant import PROMPTS_LIMIT, TITLE_LIMIT, title_of
 from adapters.slack.texts import LOADING_MESSAGES
-from agents import Store
+from agents import Store, open_store
 from bot import SuggestedPrompt
+from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack
@@ -20,6 +27,7 @@ from .harness import (
     event_body,
     message_event,
     new_ts,
+    start_bot,
 )
 from .scripted import Ran, build_agent
 
@@ -128,3 +136,65 @@ async def test_the_status_while_working_carries_loading_messages(
     assert working["loading_messages"] == list(LOADING_MESSAGES)
     cleared = [s for s in statuses if not s["status"]]
     assert all("loading_messages" not in s for s in cleared)
+
+
+@pytest.fixture(params=DURABLE_KINDS)
+async def replicas(
+    request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
+) -> AsyncIterator[list[BotServer]]:
+    """Three replicas, each with its own handle on one durable store."""
+    async with store_url(request.param, tmp_path) as url:
+        stores: list[Store] = [open_store(url) for _ in range(3)]
+        bots = [await start_bot(slack, build_agent(s)) for s in stores]
+        try:
+            yield bots
+        finally:
+            for server in reversed(bots):
+                await server.close()
+            for opened in stores:
+                await opened.close()
+
+
+async def test_a_thread_started_on_one_replica_is_titled_by_the_one_its_first_request_reaches(
+    replicas: list[BotServer], slack: FakeSlack
+) -> None:
+    a, b, c = replicas
+    root = new_ts()
+    assert await a.send_event(assistant_started_event(root)) == 200
+    await a.idle()
+    await a.close()  # whatever titles the thread, replica A plays no part in it
+
+    assert await b.send_event(in_thread("hello there", root)) == 200
+    await b.idle()
+    assert slack.titles == {(DM_CHANNEL, root): "hello there"}, "titled by B"
+
+    assert await c.send_event(in_thread("a second request", root)) == 200
+    await c.idle()
+    assert await b.send_event(in_thread("a third request", root)) == 200
+    await b.idle()
+    assert slack.titles == {(DM_CHANNEL, root): "hello there"}
+    assert len(slack.of("assistant.threads.setTitle")) == 1, "titled once, on any replica"
+
+
+async def test_a_store_failure_reading_the_thread_is_logged_and_the_request_still_answered(
+    replicas: list[BotServer],
+    slack: FakeSlack,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a, b, _ = replicas
+    root = new_ts()
+    await a.send_event(assistant_started_event(root))
+    await a.idle()
+
+    async def store_down(key: str) -> str | None:
+        raise ConnectionError("the store is down")
+
+    monkeypatch.setattr(b.bot.chat, "note", store_down)
+    with caplog.at_level(logging.WARNING, logger="adapters.slack.assistant"):
+        assert await b.send_event(in_thread("hello there", root)) == 200
+        await b.idle()
+
+    assert "could not read whether" in caplog.text
+    assert slack.of("assistant.threads.setTitle") == [], "B could not tell it started"
+    assert slack.in_thread(DM_CHANNEL, root), "the request is answered all the same"

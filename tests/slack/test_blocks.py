@@ -15,6 +15,7 @@ from adapters.slack.blocks import approval_card, long_text, render
 from adapters.slack.modals import decline_modal
 from adapters.slack.mrkdwn import (
     SECTION_LIMIT,
+    clip,
     cut,
     escape,
     mention,
@@ -364,3 +365,10 @@ async def test_the_fake_checks_block_kit_inside_attachments_and_keeps_them_on_up
     await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="t", attachments=[])
     assert message.colors == []
     assert message.shown == []
+
+
+def test_clip_keeps_short_text_and_ends_long_text_in_an_ellipsis_within_the_limit() -> None:
+    assert clip("deploy", 6) == "deploy"
+    assert clip("deploy api now", 12) == "deploy api…", "no space before the ellipsis"
+    assert clip("a" * 10 + "&amp;", 14, escaped=True) == "a" * 10 + "…", "no entity cut"
+    assert clip("a" * 10 + "&amp;", 14) == "a" * 10 + "&am…"

@@ -2,7 +2,8 @@
 
 The tickets test server asks through MCP elicitation: ``escalate`` for one
 ``reason`` (answered by a reply), ``schedule`` for a day, an hour and whether to
-tell the customer (answered with a form).
+tell the customer (answered with a form). A native tool asking for one choice is
+answered with a form too.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from adapters.slack.blocks import prompt
 from adapters.slack.modals import answer_modal
@@ -24,7 +26,7 @@ from adapters.slack.wire import (
     ModalMetadata,
     decode_metadata,
 )
-from agents import Agent, Store, ToolCall
+from agents import Agent, Store, ToolCall, ToolContext, tool
 from agents.mcp import McpTools
 from bot import ApprovalPolicy, Person, Prompt, PromptField, PromptStatus
 from tests.agents.helpers import call_then_answer
@@ -162,6 +164,56 @@ async def test_a_question_shows_decline_and_cancel_and_answer_only_for_a_form(
     assert buttons(asked) == shown
     hint = "Answer…" if tool == "schedule" else "Reply in this thread"
     assert hint in card_text(asked)
+
+
+class AskSwitch(BaseModel):
+    message: str
+
+
+class Switch(BaseModel):
+    action: Literal["start", "stop"]
+
+
+SWITCH = "Start or stop api?"
+
+
+async def test_a_question_with_one_choice_is_answered_with_a_select_in_the_form(
+    serve: StartBot, slack: FakeSlack, store: Store
+) -> None:
+    switched: list[str] = []
+
+    @tool(suspend_schema=AskSwitch, resume_schema=Switch)
+    def switch(service: str, ctx: ToolContext) -> dict[str, str]:
+        """Start or stop a service; asks which."""
+        data = ctx.resume_data
+        if data is None:
+            ctx.suspend({"message": SWITCH})
+        switched.append(data.action)
+        return {"service": service, "action": data.action}
+
+    model = call_then_answer(ToolCall("switch", {"service": "api"}))
+    bot = await serve(Agent(id="switcher", model=model, tools=[switch], store=store))
+    asked = await ask(bot, slack, SWITCH)
+    assert buttons(asked) == [
+        (ANSWER_ACTION, "Answer…"),
+        (QUESTION_DECLINE_ACTION, "Decline"),
+        (QUESTION_CANCEL_ACTION, "Cancel"),
+    ]
+    assert "Press *Answer…*" in card_text(asked)
+
+    view = await open_form(bot, slack, asked)
+    (field,) = inputs(view).values()
+    assert field["element"]["type"] == "static_select"
+    assert [o["value"] for o in field["element"]["options"]] == ["start", "stop"]
+
+    status, body = await bot.interact(submission(view, {"action": "stop"}, user=BOB))
+    assert (status, body) == (200, "")
+    await bot.idle()
+
+    assert switched == ["stop"]
+    assert '"action": "stop"' in answers(slack, asked), "the run continues with the choice"
+    assert f"Answered by <@{BOB}>" in card_text(asked)
+    assert buttons(asked) == []
 
 
 @pytest.mark.parametrize(("action", "said"), [("decline", "Declined"), ("cancel", "Cancelled")])
