@@ -553,12 +553,17 @@ class ChatBot:
         taken so. A question waiting while nothing works is left to hear ``cancel``."""
         thread = message.thread
         runs = await self.stopper.active(thread)
-        working = any(run.in_flight for run in runs)
-        if not working and any(p.kind == "suspension" for p in await self._pending(thread.id)):
+        now = datetime.now(UTC)
+        asking = any(
+            p.kind == "suspension" and p.state == "pending" and p.expires_at > now
+            for run in runs
+            for p in run.pending
+        )
+        if asking and not any(run.in_flight for run in runs):
             return False
         if not runs and (retry or not message.addressed):
             return True  # stopped by this very message before a crash, or not for the bot
-        said = await self.stopper.stop(thread, message.user_id)
+        said = await self.stopper.stop_runs(thread, message.user_id, runs)
         if said:
             await self.presenter.tell(thread, message.user_id, said)
         return True

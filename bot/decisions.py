@@ -396,29 +396,34 @@ class Decisions:
         await self._chat.add_vote(call.run_id, ask_of(call), me)
         await audit_vote(self._store, click, call)
         self._metrics.decided("voted")
-        await self._keep_decided(click.thread, call, "voted", (click.user_id,))
+        self._keep_decided(click.thread, call, "voted", (click.user_id,))
         card = self._presenter.card(click.thread, call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         await self._show(click, call, card)
         return _decided(click, card)
 
-    async def _keep_decided(
+    def _keep_decided(
         self, thread: ThreadKey, call: PendingInfo, outcome: str, people: tuple[str, ...]
     ) -> None:
-        """Add a decision to each decider's recent decisions (their inbox lists them).
-        The decision stands by now: a failure to keep it is logged, not raised."""
+        """Add a decision to each decider's recent decisions (their inbox lists them), in
+        the background: the decision stands by now, and the click need not wait for a
+        record of it (a failure is logged)."""
         item = RECENT_DECISION.dump_json(
             InboxDecision(
                 tool_name=call.tool_name, outcome=outcome, at=datetime.now(UTC), args=call.args
             )
         ).decode()
+        scope = scope_of(thread)
+
+        async def keep(person: str) -> None:
+            await self._chat.push_recent(recent_key(scope, person), item, keep=RECENT_DECISIONS)
+
         for person in people:
             try:
-                key = recent_key(scope_of(thread), person)
-                await self._chat.push_recent(key, item, keep=RECENT_DECISIONS)
-            except Exception:
-                log.exception("could not keep %s's decision on %s", person, call.tool_call_id)
+                self._tasks.spawn(keep(person), name=f"recent-decision:{person}")
+            except RuntimeError:  # shutting down: the decision stands, its record is lost
+                log.warning("%s's decision on %s was not kept", person, call.tool_call_id)
 
     async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
         """Show a card's new state wherever it is (the clicked message, if it was never
@@ -467,7 +472,7 @@ class Decisions:
         )
         self._metrics.decided(status)
         outcome = "edited" if edited is not None else status
-        await self._keep_decided(click.thread, call, outcome, deciders)
+        self._keep_decided(click.thread, call, outcome, deciders)
         shown, before = call, None
         if edited is not None:
             # What runs is what the runtime validated (its types, its defaults).

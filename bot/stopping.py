@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from agents import Agent, RunNotFoundError, RunSnapshot
+from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
 from . import messages
 from .metrics import Metrics
@@ -64,6 +64,11 @@ class Stopper:
             except RunNotFoundError:
                 return (messages.NOTHING_TO_STOP,)
             runs = [snap] if snap.thread_id == thread.id and snap.stop is None else []
+        return await self.stop_runs(thread, user_id, runs)
+
+    async def stop_runs(self, thread: ThreadKey, user_id: str, runs: list[RunSnapshot]) -> Text:
+        """Stop these runs of ``thread`` (as ``active`` found them) for ``user_id``, as
+        ``stop`` does."""
         if not runs:
             return (messages.NOTHING_TO_STOP,)
         allowed = [run for run in runs if await self._may_stop(thread, run, user_id)]
@@ -96,10 +101,10 @@ class Stopper:
         """Whoever asked, or anyone who may decide a call the run waits for."""
         if user_id == run.resource_id:
             return True
-        for call in await self._agent.list_suspended_runs(thread_id=thread.id):
-            if call.run_id != run.run_id:
+        for waiting in run.pending:
+            if waiting.state != "pending":
                 continue
-            deciders = await self._presenter.deciders(thread, call)
+            deciders = await self._presenter.deciders(thread, PendingInfo.of(run.run_id, waiting))
             if not deciders or user_id in deciders:
                 return True
         return False

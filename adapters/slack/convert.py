@@ -461,16 +461,14 @@ def _parse_feedback(payload: _BlockActions, action: _Action) -> FeedbackIn:
     value = action.value or ""
     helpful = value.startswith(FEEDBACK_HELPFUL)
     run_id = value.removeprefix(FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL)
-    team = payload.team.id if payload.team else payload.user.team_id
-    if not team or run_id == value or not run_id:
+    if run_id == value or not run_id:
         raise PayloadError(texts.BAD_PAYLOAD)
-    channel, message_ts = _in_message(payload)
-    message_thread = payload.message.thread_ts if payload.message else None
+    team, channel, root = _answer_place(payload)
     return FeedbackIn(
         team=team,
         user=payload.user.id,
         channel=channel,
-        root=payload.container.thread_ts or message_thread or message_ts,
+        root=root,
         run_id=run_id,
         helpful=helpful,
     )
@@ -479,18 +477,19 @@ def _parse_feedback(payload: _BlockActions, action: _Action) -> FeedbackIn:
 def _parse_stop(payload: _BlockActions, action: _Action) -> StopIn:
     """A Stop: its value is the run's id."""
     run_id = decode_stop_value(action.value)
+    team, channel, root = _answer_place(payload)
+    return StopIn(team=team, user=payload.user.id, channel=channel, root=root, run_id=run_id)
+
+
+def _answer_place(payload: _BlockActions) -> tuple[str, str, str]:
+    """The workspace, channel and thread root of a press on a message the bot wrote in a
+    thread (an answer's 👍 / 👎 or Stop)."""
     team = payload.team.id if payload.team else payload.user.team_id
     if not team:
         raise PayloadError(texts.BAD_PAYLOAD)
     channel, message_ts = _in_message(payload)
     message_thread = payload.message.thread_ts if payload.message else None
-    return StopIn(
-        team=team,
-        user=payload.user.id,
-        channel=channel,
-        root=payload.container.thread_ts or message_thread or message_ts,
-        run_id=run_id,
-    )
+    return team, channel, payload.container.thread_ts or message_thread or message_ts
 
 
 def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | StopIn | ForeignActionIn:

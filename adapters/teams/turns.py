@@ -137,8 +137,7 @@ class Turns:
         activity = context.activity
         rated = convert.rating(activity, convert.thread_of(activity))
         if rated is None:
-            body = _error_body(HTTPStatus.BAD_REQUEST, messages.FEEDBACK_MALFORMED)
-            await _answer_invoke(context, body, status=HTTPStatus.BAD_REQUEST)
+            await _malformed(context, messages.FEEDBACK_MALFORMED)
             return
         key = feedback.note_key(activity.conversation.id, rated.message_id)
         run_id = await self._chat.note(key)
@@ -154,8 +153,7 @@ class Turns:
         activity = context.activity
         press = convert.stop_press(activity, convert.thread_of(activity))
         if press is None:
-            body = _error_body(HTTPStatus.BAD_REQUEST, messages.STOP_MALFORMED)
-            await _answer_invoke(context, body, status=HTTPStatus.BAD_REQUEST)
+            await _malformed(context, messages.STOP_MALFORMED)
             return
         said = await self._stop(activity, press)
         await _answer_invoke(context, _message_body(said or messages.STOPPED))
@@ -342,6 +340,12 @@ def _card_activity(content: dict[str, Any], *, summary: str) -> Activity:
 
 def _message_body(text: str) -> dict[str, Any]:
     return {"statusCode": 200, "type": MESSAGE_RESPONSE_TYPE, "value": text}
+
+
+async def _malformed(context: TurnContext, text: str) -> None:
+    """Answer an invoke the bot cannot read: 400, saying why."""
+    bad = HTTPStatus.BAD_REQUEST
+    await _answer_invoke(context, _error_body(bad, text), status=bad)
 
 
 async def _answer_invoke(
