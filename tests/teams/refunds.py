@@ -24,6 +24,11 @@ ASKED = {"order": "A-1001", "amount": 150, "currency": "EUR"}
 MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
 
 
+def message_answer(text: str) -> dict[str, Any]:
+    """An ``adaptiveCard/action`` answer that shows the presser ``text`` (no card)."""
+    return {"statusCode": 200, "type": MESSAGE_TYPE, "value": text}
+
+
 def refunds_agent(ran: list[dict[str, Any]]) -> Agent:
     """Any message asks to refund ``ASKED``; every refund that really runs is in ``ran``."""
 

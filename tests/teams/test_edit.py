@@ -19,7 +19,15 @@ from bot import messages as core_messages
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import FakeConnector
-from .refunds import ASKED, MESSAGE_TYPE, Till, card_text, refund_tills, top_actions
+from .refunds import (
+    ASKED,
+    MESSAGE_TYPE,
+    Till,
+    card_text,
+    message_answer,
+    refund_tills,
+    top_actions,
+)
 from .signed import Posted, form
 
 
@@ -201,7 +209,7 @@ async def test_someone_the_policy_does_not_let_approve_cannot_approve_edited(
     carols = await asked.seen_by(act.CAROL)
     refused = await carols.press("edit", user=user, values={"order": "A-1001", "amount": "1"})
 
-    assert refused.body == {"statusCode": 200, "type": MESSAGE_TYPE, "value": said}
+    assert refused.body == message_answer(said)
     assert asked.updates() == []
     assert till.ran == []
     assert len(till.connector.messages()) == posted_before
@@ -220,10 +228,6 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     assert all(i["id"] == "reason" for i in asked.card["body"] if i["type"].startswith("Input."))
 
     forged = await forge_edit(asked, {"order": "A-1001", "amount": "1"})
-    assert forged.body == {
-        "statusCode": 200,
-        "type": MESSAGE_TYPE,
-        "value": core_messages.EDIT_NOT_OFFERED,
-    }
+    assert forged.body == message_answer(core_messages.EDIT_NOT_OFFERED)
     assert asked.updates() == []
     assert till.ran == []

@@ -23,7 +23,7 @@ from bot import messages as core_messages
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, FakeConnector
-from .refunds import ASKED, MESSAGE_TYPE, card_text, refund_tills, top_actions
+from .refunds import ASKED, MESSAGE_TYPE, card_text, message_answer, refund_tills, top_actions
 from .refunds import Till as RefundTill
 from .signed import Posted, in_thread
 
@@ -389,8 +389,7 @@ async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_aga
     answer = await press_end_grant(asked, notice, submit=submit)
 
     if not submit:
-        done = {"statusCode": 200, "type": MESSAGE_TYPE, "value": messages.CLICK_DONE}
-        assert answer.body == done
+        assert answer.body == message_answer(messages.CLICK_DONE)
     (ended,) = [
         c
         for c in till.connector.messages(in_thread(asked.root))

@@ -20,10 +20,10 @@ from tests.agents.helpers import call_then_answer
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, FakeConnector
+from .refunds import message_answer
 from .signed import SignedBot, in_thread, signed_settings, token_for
 
 INTRO = "Deploying api to production now."
-MESSAGE_TYPE = "application/vnd.microsoft.activity.message"
 BOB_DECIDES = '[tools.deploy]\napprovers = ["aad-bob"]\n'
 
 
@@ -147,11 +147,7 @@ async def test_the_requester_pressing_stop_stops_the_run_and_the_card(ops: Ops) 
     answer = await ops.press_stop(thread, user=act.ALICE)
 
     assert answer.status == 200
-    assert answer.body == {
-        "statusCode": 200,
-        "type": MESSAGE_TYPE,
-        "value": teams_messages.STOPPED,
-    }
+    assert answer.body == message_answer(teams_messages.STOPPED)
     assert await ops.run_status(thread) == "stopped"
     (updated,) = [
         u for u in ops.connector.updates() if u.activity_id == thread.approval.response_id
@@ -168,11 +164,7 @@ async def test_someone_not_allowed_to_stop_is_told_why_and_the_run_waits(ops: Op
     answer = await ops.press_stop(thread, user=act.CAROL)
 
     assert answer.status == 200
-    assert answer.body == {
-        "statusCode": 200,
-        "type": MESSAGE_TYPE,
-        "value": core_messages.STOP_NOT_YOURS,
-    }
+    assert answer.body == message_answer(core_messages.STOP_NOT_YOURS)
     assert await ops.run_status(thread) == "paused"
     assert ops.connector.updates() == []
 
