@@ -23,6 +23,7 @@ from agents.models.function import FunctionModel
 from bot import ChatBot, IncomingMessage, ThreadKey
 from bot.types import Click
 from tests.agents.helpers import call_then_answer
+from tests.bot.helpers import RecordingMessenger
 
 THREAD = ThreadKey(platform="bench", workspace="W1", channel="C1", root="1.0")
 
@@ -35,16 +36,6 @@ def refund_agent() -> Agent:
 
     model: FunctionModel = call_then_answer(ToolCall("refund", {"order": "A-1"}))
     return Agent(id="ops", model=model, tools=[refund])
-
-
-class Quiet:
-    """A messenger that takes everything and shows nothing."""
-
-    def __getattr__(self, name: str) -> object:
-        async def anything(*_: object, **__: object) -> None:
-            return None
-
-        return anything
 
 
 async def fill(bot: ChatBot, entries: int) -> None:
@@ -77,7 +68,7 @@ async def main(sizes: list[int], rounds: int) -> None:
         agent = refund_agent()
         agent.store = store
         bot = ChatBot(agent)
-        bot.register("bench", Quiet())  # type: ignore[arg-type]
+        bot.register("bench", RecordingMessenger())
         try:
             for i in range(5):  # U2 decides five of U1's requests
                 thread = ThreadKey(platform="bench", workspace="W1", channel="C1", root=f"{i}.0")
