@@ -220,8 +220,10 @@ class Engine:
                 self.turns.stops[run_id] = top.stop
                 while len(self.turns.stops) > _ENDED_KEPT:
                     self.turns.stops.popitem(last=False)
-            decision = Decision(action="decline", decided_by=by)
-            await self.turns.save(top, [audit_entry(top, p, "stopped", decision) for p in dropped])
+            audit = [
+                audit_entry(top, p, "stopped").model_copy(update={"actor": by}) for p in dropped
+            ]
+            await self.turns.save(top, audit)
         if idle:
             await self.turns.remember(top)
         return top, dropped
