@@ -239,11 +239,18 @@ class Decider:
             else:
                 args, answer = granted
                 async for chunk in self._turns.execute(
-                    agent, leaf, call, tool, args, outcomes, approved=True, resume_data=answer
+                    agent,
+                    leaf,
+                    call,
+                    tool,
+                    args,
+                    outcomes,
+                    approved=True,
+                    resume_data=answer,
+                    # The edit as validated (the claim put it in the call), not as typed.
+                    edited_args=owned.args if decision.args is not None else None,
                 ):
                     yield chunk
-                if decision.args is not None:
-                    _tell_edited(outcomes, call.tool_call_id, decision)
         elif heard:
             # The tool hears that its question was declined (an MCP server decides what
             # that means); it runs with the arguments it asked with.
@@ -441,21 +448,6 @@ def _ran(
 
 _RESULT_KEPT = 500
 """Characters of a tool's result (or error) the audit log keeps."""
-
-
-def _tell_edited(outcomes: dict[str, Outcome], tool_call_id: str, decision: Decision) -> None:
-    """Tell the model the call ran with arguments a person edited, and which."""
-    result = outcomes[tool_call_id].result
-    if result is None:
-        return
-    note = texts.EDITED.format(args=_json(decision.args))
-    outcomes[tool_call_id] = Outcome(
-        result=result.model_copy(update={"content": f"{note}\n{result.content}"})
-    )
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _refused_text(entry: PendingCall, decision: Decision) -> str:

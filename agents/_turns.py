@@ -532,11 +532,14 @@ class Turns:
         resume_data: Any = None,
         suspended: Any = None,
         declined: Literal["decline", "cancel"] | None = None,
+        edited_args: dict[str, Any] | None = None,
     ) -> AsyncIterator[Chunk]:
         """Run one tool call (or delegation); record its outcome in ``outcomes``.
 
         ``resume_data`` answers the suspension whose payload was ``suspended``;
-        ``declined`` says the person declined (or cancelled) it instead."""
+        ``declined`` says the person declined (or cancelled) it instead.
+        ``edited_args``: the arguments a person edited before approving (``args``
+        validated), carried beside the result so the model hears what ran."""
         if tool.delegate_to is not None:
             async for chunk in self._delegate(agent, snap, call, tool.delegate_to, args, outcomes):
                 yield chunk
@@ -567,7 +570,7 @@ class Turns:
         except Exception as exc:
             log.info("tool %s failed: %r", call.tool_name, exc)
             error = texts.TOOL_FAILED.format(tool=call.tool_name, error=exc)
-            outcomes[call.tool_call_id] = error_outcome(call, error)
+            outcomes[call.tool_call_id] = error_outcome(call, error, edited_args=edited_args)
             yield error_chunk(snap, call, error)
             return
         outcomes[call.tool_call_id] = Outcome(
@@ -575,6 +578,7 @@ class Turns:
                 tool_call_id=call.tool_call_id,
                 tool_name=call.tool_name,
                 content=render_result(value),
+                edited_args=edited_args,
             )
         )
         yield ToolResultChunk(
@@ -583,6 +587,7 @@ class Turns:
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
             result=jsonable(value),
+            edited_args=edited_args,
         )
 
     async def _delegate(
@@ -679,10 +684,16 @@ def _answer_json(answer: Any) -> Any:
     return jsonable(answer)
 
 
-def error_outcome(call: ToolCallPart, text: str) -> Outcome:
+def error_outcome(
+    call: ToolCallPart, text: str, *, edited_args: dict[str, Any] | None = None
+) -> Outcome:
     return Outcome(
         result=ToolResultPart(
-            tool_call_id=call.tool_call_id, tool_name=call.tool_name, content=text, is_error=True
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            content=text,
+            is_error=True,
+            edited_args=edited_args,
         )
     )
 

@@ -84,7 +84,10 @@ class ToolCallChunk:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolResultChunk:
-    """A tool call finished; ``result`` is its output as JSON data."""
+    """A tool call finished; ``result`` is its output as JSON data.
+
+    ``edited_args``: the arguments it ran with when a person edited them before
+    approving (``None``: it ran with the arguments it asked with)."""
 
     type: Literal["tool-result"] = "tool-result"
     run_id: str
@@ -92,6 +95,7 @@ class ToolResultChunk:
     tool_call_id: str
     tool_name: str
     result: Any
+    edited_args: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class _Part(BaseModel):
@@ -35,8 +35,10 @@ class ToolCallPart(_Part):
 class ToolResultPart(_Part):
     """The answer to one tool call, sent back to the model.
 
-    ``content`` is text (JSON for structured results); ``is_error`` marks failures,
-    declines and expiries so the model can tell them apart from results.
+    ``content`` is exactly the tool's own text (JSON for structured results);
+    ``is_error`` marks failures, declines and expiries so the model can tell them
+    apart from results. ``edited_args``: the arguments the call ran with when a
+    person edited them before approving (``None``: it ran as the model asked).
     """
 
     kind: Literal["tool-result"] = "tool-result"
@@ -44,6 +46,16 @@ class ToolResultPart(_Part):
     tool_name: str
     content: str
     is_error: bool = False
+    edited_args: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unedited(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Nearly every result ran as asked: stored snapshots and histories leave the
+        # field out then, instead of repeating a null in every result.
+        data: dict[str, Any] = handler(self)
+        if data.get("edited_args") is None:
+            data.pop("edited_args", None)
+        return data
 
 
 Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="kind")]

@@ -18,8 +18,9 @@ DECLINED: Final = "Tool call was not approved by the user"
 """The reference's wording; a reason, when given, follows as ". Reason: ..."."""
 DECLINED_REASON: Final = ". Reason: {reason}"
 EDITED: Final = (
-    "[The approver edited the arguments before approving; the call ran with exactly these: {args}]"
+    "A person edited the arguments before approving; the call ran with exactly these: {args}"
 )
+"""Said to the model once, before the result of a call whose arguments a person edited."""
 QUESTION_DECLINED: Final = "The user declined to answer the question, so the tool did not finish"
 QUESTION_CANCELLED: Final = "The user cancelled the question, so the tool did not finish"
 EXPIRED: Final = "The approval request expired before anyone decided; the tool did not run."

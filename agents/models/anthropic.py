@@ -38,7 +38,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
-from ..texts import MODEL_PROBLEMS, ModelProblem
+from ..texts import EDITED, MODEL_PROBLEMS, ModelProblem
 from ..usage import Usage
 from . import _guard
 from .base import (
@@ -377,10 +377,22 @@ def _block(part: TextPart | ToolCallPart | ToolResultPart) -> _Block:
         case ToolResultPart():
             # The API rejects an error result without content.
             content = part.content or ("The tool call failed." if part.is_error else "")
+            if part.edited_args is None:
+                return ToolResultBlockParam(
+                    type="tool_result",
+                    tool_use_id=part.tool_call_id,
+                    content=content,
+                    is_error=part.is_error,
+                )
+            # Claude asked with other arguments: a note first says which ones ran.
+            note = EDITED.format(args=json.dumps(part.edited_args, ensure_ascii=False))
+            blocks = [TextBlockParam(type="text", text=note)]
+            if content:  # the API rejects an empty text block
+                blocks.append(TextBlockParam(type="text", text=content))
             return ToolResultBlockParam(
                 type="tool_result",
                 tool_use_id=part.tool_call_id,
-                content=content,
+                content=blocks,
                 is_error=part.is_error,
             )
 

@@ -277,18 +277,26 @@ def _answer(messages: list[Message], results: list[ToolResultPart]) -> str:
 
 
 def _describe(result: ToolResultPart, args: dict[str, Any]) -> str:
-    """One honest sentence about one tool result: the call's arguments, the result's content."""
+    """One honest sentence about one tool result: the arguments it ran with (a person's
+    edit over the call's own), the result's content."""
     if result.tool_name.startswith(DELEGATION_PREFIX):
         return result.content  # the sub-agent's own answer, relayed as it is
     intent = next((i for i in _INTENTS if i.tool == result.tool_name), None)
+    if result.edited_args is not None:
+        args = result.edited_args
+    edited = EDITED_NOTE if result.edited_args is not None else ""
     fields = _Missing(args)
     if result.is_error:
         attempt = intent.attempt.format_map(fields) if intent else f"run {result.tool_name}"
-        return f"I could not {attempt}. {_sentence(result.content)}"
+        return f"I could not {attempt}{edited}. {_sentence(result.content)}"
     if intent is None:
-        return f"{result.tool_name} returned: {_render(result.content)}"
+        return f"{result.tool_name}{edited} returned: {_render(result.content)}"
     said = {str(v) for k, v in args.items() if f"{{{k}}}" in intent.done}
-    return f"{intent.done.format_map(fields)}: {_render(result.content, said)}"
+    return f"{intent.done.format_map(fields)}{edited}: {_render(result.content, said)}"
+
+
+EDITED_NOTE = " (arguments edited before approval)"
+"""Follows what was done when a person edited the call's arguments before approving it."""
 
 
 class _Missing(dict[str, Any]):

@@ -24,8 +24,10 @@ from agents import (
     ToolCallApprovalChunk,
     ToolContext,
     ToolErrorChunk,
+    ToolResultChunk,
     tool,
 )
+from agents.snapshot import dump_snapshot, load_snapshot
 
 from .helpers import call_then_answer
 
@@ -419,8 +421,11 @@ async def test_an_approval_with_edited_arguments_runs_exactly_those_and_says_so(
         args={"order": "A-1", "amount": "120", "currency": "USD"},
     )
     assert ran == [{"order": "A-1", "amount": 120, "currency": "USD"}]
-    assert "edited the arguments before approving" in final.text
-    assert "refunded 120 USD on A-1" in final.text
+    # The result is the tool's own, and the edit travels beside it.
+    (result,) = final.tool_results
+    assert result.content == "refunded 120 USD on A-1"
+    assert result.edited_args == {"order": "A-1", "amount": 120, "currency": "USD"}
+    assert final.text == "Done. refund ok: refunded 120 USD on A-1"
     audit = await agent.engine.store.list_audit(run_id=paused.run_id)
     assert [e.event for e in audit] == ["requested", "edited", "approved", "executed"]
     edited = audit[1]
@@ -452,3 +457,39 @@ async def test_an_edit_that_does_not_fit_changes_nothing(
     # Still decidable as asked.
     await agent.approve_tool_call_generate(run_id=paused.run_id, decided_by="U2")
     assert ran == [{"order": "A-1", "amount": 150, "currency": "EUR"}]
+
+
+async def test_the_result_chunk_of_an_edited_call_names_the_arguments_it_ran_with() -> None:
+    agent = refund_agent([])
+    paused = await agent.generate("refund A-1")
+    stream = await agent.approve_tool_call(
+        run_id=paused.run_id, decided_by="U2", args={"order": "A-1", "amount": 120}
+    )
+    results = [c async for c in stream if isinstance(c, ToolResultChunk)]
+    assert [(c.result, c.edited_args) for c in results] == [
+        ("refunded 120 EUR on A-1", {"order": "A-1", "amount": 120, "currency": "EUR"})
+    ]
+
+
+async def test_a_call_approved_as_asked_carries_no_edited_arguments() -> None:
+    agent = refund_agent([])
+    paused = await agent.generate("refund A-1")
+    stream = await agent.approve_tool_call(run_id=paused.run_id, decided_by="U2")
+    results = [c async for c in stream if isinstance(c, ToolResultChunk)]
+    assert [c.edited_args for c in results] == [None]
+    final = await stream.result()
+    assert [r.edited_args for r in final.tool_results] == [None]
+    stored = dump_snapshot(await agent.get_run(paused.run_id))
+    assert "edited_args" not in stored
+
+
+async def test_an_edited_call_keeps_its_edit_across_a_reload_of_its_run() -> None:
+    agent = refund_agent([])
+    paused = await agent.generate("refund A-1")
+    await agent.approve_tool_call_generate(
+        run_id=paused.run_id, decided_by="U2", args={"order": "A-1", "amount": 99}
+    )
+    run = load_snapshot(dump_snapshot(await agent.get_run(paused.run_id)))
+    assert [r.edited_args for r in run.tool_results] == [
+        {"order": "A-1", "amount": 99, "currency": "EUR"}
+    ]
