@@ -88,9 +88,10 @@ class Decider:
                 )
             entry = self._select(top, tool_call_id, decision)
             chain = await self.chain(top, entry.tool_call_id)
-            value = resume_data
+            value, answered = resume_data, None
             if decision.action == "resume":
                 value = self.validate_resume(chain[-1], entry, resume_data)
+                answered = self._answered_args(chain[-1], entry, value)
             audit = []
             if decision.action == "approve" and decision.args is not None:
                 decision, edited = await self._edit(chain, entry, decision)
@@ -100,13 +101,16 @@ class Decider:
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
-            event: AuditEvent = _DECIDED[decision.action]
+            event = _decided_event(entry, decision)
             # The top last, with the decision's audit entry: until that one write
             # succeeds, the claim has not happened and nothing says it did.
             try:
                 for snap in chain[:0:-1]:
                     await self._turns.save(snap)
-                audit.append(audit_entry(top, entry, event, decision))
+                decided = audit_entry(top, entry, event, decision)
+                if answered is not None:  # an answer is on record with what it runs with
+                    decided = decided.model_copy(update={"args": answered})
+                audit.append(decided)
                 await self._turns.save(top, audit)
             except StoreConflict as exc:
                 # Someone wrote the run without its lock (a lease that ran out):
@@ -185,6 +189,15 @@ class Decider:
             link = chain[-1].find_pending(tool_call_id)
         return chain
 
+    def _answered_args(self, owner: RunSnapshot, entry: PendingCall, answer: Any) -> dict[str, Any]:
+        """The arguments a question's call runs with once ``answer`` (validated) fills
+        them, as JSON: what the audit log records for it."""
+        tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
+        owned = owner.find_pending(entry.tool_call_id) or entry
+        if tool is None:
+            return owned.args
+        return tool.dump_args(tool.answered_args(owned.args, answer))
+
     def validate_resume(self, owner: RunSnapshot, entry: PendingCall, data: Any) -> Any:
         """The validated answer; it must also leave the call's arguments valid."""
         tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
@@ -215,6 +228,7 @@ class Decider:
         assert owned is not None
         agent = self._turns.agent_at(leaf.agent_path)
         tool = agent.tool(call.tool_name)
+        ran_with = owned.args
         heard = (
             decision.action == "decline"
             and entry.kind == "suspension"
@@ -269,6 +283,7 @@ class Decider:
         else:
             # The answer fills the arguments it names (validated when it was claimed).
             args = tool.answered_args(owned.args, resume_data)
+            ran_with = tool.dump_args(args)
             # An approval holds for the arguments it was given; changed ones are
             # gated again, as a new call would be.
             approved = owned.approved and args == tool.validate_args(owned.args)
@@ -297,7 +312,9 @@ class Decider:
                     yield chunk
         ids = [snap.run_id for snap in chain]
         outcome = outcomes[call.tool_call_id]
-        ran = _ran(chain[0], owned, decision, outcome, heard or decision.action != "decline")
+        ran = _ran(
+            chain[0], owned, decision, outcome, heard or decision.action != "decline", ran_with
+        )
         async for chunk in self._settle(ids, call.tool_call_id, outcome, shown, ran):
             yield chunk
 
@@ -435,15 +452,29 @@ class Decider:
 
 
 def _ran(
-    top: RunSnapshot, call: PendingCall, decision: Decision, outcome: Outcome, ran: bool
+    top: RunSnapshot,
+    call: PendingCall,
+    decision: Decision,
+    outcome: Outcome,
+    ran: bool,
+    args: dict[str, Any],
 ) -> list[AuditEntry]:
     """What a decided call came to, for the audit log: ``executed`` or ``failed`` once its
-    tool ran (not when it asked again, nor for a decline or an expiry)."""
+    tool ran with ``args`` (not when it asked again, nor for a decline or an expiry)."""
     if not ran or decision.action == "expire" or outcome.result is None:
         return []
     event: AuditEvent = "failed" if outcome.result.is_error else "executed"
     entry = audit_entry(top, call, event, decision)
-    return [entry.model_copy(update={"result": outcome.result.content[:_RESULT_KEPT]})]
+    kept = outcome.result.content[:_RESULT_KEPT]
+    return [entry.model_copy(update={"result": kept, "args": args})]
+
+
+def _decided_event(entry: PendingCall, decision: Decision) -> AuditEvent:
+    """The audit event a decision's claim writes: a question called off is ``cancelled``,
+    not ``declined``."""
+    if decision.action == "decline" and decision.cancelled and entry.kind == "suspension":
+        return "cancelled"
+    return _DECIDED[decision.action]
 
 
 _RESULT_KEPT = 500

@@ -31,6 +31,7 @@ AuditEvent = Literal[
     "edited",
     "approved",
     "declined",
+    "cancelled",
     "resumed",
     "expired",
     "interrupted",
@@ -41,6 +42,7 @@ AuditEvent = Literal[
     "stopped",
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
+``cancelled``: a question the person called off (``declined``: refused to answer).
 ``superseded`` (the decision logged just before did not take effect) is only in logs
 written before decisions were audited in their claim's save; readers still honour it."""
 

@@ -111,11 +111,14 @@ async def test_approve_is_refused_for_a_suspension_and_resume_for_an_approval() 
 
 
 @pytest.mark.parametrize(
-    ("cancel", "told"),
-    [(False, "declined to answer the question"), (True, "cancelled the question")],
+    ("cancel", "told", "audited"),
+    [
+        (False, "declined to answer the question", "declined"),
+        (True, "cancelled the question", "cancelled"),
+    ],
 )
 async def test_a_declined_question_ends_the_call_and_the_model_hears_it(
-    cancel: bool, told: str
+    cancel: bool, told: str, audited: str
 ) -> None:
     agent = weather_agent()
     output = await agent.generate("What's the weather like?")
@@ -132,7 +135,7 @@ async def test_a_declined_question_ends_the_call_and_the_model_hears_it(
     run = await agent.get_run(output.run_id)
     assert run.status == "finished"
     events = [e.event for e in await agent.engine.store.list_audit(run_id=output.run_id)]
-    assert events == ["requested", "declined"]
+    assert events == ["requested", audited]
 
 
 async def test_an_approved_tool_may_still_suspend() -> None:
