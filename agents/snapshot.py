@@ -236,6 +236,12 @@ class RunIndex:
     """A top-level run with work under way, which a crash would leave to recover."""
     created_at: datetime
 
+    @property
+    def live(self) -> bool:
+        """A top-level run that waits for a person or works: listed under its thread
+        (``Store.thread_runs``)."""
+        return self.paused or self.in_flight
+
 
 def run_index(snap: RunSnapshot) -> RunIndex:
     """How the stores index ``snap``."""

@@ -49,9 +49,10 @@ class Store(Protocol):
         Returns the saved copy with ``revision + 1``; raises ``StoreConflict``
         otherwise, changing nothing. ``audit`` (entries of this run) is appended
         to the log in the same atomic write: what a save decided is on record
-        exactly when it took effect. Keeps two indexes current from the
-        snapshot: root runs that wait for a person per thread
-        (``paused_runs``), by earliest expiry (``runs_expiring``), and with work
+        exactly when it took effect. Keeps its indexes current from the
+        snapshot (``run_index``), in the same write: root runs that wait for a
+        person per thread (``paused_runs``), that wait or work per thread
+        (``thread_runs``), by earliest expiry (``runs_expiring``), and with work
         in flight (``runs_in_flight``).
         """
         ...
@@ -81,6 +82,11 @@ class Store(Protocol):
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         """Ids of root runs on this thread that wait for a person, oldest first."""
+        ...
+
+    async def thread_runs(self, thread_id: str) -> list[str]:
+        """Ids of root runs on this thread that wait for a person or have work in flight
+        (paused or running), oldest first."""
         ...
 
     async def runs_expiring(self, before: datetime) -> list[str]:

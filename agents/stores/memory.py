@@ -30,6 +30,8 @@ class MemoryStore:
         self._revisions: dict[str, int] = {}
         self._paused: dict[str, dict[str, datetime]] = {}
         """Per thread, its paused root runs and when each was created."""
+        self._live: dict[str, dict[str, datetime]] = {}
+        """Per thread, its root runs that wait or work, and when each was created."""
         self._history: dict[str, list[Message]] = {}
         self._audit: list[AuditEntry] = []
         self._locks: dict[str, asyncio.Lock] = {}
@@ -52,13 +54,9 @@ class MemoryStore:
         self._revisions[run_id] = saved.revision
         old, index = self._index.get(run_id), run_index(saved)
         self._index[run_id] = index
-        if old is not None and old.paused and old.thread_id in self._paused:
-            waiting = self._paused[old.thread_id]
-            waiting.pop(run_id, None)
-            if not waiting:
-                del self._paused[old.thread_id]
-        if index.paused and index.thread_id is not None:
-            self._paused.setdefault(index.thread_id, {})[run_id] = index.created_at
+        was_paused, was_live = bool(old and old.paused), bool(old and old.live)
+        _reindex(self._paused, run_id, old if was_paused else None, index.paused, index)
+        _reindex(self._live, run_id, old if was_live else None, index.live, index)
         self._audit.extend(audit)
         if not saved.in_flight:
             self._alive.pop(run_id, None)
@@ -91,6 +89,10 @@ class MemoryStore:
 
     async def paused_runs(self, thread_id: str) -> list[str]:
         runs = self._paused.get(thread_id, {})
+        return sorted(runs, key=lambda run_id: (runs[run_id], run_id))
+
+    async def thread_runs(self, thread_id: str) -> list[str]:
+        runs = self._live.get(thread_id, {})
         return sorted(runs, key=lambda run_id: (runs[run_id], run_id))
 
     async def runs_expiring(self, before: datetime) -> list[str]:
@@ -131,3 +133,21 @@ class MemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+def _reindex(
+    threads: dict[str, dict[str, datetime]],
+    run_id: str,
+    listed: RunIndex | None,
+    belongs: bool,
+    index: RunIndex,
+) -> None:
+    """Move a run in a per-thread index: out of the thread it was ``listed`` under (if
+    it was), then under its thread in ``index`` if it ``belongs`` there."""
+    if listed is not None and listed.thread_id in threads:
+        runs = threads[listed.thread_id]
+        runs.pop(run_id, None)
+        if not runs:
+            del threads[listed.thread_id]
+    if belongs and index.thread_id is not None:
+        threads.setdefault(index.thread_id, {})[run_id] = index.created_at

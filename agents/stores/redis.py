@@ -38,13 +38,15 @@ from ._lease import hold_lease
 from .base import StoreConflict, check_audit
 from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
-# KEYS: run hash, expiring index, in-flight index[, paused index of the thread],
-# then the audit lists the entries go to (from KEYS[ARGV[11]] on).
+# KEYS: run hash, expiring index, in-flight index[, paused index and live index of
+# the thread], then the audit lists the entries go to (from KEYS[ARGV[11]] on).
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # what the paused index's name has before and after the thread id (to drop the
 # run from a thread it no longer belongs to; the same shard group on a cluster),
-# the index of the first audit list in KEYS, then the audit entries' JSON.
+# the index of the first audit list in KEYS, '1' if a live root run (paused or in
+# flight), what the live index's name has before and after the thread id, then the
+# audit entries' JSON.
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
 _SAVE_RUN_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], '$REV')
@@ -58,13 +60,19 @@ local old_thread = redis.call('HGET', KEYS[1], '$THREAD')
 redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT', ARGV[2])
 if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
   redis.call('ZREM', ARGV[9] .. old_thread .. ARGV[10], run_id)
+  redis.call('ZREM', ARGV[13] .. old_thread .. ARGV[14], run_id)
 end
 local lists = tonumber(ARGV[11])
-if lists == 5 then
+if lists == 6 then
   if ARGV[5] == '1' then
     redis.call('ZADD', KEYS[4], ARGV[6], run_id)
   else
     redis.call('ZREM', KEYS[4], run_id)
+  end
+  if ARGV[12] == '1' then
+    redis.call('ZADD', KEYS[5], ARGV[6], run_id)
+  else
+    redis.call('ZREM', KEYS[5], run_id)
   end
 end
 if ARGV[5] == '1' and ARGV[7] ~= '' then
@@ -77,7 +85,7 @@ if ARGV[8] == '1' then
 else
   redis.call('ZREM', KEYS[3], run_id)
 end
-for i = 12, #ARGV do
+for i = 15, #ARGV do
   for j = lists, #KEYS do redis.call('RPUSH', KEYS[j], ARGV[i]) end
 end
 return {1, current}
@@ -150,6 +158,7 @@ class RedisStore:
         keys = [self.keys.run(run_id), self.keys.expiring(shard), self.keys.in_flight(shard)]
         if saved.thread_id is not None:
             keys.append(self.keys.paused(saved.thread_id, shard))
+            keys.append(self.keys.live(saved.thread_id, shard))
         args: list[str | int] = [
             snapshot.revision,
             data,
@@ -161,6 +170,8 @@ class RedisStore:
             "1" if in_flight else "0",
             *self.keys.paused_affixes(shard),
             len(keys) + 1,
+            "1" if index.live else "0",
+            *self.keys.live_affixes(shard),
             *(entry.model_dump_json() for entry in audit),
         ]
         if audit:
@@ -203,6 +214,14 @@ class RedisStore:
         return await self._merged(
             lambda shard: self._redis.zrange(
                 self.keys.paused(thread_id, shard), 0, -1, withscores=True
+            )
+        )
+
+    async def thread_runs(self, thread_id: str) -> list[str]:
+        """Root runs of the thread that wait for a person or work, oldest first."""
+        return await self._merged(
+            lambda shard: self._redis.zrange(
+                self.keys.live(thread_id, shard), 0, -1, withscores=True
             )
         )
 

@@ -34,6 +34,10 @@ RUN_SNAPSHOT_FIELD = "snapshot"
 # Sorted set per thread of paused root runs, scored by creation time, so an
 # incoming message finds "the pending run of this thread" without a scan.
 PAUSED = "paused"
+# Sorted set per thread of root runs that wait or work (paused or in flight),
+# scored by creation time, so the chat layer finds a thread's live runs (to stop
+# them, to say what is under way) without reading every run in flight.
+LIVE = "live"
 # One sorted set of paused root runs scored by their earliest expiry, so the
 # expiry sweep reads only what is due.
 EXPIRING = "expiring"
@@ -143,6 +147,15 @@ class RedisKeys(ShardedKeys):
     def paused_affixes(self, shard: int) -> tuple[str, str]:
         """What ``paused`` puts before and after the thread id (the Lua script needs it)."""
         before, _, after = self.paused("\0", shard).partition("\0")
+        return before, after
+
+    def live(self, thread_id: str, shard: int = 0) -> str:
+        """The index of a thread's root runs that wait or work (of one group on a cluster)."""
+        return self._own(LIVE, thread_id, shard)
+
+    def live_affixes(self, shard: int) -> tuple[str, str]:
+        """What ``live`` puts before and after the thread id (the Lua script needs it)."""
+        before, _, after = self.live("\0", shard).partition("\0")
         return before, after
 
     def expiring(self, shard: int = 0) -> str:

@@ -29,11 +29,15 @@ from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
-3: ``runs.alive_until``, the heartbeat of the process driving a run."""
+3: ``runs.alive_until``, the heartbeat of the process driving a run.
+4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``)."""
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
+_LIVE = "(paused = 1 OR in_flight = 1)"
+"""A root run that waits or works; queries repeat it exactly, so SQLite uses the index."""
+_LIVE_INDEX = f"CREATE INDEX runs_live_by_thread ON runs (thread_id, created_at) WHERE {_LIVE}"
 _RUN_INDEXES = (
     "CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at) WHERE paused = 1",
     "CREATE INDEX runs_paused_by_expiry ON runs (next_expiry) WHERE paused = 1",
@@ -54,6 +58,7 @@ _SCHEMA = (
         alive_until REAL
     )""",
     *_RUN_INDEXES,
+    _LIVE_INDEX,
     """CREATE TABLE history (
         seq INTEGER PRIMARY KEY,
         thread_id TEXT NOT NULL,
@@ -88,10 +93,9 @@ _FROM_VERSION_1 = (
     *_RUN_INDEXES,
 )
 # Version 3 keeps heartbeats beside the snapshot, so a beat never touches it.
-_FROM_VERSION_2 = (
-    "ALTER TABLE runs ADD COLUMN alive_until REAL",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
-)
+_FROM_VERSION_2 = ("ALTER TABLE runs ADD COLUMN alive_until REAL",)
+# Version 4 finds a thread's live runs through an index of their own.
+_FROM_VERSION_3 = (_LIVE_INDEX, f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 _RUN_COLUMNS = (
     "run_id, revision, thread_id, status, is_root, paused, next_expiry, in_flight, created_at,"
@@ -191,6 +195,15 @@ class SQLiteStore:
         )
         return [row[0] for row in rows]
 
+    async def thread_runs(self, thread_id: str) -> list[str]:
+        """Root runs of the thread that wait for a person or work, oldest first."""
+        rows = await self._fetch(
+            f"""SELECT run_id FROM runs WHERE {_LIVE} AND thread_id = ?
+                ORDER BY created_at, rowid""",
+            (thread_id,),
+        )
+        return [row[0] for row in rows]
+
     async def runs_expiring(self, before: datetime) -> list[str]:
         """Root paused runs with a pending call expiring before ``before``, soonest first."""
         rows = await self._fetch(
@@ -265,8 +278,9 @@ class SQLiteStore:
         version = int(rows[0][0])
         steps = {
             0: _SCHEMA,
-            1: (*_FROM_VERSION_1, *_FROM_VERSION_2),
-            2: _FROM_VERSION_2,
+            1: (*_FROM_VERSION_1, *_FROM_VERSION_2, *_FROM_VERSION_3),
+            2: (*_FROM_VERSION_2, *_FROM_VERSION_3),
+            3: _FROM_VERSION_3,
         }.get(version, ())
         for statement in steps:
             await db.execute(statement)

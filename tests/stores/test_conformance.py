@@ -224,6 +224,52 @@ async def test_runs_in_flight_lists_root_runs_with_work_under_way(store: Store) 
     assert await store.runs_in_flight() == [newer.run_id]
 
 
+async def test_thread_runs_lists_the_threads_root_runs_that_wait_or_work_oldest_first(
+    store: Store,
+) -> None:
+    start = utcnow() - timedelta(hours=1)
+    running = paused_run(created_at=start + timedelta(minutes=2))
+    running.status, running.pending = "running", []
+    running = await store.save_run(running)
+    waiting = await store.save_run(paused_run(created_at=start + timedelta(minutes=1)))
+    claimed = await store.save_run(paused_run(created_at=start, state="executing"))
+    await store.save_run(paused_run(parent_run_id=claimed.run_id, created_at=start))
+    await store.save_run(finished(paused_run(created_at=start)))
+    await store.save_run(paused_run(thread_id=OTHER_THREAD, created_at=start))
+    await store.save_run(paused_run(thread_id=None, created_at=start))
+
+    assert await store.thread_runs(THREAD) == [claimed.run_id, waiting.run_id, running.run_id]
+    assert await store.thread_runs("slack:T1:C1:never") == []
+
+
+async def test_a_run_leaves_its_threads_runs_once_it_is_over(store: Store) -> None:
+    saved = await store.save_run(paused_run())
+    running = await store.save_run(saved.model_copy(update={"status": "running"}))
+    assert await store.thread_runs(THREAD) == [saved.run_id]
+
+    await store.save_run(finished(running))
+
+    assert await store.thread_runs(THREAD) == []
+
+
+async def test_a_run_moved_to_another_thread_leaves_the_old_threads_runs(store: Store) -> None:
+    saved = await store.save_run(paused_run(thread_id=THREAD))
+    running = saved.model_copy(update={"thread_id": OTHER_THREAD, "status": "running"})
+
+    await store.save_run(running)
+
+    assert await store.thread_runs(THREAD) == []
+    assert await store.thread_runs(OTHER_THREAD) == [saved.run_id]
+
+
+async def test_a_save_that_conflicts_leaves_the_threads_runs_as_they_were(store: Store) -> None:
+    saved = await store.save_run(paused_run())
+    await store.save_run(saved)
+    with pytest.raises(StoreConflict):
+        await store.save_run(finished(saved))
+    assert await store.thread_runs(THREAD) == [saved.run_id]
+
+
 # Thread memory
 
 

@@ -93,6 +93,7 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     store = SQLiteStore(f"sqlite:///{path}")
     try:
         assert await store.paused_runs(waiting.thread_id or "") == [waiting.run_id]
+        assert await store.thread_runs(waiting.thread_id or "") == [waiting.run_id]
         later = utcnow() + timedelta(days=2)
         assert await store.runs_expiring(later) == [waiting.run_id]
         assert await store.load_run(waiting.run_id) == waiting
@@ -106,4 +107,29 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+
+
+async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    waiting = await store.save_run(paused_run())
+    await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX runs_live_by_thread")
+        conn.execute("PRAGMA user_version = 3")
+        conn.commit()
+
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        assert await store.thread_runs(waiting.thread_id or "") == [waiting.run_id]
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT run_id FROM runs"
+            " WHERE (paused = 1 OR in_flight = 1) AND thread_id = ? ORDER BY created_at, rowid",
+            ("t",),
+        ).fetchall()
+        assert "runs_live_by_thread" in " ".join(str(row) for row in plan)
