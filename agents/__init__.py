@@ -2,7 +2,7 @@
 
 from ._engine import DEFAULT_LEASE
 from ._turns import StandingApproval, StandingAsk
-from .agent import Agent, ExpiredCall, RecoveredRun, StoppedRun
+from .agent import Agent
 from .chunks import (
     AgentResult,
     Chunk,
@@ -34,6 +34,7 @@ from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models.base import Model, ModelError
 from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
+from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot, StopRequest
 from .spec import AgentOptions, AgentSpec
 from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store

@@ -79,14 +79,8 @@ class Decider:
         changing nothing, when the decision cannot be taken.
         """
         async with self._turns.store.lock(lock_name(run_id)):
-            top = await self._turns.store.load_run(run_id)
-            if top is None:
-                raise RunNotFoundError(run_id, tool_call_id)
-            if not top.is_root:
-                raise ToolCallNotPendingError(
-                    run_id, tool_call_id or "", "belongs to a sub-agent; use the top run id"
-                )
-            entry = self._select(top, tool_call_id, decision)
+            loaded = await self._turns.store.load_run(run_id)
+            top, entry = select_pending(run_id, loaded, tool_call_id, decision)
             chain = await self.chain(top, entry.tool_call_id)
             value, answered = resume_data, None
             if decision.action == "resume":
@@ -147,38 +141,6 @@ class Decider:
         decision = decision.model_copy(update={"args": edited})
         record = audit_entry(top, entry, "edited", decision)
         return decision, record.model_copy(update={"previous_args": before})
-
-    def _select(
-        self, top: RunSnapshot, tool_call_id: str | None, decision: Decision
-    ) -> PendingCall:
-        """The pending call a decision is about, or the typed error saying why not."""
-        entry = top.find_pending(tool_call_id) if tool_call_id else None
-        if entry is None and tool_call_id in top.decisions:
-            raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
-        if top.status != "paused" or top.stop is not None:
-            status = "stopped" if top.stop is not None else top.status
-            raise RunNotPausedError(top.run_id, status, tool_call_id)
-        if tool_call_id is None:
-            waiting = [p for p in top.pending if p.state == "pending"]
-            if not waiting:
-                raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
-            entry = max(waiting, key=lambda p: p.created_at)
-        if entry is None:
-            raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
-        if entry.decision is not None:
-            raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
-        # A question can be answered or declined; an approval approved or declined.
-        wants = {"resume": "suspension", "approve": "approval"}.get(decision.action)
-        if wants is not None and entry.kind != wants:
-            detail = (
-                "waits for resume data, not for approval"
-                if entry.kind == "suspension"
-                else "waits for approval, not for resume data"
-            )
-            raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
-        if decision.action != "expire" and entry.expires_at <= utcnow():
-            raise CallExpiredError(top.run_id, entry.tool_call_id)
-        return entry
 
     async def chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
         """The runs from the top down to the one that owns a pending call."""
@@ -449,6 +411,46 @@ class Decider:
         if busy:
             parent.busy_children.append(child.run_id)
         return (parent.pending, parent.results, parent.busy_children) != was
+
+
+def select_pending(
+    run_id: str, top: RunSnapshot | None, tool_call_id: str | None, decision: Decision
+) -> tuple[RunSnapshot, PendingCall]:
+    """The top run ``run_id`` (``top`` as loaded, ``None`` if unknown) and its pending
+    call a decision is about, or the typed error saying why not (changing nothing)."""
+    if top is None:
+        raise RunNotFoundError(run_id, tool_call_id)
+    if not top.is_root:
+        raise ToolCallNotPendingError(
+            run_id, tool_call_id or "", "belongs to a sub-agent; use the top run id"
+        )
+    entry = top.find_pending(tool_call_id) if tool_call_id else None
+    if entry is None and tool_call_id in top.decisions:
+        raise AlreadyDecidedError(top.run_id, tool_call_id, top.decisions[tool_call_id])
+    if top.status != "paused" or top.stop is not None:
+        status = "stopped" if top.stop is not None else top.status
+        raise RunNotPausedError(top.run_id, status, tool_call_id)
+    if tool_call_id is None:
+        waiting = [p for p in top.pending if p.state == "pending"]
+        if not waiting:
+            raise ToolCallNotPendingError(top.run_id, "", "(no call is pending)")
+        entry = max(waiting, key=lambda p: p.created_at)
+    if entry is None:
+        raise ToolCallNotPendingError(top.run_id, tool_call_id or "")
+    if entry.decision is not None:
+        raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
+    # A question can be answered or declined; an approval approved or declined.
+    wants = {"resume": "suspension", "approve": "approval"}.get(decision.action)
+    if wants is not None and entry.kind != wants:
+        detail = (
+            "waits for resume data, not for approval"
+            if entry.kind == "suspension"
+            else "waits for approval, not for resume data"
+        )
+        raise ToolCallNotPendingError(top.run_id, entry.tool_call_id, detail)
+    if decision.action != "expire" and entry.expires_at <= utcnow():
+        raise CallExpiredError(top.run_id, entry.tool_call_id)
+    return top, entry
 
 
 def _ran(

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._decide import select_pending
 from ._engine import Engine
 from ._turns import CallPredicate, StandingApproval, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError
 from .messages import Message, TextPart
 from .models.base import Model, ModelError, StructuredRequest, ToolSpec
-from .snapshot import Decision, RunOptions, RunSnapshot, utcnow
+from .runs import ExpiredCall, RecoveredRun, StoppedRun
+from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
 from .spec import AgentOptions, AgentSpec, tools_by_name
 from .stores.base import Store
 from .stores.memory import MemoryStore
@@ -24,54 +27,6 @@ from .tools import LiveTools, Tool, ToolSource
 Input = str | Message | Sequence[str | Message]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExpiredCall:
-    """A pending call the expiry sweep resolved; consume ``stream`` to finish its run."""
-
-    pending: PendingInfo
-    stream: AgentStream
-
-
-@dataclass(frozen=True, kw_only=True)
-class RecoveredRun:
-    """A run a crash left in flight, dealt with by ``recover_interrupted``.
-
-    Either ``stream`` carries out again a decision that is safe to repeat (a
-    decline, an expiry, an idempotent tool): consume it; or the run is now
-    ``interrupted`` and ``error`` says so, to be told to the people waiting.
-    ``pending`` is the decided call involved, if any; ``dropped`` lists every
-    call the interrupted run still showed, which nobody can decide any more.
-    """
-
-    run_id: str
-    thread_id: str | None
-    requester: str | None
-    metadata: dict[str, Any]
-    pending: PendingInfo | None
-    stream: AgentStream | None
-    error: str | None
-    dropped: tuple[PendingInfo, ...] = ()
-    """Calls that were still waiting on the interrupted run (now void)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StoppedRun:
-    """A run someone stopped (``Agent.stop_run``).
-
-    ``dropped`` are the calls that waited on it, which nobody can decide any more.
-    ``ended``: the run is over now; otherwise work was under way, and whoever
-    drives it ends it at its next step (its stream finishes ``stopped``).
-    """
-
-    run_id: str
-    thread_id: str | None
-    requester: str | None
-    metadata: dict[str, Any]
-    stopped_by: str | None
-    dropped: tuple[PendingInfo, ...]
-    ended: bool
-
-
 @dataclass(kw_only=True, eq=False)
 class Agent:
     """An agent: a model with instructions, tools and optionally sub-agents.
@@ -79,6 +34,16 @@ class Agent:
     Sub-agents (``agents={"data": data_agent}``) are offered to the model as tools
     named ``agent-<key>``; their approvals and suspensions surface in this
     agent's stream and are decided here with this agent's run id.
+
+    A decision (``approve_tool_call``, ``decline_tool_call``, ``resume_stream``,
+    ``answer_question``) is claimed when the call returns, but its work is done by
+    whoever reads (consumes) the stream it returns: that reader carries out the
+    tool and the rest of the run. A stream nobody reads runs nothing (crash
+    recovery finds the claimed call later).
+
+    A chat layer needs no more than this class: runs are read, the audit log read
+    and written and the store checked through it (``get_run``, ``thread_runs``,
+    ``waiting_call``, ``audit``, ``record``, ``ping``), never through the store.
     """
 
     id: str
@@ -291,24 +256,39 @@ class Agent:
         return await (await self.decline_tool_call(**kwargs)).result()
 
     async def answer_question(
-        self, messages: Input, *, thread_id: str, resource_id: str | None = None
+        self,
+        messages: Input,
+        *,
+        thread_id: str,
+        resource_id: str | None = None,
+        run_id: str | None = None,
+        tool_call_id: str | None = None,
     ) -> AgentStream | None:
-        """Resume the thread's newest waiting question with a person's words, if one waits.
+        """Resume a waiting question with a person's words: the thread's newest, or
+        exactly the one ``run_id`` and ``tool_call_id`` name.
 
         What ``stream`` does with ``auto_resume_suspended_tools``, without ever
-        starting a new run: ``None`` when no question waits. Raises
+        starting a new run: ``None`` when no question of the thread waits. A named
+        question that does not wait raises the typed error saying why
+        (``RunNotFoundError``, ``AlreadyDecidedError``, ``RunNotPausedError``,
+        ``ToolCallNotPendingError``, ``CallExpiredError``). Raises
         ``ResumeDataInvalidError`` when the words do not fit the tool's schema.
         """
         said = _as_messages(messages)
-        now = utcnow()
-        waiting = [
-            p
-            for p in await self.list_suspended_runs(thread_id=thread_id)
-            if p.kind == "suspension" and p.expires_at > now
-        ]
-        if not waiting:
-            return None
-        target = waiting[-1]
+        if (run_id is None) != (tool_call_id is None):
+            raise ValueError("answer_question names a question by run_id and tool_call_id both")
+        if run_id is not None and tool_call_id is not None:
+            target = await self._question(run_id, tool_call_id)
+        else:
+            now = utcnow()
+            waiting = [
+                p
+                for p in await self.list_suspended_runs(thread_id=thread_id)
+                if p.kind == "suspension" and p.expires_at > now
+            ]
+            if not waiting:
+                return None
+            target = waiting[-1]
         text = "\n".join(m.text for m in said if m.role == "user").strip()
         data = await self._extract_resume_data(target, text)
         return await self.resume_stream(
@@ -331,9 +311,52 @@ class Agent:
                 out.extend(PendingInfo.of(run_id, p) for p in snap.pending if p.state == "pending")
         return sorted(out, key=lambda p: p.created_at)
 
+    async def waiting_call(self, run_id: str, tool_call_id: str) -> PendingInfo | None:
+        """The call ``tool_call_id`` of the top run ``run_id`` while it still waits for a
+        person; ``None`` once it is decided or dropped, when the run was stopped, and for
+        an unknown run or a sub-agent's. Reads that one run."""
+        snap = await self.engine.store.load_run(run_id)
+        if snap is None or not snap.is_root or snap.stop is not None:
+            return None
+        call = snap.find_pending(tool_call_id)
+        if call is None or call.state != "pending":
+            return None
+        return PendingInfo.of(run_id, call)
+
+    async def thread_runs(self, thread_id: str) -> list[RunSnapshot]:
+        """The thread's top runs that work or wait for a person and that nobody stopped,
+        oldest first; read through the store's index of the thread's runs."""
+        store = self.engine.store
+        loaded = await asyncio.gather(*map(store.load_run, await store.thread_runs(thread_id)))
+        runs = [
+            snap
+            for snap in loaded
+            if snap is not None
+            and snap.thread_id == thread_id
+            and snap.status in ("running", "paused")
+            and snap.stop is None
+        ]
+        return sorted(runs, key=lambda snap: snap.created_at)
+
     async def get_run(self, run_id: str) -> RunSnapshot:
         """A run's snapshot (raises ``RunNotFoundError``)."""
         return await self.engine.load(run_id)
+
+    # -- the audit log and the store ---------------------------------------------
+
+    async def audit(
+        self, *, run_id: str | None = None, thread_id: str | None = None
+    ) -> list[AuditEntry]:
+        """The audit log of a run and/or a thread (everything when neither), oldest first."""
+        return await self.engine.store.list_audit(run_id=run_id, thread_id=thread_id)
+
+    async def record(self, entry: AuditEntry) -> None:
+        """Append ``entry`` to the audit log (a caller's own events, such as votes)."""
+        await self.engine.store.append_audit(entry)
+
+    async def ping(self) -> bool:
+        """Whether the store answers."""
+        return await self.engine.store.ping()
 
     def set_standing_approval(self, standing: StandingApproval | None) -> None:
         """Let calls that need approval run at once when ``standing`` names who already
@@ -429,6 +452,13 @@ class Agent:
             return _result(await self.engine.ended(run_id), run_id)
 
         return AgentStream(run_id, chunks, result, (self.id,))
+
+    async def _question(self, run_id: str, tool_call_id: str) -> PendingInfo:
+        """The question ``tool_call_id`` of ``run_id`` if it waits for an answer, else the
+        typed error a resume of it would raise."""
+        snap = await self.engine.store.load_run(run_id)
+        _, call = select_pending(run_id, snap, tool_call_id, Decision(action="resume"))
+        return PendingInfo.of(run_id, call)
 
     async def _extract_resume_data(self, call: PendingInfo, text: str) -> Any:
         schema = call.resume_schema
