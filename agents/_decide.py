@@ -50,14 +50,6 @@ from .snapshot import AuditEntry, AuditEvent, Decision, PendingCall, RunSnapshot
 from .stores.base import StoreConflict
 from .tools import Tool
 
-_DECIDED: dict[str, AuditEvent] = {
-    "approve": "approved",
-    "decline": "declined",
-    "resume": "resumed",
-    "expire": "expired",
-}
-"""The audit event a decision's claim writes."""
-
 
 class Decider:
     """Claims decisions on pending calls and carries them out, over one ``Turns``."""
@@ -89,13 +81,13 @@ class Decider:
             audit = []
             if decision.action == "approve" and decision.args is not None:
                 decision, edited = await self._edit(chain, entry, decision)
-                audit.append(edited)
+                audit.extend([edited] if edited is not None else [])
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
-            event = _decided_event(entry, decision)
+            event = _event(entry, decision)
             # The top last, with the decision's audit entry: until that one write
             # succeeds, the claim has not happened and nothing says it did.
             try:
@@ -114,10 +106,11 @@ class Decider:
 
     async def _edit(
         self, chain: list[RunSnapshot], entry: PendingCall, decision: Decision
-    ) -> tuple[Decision, AuditEntry]:
+    ) -> tuple[Decision, AuditEntry | None]:
         """Put an approval's edited arguments in place of the asked ones, in every run
         of ``chain`` (changing nothing if they are invalid or the tool's check refuses
-        them): the decision with them as validated, and the ``edited`` audit entry."""
+        them): the decision with them as validated, and the ``edited`` audit entry; an
+        edit that leaves them as they were is no edit (no ``args``, no entry)."""
         owner, top = chain[-1], chain[0]
         tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
         call = next((c for c in owner.batch if c.tool_call_id == entry.tool_call_id), None)
@@ -134,6 +127,9 @@ class Decider:
             raise ArgsInvalidError(top.run_id, entry.tool_call_id, [refusal])
         edited = tool.dump_args(args)
         before = entry.args
+        if _sortable(edited) == _sortable(before):
+            # An edit that changed nothing is an approval like any other.
+            return decision.model_copy(update={"args": None}), None
         for snap in chain:
             pending = snap.find_pending(entry.tool_call_id)
             assert pending is not None
@@ -471,16 +467,16 @@ def _ran(
     return [entry.model_copy(update={"result": kept, "args": args})]
 
 
-def _decided_event(entry: PendingCall, decision: Decision) -> AuditEvent:
-    """The audit event a decision's claim writes: a question called off is ``cancelled``,
-    not ``declined``."""
-    if decision.action == "decline" and decision.cancelled and entry.kind == "suspension":
-        return "cancelled"
-    return _DECIDED[decision.action]
-
-
 _RESULT_KEPT = 500
 """Characters of a tool's result (or error) the audit log keeps."""
+
+
+def _event(entry: PendingCall, decision: Decision) -> AuditEvent:
+    """The audit event a claim writes: only a question is ever called off (``cancelled``);
+    an approval that is is ``declined``."""
+    if decision.event == "cancelled" and entry.kind != "suspension":
+        return "declined"
+    return decision.event
 
 
 def _refused_text(entry: PendingCall, decision: Decision) -> str:

@@ -242,7 +242,8 @@ class Engine:
             decision = decision.model_copy(update={"data": jsonable(resume_data)})
         chain, entry, value = await self.decider.claim(run_id, tool_call_id, decision, resume_data)
         shown: list[PendingCall] = []
-        body = self.decider.carry_out(chain, entry, decision, value, shown)
+        # As claimed: an edit's arguments validated, or dropped when they changed nothing.
+        body = self.decider.carry_out(chain, entry, entry.decision or decision, value, shown)
         return self._session(run_id, body, shown)
 
     async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:

@@ -311,12 +311,17 @@ class Agent:
                 out.extend(PendingInfo.of(run_id, p) for p in snap.pending if p.state == "pending")
         return sorted(out, key=lambda p: p.created_at)
 
-    async def waiting_call(self, run_id: str, tool_call_id: str) -> PendingInfo | None:
+    async def waiting_call(
+        self, run_id: str, tool_call_id: str, *, thread_id: str | None = None
+    ) -> PendingInfo | None:
         """The call ``tool_call_id`` of the top run ``run_id`` while it still waits for a
         person; ``None`` once it is decided or dropped, when the run was stopped, and for
-        an unknown run or a sub-agent's. Reads that one run."""
+        an unknown run or a sub-agent's (or, given ``thread_id``, a run of another
+        thread). Reads that one run."""
         snap = await self.engine.store.load_run(run_id)
         if snap is None or not snap.is_root or snap.stop is not None:
+            return None
+        if thread_id is not None and snap.thread_id != thread_id:
             return None
         call = snap.find_pending(tool_call_id)
         if call is None or call.state != "pending":
@@ -325,9 +330,14 @@ class Agent:
 
     async def thread_runs(self, thread_id: str) -> list[RunSnapshot]:
         """The thread's top runs that work or wait for a person and that nobody stopped,
-        oldest first; read through the store's index of the thread's runs."""
+        oldest first; read through the store's indexes of the thread's runs."""
         store = self.engine.store
-        loaded = await asyncio.gather(*map(store.load_run, await store.thread_runs(thread_id)))
+        # The waiting runs' index too: a run paused before its store kept the index of a
+        # thread's live runs (an upgrade) is found all the same.
+        ids = dict.fromkeys(
+            [*await store.paused_runs(thread_id), *await store.thread_runs(thread_id)]
+        )
+        loaded = await asyncio.gather(*map(store.load_run, ids))
         runs = [
             snap
             for snap in loaded

@@ -47,7 +47,7 @@ class AlreadyDecidedError(ToolCallNotPendingError):
 
     def __init__(self, run_id: str, tool_call_id: str, decision: Decision) -> None:
         who = decision.decided_by or "someone"
-        super().__init__(run_id, tool_call_id, f"was already {_past(decision.action)} by {who}")
+        super().__init__(run_id, tool_call_id, f"was already {_past(decision.event)} by {who}")
         self.decision = decision
 
 
@@ -113,10 +113,8 @@ def _call(tool_call_id: str | None) -> str:
     return f" (tool call {tool_call_id!r})" if tool_call_id is not None else ""
 
 
-def _past(action: str) -> str:
-    return {"approve": "approved", "decline": "declined", "resume": "resumed"}.get(
-        action, "expired"
-    )
+def _past(event: str) -> str:
+    return "answered" if event == "resumed" else event
 
 
 def validation_messages(exc: Exception) -> list[str]:

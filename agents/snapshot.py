@@ -52,6 +52,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_DECIDED: dict[DecisionAction, AuditEvent] = {
+    "approve": "approved",
+    "decline": "declined",
+    "resume": "resumed",
+    "expire": "expired",
+}
+"""The audit event each kind of decision writes (``Decision.event``)."""
+
+
 class Decision(BaseModel):
     """Who resolved a pending call, how and when."""
 
@@ -69,6 +78,14 @@ class Decision(BaseModel):
     args: dict[str, Any] | None = None
     """On an approval of edited arguments: the arguments as edited (validated, JSON);
     the call runs with them instead of those it asked with."""
+
+    @property
+    def event(self) -> AuditEvent:
+        """The audit event this decision writes when it is claimed: a question called
+        off is ``cancelled``, not ``declined``."""
+        if self.action == "decline" and self.cancelled:
+            return "cancelled"
+        return _DECIDED[self.action]
 
 
 class StopRequest(BaseModel):

@@ -493,3 +493,19 @@ async def test_an_edited_call_keeps_its_edit_across_a_reload_of_its_run() -> Non
     assert [r.edited_args for r in run.tool_results] == [
         {"order": "A-1", "amount": 99, "currency": "EUR"}
     ]
+
+
+async def test_an_edit_that_changes_nothing_is_an_approval_like_any_other() -> None:
+    ran: list[dict[str, object]] = []
+    agent = refund_agent(ran)
+    paused = await agent.generate("refund A-1")
+    final = await agent.approve_tool_call_generate(
+        run_id=paused.run_id, decided_by="U2", args={"order": "A-1", "amount": "150"}
+    )
+    assert ran == [{"order": "A-1", "amount": 150, "currency": "EUR"}]
+    assert [r.edited_args for r in final.tool_results] == [None]
+    audit = await agent.audit(run_id=paused.run_id)
+    assert [e.event for e in audit] == ["requested", "approved", "executed"]
+    assert (await agent.get_run(paused.run_id)).decisions[
+        paused.pending[0].tool_call_id
+    ].args is None
