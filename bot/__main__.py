@@ -250,7 +250,10 @@ async def audit(
     policy = load_policy(settings)
     store = open_store(settings.store_url)
     try:
-        write(await audit_rows(store, policy, thread_id=thread, since=since), sys.stdout, fmt)
+        rows = await audit_rows(
+            store, policy, thread_id=thread, since=since, compact=fmt == "table"
+        )
+        write(rows, sys.stdout, fmt)
     finally:
         await store.close()
 

@@ -17,12 +17,15 @@ from typing import Any, Literal, TextIO
 
 from agents import AuditEntry, Store
 
+from .outcome import arg_changes, changes_text, shown_value
 from .policy import ApprovalPolicy, parse_duration
 
 AuditFormat = Literal["table", "csv", "jsonl"]
 
 COLUMNS = ("at", "event", "tool", "actor", "requester", "args", "detail", "thread", "run", "call")
 """What each row says, in this order."""
+CHANGED = "changed {changes}"
+"""The detail of an ``edited`` entry: what the edit changed (``bot.outcome``)."""
 TABLE_CELL = 60
 """Characters a table cell shows at most (CSV and JSON lines keep everything)."""
 
@@ -33,26 +36,30 @@ async def audit_rows(
     *,
     thread_id: str | None = None,
     since: datetime | None = None,
+    compact: bool = False,
 ) -> list[dict[str, str]]:
-    """The audit entries (of one thread, or all; from ``since`` on) as report rows."""
+    """The audit entries (of one thread, or all; from ``since`` on) as report rows
+    (``compact``: arguments as short ``name=value`` pairs, for the table)."""
     entries = await store.list_audit(thread_id=thread_id)
-    return [row(e, policy) for e in entries if since is None or e.at >= since]
+    return [row(e, policy, compact=compact) for e in entries if since is None or e.at >= since]
 
 
-def row(entry: AuditEntry, policy: ApprovalPolicy) -> dict[str, str]:
-    """One entry as text by column; a sensitive tool's arguments as their hash."""
+def row(entry: AuditEntry, policy: ApprovalPolicy, *, compact: bool = False) -> dict[str, str]:
+    """One entry as text by column; a sensitive tool's arguments as their hash (and of
+    an edit, only the names of the arguments it changed)."""
     sensitive = policy.rule(entry.tool_name).sensitive
     detail = [entry.reason or "", entry.result or ""]
     if entry.previous_args is not None:
-        before = _args(entry.previous_args, sensitive)
-        detail.insert(0, f"before: {before}")
+        changes = arg_changes(entry.previous_args, entry.args)
+        changed = ", ".join(c.name for c in changes) if sensitive else changes_text(changes)
+        detail.insert(0, CHANGED.format(changes=changed))
     return {
         "at": entry.at.isoformat(timespec="seconds"),
         "event": str(entry.event),
         "tool": entry.tool_name,
         "actor": entry.actor or "",
         "requester": entry.requester or "",
-        "args": _args(entry.args, sensitive),
+        "args": _args(entry.args, sensitive, compact=compact),
         "detail": "; ".join(d for d in detail if d),
         "thread": entry.thread_id or "",
         "run": entry.run_id,
@@ -95,11 +102,13 @@ def since_of(text: str | None, now: datetime) -> datetime | None:
     return None if text is None else now - parse_duration(text)
 
 
-def _args(args: dict[str, Any], sensitive: bool) -> str:
+def _args(args: dict[str, Any], sensitive: bool, *, compact: bool = False) -> str:
     text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
-    if not sensitive:
-        return text
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    if sensitive:
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    if compact:
+        return " ".join(f"{name}={shown_value(value)}" for name, value in args.items())
+    return text
 
 
 def _cell(value: str) -> str:

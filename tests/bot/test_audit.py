@@ -58,8 +58,7 @@ async def test_the_audit_prints_requests_decisions_and_what_came_of_them(tmp_pat
     assert declined["actor"] == "grace"
     assert declined["detail"] == "keep it"
     assert json.loads(edited["args"])["amount"] == 120.0
-    assert edited["detail"].startswith("before: ")
-    assert '"amount": 150.0' in edited["detail"]
+    assert edited["detail"] == "changed amount: 150.0 → 120.0"
     assert "120.00" in executed["detail"]
     assert all(r["thread"] == "console:local:grace:main" for r in rows)
 
@@ -68,6 +67,9 @@ async def test_the_audit_prints_requests_decisions_and_what_came_of_them(tmp_pat
     header, *lines = table.splitlines()
     assert header.split()[:4] == ["at", "event", "tool", "actor"]
     assert len(lines) == 6
+    # Every argument fits its cell, the one an edit changed included.
+    assert "order_id=A-1001 amount=120.0" in lines[3]
+    assert "changed amount: 150.0 → 120.0" in lines[3]
 
     code, text, _ = await audit(tmp_path, "--format", "csv", "--thread", "elsewhere")
     assert list(csv.reader(io.StringIO(text))) == [
@@ -93,3 +95,16 @@ async def test_a_bad_duration_is_one_clear_line(tmp_path: Path) -> None:
     assert code == 2
     assert "--since" in err
     assert "Traceback" not in err
+
+
+async def test_an_edit_of_a_sensitive_tool_names_what_changed_but_not_the_values(
+    tmp_path: Path,
+) -> None:
+    await console_demo(tmp_path, "refund order A-1001 150", "e", "", "120")
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[tools.refund]\nsensitive = true\n")
+    code, out, err = await audit(tmp_path, "--format", "jsonl", APPROVAL_POLICY=str(policy))
+    assert code == 0, err
+    (edited,) = [json.loads(line) for line in out.splitlines() if '"edited"' in line]
+    assert edited["detail"] == "changed amount"
+    assert edited["args"].startswith("sha256:")
