@@ -12,10 +12,23 @@ from .chat_state import (
     ask_of,
     open_chat_state,
 )
+from .commands import APPROVALS_USAGE, ApprovalsCommand, approvals_command
 from .core import ChatBot
 from .inputs import has_lone_surrogate, is_loopback_url
 from .intake import Overloaded
 from .metrics import Metrics
+from .outcome import (
+    EDIT_MARK,
+    ArgChange,
+    Outcome,
+    Tone,
+    arg_changes,
+    card_outcome,
+    change_side,
+    changes_text,
+    question_outcome,
+    shown_value,
+)
 from .policy import ApprovalPolicy, PolicyError
 from .port import ChatCore
 from .server import Adapter, build_app
@@ -64,11 +77,15 @@ from .types import (
 )
 
 __all__ = [
+    "APPROVALS_USAGE",
     "DEFAULT_AGENT",
+    "EDIT_MARK",
     "ENV_CONFIG",
     "Adapter",
     "ApprovalCard",
     "ApprovalPolicy",
+    "ApprovalsCommand",
+    "ArgChange",
     "CardPlace",
     "CardPointer",
     "CardStatus",
@@ -90,6 +107,7 @@ __all__ = [
     "Messenger",
     "Metrics",
     "Notice",
+    "Outcome",
     "Overloaded",
     "Person",
     "PolicyError",
@@ -107,10 +125,16 @@ __all__ = [
     "Text",
     "ThreadKey",
     "ThreadNote",
+    "Tone",
     "Undeliverable",
     "View",
+    "approvals_command",
+    "arg_changes",
     "ask_of",
     "build_app",
+    "card_outcome",
+    "change_side",
+    "changes_text",
     "has_lone_surrogate",
     "is_loopback_url",
     "load_from_env",
@@ -118,5 +142,7 @@ __all__ = [
     "naming",
     "open_chat_state",
     "plain_text",
+    "question_outcome",
+    "shown_value",
     "tool_label",
 ]

@@ -31,6 +31,7 @@ from agents import (
     ResumeDataInvalidError,
     RunChangedError,
     RunNotFoundError,
+    RunSnapshot,
     StandingAsk,
     Store,
     StoreConflict,
@@ -39,7 +40,7 @@ from agents import (
 from agents.mcp import mcp_servers
 
 from . import messages
-from .chat_state import ChatState, InboxEntry, ThreadNote, grant_key, open_chat_state
+from .chat_state import ChatState, InboxEntry, ThreadNote, ask_of, grant_key, open_chat_state
 from .decisions import RECENT_DECISION, Decisions, recent_key
 from .following import Following
 from .housekeeping import Housekeeping
@@ -172,8 +173,11 @@ class ChatBot:
 
     @property
     def store(self) -> Store:
-        """The agent's store (runs, thread history, audit)."""
-        return self.agent.engine.store
+        """The agent's store, beside which the chat state is kept (the core itself reaches
+        runs and the audit log through ``Agent``)."""
+        store = self.agent.store
+        assert store is not None  # set by the runtime once the agent is configured
+        return store
 
     # -- the adapter port -------------------------------------------------------
 
@@ -269,7 +273,7 @@ class ChatBot:
         requested: list[ApprovalCard] = []
         names = await self.presenter.inbox_names(thread, user_id)
         for run_id in sorted(await self.chat.waiting_for(scope, names)):
-            snap = await self.store.load_run(run_id)
+            snap = await self._run(run_id)
             origin = thread_of(snap.metadata) if snap is not None else None
             if snap is None or origin is None or not origin.id.startswith(scope):
                 continue
@@ -285,7 +289,7 @@ class ChatBot:
                 refusal = self.policy.check(
                     info.tool_name, info.requester, user_id, allowed=allowed
                 )
-                if refusal is None:
+                if refusal is None and not await self._voted(info, user_id):
                     waiting.append(card)
                 elif info.requester == user_id:
                     requested.append(card)
@@ -297,6 +301,21 @@ class ChatBot:
             requested=tuple(sorted(requested, key=lambda c: c.expires_at)),
             decided=decided,
             grants=len(grants),
+        )
+
+    async def _run(self, run_id: str) -> RunSnapshot | None:
+        try:
+            return await self.agent.get_run(run_id)
+        except RunNotFoundError:
+            return None
+
+    async def _voted(self, call: PendingInfo, user_id: str) -> bool:
+        """Whether ``user_id`` already approved a call that needs several approvals (it
+        waits for others, not for them)."""
+        if self.policy.quorum(call.tool_name) == 1:
+            return False
+        return any(
+            person.id == user_id for person in await self.chat.votes(call.run_id, ask_of(call))
         )
 
     async def _recent_decisions(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
@@ -337,10 +356,10 @@ class ChatBot:
         if snap.thread_id != thread.id:
             return (messages.FEEDBACK_UNKNOWN,)
         rating = FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL
-        given = await self.store.list_audit(run_id=run_id)
+        given = await self.agent.audit(run_id=run_id)
         if any(e.event == FEEDBACK and e.actor == user_id and e.result == rating for e in given):
             return (messages.FEEDBACK_THANKS,)
-        await self.store.append_audit(
+        await self.agent.record(
             AuditEntry(
                 event=FEEDBACK,
                 run_id=run_id,
@@ -529,7 +548,7 @@ class ChatBot:
             return
         async with self._threads.hold(thread.id):
             try:
-                if attempt.retry and await self.store.load_run(run_id) is not None:
+                if attempt.retry and await self._run(run_id) is not None:
                     await self._catch_up(thread, messenger, run_id)
                     return
                 stream = await self._stream_for(message, messenger, run_id, retry=attempt.retry)
@@ -672,8 +691,16 @@ class ChatBot:
                 await self.presenter.tell(thread, message.user_id, (refused,))
                 return None
             try:
-                answered = await self.agent.answer_question(
-                    message.text, thread_id=thread.id, resource_id=message.user_id
+                answered = (
+                    await self.agent.answer_question(
+                        message.text,
+                        thread_id=thread.id,
+                        resource_id=message.user_id,
+                        run_id=live[-1].run_id,
+                        tool_call_id=live[-1].tool_call_id,
+                    )
+                    if live
+                    else None
                 )
             except ResumeDataInvalidError as exc:
                 asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
@@ -691,10 +718,9 @@ class ChatBot:
                 await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
                 return None
             if answered is not None:
-                if live:  # the newest live question is the one the reply answered
-                    await self.presenter.show_settled(
-                        messenger, thread, live[-1], "answered", message.user_id
-                    )
+                await self.presenter.show_settled(
+                    messenger, thread, live[-1], "answered", message.user_id
+                )
                 return answered
             # The question went away between the look and the answer: only a
             # message addressed to the bot may start a new run, as it may below.

@@ -31,13 +31,13 @@ from agents import (
     RunChangedError,
     RunNotFoundError,
     RunNotPausedError,
-    Store,
     ToolCallNotPendingError,
 )
 
 from . import messages
 from .chat_state import CardPlace, ChatState, ask_of, grant_key
 from .metrics import DecisionOutcome, Metrics
+from .outcome import SETTLED, card_outcome, changes_text, same_args
 from .policy import ApprovalPolicy, parse_duration
 from .presenter import Presenter, scope_of
 from .tasks import KeyedLocks, TaskTracker
@@ -52,6 +52,7 @@ from .types import (
     Person,
     Prompt,
     PromptField,
+    RecentOutcome,
     Text,
     ThreadKey,
     naming,
@@ -73,16 +74,6 @@ def recent_key(scope: str, user_id: str) -> str:
     return f"decided:{scope}{user_id}"
 
 
-_AUDIT_ACTIONS = {"approved": "approve", "declined": "decline", "resumed": "resume"}
-_CARD_ENDINGS: dict[str, Literal["approved", "declined", "expired", "stopped"]] = {
-    "approved": "approved",
-    "granted": "approved",
-    "declined": "declined",
-    "expired": "expired",
-    "interrupted": "expired",
-    "stopped": "stopped",
-}
-"""How a call's card ended, by the audit event that ended it."""
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
     "answer": "answered",
     "decline": "declined",
@@ -115,7 +106,6 @@ class Decisions:
         metrics: Metrics,
     ) -> None:
         self._agent = agent
-        self._store: Store = agent.engine.store
         self._policy = policy
         self._chat = chat
         self._presenter = presenter
@@ -204,15 +194,7 @@ class Decisions:
         for those the policy lets decide: ``ApprovalCard.deciders``), or how it was
         decided, or that it expired; ``None`` for a call unknown in that workspace."""
         click = await self._located(click) or click
-        waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
-        call = next(
-            (
-                p
-                for p in waiting
-                if (p.run_id, p.tool_call_id) == (click.run_id, click.tool_call_id)
-            ),
-            None,
-        )
+        call = await self._waiting(click)
         card: ApprovalCard | None
         if call is not None:
             if call.kind != "approval":
@@ -239,10 +221,11 @@ class Decisions:
         if asked is None or asked.kind != "approval":
             return None
         after = entries[entries.index(asked) + 1 :]
-        ended = next((e for e in reversed(after) if e.event in _CARD_ENDINGS), None)
+        ended = next((e for e in reversed(after) if _card_ending(e.event)), None)
         if ended is None:
             return None  # decided a moment ago, not on record yet: nothing to redraw
-        status = _CARD_ENDINGS[ended.event]
+        status = _card_ending(ended.event)
+        assert status is not None
         edited = next((e for e in after if e.event == "edited"), None)
         deciders = (ended.actor or "").split(",") if status != "expired" and ended.actor else []
         return ApprovalCard(
@@ -264,6 +247,12 @@ class Decisions:
             else None,
         )
 
+    async def _waiting(self, click: Click) -> PendingInfo | None:
+        """The call a click names, while it waits in the click's thread (one run read)."""
+        return await self._agent.waiting_call(
+            click.run_id, click.tool_call_id, thread_id=click.thread.id
+        )
+
     async def _check(
         self, click: Click
     ) -> tuple[Click, PendingInfo | None, tuple[Text, DecisionOutcome] | None]:
@@ -272,15 +261,7 @@ class Decisions:
         Also the click itself, as one in the run's own thread when it came from a card
         shown elsewhere (``_located``): what follows is done in that thread.
         """
-        waiting = await self._agent.list_suspended_runs(thread_id=click.thread.id)
-        call = next(
-            (
-                p
-                for p in waiting
-                if p.run_id == click.run_id and p.tool_call_id == click.tool_call_id
-            ),
-            None,
-        )
+        call = await self._waiting(click)
         if call is None and (located := await self._located(click)) is not None:
             return await self._check(located)
         if call is None:
@@ -382,7 +363,7 @@ class Decisions:
         if len(ballot) >= quorum:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
-                await audit_vote(self._store, click, call)
+                await audit_vote(self._agent, click, call)
             result = await self._carry_out(click, call, voters=voters)
             if result.accepted and not voted:
                 # Only a vote that decided is kept: a click that lost the decision
@@ -394,7 +375,7 @@ class Decisions:
                     log.exception("could not record the deciding vote on %s", call.tool_call_id)
             return result
         await self._chat.add_vote(call.run_id, ask_of(call), me)
-        await audit_vote(self._store, click, call)
+        await audit_vote(self._agent, click, call)
         self._metrics.decided("voted")
         self._keep_decided(click.thread, call, "voted", (click.user_id,))
         card = self._presenter.card(click.thread, call, approvals=voters)
@@ -404,7 +385,11 @@ class Decisions:
         return _decided(click, card)
 
     def _keep_decided(
-        self, thread: ThreadKey, call: PendingInfo, outcome: str, people: tuple[str, ...]
+        self,
+        thread: ThreadKey,
+        call: PendingInfo,
+        outcome: RecentOutcome,
+        people: tuple[str, ...],
     ) -> None:
         """Add a decision to each decider's recent decisions (their inbox lists them), in
         the background: the decision stands by now, and the click need not wait for a
@@ -471,13 +456,16 @@ class Decisions:
             "declined" if click.action == "decline" else "approved"
         )
         self._metrics.decided(status)
-        outcome = "edited" if edited is not None else status
-        self._keep_decided(click.thread, call, outcome, deciders)
         shown, before = call, None
         if edited is not None:
-            # What runs is what the runtime validated (its types, its defaults).
+            # What runs is what the runtime validated (its types, its defaults); an edit
+            # that changed nothing is an approval like any other.
             ran = await self._approved_args(call)
-            shown, before = replace(call, args=ran or edited), call.args
+            if ran is not None and not same_args(call.args, ran):
+                shown, before = replace(call, args=ran), call.args
+        self._keep_decided(
+            click.thread, shown, "edited" if before is not None else status, deciders
+        )
         card = self._presenter.card(
             click.thread,
             shown,
@@ -486,7 +474,7 @@ class Decisions:
             reason=reason,
             approvals=voters,
             previous_args=before,
-            edited_by=click.user_id if edited is not None else None,
+            edited_by=click.user_id if before is not None else None,
             granted_for=click.grant_for if click.action == "grant" else None,
         )
         if click.action == "grant" and click.grant_for is not None:
@@ -637,11 +625,10 @@ class Decisions:
                 return (messages.CLICK_INTERRUPTED,)
             elif entry.event == "stopped":
                 return (messages.CLICK_STOPPED,)
-            elif entry.event in _AUDIT_ACTIONS and lost[entry.actor]:
+            elif _by_person(entry.event) and lost[entry.actor]:
                 lost[entry.actor] -= 1
-            elif entry.event in _AUDIT_ACTIONS:
-                action = _AUDIT_ACTIONS[entry.event]
-                return self._decided_by(click.thread, action, entry.actor, entries[:i])
+            elif _by_person(entry.event):
+                return self._decided_by(click.thread, entry.event, entry.actor, entries[:i])
         return (messages.CLICK_UNKNOWN,)
 
     async def _already(
@@ -649,18 +636,18 @@ class Decisions:
     ) -> Text:
         """ "Already approved by ..." for a click on a call decided just now."""
         entries = await self._audit_of(run_id, tool_call_id)
-        return self._decided_by(thread, decision.action, decision.decided_by, entries)
+        return self._decided_by(thread, decision.event, decision.decided_by, entries)
 
     async def _audit_of(self, run_id: str, tool_call_id: str) -> list[AuditEntry]:
-        entries = await self._store.list_audit(run_id=run_id)
+        entries = await self._agent.audit(run_id=run_id)
         return [e for e in entries if e.tool_call_id == tool_call_id]
 
     def _decided_by(
-        self, thread: ThreadKey, action: str, decided_by: str | None, before: list[AuditEntry]
+        self, thread: ThreadKey, event: str, decided_by: str | None, before: list[AuditEntry]
     ) -> Text:
-        """Who decided, named: a quorum's voters are the votes logged since the call was
-        (last) asked; anyone else decided alone."""
-        if action == "expire":
+        """Who decided (``event``: how), named: a quorum's voters are the votes logged
+        since the call was (last) asked; anyone else decided alone."""
+        if event == "expired":
             return (messages.CLICK_EXPIRED,)
         if decided_by is None:
             return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
@@ -670,9 +657,10 @@ class Decisions:
                 break
             if entry.event == VOTED and entry.actor and entry.actor not in voters:
                 voters.insert(0, entry.actor)
-        ids = voters if action == "approve" and voters else [decided_by]
+        ids = voters if event == "approved" and voters else [decided_by]
         people = tuple(self._presenter.who(thread, user) for user in ids)
-        past = messages.PAST_TENSE.get(action, messages.DECIDED)
+        settled = SETTLED.get(event)
+        past = settled.past if settled is not None else messages.DECIDED
         return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
 
     async def _after_decision(
@@ -694,6 +682,18 @@ class Decisions:
             await self._presenter.consume(click.thread, messenger, stream, requester=call.requester)
 
 
+def _card_ending(event: str) -> CardStatus | None:
+    """How a call's card reads once ``event`` settled it (``None``: it did not)."""
+    settled = SETTLED.get(event)
+    return settled.card if settled is not None else None
+
+
+def _by_person(event: str) -> bool:
+    """Whether ``event`` is a person's decision (named when someone clicks later)."""
+    settled = SETTLED.get(event)
+    return settled is not None and settled.by_person
+
+
 def _decision_notice(
     click: Click, call: PendingInfo, card: ApprovalCard | Prompt
 ) -> tuple[str, str] | None:
@@ -704,7 +704,11 @@ def _decision_notice(
     if call.requester is None or call.requester == click.user_id:
         return None
     tool = tool_label(card)
-    if card.status == "declined" and card.reason:
+    outcome = card_outcome(card)
+    if outcome is not None and outcome.changes:
+        changes = changes_text(outcome.changes)
+        text = messages.DECIDED_EDITED.format(tool=tool, changes=changes)
+    elif card.status == "declined" and card.reason:
         text = messages.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
     elif card.status == "declined":
         text = messages.DECIDED_DECLINED.format(tool=tool)

@@ -17,9 +17,9 @@ STEP_QUESTION: Final = "Waiting for an answer"
 # -- messages in a thread ------------------------------------------------------
 
 APPROVAL_PENDING: Final = (
-    "I'm waiting for a decision on `{tool}` (the approval card above). "
-    "Use its Approve or Decline buttons; a message can't approve it. "
-    "Send your message again once it is decided."
+    "I'm waiting for a decision on `{tool}` (the approval card above); a message can't "
+    "approve it. Send your message again once it is decided, or say `stop` to stop that "
+    "request."
 )
 ANSWER_RACED: Final = (
     "Someone changed this request at the same moment, so your answer did not count. "
@@ -55,6 +55,10 @@ DECIDED_GRANTED: Final = (
     "your request to run `{tool}` was approved, with its later calls here for {duration}; "
     "it runs now."
 )
+DECIDED_EDITED: Final = (
+    "your request to run `{tool}` was approved with edited arguments ({changes}); "
+    "it runs now, exactly as edited."
+)
 DECIDED_DECLINED: Final = "your request to run `{tool}` was declined, so it did not run."
 DECIDED_DECLINED_WHY: Final = (
     "your request to run `{tool}` was declined, so it did not run. Reason: {reason}"
@@ -79,8 +83,11 @@ GRANT_NOT_YOURS: Final = (
 )
 GRANTS_GIVEN_ENDED: Final = "Ended {count} grant(s) you gave: those calls ask for approval again."
 NO_GRANTS_GIVEN: Final = "You have no grants running."
-REVOKE_WORDS: Final = frozenset({"revoke", "revoke grants", "/approvals revoke"})
+REVOKE_WORDS: Final = frozenset({"revoke", "revoke grants"})
 """A message that is only one of these ends the thread's grants."""
+APPROVALS_USAGE: Final = (
+    "`/approvals` shows what waits for your decision; `/approvals revoke` ends the grants you gave."
+)
 REMINDER: Final = "reminder: `{tool}` is still waiting for a decision (the card above)."
 ESCALATED: Final = (
     "`{tool}` has waited long for a decision, so you may now decide it too (the card above)."
@@ -157,9 +164,13 @@ ANSWER_NOT_ALLOWED: Final = (
 POLICY_SELF_APPROVAL: Final = "You asked for `{tool}` yourself; someone else has to approve it."
 
 DECIDED: Final = "decided"
-PAST_TENSE: Final = {
-    "approve": "approved",
-    "decline": "declined",
-    "resume": "answered",
-    "expire": "expired",
-}
+
+# -- what an edit changed (bot.outcome) ----------------------------------------
+
+SOMEONE: Final = "someone"
+"""Who decided, on a card whose decider is not on record."""
+EDITED_BY: Final = "Edited by {who}"
+CHANGE: Final = "{name}: {before} → {after}"
+CHANGE_SEPARATOR: Final = "; "
+CHANGE_ABSENT: Final = "(none)"
+"""One side of a change where the argument is absent (added, or removed, by the edit)."""

@@ -110,7 +110,7 @@ async def healthz(request: web.Request) -> web.Response:
     """
     bot = request.app[BOT_KEY]
     try:
-        ok = bool(await asyncio.wait_for(bot.store.ping(), HEALTH_TIMEOUT))
+        ok = bool(await asyncio.wait_for(bot.agent.ping(), HEALTH_TIMEOUT))
     except Exception:
         log.warning("health check: the store did not answer", exc_info=True)
         ok = False

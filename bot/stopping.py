@@ -36,19 +36,7 @@ class Stopper:
 
     async def active(self, thread: ThreadKey) -> list[RunSnapshot]:
         """The thread's runs that work or wait for someone (not stopped yet), oldest first."""
-        store = self._agent.engine.store
-        ids = [*await store.paused_runs(thread.id), *await store.runs_in_flight()]
-        runs: list[RunSnapshot] = []
-        for run_id in dict.fromkeys(ids):
-            snap = await store.load_run(run_id)
-            if (
-                snap is not None
-                and snap.thread_id == thread.id
-                and snap.status in ("running", "paused")
-                and snap.stop is None
-            ):
-                runs.append(snap)
-        return sorted(runs, key=lambda r: r.created_at)
+        return await self._agent.thread_runs(thread.id)
 
     async def stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
         """Stop ``run_id`` (else every active run of the thread) for ``user_id``.

@@ -312,13 +312,17 @@ class CardPointer:
     people: tuple[Person, ...] = ()
 
 
+RecentOutcome = Literal["approved", "declined", "edited", "voted"]
+"""What a person did on a card, as their recent decisions list it: approved or declined
+it, approved it as they edited it, or approved one that needs more approvals."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class InboxDecision:
     """One decision in a person's recent decisions."""
 
     tool_name: str
-    outcome: str
-    """The audit event: ``approved``, ``declined``, ``edited``, ``voted``."""
+    outcome: RecentOutcome
     at: datetime
     args: dict[str, Any]
     """The call's arguments (a sensitive tool's: empty)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from agents import AuditEntry, PendingInfo, Store
+from agents import Agent, AuditEntry, PendingInfo
 
 from .types import Click
 
@@ -17,9 +17,9 @@ VOTED: Final = "voted"
 """The audit event of one vote towards a quorum (the runtime's own events are decisions)."""
 
 
-async def audit_vote(store: Store, click: Click, call: PendingInfo) -> None:
+async def audit_vote(agent: Agent, click: Click, call: PendingInfo) -> None:
     """One line of the audit log for one vote."""
-    await store.append_audit(
+    await agent.record(
         AuditEntry(
             event=VOTED,
             run_id=call.run_id,

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from bot import (
     ApprovalCard,
@@ -34,6 +34,7 @@ from bot import (
     Text,
     ThreadKey,
     View,
+    approvals_command,
     plain_text,
 )
 
@@ -176,6 +177,8 @@ class ConsoleAdapter:
         )
         bot.register(PLATFORM, self.messenger)
         self.messenger.on_output = self._spoke
+        self._may: dict[tuple[str, str], _May] = {}
+        """What the person may do with each open card, once the core was asked."""
         self._editing: _Edit | None = None
         self._form: _Form | None = None
         """A question with several fields being answered, one field per line."""
@@ -187,6 +190,7 @@ class ConsoleAdapter:
             self.messenger.write(self._welcome)
         if await self.bot.show_waiting(self.thread):
             self.messenger.write(texts.STILL_WAITING.format(thread=self.thread.root))
+        await self._vet_cards()
         self._ask()
         async for raw in self._lines or stdin_lines(sys.stdin):
             self._prompted = False
@@ -196,11 +200,8 @@ class ConsoleAdapter:
             elif self._form is not None:
                 await self._form_field(line)
             elif line:
-                if line.lower().split() in (
-                    [texts.APPROVALS_COMMAND],
-                    texts.APPROVALS_REVOKE.split(),
-                ):
-                    await self._approvals(revoke=len(line.split()) > 1)
+                if (command := approvals_command(line)) is not None:
+                    await self._approvals(revoke=command == "revoke")
                 elif self.messenger.open_cards:
                     await self._answer_card(line)
                 elif self.messenger.questions and line.lower() in QUESTION_COMMANDS:
@@ -213,6 +214,7 @@ class ConsoleAdapter:
                     )
                 # One turn at a time: the next line may answer what this one caused.
                 await self.bot.drain()
+            await self._vet_cards()
             self._ask()
         self._prompted = False
         await self.bot.drain()
@@ -245,16 +247,41 @@ class ConsoleAdapter:
             if (card.run_id, card.tool_call_id) not in asked:
                 self.messenger.open_cards.append(({"inbox": card.ask}, card))
 
+    async def _vet_cards(self) -> None:
+        """Ask the core what the person may do with each card newly open here: a card
+        they may neither approve nor decline is not asked, and they are told why."""
+        for ref, card in list(self.messenger.open_cards):
+            key = (card.run_id, card.tool_call_id)
+            if key in self._may:
+                continue
+            refusals = [await self._refusal(ref, card, action) for action in _MAY_ASK]
+            may = _May(approve=refusals[0] is None, decline=refusals[1] is None)
+            if not may.approve:  # why the prompt offers less (or nothing)
+                why = refusals[0] or ()
+                self.messenger.write(texts.PRIVATE.format(text=plain_text(why)))
+            if not (may.approve or may.decline):
+                self.messenger.forget(ref)
+            self._may[key] = may
+
+    async def _refusal(
+        self, ref: MessageRef, card: ApprovalCard, action: Literal["approve", "decline"]
+    ) -> Text | None:
+        return await self.bot.check_click(self._click_on(ref, card, action))
+
+    def _may_do(self, card: ApprovalCard) -> _May:
+        return self._may.get((card.run_id, card.tool_call_id), _May())
+
     async def _answer_card(self, line: str) -> None:
         ref, card = self.messenger.open_cards[0]
+        may = self._may_do(card)
         word, _, rest = line.partition(" ")
         action: Literal["approve", "decline"]
         match word.lower().rstrip(":,"):
-            case "a" | "approve" | "y" | "yes":
+            case "a" | "approve" | "y" | "yes" if may.approve:
                 action = "approve"
-            case "d" | "decline" | "n" | "no":
+            case "d" | "decline" | "n" | "no" if may.decline:
                 action = "decline"
-            case "e" | "edit" if card.editable:
+            case "e" | "edit" if card.editable and may.approve:
                 self._editing = _Edit(ref=ref, card=card)
                 return
             case "stop" | "s":
@@ -264,12 +291,12 @@ class ConsoleAdapter:
                     self.messenger.write(texts.PRIVATE.format(text=plain_text(said)))
                 await self.bot.drain()
                 return
-            case "g" | "grant" if card.grant_for:
+            case "g" | "grant" if card.grant_for and may.approve and _offered(card, rest):
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
                 return
             case _:
-                self.messenger.write(_card_answers(card, reask=True))
+                self.messenger.write(_card_answers(card, may, reask=True))
                 return
         await self._click(
             ref,
@@ -318,6 +345,20 @@ class ConsoleAdapter:
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
 
     async def _click(
+        self, ref: MessageRef, card: ApprovalCard | Prompt, action: ClickAction, **given: Any
+    ) -> ClickResult:
+        """Press ``action`` on the card (or question) at ``ref``; ``given``: the click's
+        reason, values or grant (``_click_on``)."""
+        result = await self.bot.on_click(self._click_on(ref, card, action, **given))
+        if result.accepted and "inbox" in ref:
+            self.messenger.forget(ref)  # its own thread's card shows how it went
+        if not result.accepted and not result.retry:
+            # Refused for good (decided, expired or not allowed): asking again can't help.
+            self.messenger.forget(ref)
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+        return result
+
+    def _click_on(
         self,
         ref: MessageRef,
         card: ApprovalCard | Prompt,
@@ -326,29 +367,20 @@ class ConsoleAdapter:
         reason: str | None = None,
         values: dict[str, str] | None = None,
         grant_for: str | None = None,
-    ) -> ClickResult:
-        result = await self.bot.on_click(
-            Click(
-                thread=self.thread,
-                user_id=self.user,
-                run_id=card.run_id,
-                tool_call_id=card.tool_call_id,
-                action=action,
-                reason=reason,
-                message_ref=ref,
-                user_name=self.user,
-                values=dict(values) if values is not None else None,
-                grant_for=grant_for,
-                ask=card.ask if isinstance(card, ApprovalCard) else None,
-            )
+    ) -> Click:
+        return Click(
+            thread=self.thread,
+            user_id=self.user,
+            run_id=card.run_id,
+            tool_call_id=card.tool_call_id,
+            action=action,
+            reason=reason,
+            message_ref=ref,
+            user_name=self.user,
+            values=dict(values) if values is not None else None,
+            grant_for=grant_for,
+            ask=card.ask if isinstance(card, ApprovalCard) else None,
         )
-        if result.accepted and "inbox" in ref:
-            self.messenger.forget(ref)  # its own thread's card shows how it went
-        if not result.accepted and not result.retry:
-            # Refused for good (decided, expired or not allowed): asking again can't help.
-            self.messenger.forget(ref)
-            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
-        return result
 
     async def _decline_question(self, action: Literal["decline", "cancel"]) -> None:
         ref, question = self.messenger.questions[-1]
@@ -364,7 +396,7 @@ class ConsoleAdapter:
             self.messenger.write(label, end=end)
         elif self.messenger.open_cards:
             card = self.messenger.open_cards[0][1]
-            question = _card_answers(card, reask=False)
+            question = _card_answers(card, self._may_do(card), reask=False)
             self.messenger.write(question, end=end)
         elif self._form is not None or self._start_form():
             assert self._form is not None
@@ -419,21 +451,41 @@ class _Edit:
     values: dict[str, str] = field(default_factory=dict)
 
 
-def _card_answers(card: ApprovalCard, *, reask: bool) -> str:
-    """The card's prompt (or, ``reask``, what to answer it with): Approve, Edit when it
-    may be edited, a grant when one is offered, Decline."""
-    options = [texts.APPROVE_OPTION]
-    if card.editable:
+@dataclass(frozen=True)
+class _May:
+    """What the person at the console may do with a card (the core says, per card)."""
+
+    approve: bool = True
+    decline: bool = True
+
+
+_MAY_ASK: tuple[Literal["approve", "decline"], ...] = ("approve", "decline")
+
+
+def _offered(card: ApprovalCard, rest: str) -> bool:
+    """Whether a grant's duration (none: the card's first) is one the card offers."""
+    return not rest.strip() or rest.strip() in card.grant_for
+
+
+def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
+    """The card's prompt (or, ``reask``, what to answer it with): what the person may
+    do: Approve, Edit when it may be edited, a grant when one is offered, Decline."""
+    options = []
+    if may.approve:
+        options.append(texts.APPROVE_OPTION)
+    if may.approve and card.editable:
         options.append(texts.EDIT_OPTION)
-    if card.grant_for:
+    if may.approve and card.grant_for:
         shown, said = texts.GRANT_OPTION
         durations = " / ".join(card.grant_for)
         options.append(
             (shown.format(durations=durations), said.format(duration=card.grant_for[-1]))
         )
-    options.append(texts.DECLINE_OPTION)
+    if may.decline:
+        options.append(texts.DECLINE_OPTION)
     if not reask:
-        return texts.CARD_QUESTION.format(options=" / ".join(shown for shown, _ in options))
+        question = texts.CARD_QUESTION if may.approve else texts.CARD_DECLINE_QUESTION
+        return question.format(options=" / ".join(shown for shown, _ in options))
     answers = [answer for _, answer in options] + [texts.STOP_ANSWER]
     return texts.CARD_REASK.format(options=", ".join(answers[:-1]) + ", or " + answers[-1])
 

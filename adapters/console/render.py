@@ -6,14 +6,20 @@ import json
 from typing import Any, assert_never
 
 from bot import (
+    EDIT_MARK,
     ApprovalCard,
     CardPointer,
     Inbox,
     Notice,
+    Outcome,
     Person,
     Prompt,
     Reply,
     View,
+    card_outcome,
+    changes_text,
+    plain_text,
+    question_outcome,
     tool_label,
 )
 
@@ -88,31 +94,9 @@ def _args(args: dict[str, Any]) -> str:
 
 def render_card(card: ApprovalCard) -> str:
     """A pending card in full; a decided or expired one as a one-line update."""
-    who = names(card.decided_by) or texts.SOMEONE
-    if card.status == "approved":
-        approved = texts.CARD_APPROVED.format(who=who, tool=tool_label(card))
-        if card.granted_for:
-            approved += texts.CARD_GRANTED.format(duration=card.granted_for)
-        if card.previous_args is None:
-            return approved
-        editor = name(card.edited_by) if card.edited_by else texts.SOMEONE
-        changes = "; ".join(
-            f"{key}: {_value(card.previous_args.get(key))} → {_value(value)}"
-            for key, value in card.args.items()
-            if card.previous_args.get(key) != value
-        )
-        changed = texts.CARD_EDITED.format(who=editor, changes=changes or texts.NO_CHANGE)
-        return "\n".join([approved, changed])
-    if card.status == "declined":
-        if card.reason:
-            return texts.CARD_DECLINED_REASON.format(
-                who=who, reason=card.reason, tool=tool_label(card)
-            )
-        return texts.CARD_DECLINED.format(who=who, tool=tool_label(card))
-    if card.status == "expired":
-        return texts.CARD_EXPIRED.format(tool=tool_label(card))
-    if card.status == "stopped":
-        return texts.CARD_STOPPED.format(who=who, tool=tool_label(card))
+    outcome = card_outcome(card)
+    if outcome is not None:
+        return settled(outcome, tool_label(card))
     lines = [texts.CARD_HEADER.format(agent=" › ".join(card.agent_path), tool=tool_label(card))]
     lines += [texts.CARD_ARG.format(name=k, value=_value(v)) for k, v in card.args.items()]
     expires = card.expires_at.astimezone().strftime("%Y-%m-%d %H:%M %Z")
@@ -129,6 +113,15 @@ def render_card(card: ApprovalCard) -> str:
     return "\n".join(lines)
 
 
+def settled(outcome: Outcome, tool: str) -> str:
+    """ "[deploy] ✅ Approved by alice", then what an edit changed, one line each."""
+    lines = [texts.SETTLED.format(tool=tool, mark=outcome.mark, line=plain_text(outcome.line))]
+    if outcome.changes:
+        edit, changes = plain_text(outcome.edit), changes_text(outcome.changes)
+        lines.append(texts.CARD_EDITED.format(mark=EDIT_MARK, who=edit, changes=changes))
+    return "\n".join(lines)
+
+
 def name(person: Person) -> str:
     """A person as the terminal shows them: their name, else their id."""
     return person.name or person.id
@@ -142,11 +135,9 @@ def names(people: tuple[Person, ...]) -> str:
 def render_prompt(prompt: Prompt) -> str:
     """A tool's question, what to answer with, and why the last answer did not fit;
     once settled, one line saying who answered (or declined) it."""
-    if prompt.status == "expired":
-        return texts.QUESTION_EXPIRED.format(tool=tool_label(prompt))
-    if prompt.status != "waiting":
-        who = name(prompt.decided_by) if prompt.decided_by else texts.SOMEONE
-        return texts.QUESTION_SETTLED.format(status=prompt.status, who=who, tool=tool_label(prompt))
+    outcome = question_outcome(prompt)
+    if outcome is not None:
+        return settled(outcome, tool_label(prompt))
     lines = [texts.QUESTION.format(tool=tool_label(prompt), question=_indent(prompt.question))]
     if prompt.error:
         lines.append(texts.QUESTION_ERROR.format(error=prompt.error))

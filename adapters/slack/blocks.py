@@ -7,14 +7,21 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from bot import (
+    EDIT_MARK,
     ApprovalCard,
     CardPointer,
-    CardStatus,
     Notice,
+    Outcome,
     Prompt,
     Reply,
+    Text,
     ThreadKey,
+    Tone,
     View,
+    card_outcome,
+    change_side,
+    changes_text,
+    question_outcome,
     tool_label,
 )
 
@@ -71,14 +78,14 @@ _FENCE = "```"
 _FENCE_BROKEN = "`\u200b`\u200b`"  # looks the same, cannot close the code block
 
 
-BAR_COLORS: dict[CardStatus, str] = {
-    "approved": "#2EB67D",
-    "declined": "#E01E5A",
-    "expired": "#9A9A9A",
-    "stopped": "#9A9A9A",
+BAR_COLORS: dict[Tone, str] = {
+    "done": "#2EB67D",
+    "refused": "#E01E5A",
+    "void": "#9A9A9A",
 }
-"""The colour bar beside a settled card (and its pointer): green, red, or grey when
-nobody decided (it expired, or its request was stopped). A pending card has none."""
+"""The colour bar beside a settled card (and its pointer), by its outcome's tone: green,
+red, or grey when nobody decided (it expired, or its request was stopped). A pending
+card has none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,10 +230,12 @@ def card_pointer(pointer: CardPointer, *, link: str | None = None) -> SlackMessa
     card = pointer.card
     tool = escape(tool_label(card))
     see = " " + texts.POINTER_LINK.format(url=escape(link)) if link else ""
-    if card.status != "pending":
-        outcome = outcome_text(card)
-        fallback = texts.POINTER_FALLBACK.format(tool=tool, outcome=outcome)
-        bar = Bar(color=BAR_COLORS[card.status], blocks=[context(outcome + see)])
+    outcome = card_outcome(card)
+    if outcome is not None:
+        lines = [context(edited_text(outcome))] if outcome.changes else []
+        lines.append(context(outcome_line(outcome) + see))
+        bar = Bar(color=BAR_COLORS[outcome.tone], blocks=lines)
+        fallback = settled_fallback(tool, outcome)
         return SlackMessage(text=fallback, blocks=[section(settled_title(card))], bar=bar)
     if pointer.channel is not None:
         channel = channel_mention(pointer.channel)
@@ -236,7 +245,7 @@ def card_pointer(pointer: CardPointer, *, link: str | None = None) -> SlackMessa
         line = texts.POINTER_TO_PEOPLE.format(tool=tool, who=who)
     if card.quorum > 1:
         line += "\n" + approvals_text(card)
-    fallback = texts.POINTER_FALLBACK.format(tool=tool, outcome=texts.WAITING)
+    fallback = texts.DECIDED_FALLBACK.format(tool=tool, outcome=texts.WAITING)
     return SlackMessage(text=fallback, blocks=[section(line)])
 
 
@@ -278,35 +287,34 @@ def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessag
         title = section(texts.CARD_TITLE.format(tool=tool))
         text = texts.CARD_FALLBACK.format(tool=tool, requester=requester)
         return SlackMessage(text=text, blocks=[title, *body, _buttons(card)])
-    outcome = outcome_text(card)
-    fallback = texts.DECIDED_FALLBACK
-    if card.previous_args is not None:
-        body.append(context(edited_text(card)))
-        fallback = texts.EDITED_FALLBACK
-    body.append(context(outcome))
+    outcome = card_outcome(card)
+    assert outcome is not None
+    if outcome.changes:
+        body.append(context(edited_text(outcome)))
+    body.append(context(outcome_line(outcome)))
     return SlackMessage(
-        text=fallback.format(tool=tool, outcome=outcome),
+        text=settled_fallback(tool, outcome),
         blocks=[section(settled_title(card))],
-        bar=Bar(color=BAR_COLORS[card.status], blocks=body),
+        bar=Bar(color=BAR_COLORS[outcome.tone], blocks=body),
     )
 
 
+def settled_fallback(tool: str, outcome: Outcome) -> str:
+    """A settled card's notification text: the tool, how it ended, what an edit changed."""
+    text = texts.DECIDED_FALLBACK.format(tool=tool, outcome=outcome_line(outcome))
+    if outcome.changes:
+        text += texts.EDITED_FALLBACK.format(changes=escape(changes_text(outcome.changes)))
+    return clip(text, SECTION_LIMIT, escaped=True)
+
+
 def settled_title(card: ApprovalCard) -> str:
-    """The title of a card once settled: ":white_check_mark: *Approved:* `deploy`"."""
+    """The title of a card: ":lock: *Approval needed:* `deploy`" while it waits, then
+    its outcome's ("✅ *Approved:* `deploy`")."""
     tool = escape(tool_label(card))
-    match card.status:
-        case "approved":
-            return texts.CARD_APPROVED_TITLE.format(tool=tool)
-        case "declined":
-            return texts.CARD_DECLINED_TITLE.format(tool=tool)
-        case "expired":
-            return texts.CARD_EXPIRED_TITLE.format(tool=tool)
-        case "stopped":
-            return texts.CARD_STOPPED_TITLE.format(tool=tool)
-        case "pending":
-            return texts.CARD_TITLE.format(tool=tool)
-        case _:
-            assert_never(card.status)
+    outcome = card_outcome(card)
+    if outcome is None:
+        return texts.CARD_TITLE.format(tool=tool)
+    return texts.SETTLED_TITLE.format(mark=outcome.mark, title=outcome.title, tool=tool)
 
 
 def approvals_text(card: ApprovalCard) -> str:
@@ -316,57 +324,41 @@ def approvals_text(card: ApprovalCard) -> str:
 
 
 def outcome_text(card: ApprovalCard) -> str:
-    """ "Approved by @x" (or "@x, @y" for a quorum), "Declined by @x: reason" or "Expired"."""
-    who = mentions(card.decided_by) or texts.UNKNOWN_PERSON
-    match card.status:
-        case "approved" if card.granted_for:
-            return texts.APPROVED_FOR.format(who=who, duration=escape(card.granted_for))
-        case "approved":
-            return texts.APPROVED_BY.format(who=who)
-        case "declined" if card.reason:
-            reason, _ = cut(escape(card.reason), REASON_LIMIT)
-            return texts.DECLINED_BY_REASON.format(who=who, reason=reason)
-        case "declined":
-            return texts.DECLINED_BY.format(who=who)
-        case "expired":
-            return texts.EXPIRED
-        case "stopped":
-            return texts.STOPPED_BY.format(who=who)
-        case "pending":
-            return ""
-        case _:
-            assert_never(card.status)
+    """The card's outcome line as mrkdwn ("✅ Approved by @x"), empty while it waits."""
+    outcome = card_outcome(card)
+    return "" if outcome is None else outcome_line(outcome)
 
 
-_ABSENT = object()
-"""An argument one side of an edit does not have."""
+def outcome_line(outcome: Outcome) -> str:
+    """An outcome's mark and line: words escaped (a reason cut short), people mentioned."""
+    line, _ = cut(f"{outcome.mark} {text_escaped(outcome.line)}", REASON_LIMIT)
+    return line
 
 
-def edited_text(card: ApprovalCard) -> str:
-    """ "Edited by @x: `amount`: 150 → 120; ..." on a card approved as edited: the
+def text_escaped(text: Text) -> str:
+    """Words escaped as they are (never read as mrkdwn), people as mentions."""
+    return "".join(escape(part) if isinstance(part, str) else mention(part) for part in text)
+
+
+def edited_text(outcome: Outcome) -> str:
+    """ "✏️ Edited by @x: `amount`: 150 → 120; ..." on a card approved as edited: the
     arguments that changed, before and after (the arguments block shows what ran)."""
-    who = mention(card.edited_by) if card.edited_by else texts.UNKNOWN_PERSON
-    before, after = card.previous_args or {}, card.args
     changes = [
         texts.EDITED_CHANGE.format(
-            name=escape(name),
-            before=_compact(before.get(name, _ABSENT)),
-            after=_compact(after.get(name, _ABSENT)),
+            name=escape(change.name),
+            before=_compact(change_side(change, "before")),
+            after=_compact(change_side(change, "after")),
         )
-        for name in dict.fromkeys([*before, *after])
-        if before.get(name, _ABSENT) != after.get(name, _ABSENT)
+        for change in outcome.changes
     ]
-    if not changes:
-        return texts.EDITED_UNCHANGED.format(who=who)
-    return texts.EDITED_BY.format(who=who, changes=texts.EDITED_SEPARATOR.join(changes))
+    return texts.EDITED_BY.format(
+        mark=EDIT_MARK, who=text_escaped(outcome.edit), changes=texts.EDITED_SEPARATOR.join(changes)
+    )
 
 
-def _compact(value: Any) -> str:
-    """A value on one line, as JSON (as the arguments block shows it), escaped and short."""
-    if value is _ABSENT:
-        return texts.EDITED_ABSENT
-    shown = json.dumps(value, ensure_ascii=False, default=str)
-    return clip(escape(shown), EDITED_VALUE_LIMIT + len(ELLIPSIS), escaped=True)
+def _compact(value: str) -> str:
+    """A value on one line, escaped and short (the arguments block shows it whole)."""
+    return clip(escape(value), EDITED_VALUE_LIMIT + len(ELLIPSIS), escaped=True)
 
 
 def _arguments(args: dict[str, Any]) -> list[Block]:
@@ -484,21 +476,9 @@ def prompt(view: Prompt) -> SlackMessage:
 
 
 def prompt_outcome(view: Prompt) -> str:
-    """ "Answered by @x", "Declined by @x", "Cancelled by @x" or "Expired" once settled."""
-    who = mention(view.decided_by) if view.decided_by else texts.UNKNOWN_PERSON
-    match view.status:
-        case "answered":
-            return texts.ANSWERED_BY.format(who=who)
-        case "declined":
-            return texts.QUESTION_DECLINED_BY.format(who=who)
-        case "cancelled":
-            return texts.CANCELLED_BY.format(who=who)
-        case "expired":
-            return texts.QUESTION_EXPIRED
-        case "waiting":
-            return ""
-        case _:
-            assert_never(view.status)
+    """ "✅ Answered by @x", "🚫 Cancelled by @x"... once settled; empty while it waits."""
+    outcome = question_outcome(view)
+    return "" if outcome is None else outcome_line(outcome)
 
 
 def _question_buttons(view: Prompt) -> Block:

@@ -14,7 +14,16 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot import ApprovalCard, ChatCore, Click, ClickResult, Text, ThreadKey
+from bot import (
+    APPROVALS_USAGE,
+    ApprovalCard,
+    ChatCore,
+    Click,
+    ClickResult,
+    Text,
+    ThreadKey,
+    approvals_command,
+)
 
 from . import texts
 from .blocks import SlackMessage
@@ -22,7 +31,6 @@ from .convert import CommandIn
 from .inbox import done_line, inbox_links, inbox_message
 from .messenger import SlackMessenger
 from .mrkdwn import text_mrkdwn
-from .wire import REVOKE_WORD
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +51,15 @@ class Approvals:
 
     async def answer(self, command: CommandIn, place: ThreadKey) -> None:
         """Answer ``/approvals [revoke]`` typed at ``place``, to its typist only."""
-        word = command.text.casefold()
+        asked = approvals_command(command.text, named=True)
         try:
-            if word == REVOKE_WORD:
+            if asked == "revoke":
                 said = await self.bot.revoke_given(place, command.user)
                 await self.tell(command.response_url, said)
-            elif word:
-                await self.tell(command.response_url, (texts.INBOX_USAGE,))
-            else:
+            elif asked == "list":
                 await self.show(place, command.user, command.response_url)
+            else:
+                await self.tell(command.response_url, (APPROVALS_USAGE,))
         except Exception:
             log.exception("could not answer /approvals for %s", command.user)
             await self.tell(command.response_url, (texts.INBOX_UNAVAILABLE,))

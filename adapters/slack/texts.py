@@ -12,10 +12,6 @@ SUGGESTED_PROMPTS_TITLE = "Try asking"
 # -- approval card --------------------------------------------------------------
 
 CARD_TITLE = ":lock: *Approval needed:* `{tool}`"
-CARD_APPROVED_TITLE = ":white_check_mark: *Approved:* `{tool}`"
-CARD_DECLINED_TITLE = ":no_entry_sign: *Declined:* `{tool}`"
-CARD_EXPIRED_TITLE = ":hourglass: *Expired:* `{tool}`"
-CARD_STOPPED_TITLE = ":octagonal_sign: *Stopped:* `{tool}`"
 CARD_FALLBACK = "Approval needed: {tool} (asked by {requester})"
 CARD_AGENT = "*Agent:* {path}"
 CARD_REQUESTER = "*Asked by:* {requester}"
@@ -47,19 +43,12 @@ GRANT_CONFIRM_TEXT = (
 )
 GRANT_CONFIRM_YES = "Approve"
 
-APPROVED_BY = ":white_check_mark: Approved by {who}"
-APPROVED_FOR = ":white_check_mark: Approved by {who} for this thread ({duration})"
-DECLINED_BY = ":no_entry_sign: Declined by {who}"
-DECLINED_BY_REASON = ":no_entry_sign: Declined by {who}: {reason}"
-EXPIRED = ":hourglass: Expired"
-STOPPED_BY = ":octagonal_sign: Stopped by {who}: the request ended before anyone decided"
 DECIDED_FALLBACK = "{tool}: {outcome}"
-EDITED_FALLBACK = "{tool}: {outcome}, with edited arguments"
-EDITED_BY = ":pencil2: Edited by {who}: {changes}"
-EDITED_UNCHANGED = ":pencil2: Edited by {who}, nothing changed"
+SETTLED_TITLE = "{mark} *{title}:* `{tool}`"
+EDITED_FALLBACK = " (edited: {changes})"
+EDITED_BY = "{mark} {who}: {changes}"
 EDITED_CHANGE = "`{name}`: {before} → {after}"
 EDITED_SEPARATOR = "; "
-EDITED_ABSENT = "_(none)_"
 
 END_GRANT = "End grant"
 
@@ -76,7 +65,6 @@ STOP_CONFIRM_NO = "Keep going"
 POINTER_IN_CHANNEL = ":hourglass_flowing_sand: `{tool}` is waiting for approval in {channel}{see}."
 POINTER_TO_PEOPLE = ":envelope_with_arrow: `{tool}` was sent to {who} for approval."
 POINTER_LINK = "(<{url}|see the card>)"
-POINTER_FALLBACK = "{tool}: {outcome}"
 WAITING = "waiting for approval"
 
 # -- /approvals (only the person who asks sees it) ----------------------------------
@@ -121,9 +109,6 @@ HOME_NOTHING_WAITING = (
 HOME_MORE_WAITING = "…and {count} more waiting for you: they show here as you decide these."
 HOME_UPDATED = "Updated {when}"
 
-INBOX_USAGE = (
-    "`/approvals` shows what waits for your decision; `/approvals revoke` ends the grants you gave."
-)
 INBOX_UNAVAILABLE = "I can't read the approvals right now; please try again in a moment."
 
 # -- decline modal (title, submit and close are limited to 24 characters) -------
@@ -145,10 +130,6 @@ PROMPT_FORM_HINT = "Press *Answer…* to fill in the answer, or Decline or Cance
 ANSWER = "Answer…"
 QUESTION_DECLINE = "Decline"
 QUESTION_CANCEL = "Cancel"
-ANSWERED_BY = ":white_check_mark: Answered by {who}"
-QUESTION_DECLINED_BY = ":no_entry_sign: Declined by {who}"
-CANCELLED_BY = ":heavy_multiplication_x: Cancelled by {who}"
-QUESTION_EXPIRED = ":hourglass: Expired without an answer"
 
 # -- answer form (title, submit and close are limited to 24 characters) ---------
 

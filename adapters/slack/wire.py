@@ -50,7 +50,6 @@ Home is no conversation, and no Slack channel id is lowercase."""
 
 APPROVALS_COMMAND = "/approvals"
 """The slash command that shows a person's inbox (``/approvals revoke``: end grants)."""
-REVOKE_WORD = "revoke"
 
 ANSWER_ACTION = "question_answer"
 QUESTION_DECLINE_ACTION = "question_decline"

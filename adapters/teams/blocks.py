@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from bot import ApprovalCard, Person, Prompt, tool_label
+from bot import ApprovalCard, Person, Prompt, Text, tool_label
 
 from . import messages
 
@@ -49,6 +49,14 @@ def escape(text: str) -> str:
 def person_text(person: Person) -> str:
     """A person as a card or message names them: their name, else their id (escaped)."""
     return escape(cut(person.name or person.id, MAX_NAME))
+
+
+def text_markdown(text: Text, *, limit: int) -> str:
+    """Words and people as card markdown: words escaped (each cut to ``limit``),
+    people by name."""
+    return "".join(
+        escape(cut(part, limit)) if isinstance(part, str) else person_text(part) for part in text
+    )
 
 
 def tool_name(view: ApprovalCard | Prompt) -> str:

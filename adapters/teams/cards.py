@@ -19,7 +19,20 @@ import functools
 import math
 from typing import Any, Final, Literal, assert_never
 
-from bot import ApprovalCard, Notice, Person, Prompt, PromptField, Reply
+from bot import (
+    EDIT_MARK,
+    ApprovalCard,
+    ArgChange,
+    Notice,
+    Outcome,
+    Person,
+    Prompt,
+    PromptField,
+    Reply,
+    card_outcome,
+    change_side,
+    question_outcome,
+)
 
 from . import links, messages
 from .blocks import CARD_BUDGET_BYTES as CARD_BUDGET_BYTES
@@ -36,6 +49,7 @@ from .blocks import (
     rfc3339,
     show_value,
     text_block,
+    text_markdown,
     tool_name,
     tool_name_text,
 )
@@ -72,6 +86,9 @@ _QUESTION_LIMITS: Final = ((3000, 300), (1000, 100), (300, 0))
 
 _EDIT_HINT_LIMIT: Final = 200
 """How long an edit input's hint may be (its value, never shortened, fills it anyway)."""
+
+_REASON_LIMIT: Final = 500
+"""Characters of a decline's reason an outcome line shows."""
 
 _MAX_ACTIONS: Final = 6
 """Teams shows at most six actions of a card: "Approve for this thread" buttons beyond
@@ -222,8 +239,9 @@ def _approval_card(
         ),
         args_facts(card.args, value_limit=value_limit, max_facts=max_facts),
     ]
-    if card.status != "pending" and card.previous_args is not None:
-        body.append(text_block(_edited(card, value_limit=value_limit, max_facts=max_facts)))
+    outcome = card_outcome(card)
+    if outcome is not None and outcome.changes:
+        body.append(text_block(_edited(outcome, value_limit=value_limit, max_facts=max_facts)))
     body.append({"type": "FactSet", "facts": _about(card)})
     if card.requested_in is not None:
         place = links.place_markdown(card.requested_in)
@@ -232,9 +250,6 @@ def _approval_card(
         body.append(
             text_block(messages.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
         )
-    if card.reason and card.status != "pending":
-        reason = escape(cut(card.reason, value_limit))
-        body.append(text_block(messages.CARD_REASON.format(reason=reason)))
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -301,37 +316,25 @@ def _edit_action(card: ApprovalCard) -> dict[str, Any]:
     }
 
 
-def _edited(card: ApprovalCard, *, value_limit: int, max_facts: int) -> str:
-    """Who edited the arguments and what they changed, key by key (escaped)."""
-    before, after = card.previous_args or {}, card.args
-    changed = [
-        key
-        for key in [*after, *(key for key in before if key not in after)]
-        if key not in before
-        or key not in after
-        or before[key] != after[key]
-        or type(before[key]) is not type(after[key])
-    ]
+def _edited(outcome: Outcome, *, value_limit: int, max_facts: int) -> str:
+    """ "✏️ Edited by X: key: before → after; ..." (escaped): who edited the arguments and
+    what they changed, key by key."""
 
-    def shown(args: dict[str, Any], key: str) -> str:
-        if key not in args:
-            return messages.CARD_EDIT_UNSET
-        return escape(cut(show_value(args[key]), value_limit))
+    def side(change: ArgChange, which: Literal["before", "after"]) -> str:
+        return escape(cut(change_side(change, which), value_limit))
 
     changes = [
         messages.CARD_EDIT_CHANGE.format(
-            key=escape(cut(str(key), MAX_LABEL)),
-            before=shown(before, key),
-            after=shown(after, key),
+            key=escape(cut(change.name, MAX_LABEL)),
+            before=side(change, "before"),
+            after=side(change, "after"),
         )
-        for key in changed[:max_facts]
+        for change in outcome.changes[:max_facts]
     ]
-    if len(changed) > max_facts:
-        changes.append(messages.CARD_MORE_ARGS.format(count=len(changed) - max_facts))
-    who = person_text(card.edited_by) if card.edited_by else messages.CARD_SOMEONE
-    return messages.CARD_EDITED.format(
-        who=who, changes="; ".join(changes) or messages.CARD_EDIT_UNCHANGED
-    )
+    if len(outcome.changes) > max_facts:
+        changes.append(messages.CARD_MORE_ARGS.format(count=len(outcome.changes) - max_facts))
+    who = text_markdown(outcome.edit, limit=MAX_NAME)
+    return messages.CARD_EDITED.format(mark=EDIT_MARK, who=who, changes="; ".join(changes))
 
 
 def _question_card(
@@ -395,20 +398,10 @@ def _question_card(
 
 
 def _question_title(prompt: Prompt) -> str:
-    who = person_text(prompt.decided_by) if prompt.decided_by else messages.CARD_SOMEONE
-    match prompt.status:
-        case "waiting":
-            return messages.QUESTION_TITLE_WAITING
-        case "answered":
-            return messages.QUESTION_TITLE_ANSWERED.format(who=who)
-        case "declined":
-            return messages.QUESTION_TITLE_DECLINED.format(who=who)
-        case "cancelled":
-            return messages.QUESTION_TITLE_CANCELLED.format(who=who)
-        case "expired":
-            return messages.QUESTION_TITLE_EXPIRED
-        case _:
-            assert_never(prompt.status)
+    outcome = question_outcome(prompt)
+    if outcome is None:
+        return messages.QUESTION_TITLE_WAITING
+    return outcome_markdown(outcome)
 
 
 def _reply_hint(prompt: Prompt) -> str:
@@ -459,24 +452,16 @@ def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
 
 
 def card_title(card: ApprovalCard) -> str:
-    """A card's first line: that it waits, or who decided it (markdown, escaped)."""
-    who = _people(card.decided_by) or messages.CARD_SOMEONE
-    match card.status:
-        case "pending":
-            return messages.CARD_TITLE_PENDING
-        case "approved" if card.granted_for:
-            duration = escape(cut(card.granted_for, MAX_LABEL))
-            return messages.CARD_TITLE_GRANTED.format(who=who, duration=duration)
-        case "approved":
-            return messages.CARD_TITLE_APPROVED.format(who=who)
-        case "declined":
-            return messages.CARD_TITLE_DECLINED.format(who=who)
-        case "expired":
-            return messages.CARD_TITLE_EXPIRED
-        case "stopped":
-            return messages.CARD_TITLE_STOPPED.format(who=who)
-        case _:
-            assert_never(card.status)
+    """A card's first line: that it waits, or how it ended (markdown, escaped)."""
+    outcome = card_outcome(card)
+    if outcome is None:
+        return messages.CARD_TITLE_PENDING
+    return outcome_markdown(outcome)
+
+
+def outcome_markdown(outcome: Outcome) -> str:
+    """An outcome's mark and line ("✅ Approved by X"), as markdown: words escaped."""
+    return f"{outcome.mark} {text_markdown(outcome.line, limit=_REASON_LIMIT)}"
 
 
 def _action(

@@ -8,39 +8,30 @@ Plain JSON and markdown, like ``cards``; people and tool names are escaped.
 
 from __future__ import annotations
 
-from typing import Any, Final, assert_never
+from typing import Any, Final
 
-from bot import CardPointer, Notice
+from bot import CardPointer, Notice, card_outcome, changes_text
 
 from . import blocks, cards, links, mentions, messages
 
-_REASON_LIMIT: Final = 500
+_CHANGES_LIMIT: Final = 1000
+"""Characters of what an edit changed a pointer shows: the card shows the rest, and a
+pointer is one line of a thread, far within a Teams message."""
 
 
 def pointer_text(pointer: CardPointer) -> str:
-    """Markdown for a card's pointer: where the card waits, then how it ended."""
+    """Markdown for a card's pointer: where the card waits, then how it ended (and what
+    an edit changed)."""
     card = pointer.card
     tool = blocks.tool_name_text(card)
-    who = ", ".join(map(blocks.person_text, card.decided_by)) or messages.CARD_SOMEONE
-    match card.status:
-        case "pending":
-            return _waiting(pointer, tool)
-        case "approved" if card.granted_for:
-            duration = blocks.escape(blocks.cut(card.granted_for, blocks.MAX_LABEL))
-            return messages.POINTER_GRANTED.format(tool=tool, who=who, duration=duration)
-        case "approved":
-            return messages.POINTER_APPROVED.format(tool=tool, who=who)
-        case "declined" if card.reason:
-            reason = blocks.escape(blocks.cut(card.reason, _REASON_LIMIT))
-            return messages.POINTER_DECLINED_WHY.format(tool=tool, who=who, reason=reason)
-        case "declined":
-            return messages.POINTER_DECLINED.format(tool=tool, who=who)
-        case "expired":
-            return messages.POINTER_EXPIRED.format(tool=tool)
-        case "stopped":
-            return messages.POINTER_STOPPED.format(tool=tool, who=who)
-        case _:
-            assert_never(card.status)
+    outcome = card_outcome(card)
+    if outcome is None:
+        return _waiting(pointer, tool)
+    line = messages.POINTER_SETTLED.format(tool=tool, outcome=cards.outcome_markdown(outcome))
+    if outcome.changes:
+        changes = blocks.escape(blocks.cut(changes_text(outcome.changes), _CHANGES_LIMIT))
+        line += messages.POINTER_EDITED.format(changes=changes)
+    return line
 
 
 def _waiting(pointer: CardPointer, tool: str) -> str:

@@ -27,6 +27,7 @@ from bot import (
     Prompt,
     Text,
     ThreadKey,
+    approvals_command,
 )
 
 from . import blocks, cards, convert, feedback, inbox, messages, refresh
@@ -74,10 +75,10 @@ class Turns:
         message = convert.incoming_message(activity, thread)
         if not message.text:
             return
-        command = _command(message.text)
+        command = approvals_command(message.text)
         if command is not None and await self._for_the_bot(activity, thread):
             # The bot's own command, never a request for the agent.
-            await self._approvals(context, message, revoke=command == messages.APPROVALS_REVOKE)
+            await self._approvals(context, message, revoke=command == "revoke")
             return
         # With RSC the bot sees every message of a channel or group chat: take the
         # ones addressed to it, and replies in threads it already takes part in
@@ -317,12 +318,6 @@ def _error_body(status: HTTPStatus, text: str) -> dict[str, Any]:
         "type": ERROR_RESPONSE_TYPE,
         "value": {"code": status.phrase.replace(" ", ""), "message": text},
     }
-
-
-def _command(text: str) -> str | None:
-    """``approvals`` or ``approvals revoke`` (with or without a slash, any case), else ``None``."""
-    words = " ".join(text.lower().split()).removeprefix("/")
-    return words if words in (messages.APPROVALS_COMMAND, messages.APPROVALS_REVOKE) else None
 
 
 def _markdown(text: Text) -> str:

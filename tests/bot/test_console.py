@@ -12,10 +12,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from adapters.console import ConsoleAdapter
 from adapters.console.render import render
 from agents import Agent
-from bot import ApprovalCard, ChatBot, Person
+from bot import ApprovalCard, ApprovalPolicy, ChatBot, Person
 from tests.agents.helpers import Counter
 from tests.examples.conftest import deployed
 
@@ -45,7 +47,7 @@ async def test_a_card_is_answered_on_the_next_line() -> None:
     assert "requested by ada" in out
     assert out.count("Approve? [a]pprove / [e]dit / [d]ecline (reason) > ") == 2
     assert "Please answer 'a' (or 'y') to approve" in out
-    assert "[approved by ada] restart_service" in out
+    assert "[restart_service] ✅ Approved by ada" in out
     assert out.rstrip().endswith("bot> Done. restart_service ok: restarted api")
     assert ran.count == 1
 
@@ -54,7 +56,7 @@ async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "x", "stop")
     assert "'stop' to stop the whole request" in out  # named when it asks again
-    assert "[stopped] restart_service: ada stopped the request before anyone decided" in out
+    assert "[restart_service] 🛑 Stopped by ada: the request ended before anyone decided" in out
     assert "ada: stopped as you asked. Nothing more runs for this request." in out
     assert "still waiting" not in out
     assert ran.count == 0
@@ -63,7 +65,7 @@ async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
 async def test_declining_takes_the_rest_of_the_line_as_the_reason() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "d not during lunch")
-    assert "[declined by ada: not during lunch] restart_service" in out
+    assert "[restart_service] ❌ Declined by ada: not during lunch" in out
     assert "Reason: not during lunch" in out
     assert ran.count == 0
 
@@ -145,11 +147,11 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
     assert "you are grace" in out
     assert "- find user 12345: look a user up" in out  # the demo's help in the welcome
     assert "bot> User 12345: name: Ada Lovelace" in out
-    assert "[declined by grace: keep it] delete_record" in out
+    assert "[delete_record] ❌ Declined by grace: keep it" in out
     assert "[question from deploy_service] Which version of web" in out
     assert "Deployed web to staging" in out
     assert "9.9.9" in out
-    assert "[approved by grace] delete_record" in out
+    assert "[delete_record] ✅ Approved by grace" in out
     assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
     assert (tmp_path / "bot.db").exists()
 
@@ -170,13 +172,13 @@ async def test_the_example_config_runs_its_mcp_ticket_desk_in_the_console(tmp_pa
     )
     assert "bot> Ticket T-100: T-100 [open] Printer on floor 3 is on fire" in out
     assert "ops › tickets wants to run close_ticket (MCP server tickets)" in out
-    assert "[approved by grace] close_ticket (MCP server tickets)" in out
+    assert "[close_ticket (MCP server tickets)] ✅ Approved by grace" in out
     assert "T-101 [closed] VPN drops every hour" in out
     assert '"status": "closed"' in tickets.read_text()
     # The server's question, declined: the server hears it and leaves the ticket alone.
     assert "[question from reopen_ticket (MCP server tickets)] Why should the ticket" in out
     assert "(answer with: reason; or /decline or /cancel)" in out
-    assert "[declined by grace] reopen_ticket (MCP server tickets)" in out
+    assert "[reopen_ticket (MCP server tickets)] ❌ Declined by grace" in out
     assert "T-102 stays as it is: the reason was not given (decline)" in out
     assert json.loads(tickets.read_text())["T-102"]["status"] == "closed"
 
@@ -226,7 +228,7 @@ def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:
     assert "approvals" not in render(replace(card, quorum=1, approvals=()))
     voters = (Person(id="U2", name="bob"), Person(id="U3"))
     approved = replace(card, status="approved", decided_by=voters, approvals=voters)
-    assert render(approved) == "[approved by bob, U3] deploy"
+    assert render(approved) == "[deploy] ✅ Approved by bob, U3"
 
 
 async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_thread(
@@ -238,7 +240,7 @@ async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_th
     second = await console_demo(tmp_path, "a")
     assert "(these still wait in thread 'main', from an earlier session)" in second
     assert "[approval needed] ops › records wants to run delete_record" in second
-    assert "[approved by grace] delete_record" in second
+    assert "[delete_record] ✅ Approved by grace" in second
     assert "Deleted record abc-123" in second
     # Another thread name is another conversation: nothing waits there.
     other = await console_demo(tmp_path, "help", argv=("--thread", "other"))
@@ -260,9 +262,12 @@ async def test_a_card_is_edited_field_by_field_then_approved_as_edited(tmp_path:
     assert "    Order Id [A-1001]: " in out
     assert "    Amount [150.0]: " in out
     assert "Those arguments do not fit: amount:" in out
-    assert "[approved by grace] refund" in out
-    assert "    edited by grace: amount: 150.0 → 120.0" in out
-    assert '"amount": "120.00"' in out
+    assert "[refund] ✅ Approved by grace" in out
+    assert "    ✏️ Edited by grace: amount: 150.0 → 120.0" in out
+    # The answer reads the tool's own result, for what ran: nothing glued in front.
+    answer = out[out.index("bot> Refunded order A-1001") :]
+    assert "amount: 120.00" in answer
+    assert "150" not in answer
 
 
 async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_path: Path) -> None:
@@ -270,7 +275,7 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
     out = await console_demo(tmp_path, "/approvals", "a", "/approvals", argv=("--thread", "b"))
     assert "Waiting for you (1); each is asked below, in turn:" in out
     assert "  - delete_record (record_id: abc-123), asked by grace in thread 'main'" in out
-    assert "[approved by grace] delete_record" in out
+    assert "[delete_record] ✅ Approved by grace" in out
     assert "Deleted record abc-123" in out
     assert "Nothing waits for your decision." in out
     assert "approved delete_record (record_id: abc-123)" in out  # the recent decisions
@@ -281,9 +286,9 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
 async def test_y_and_n_answer_a_card_too() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "y")
-    assert "[approved by ada] restart_service" in out
+    assert "[restart_service] ✅ Approved by ada" in out
     declined = await chat(restart_agent(ran), "restart the api", "n not now")
-    assert "[declined by ada: not now] restart_service" in declined
+    assert "[restart_service] ❌ Declined by ada: not now" in declined
     assert ran.count == 1
 
 
@@ -302,7 +307,7 @@ async def test_a_card_expiring_at_the_prompt_gets_a_fresh_prompt_below() -> None
     await console.run()
     await bot.aclose()
     shown = out.getvalue()
-    expired = shown.index("[expired] restart_service")
+    expired = shown.index("[restart_service] ⌛ Expired")
     assert shown.index("you> ", expired) > expired  # asked again, below the notice
     assert "still waiting" not in shown  # nothing is left
 
@@ -330,11 +335,115 @@ async def test_a_question_with_several_fields_is_answered_field_by_field() -> No
     assert "(only you see this)" in out  # "many" is no whole number: asked again
     assert booked.count == 1
     assert booked.calls == [{"date": "friday", "seats": 4}]
-    assert "[answered by ada] book_table" in out
+    assert "[book_table] ✅ Answered by ada" in out
 
 
 async def test_a_form_question_can_be_left_from_its_fields() -> None:
     booked = Counter()
     out = await chat(booking_agent([], booked), "book a table", "/cancel")
-    assert "[cancelled by ada] book_table" in out
+    assert "[book_table] 🚫 Cancelled by ada" in out
     assert booked.count == 0
+
+
+async def chat_under(policy_toml: str, *texts: str, ran: Counter | None = None) -> str:
+    bot = ChatBot(restart_agent(ran or Counter()), policy=ApprovalPolicy.from_toml(policy_toml))
+    out = io.StringIO()
+    await ConsoleAdapter(bot, user="ada", lines=lines(*texts), out=out).run()
+    await bot.aclose()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        ('approvers = ["bob"]', "You are not one of the approvers for `restart_service`."),
+        (
+            "allow_self_approval = false",
+            "You asked for `restart_service` yourself; someone else has to approve it.",
+        ),
+    ],
+)
+async def test_a_requester_who_may_not_approve_is_told_why_and_offered_decline_only(
+    rule: str, why: str
+) -> None:
+    ran = Counter()
+    policy = f"[tools.restart_service]\n{rule}\n"
+    out = await chat_under(policy, "restart the api", "a", "d not now", ran=ran)
+    assert "[approval needed] ops wants to run restart_service" in out
+    assert f"(only you see this) {why}" in out
+    assert "Approve?" not in out
+    assert "[e]dit" not in out
+    assert out.count("Decline? [d]ecline (reason) > ") == 2
+    assert "Please answer 'd' or 'n'" in out
+    assert "[restart_service] ❌ Declined by ada: not now" in out
+    assert ran.count == 0
+
+
+async def test_a_grant_for_a_duration_the_card_does_not_offer_asks_again() -> None:
+    ran = Counter()
+    policy = '[tools.restart_service]\ngrant_for = ["1h"]\n'
+    out = await chat_under(policy, "restart the api", "g 5h", "g 1h", ran=ran)
+    assert "Please answer" in out
+    assert "[restart_service] ✅ Approved by ada for this thread (1h)" in out
+    assert ran.count == 1
+
+
+async def test_the_readme_transcript_is_what_the_console_prints(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```text\nyou> ") + len("```text\n")
+    shown = readme[start : readme.index("```", start)].splitlines()
+    ordered = [line for line in shown if line.startswith(("you> ", "Approve? "))]
+    typed = [
+        line.removeprefix("you> ") if line.startswith("you> ") else line.rpartition("> ")[2]
+        for line in ordered
+    ]
+    out = (await console_demo(tmp_path, *typed, USER="you")).splitlines()
+    at = 0
+    for line in shown:
+        if line.startswith("you> "):
+            continue
+        if line.startswith("Approve? "):
+            line = line.rpartition("> ")[0] + ">"
+        found = next((i for i in range(at, len(out)) if _same_line(line, out[i].rstrip())), None)
+        assert found is not None, f"the README shows {line!r}, the console does not:\n{out}"
+        at = found + 1
+
+
+def _same_line(readme: str, printed: str) -> bool:
+    """A README line matches a printed one; its times and a trailing ``...`` are elided."""
+    if " expires " in readme:
+        return printed.startswith(readme.partition(" expires ")[0] + " expires ")
+    if readme.endswith("..."):
+        return printed.startswith(readme.removesuffix("..."))
+    return readme == printed
+
+
+async def test_an_edited_deploy_answers_with_what_ran_and_recent_decisions_say_so(
+    tmp_path: Path,
+) -> None:
+    out = await console_demo(
+        tmp_path,
+        "deploy api 1.4.2 to production",
+        "e",
+        "",  # service stays
+        "staging",
+        "",  # version stays
+        "/approvals",
+    )
+    assert "[deploy_service] ✅ Approved by grace" in out
+    assert "    ✏️ Edited by grace: environment: production → staging" in out
+    answer = out[out.index("bot> ") :]
+    assert answer.startswith("bot> Deployed api to staging (")
+    assert "production" not in answer.partition("\n")[0]
+    decisions = out[out.index("Your recent decisions:") :]
+    assert "edited deploy_service (service: api, environment: staging, version: 1.4.2)" in (
+        decisions
+    )
+
+
+async def test_an_edit_that_changes_nothing_is_an_approval(tmp_path: Path) -> None:
+    out = await console_demo(tmp_path, "delete record abc-123", "e", "", "/approvals")
+    assert "[delete_record] ✅ Approved by grace" in out
+    assert "Edited" not in out
+    assert "edited" not in out[out.index("Your recent decisions:") :]
+    assert "approved delete_record (record_id: abc-123)" in out

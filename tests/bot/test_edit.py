@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from agents import Agent, MemoryStore, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, Click, Prompt, PromptField, Reply
+from bot import (
+    ApprovalCard,
+    ApprovalPolicy,
+    ChatBot,
+    Click,
+    Notice,
+    Prompt,
+    PromptField,
+    Reply,
+)
 from tests.agents.helpers import call_then_answer
 
 from .helpers import THREAD, RecordingMessenger, message
@@ -122,3 +131,40 @@ async def test_a_card_that_needs_several_approvals_offers_no_edit() -> None:
     assert not refused.accepted
     assert refused.message is not None
     assert "can't be edited" in refused.message
+
+
+async def test_the_requester_is_told_what_an_approver_changed() -> None:
+    bot, messenger, card = await carded([])
+    await bot.on_click(edit(card, order="A-1", amount="120", currency="USD"))
+    await bot.drain()
+    (told,) = [n for n in messenger.views(Notice) if n.to is not None and n.to.id == "U1"]
+    assert told.text == (
+        "your request to run `refund` was approved with edited arguments "
+        "(amount: 150 → 120; currency: EUR → USD); it runs now, exactly as edited."
+    )
+
+
+async def test_recent_decisions_keep_the_call_as_it_ran() -> None:
+    bot, _, card = await carded([])
+    await bot.on_click(edit(card, order="A-1", amount="120"))
+    await bot.drain()
+    inbox = await bot.inbox(THREAD, "U2")
+    (decided,) = inbox.decided
+    assert (decided.outcome, decided.args) == (
+        "edited",
+        {"order": "A-1", "amount": 120, "currency": "EUR"},
+    )
+
+
+async def test_an_edit_that_changes_nothing_is_kept_and_shown_as_an_approval() -> None:
+    ran: list[dict[str, Any]] = []
+    bot, _, card = await carded(ran)
+    result = await bot.on_click(edit(card, order="A-1", amount="150", currency="EUR"))
+    assert isinstance(result.card, ApprovalCard)
+    assert result.card.previous_args is None
+    assert result.card.edited_by is None
+    await bot.drain()
+    (decided,) = (await bot.inbox(THREAD, "U2")).decided
+    assert decided.outcome == "approved"
+    audit = await bot.agent.audit(run_id=card.run_id)
+    assert [e.event for e in audit] == ["requested", "approved", "executed"]

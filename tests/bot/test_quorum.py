@@ -355,3 +355,12 @@ async def test_votes_for_one_version_of_a_call_do_not_approve_a_changed_one() ->
     assert done.card.status == "approved"
     await bot.drain()
     assert ran == ["eu-west"]
+
+
+async def test_a_card_you_already_approved_no_longer_waits_for_you() -> None:
+    bot, _, card = await started(Counter())
+    assert [c.tool_call_id for c in (await bot.inbox(THREAD, "U2")).waiting] == [card.tool_call_id]
+    await bot.on_click(click(card, user="U2"))
+    assert (await bot.inbox(THREAD, "U2")).waiting == ()
+    # It still waits for the others.
+    assert len((await bot.inbox(THREAD, "U3")).waiting) == 1

@@ -233,9 +233,9 @@ async def test_approve_on_home_runs_the_tool_once_and_the_card_and_the_home_foll
     assert not has_buttons(card)
     assert any("deploy ok" in m.text for m in slack.in_thread(CHANNEL, root))
     text = home_text(home)
-    assert text.index(f"`deploy`: :white_check_mark: Approved by <@{BOB}>") < text.index(
-        "*Waiting for you*"
-    ), "what the press did, at the top"
+    assert text.index(f"`deploy`: ✅ Approved by <@{BOB}>") < text.index("*Waiting for you*"), (
+        "what the press did, at the top"
+    )
     assert "Nothing waits for your decision" in text
     assert not has_home_buttons(home)
     assert "approved `deploy` (service: api)" in text, "now among the recent decisions"
@@ -267,7 +267,7 @@ async def test_decline_on_home_asks_a_reason_and_the_home_shows_the_decline(
     assert ran.deploys == []
     assert f"Declined by <@{BOB}>: frozen" in card_text(card)
     text = home_text(home)
-    assert f"`deploy`: :no_entry_sign: Declined by <@{BOB}>: frozen" in text
+    assert f"`deploy`: ❌ Declined by <@{BOB}>: frozen" in text
     assert "declined `deploy`" in text
     assert not has_home_buttons(home)
 
@@ -288,7 +288,7 @@ async def test_edit_on_home_approves_the_call_as_edited(
 
     assert [d["service"] for d in ran.deploys] == ["web"]
     assert f"Approved by <@{BOB}>" in card_text(card)
-    assert f"`deploy`: :white_check_mark: Approved by <@{BOB}>" in home_text(home)
+    assert f"`deploy`: ✅ Approved by <@{BOB}>" in home_text(home)
 
 
 async def test_a_press_in_home_with_a_value_the_bot_never_issued_is_told_there(

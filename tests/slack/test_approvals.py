@@ -97,8 +97,8 @@ async def test_approve_updates_the_card_and_posts_the_answer(
     assert card.updates == 1
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>" in card_text(card)
-    assert card.blocks[0]["text"]["text"] == ":white_check_mark: *Approved:* `deploy`"
-    assert card.colors == [BAR_COLORS["approved"]]
+    assert card.blocks[0]["text"]["text"] == "✅ *Approved:* `deploy`"
+    assert card.colors == [BAR_COLORS["done"]]
     assert "Approval needed" not in card_text(card)
     assert ran.deploys == [{"service": "api", "call": ran.deploys[0]["call"]}]
     answers = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]
@@ -122,8 +122,8 @@ async def test_decline_opens_a_modal_and_its_reason_reaches_card_and_agent(
     await bot.idle()
 
     assert f"Declined by <@{BOB}>: not on a Friday" in card_text(card)
-    assert card.blocks[0]["text"]["text"] == ":no_entry_sign: *Declined:* `deploy`"
-    assert card.colors == [BAR_COLORS["declined"]]
+    assert card.blocks[0]["text"]["text"] == "❌ *Declined:* `deploy`"
+    assert card.colors == [BAR_COLORS["refused"]]
     assert not has_buttons(card)
     assert ran.deploys == []
     answers = " ".join(m.text for m in slack.in_thread(CHANNEL, card.thread_ts or ""))
@@ -191,9 +191,9 @@ async def test_an_expired_card_says_so_tells_the_requester_and_refuses_clicks(
     await bot.idle()
     assert not has_buttons(card)
     assert "Expired" in card_text(card)
-    assert card.blocks[0]["text"]["text"] == ":hourglass: *Expired:* `deploy`"
-    assert card.colors == [BAR_COLORS["expired"]]
-    assert card.text.startswith("deploy: :hourglass: Expired"), "the notification says so too"
+    assert card.blocks[0]["text"]["text"] == "⌛ *Expired:* `deploy`"
+    assert card.colors == [BAR_COLORS["void"]]
+    assert card.text.startswith("deploy: ⌛ Expired"), "the notification says so too"
     notices = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]
     assert any(t.startswith(f"<@{ALICE}>: nobody decided") for t in notices)
 
@@ -238,7 +238,7 @@ async def test_a_quorum_of_two_shows_the_first_approval_then_approves_with_both(
     assert card.updates == 2
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>, <@{carol}>" in card_text(card)
-    assert card.colors == [BAR_COLORS["approved"]]
+    assert card.colors == [BAR_COLORS["done"]]
     assert "Approvals:" not in card_text(card)
     assert len(ran.deploys) == 1
     answers = [m.text for m in slack.in_thread(CHANNEL, card.thread_ts or "")]

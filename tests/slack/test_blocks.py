@@ -104,7 +104,7 @@ def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons()
             "Declined by <@U0BOB0001>: a &lt;b&gt; &amp; c",
         ),
         ("declined", {"decided_by": (BOB,)}, "Declined by <@U0BOB0001>"),
-        ("expired", {}, "Expired"),
+        ("expired", {}, "⌛ Expired: nobody decided in time, nothing was run"),
     ],
 )
 def test_a_decided_card_has_no_buttons_and_says_what_happened(
@@ -120,9 +120,9 @@ def test_a_decided_card_has_no_buttons_and_says_what_happened(
 @pytest.mark.parametrize(
     ("status", "title", "color"),
     [
-        ("approved", ":white_check_mark: *Approved:* `deploy`", "#2EB67D"),
-        ("declined", ":no_entry_sign: *Declined:* `deploy`", "#E01E5A"),
-        ("expired", ":hourglass: *Expired:* `deploy`", "#9A9A9A"),
+        ("approved", "✅ *Approved:* `deploy`", "#2EB67D"),
+        ("declined", "❌ *Declined:* `deploy`", "#E01E5A"),
+        ("expired", "⌛ *Expired:* `deploy`", "#9A9A9A"),
     ],
 )
 def test_a_settled_card_changes_its_title_and_sits_beside_a_bar_of_its_colour(

@@ -27,7 +27,15 @@ from adapters.slack.wire import (
     decode_metadata,
 )
 from agents import Agent, Store, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, FieldKind, Person, Prompt, PromptField
+from bot import (
+    ApprovalCard,
+    ApprovalPolicy,
+    FieldKind,
+    Person,
+    Prompt,
+    PromptField,
+    card_outcome,
+)
 from tests.agents.helpers import call_then_answer
 
 from .conftest import StartBot
@@ -145,7 +153,7 @@ async def test_sending_the_form_approves_and_runs_the_tool_once_with_the_edited_
     assert refunds == [{"order": "A-1", "amount": 120, "currency": "USD"}]
     shown = card_text(card)
     assert f"Approved by <@{BOB}>" in shown
-    assert f'Edited by <@{BOB}>: `amount`: 150 → 120; `currency`: "EUR" → "USD"' in shown
+    assert f"✏️ Edited by <@{BOB}>: `amount`: 150 → 120; `currency`: EUR → USD" in shown
     assert "`order`" not in shown, "only what changed is listed"
     assert '"amount": 120' in shown, "the arguments are what ran"
     assert not has_buttons(card)
@@ -385,24 +393,34 @@ def test_the_edited_line_lists_only_changes_escaped_and_short() -> None:
         previous_args={"order": "A-1", "amount": 150, "note": "x" * 500, "gone": True},
         edited_by=Person(id=BOB, name="<!channel>"),
     )
-    line = edited_text(card)
-    assert line.startswith(f":pencil2: Edited by <@{BOB}>: `amount`: 150 → 120; `note`: ")
-    assert '→ "&lt;b&gt;"' in line
+    outcome = card_outcome(card)
+    assert outcome is not None
+    line = edited_text(outcome)
+    assert line.startswith(f"✏️ Edited by <@{BOB}>: `amount`: 150 → 120; `note`: ")
+    assert "→ &lt;b&gt;" in line
+    assert "<b>" not in line
     assert "`order`" not in line
-    assert "`gone`: true → _(none)_" in line
-    assert "x" * 199 + "…" in line
-    assert "x" * 200 not in line
+    assert "`gone`: true → (none)" in line
+    assert "x" * 200 + "…" in line
+    assert "x" * 201 not in line
     message = approval_card(card)
-    assert (
-        message.text == "refund: :white_check_mark: Approved by <@U0BOB0001>, with edited arguments"
+    assert message.text.startswith(
+        "refund: ✅ Approved by <@U0BOB0001> (edited: amount: 150 → 120; note: x"
     )
+    assert message.text.endswith(" → &lt;b&gt;; gone: true → (none))")
+    assert "order" not in message.text
     assert [b["type"] for b in message.shown][-2:] == ["context", "context"]
 
 
-def test_an_edit_that_changed_nothing_says_so_and_a_plain_approval_says_nothing() -> None:
-    same = decided(previous_args={"order": "A-1", "amount": 120, "note": "<b>"}, edited_by=None)
-    assert edited_text(same) == ":pencil2: Edited by someone, nothing changed"
-    assert "Edited" not in json.dumps(approval_card(decided()).shown)
+def test_an_edit_that_changed_nothing_reads_as_a_plain_approval() -> None:
+    same = approval_card(
+        decided(previous_args={"order": "A-1", "amount": 120, "note": "<b>"}, edited_by=None)
+    )
+    plain = approval_card(decided())
+    assert "Edited" not in json.dumps(same.shown)
+    assert "Edited" not in json.dumps(plain.shown)
+    assert same.shown == plain.shown
+    assert same.text == plain.text == "refund: ✅ Approved by <@U0BOB0001>"
 
 
 def test_the_edit_button_and_the_edit_form_become_edit_clicks() -> None:

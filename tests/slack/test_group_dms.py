@@ -107,7 +107,7 @@ async def test_a_card_in_a_group_dm_is_approved_there(
     await bot.idle()
     assert [d["service"] for d in ran.deploys] == ["api"]
     assert f"Approved by <@{BOB}>" in card_text(card)
-    assert card.colors == [BAR_COLORS["approved"]]
+    assert card.colors == [BAR_COLORS["done"]]
     assert any("deploy ok" in t for t in texts_in(slack, root["ts"]))
 
 

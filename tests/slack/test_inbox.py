@@ -133,7 +133,7 @@ async def test_approve_in_the_inbox_runs_the_tool_and_updates_the_card_and_the_i
     assert any("deploy ok" in m.text for m in slack.in_thread(CHANNEL, root))
     assert inbox.replaced == 1, "the inbox shows what the click did"
     text = shown(inbox)
-    assert f"`deploy`: :white_check_mark: Approved by <@{BOB}>" in text
+    assert f"`deploy`: ✅ Approved by <@{BOB}>" in text
     assert "Nothing waits for your decision" in text
     assert "approved `deploy` (service: api)" in text, "now among the recent decisions"
     assert not slack.of("chat.postEphemeral"), "the inbox itself answers"
@@ -163,7 +163,7 @@ async def test_decline_in_the_inbox_asks_a_reason_and_the_inbox_shows_it(
 
     assert ran.deploys == []
     assert f"Declined by <@{BOB}>: frozen" in card_text(card)
-    assert f"`deploy`: :no_entry_sign: Declined by <@{BOB}>: frozen" in shown(inbox)
+    assert f"`deploy`: ❌ Declined by <@{BOB}>: frozen" in shown(inbox)
 
 
 async def test_edit_in_the_inbox_approves_as_edited_and_the_inbox_shows_it(
@@ -184,7 +184,7 @@ async def test_edit_in_the_inbox_approves_as_edited_and_the_inbox_shows_it(
     assert [d["service"] for d in ran.deploys] == ["web"]
     assert f"Approved by <@{BOB}>" in card_text(card)
     assert inbox.replaced == 1
-    assert f"`deploy`: :white_check_mark: Approved by <@{BOB}>" in shown(inbox)
+    assert f"`deploy`: ✅ Approved by <@{BOB}>" in shown(inbox)
 
 
 async def test_someone_who_may_not_decide_sees_only_their_own_requests(

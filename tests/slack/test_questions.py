@@ -441,7 +441,7 @@ def test_a_settled_question_says_who_settled_it_and_has_no_buttons(
 def test_an_expired_question_says_so_and_has_no_buttons() -> None:
     expired = prompt(question(*WINDOW, status="expired"))
     posted = Posted(CHANNEL, "1.2", "1.1", expired.text, expired.blocks)
-    assert "Expired without an answer" in card_text(posted)
+    assert "⌛ Expired: nobody answered in time" in card_text(posted)
     assert buttons(posted) == []
 
 

@@ -119,15 +119,15 @@ def test_a_pointer_says_where_the_card_waits_then_how_it_ended() -> None:
 
     declined = card(status="declined", decided_by=(Person(id=BOB),), reason="not today")
     ended = card_pointer(CardPointer(card=declined, channel=APPROVERS), link=link)
-    assert ended.blocks[0]["text"]["text"] == ":no_entry_sign: *Declined:* `deploy`"
+    assert ended.blocks[0]["text"]["text"] == "❌ *Declined:* `deploy`"
     assert ended.bar is not None
-    assert ended.bar.color == BAR_COLORS["declined"]
+    assert ended.bar.color == BAR_COLORS["refused"]
     assert f"Declined by <@{BOB}>: not today (<{link}|see the card>)" in card_text(_message(ended))
-    assert ended.text == f"deploy: :no_entry_sign: Declined by <@{BOB}>: not today"
+    assert ended.text == f"deploy: ❌ Declined by <@{BOB}>: not today"
     expired = card_pointer(CardPointer(card=card(status="expired")))
-    assert ":hourglass: *Expired:* `deploy`" in card_text(_message(expired))
+    assert "⌛ *Expired:* `deploy`" in card_text(_message(expired))
     assert expired.bar is not None
-    assert expired.bar.color == BAR_COLORS["expired"]
+    assert expired.bar.color == BAR_COLORS["void"]
 
     (pointer,) = render(CardPointer(card=card(), channel=APPROVERS))
     assert pointer.text
@@ -303,10 +303,10 @@ async def test_a_card_for_the_approvers_channel_is_decided_there_once_and_everyo
     assert not has_buttons(card)
     assert f"Approved by <@{BOB}>" in card_text(card)
     assert request in card_text(card), "the decided card still links to the request"
-    assert ":white_check_mark: *Approved:* `deploy`" in card_text(pointer)
-    assert f":white_check_mark: Approved by <@{BOB}>" in card_text(pointer)
-    assert pointer.colors == [BAR_COLORS["approved"]], "the pointer turns green as the card"
-    assert card.colors == [BAR_COLORS["approved"]]
+    assert "✅ *Approved:* `deploy`" in card_text(pointer)
+    assert f"✅ Approved by <@{BOB}>" in card_text(pointer)
+    assert pointer.colors == [BAR_COLORS["done"]], "the pointer turns green as the card"
+    assert card.colors == [BAR_COLORS["done"]]
     assert any("deploy ok" in m.text for m in slack.in_thread(CHANNEL, root)), "answered there"
     assert not slack.in_thread(APPROVERS, card.ts), "nothing more in the approvers' channel"
 

@@ -86,8 +86,8 @@ def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> Non
     ("status", "title"),
     [
         ("approved", "✅ Approved by Bob"),
-        ("declined", "❌ Declined by Bob"),
-        ("expired", messages.CARD_TITLE_EXPIRED),
+        ("declined", "❌ Declined by Bob: too much"),
+        ("expired", "⌛ Expired: nobody decided in time, nothing was run"),
     ],
 )
 def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, title: str) -> None:
@@ -97,7 +97,6 @@ def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, titl
     assert "actions" not in card
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
     assert not any(t.startswith("Expires") for t in texts(card))
-    assert "Reason: too much" in texts(card)
 
 
 def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
@@ -218,7 +217,7 @@ def test_no_input_can_replace_the_actions_own_data() -> None:
         ("answered", "✅ Answered by Bob"),
         ("declined", "❌ Declined by Bob"),
         ("cancelled", "🚫 Cancelled by Bob"),
-        ("expired", messages.QUESTION_TITLE_EXPIRED),
+        ("expired", "⌛ Expired: nobody answered in time"),
     ],
 )
 def test_a_settled_question_says_by_whom_and_has_no_actions(
@@ -300,9 +299,7 @@ def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) ->
     )
     title = texts(decided)[0]
     assert title.startswith("❌ Declined by ")
-    assert_literal(title.removeprefix("❌ Declined by "), payload)
-    (reason,) = [t for t in texts(decided) if t.startswith("Reason: ")]
-    assert_literal(reason.removeprefix("Reason: "), payload)
+    assert_literal(title.removeprefix("❌ Declined by "), f"{payload}: {payload}")
 
 
 def test_tool_and_agent_names_are_escaped_but_the_cards_own_markup_stays() -> None:
@@ -528,24 +525,31 @@ def test_a_card_approved_as_edited_shows_what_ran_and_who_changed_what() -> None
     assert shown[0] == "✅ Approved by Bob"
     assert "amount: 120" in shown
     assert "currency: USD" in shown
-    assert "Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
+    assert "✏️ Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
     assert "actions" not in card
 
 
 def test_the_edit_line_names_arguments_added_or_left_out_and_type_changes() -> None:
-    card = edited({"a": 1, "gone": "x", "same": 1}, {"a": 1.0, "same": 1, "new": True})
-    (line,) = [t for t in texts(card) if t.startswith("Edited by")]
-    assert line == "Edited by Bob: a 1 → 1.0; new (not set) → true; gone x → (not set)"
+    card = edited(
+        {"a": 1, "gone": "x", "same": 1, "n": "1"}, {"a": 1.0, "same": 1, "n": 1, "new": True}
+    )
+    (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by")]
+    assert line == '✏️ Edited by Bob: a 1 → 1.0; gone x → (none); n "1" → 1; new (none) → true'
 
+
+def test_an_edit_that_changed_nothing_shows_no_edit_line() -> None:
     unchanged = edited({"a": 1}, {"a": 1}, edited_by=None)
-    assert "Edited by someone: the same arguments" in texts(unchanged)
+    assert not [t for t in texts(unchanged) if "Edited" in t]
+    assert texts(unchanged)[0] == "✅ Approved by Bob"
+    plain = cards.approval_card(approval(status="approved", decided_by=(BOB,), args={"a": 1}))
+    assert texts(unchanged) == texts(plain)
 
 
 @pytest.mark.parametrize("payload", INJECTIONS)
 def test_the_edit_line_cannot_be_given_markup(payload: str) -> None:
     card = edited({payload: "before"}, {payload: payload}, edited_by=Person(id=payload))
-    (line,) = [t for t in texts(card) if t.startswith("Edited by ")]
-    before, _, after = line.removeprefix("Edited by ").partition(": ")
+    (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by ")]
+    before, _, after = line.removeprefix("✏️ Edited by ").partition(": ")
     assert_literal(before, payload)
     key_and_before, _, value = after.partition(" → ")
     assert_literal(key_and_before.removesuffix(" before"), payload)
@@ -557,6 +561,6 @@ def test_huge_edits_are_shortened_to_fit_a_teams_message() -> None:
     args = {f"field_{i}": "b" * 10_000 for i in range(60)}
     card = edited(previous, args)
     assert size(card) <= cards.CARD_BUDGET_BYTES
-    (line,) = [t for t in texts(card) if t.startswith("Edited by")]
+    (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by")]
     assert line.endswith("more")
     assert messages.CARD_TRUNCATED in line

@@ -111,7 +111,7 @@ async def test_approve_edited_runs_the_tool_once_with_the_typed_values_and_says_
     assert shown[0] == "✅ Approved by Bob"
     assert "amount: 120" in shown
     assert "currency: USD" in shown
-    assert "Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
+    assert "✏️ Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
     assert "actions" not in approved
     assert [card_text(c) for c in asked.updates()] == [shown]  # for everyone too
     assert till.ran == [{"order": "A-1001", "amount": 120, "currency": "USD"}]
@@ -166,7 +166,7 @@ async def test_the_submit_fallback_approves_edited_and_updates_the_card_for_ever
 
     (updated,) = asked.updates()
     assert card_text(updated)[0] == "✅ Approved by Bob"
-    assert "Edited by Bob: order A-1001 → A-2002; amount 150 → 90" in card_text(updated)
+    assert "✏️ Edited by Bob: order A-1001 → A-2002; amount 150 → 90" in card_text(updated)
     assert till.ran == [{"order": "A-2002", "amount": 90, "currency": "EUR"}]
 
 

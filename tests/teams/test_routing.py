@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from botbuilder.schema import Activity
 
-from adapters.teams import cards, convert, links, notices
+from adapters.teams import cards, convert, links, messages, notices
 from adapters.teams.messenger import render
 from bot import (
     ApprovalCard,
@@ -202,16 +202,24 @@ def test_the_pointer_links_to_the_card_in_the_channel_then_says_how_it_ended() -
 @pytest.mark.parametrize(
     ("changes", "text"),
     [
-        ({"status": "approved"}, "✅ **refund** was approved by Bob."),
+        ({"status": "approved"}, "**refund**: ✅ Approved by Bob"),
         (
             {"status": "approved", "granted_for": "1h"},
-            "✅ **refund** was approved by Bob for this thread (1h).",
+            "**refund**: ✅ Approved by Bob for this thread (1h)",
         ),
-        ({"status": "declined"}, "❌ **refund** was declined by Bob."),
-        ({"status": "declined", "reason": "*no*"}, "❌ **refund** was declined by Bob: \\*no\\*"),
+        ({"status": "declined"}, "**refund**: ❌ Declined by Bob"),
+        ({"status": "declined", "reason": "*no*"}, "**refund**: ❌ Declined by Bob: \\*no\\*"),
         (
             {"status": "expired", "decided_by": ()},
-            "⌛ **refund** expired: nobody decided in time, nothing was run.",
+            "**refund**: ⌛ Expired: nobody decided in time, nothing was run",
+        ),
+        (
+            {"status": "approved", "previous_args": {"order": "A-1", "n": 1}, "edited_by": BOB},
+            "**refund**: ✅ Approved by Bob (edited: order: A-1 → A-1001; n: 1 → (none))",
+        ),
+        (
+            {"status": "approved", "previous_args": {"order": "A-1001"}, "edited_by": BOB},
+            "**refund**: ✅ Approved by Bob",
         ),
     ],
 )
@@ -224,7 +232,31 @@ def test_a_pointer_escapes_names_and_the_tool() -> None:
     card = approval(
         tool_name="re_fund", status="approved", decided_by=(Person(id="x", name="[x]"),)
     )
-    assert notices.pointer_text(CardPointer(card=card)) == r"✅ **re\_fund** was approved by \[x\]."
+    assert notices.pointer_text(CardPointer(card=card)) == r"**re\_fund**: ✅ Approved by \[x\]"
+
+
+def test_a_pointer_escapes_what_an_edit_changed_and_keeps_a_huge_edit_short() -> None:
+    edited = approval(
+        status="approved",
+        decided_by=(BOB,),
+        args={"order": "*x*"},
+        previous_args={"order": "[a](b)"},
+        edited_by=BOB,
+    )
+    assert notices.pointer_text(CardPointer(card=edited)) == (
+        r"**refund**: ✅ Approved by Bob (edited: order: \[a\](b) → \*x\*)"
+    )
+    huge = approval(
+        status="approved",
+        decided_by=(BOB,),
+        args={f"f{i}": "b" * 10_000 for i in range(60)},
+        previous_args={f"f{i}": "a" * 10_000 for i in range(60)},
+        edited_by=BOB,
+    )
+    text = notices.pointer_text(CardPointer(card=huge))
+    assert text.startswith("**refund**: ✅ Approved by Bob (edited: f0: aaa")
+    assert text.endswith(messages.CARD_TRUNCATED + ")")
+    assert len(text) < 2_000, "a line in a thread, far within a Teams message"
 
 
 def test_a_notice_of_a_run_under_a_grant_has_an_end_grant_button() -> None:
@@ -417,7 +449,7 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
     (in_channel,) = router.updates_of(card)
     assert card_text(in_channel["attachments"][0]["content"])[0] == "✅ Approved by Bob"
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "✅ **refund** was approved by Bob."
+    assert pointed["text"] == "**refund**: ✅ Approved by Bob"
     assert any("refunded 150 EUR on A-1001" in t for t in connector.texts(in_thread(root)))
     assert connector.texts(created.conversation_id) == ["a reminder"]  # the answer is not there
 
@@ -452,7 +484,7 @@ async def test_a_decline_in_the_channel_shows_on_the_pointer_with_its_reason(
 
     pointer, *_ = router.connector.messages(in_thread(root))
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "❌ **refund** was declined by Carol: not today"
+    assert pointed["text"] == "**refund**: ❌ Declined by Carol: not today"
     assert router.ran == []
 
 
@@ -511,7 +543,7 @@ async def test_each_approver_gets_the_card_in_their_chat_and_one_click_decides_f
         (updated,) = router.updates_of(posted)
         assert card_text(updated["attachments"][0]["content"])[0] == "✅ Approved by Bob"
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "✅ **refund** was approved by Bob."
+    assert pointed["text"] == "**refund**: ✅ Approved by Bob"
 
     assert carols.card is not None
     late = await router.press(

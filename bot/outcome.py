@@ -1,0 +1,238 @@
+"""What a settled card or question says, composed once for every place that shows it.
+
+A card's outcome (its mark, its title, the line naming who decided and how, the
+edit and what it changed) is derived here from the card, and only drawn by the
+adapters: a Slack card and its notification text, a Teams card, a pointer left in
+the requester's thread, the console. A new status is one row of ``ENDINGS``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from . import messages
+from .types import ApprovalCard, CardStatus, Person, Prompt, Text, naming
+
+ChangeKind = Literal["added", "removed", "changed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArgChange:
+    """One argument an edit changed: ``before`` is ``None`` when it was added,
+    ``after`` when it was removed."""
+
+    name: str
+    kind: ChangeKind
+    before: Any = None
+    after: Any = None
+
+
+def arg_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[ArgChange, ...]:
+    """What an edit changed, argument by argument, in the order the call names them.
+
+    Two values are the same when their JSON is (``1`` and ``true`` differ, as they do
+    for the tool); an argument only one side has is added or removed.
+    """
+    changes: list[ArgChange] = []
+    for name in dict.fromkeys([*before, *after]):
+        if name not in after:
+            changes.append(ArgChange(name=name, kind="removed", before=before[name]))
+        elif name not in before:
+            changes.append(ArgChange(name=name, kind="added", after=after[name]))
+        elif _json(before[name]) != _json(after[name]):
+            changes.append(
+                ArgChange(name=name, kind="changed", before=before[name], after=after[name])
+            )
+    return tuple(changes)
+
+
+def same_args(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether an edit leaves the arguments as they were (``arg_changes`` finds none)."""
+    return not arg_changes(before, after)
+
+
+def shown_value(value: Any) -> str:
+    """A value as a change shows it: text as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else _json(value)
+
+
+def changes_text(changes: tuple[ArgChange, ...]) -> str:
+    """``environment: production → staging; force: (none) → true``: plain words for
+    notices and notification texts (cards draw the same changes their own way)."""
+    return messages.CHANGE_SEPARATOR.join(
+        messages.CHANGE.format(
+            name=c.name, before=change_side(c, "before"), after=change_side(c, "after")
+        )
+        for c in changes
+    )
+
+
+def change_side(change: ArgChange, side: Literal["before", "after"]) -> str:
+    """One side of a change as words: the value (as JSON when the edit changed its type,
+    so ``"1" → 1`` reads as a change), or ``(none)`` where it is absent."""
+    if change.kind == ("added" if side == "before" else "removed"):
+        return messages.CHANGE_ABSENT
+    value = getattr(change, side)
+    if change.kind == "changed" and type(change.before) is not type(change.after):
+        return _json(value)
+    return shown_value(value)
+
+
+Tone = Literal["done", "refused", "void"]
+"""How an ending feels, for platforms that colour it: it went ahead, it was refused, or
+nobody decided (it expired, it was stopped)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ending:
+    """One way a card or question ends: its mark, title and tone, and the line that says
+    it (``{who}``: who did it)."""
+
+    mark: str
+    title: str
+    line: str
+    tone: Tone = "done"
+
+
+ENDINGS: Final[dict[str, Ending]] = {
+    "approved": Ending(mark="✅", title="Approved", line="Approved by {who}"),
+    "granted": Ending(
+        mark="✅", title="Approved", line="Approved by {who} for this thread ({duration})"
+    ),
+    "declined": Ending(mark="❌", title="Declined", line="Declined by {who}", tone="refused"),
+    "declined_why": Ending(
+        mark="❌", title="Declined", line="Declined by {who}: {reason}", tone="refused"
+    ),
+    "expired": Ending(
+        mark="⌛",
+        title="Expired",
+        line="Expired: nobody decided in time, nothing was run",
+        tone="void",
+    ),
+    "stopped": Ending(
+        mark="🛑",
+        title="Stopped",
+        line="Stopped by {who}: the request ended before anyone decided",
+        tone="void",
+    ),
+    "answered": Ending(mark="✅", title="Answered", line="Answered by {who}"),
+    "question_declined": Ending(
+        mark="❌", title="Declined", line="Declined by {who}", tone="refused"
+    ),
+    "cancelled": Ending(mark="🚫", title="Cancelled", line="Cancelled by {who}", tone="void"),
+    "question_expired": Ending(
+        mark="⌛", title="Expired", line="Expired: nobody answered in time", tone="void"
+    ),
+}
+"""Every ending, by name: what each place that shows a settled card or question says."""
+
+EDIT_MARK: Final = "✏️"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settled:
+    """What one audit event that settles a call means to people: its past tense ("this
+    request was already approved by ..."), whether a person decided it (named when
+    someone clicks on it later), and how its card reads afterwards (``card``; ``None``
+    for a question's events)."""
+
+    past: str
+    by_person: bool = False
+    card: CardStatus | None = None
+
+
+SETTLED: Final[dict[str, Settled]] = {
+    "approved": Settled(past="approved", by_person=True, card="approved"),
+    "granted": Settled(past="approved", card="approved"),
+    "declined": Settled(past="declined", by_person=True, card="declined"),
+    "resumed": Settled(past="answered", by_person=True),
+    "cancelled": Settled(past="cancelled", by_person=True),
+    "expired": Settled(past="expired", card="expired"),
+    "interrupted": Settled(past="closed", card="expired"),
+    "stopped": Settled(past="stopped", card="stopped"),
+}
+"""Every audit event that settles a call, by name: the one table the core reads a call's
+fate from (the runtime writes these events; ``Decision.event`` names a decision's)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """How a card or question ended, as every view of it says it.
+
+    ``line`` names who decided (people as values), with the reason or the grant's
+    duration; ``edited_by`` and ``changes`` say what an approver changed before
+    approving (``changes`` is empty when nothing was edited).
+    """
+
+    mark: str
+    title: str
+    line: Text
+    tone: Tone = "done"
+    edited_by: Person | None = None
+    changes: tuple[ArgChange, ...] = ()
+
+    @property
+    def edit(self) -> Text:
+        """ "Edited by @x" when the arguments were edited, else nothing."""
+        if not self.changes:
+            return ()
+        if self.edited_by is None:
+            return (messages.EDITED_BY.format(who=messages.SOMEONE),)
+        return naming(messages.EDITED_BY, (self.edited_by,))
+
+
+def card_outcome(card: ApprovalCard) -> Outcome | None:
+    """How a settled card ended (``None`` while it waits)."""
+    fields: dict[str, str] = {}
+    match card.status:
+        case "pending":
+            return None
+        case "approved" if card.granted_for:
+            name, fields = "granted", {"duration": card.granted_for}
+        case "declined" if card.reason:
+            name, fields = "declined_why", {"reason": card.reason}
+        case _:
+            name = card.status
+    changes = arg_changes(card.previous_args, card.args) if card.previous_args is not None else ()
+    return _outcome(
+        ENDINGS[name], card.decided_by, fields, edited_by=card.edited_by, changes=changes
+    )
+
+
+def question_outcome(prompt: Prompt) -> Outcome | None:
+    """How a settled question ended (``None`` while it waits)."""
+    names = {"declined": "question_declined", "expired": "question_expired"}
+    if prompt.status == "waiting":
+        return None
+    who = (prompt.decided_by,) if prompt.decided_by else ()
+    return _outcome(ENDINGS[names.get(prompt.status, prompt.status)], who, {})
+
+
+def _outcome(
+    ending: Ending,
+    people: tuple[Person, ...],
+    fields: dict[str, str],
+    *,
+    edited_by: Person | None = None,
+    changes: tuple[ArgChange, ...] = (),
+) -> Outcome:
+    line: Text = (
+        naming(ending.line, people, **fields)
+        if people and "{who}" in ending.line
+        else (ending.line.format(who=messages.SOMEONE, **fields),)
+    )
+    return Outcome(
+        mark=ending.mark,
+        title=ending.title,
+        line=line,
+        tone=ending.tone,
+        edited_by=edited_by,
+        changes=changes,
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
