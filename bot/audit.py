@@ -1,8 +1,9 @@
-"""The audit log as a person reads it: ``python -m bot audit``.
+"""The audit log as a person reads it: ``python -m bot audit``, and decisions read back.
 
 Every entry the runtime and the core wrote (requests, votes, edits, decisions,
 what came of them), oldest first, as an aligned table, CSV or JSON lines. A tool
 the policy marks ``sensitive`` shows a hash of its arguments, never them.
+``Record`` reads a call's fate back for the chat (a card redrawn, a late click).
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ import csv
 import hashlib
 import io
 import json
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TextIO
 
-from agents import AuditEntry, Store
+from agents import Agent, AuditEntry, Decision, RunNotFoundError, Store
 
-from .outcome import arg_changes, changes_text, shown_value
+from . import messages
+from .outcome import SETTLED, arg_changes, changes_text, shown_value
 from .policy import ApprovalPolicy, parse_duration
+from .types import ApprovalCard, CardStatus, Click, Person, Text, ThreadKey, naming
+from .votes import VOTED
 
 AuditFormat = Literal["table", "csv", "jsonl"]
 
@@ -114,3 +119,129 @@ def _args(args: dict[str, Any], sensitive: bool, *, compact: bool = False) -> st
 def _cell(value: str) -> str:
     flat = " ".join(value.split())
     return flat if len(flat) <= TABLE_CELL else flat[: TABLE_CELL - 1] + "…"
+
+
+Who = Callable[[ThreadKey, str], Person]
+"""How a thread names a person by id (``Presenter.who``)."""
+
+
+class Record:
+    """Decisions read back from the audit log: how a call's card ended once the call left
+    its run, and who decided it, for a click that comes too late.
+
+    Args:
+        agent: The root agent, whose audit log it reads.
+        who: How a thread names a person by id.
+    """
+
+    def __init__(self, agent: Agent, who: Who) -> None:
+        self._agent = agent
+        self._who = who
+
+    async def card(self, click: Click) -> ApprovalCard | None:
+        """A decided (or expired) call's card, from the audit log (it left the run)."""
+        entries = await self.entries(click.run_id, click.tool_call_id)
+        asked = next((e for e in reversed(entries) if e.event == "requested"), None)
+        if asked is None or asked.kind != "approval":
+            return None
+        after = entries[entries.index(asked) + 1 :]
+        ended = next((e for e in reversed(after) if _card_ending(e.event)), None)
+        if ended is None:
+            return None  # decided a moment ago, not on record yet: nothing to redraw
+        status = _card_ending(ended.event)
+        assert status is not None
+        edited = next((e for e in after if e.event == "edited"), None)
+        deciders = (ended.actor or "").split(",") if status != "expired" and ended.actor else []
+        return ApprovalCard(
+            run_id=click.run_id,
+            tool_call_id=click.tool_call_id,
+            tool_name=asked.tool_name,
+            args=edited.args if edited is not None else asked.args,
+            agent_path=(),
+            requester=self._who(click.thread, asked.requester) if asked.requester else None,
+            expires_at=ended.at,
+            status=status,
+            decided_by=tuple(self._who(click.thread, user) for user in deciders),
+            reason=ended.reason,
+            previous_args=edited.previous_args if edited is not None else None,
+            edited_by=self._who(click.thread, edited.actor)
+            if edited is not None and edited.actor
+            else None,
+        )
+
+    async def why_not_pending(self, click: Click) -> Text:
+        """Explain a click on a call that no longer waits, naming who decided when known."""
+        try:
+            snap = await self._agent.get_run(click.run_id)
+        except RunNotFoundError:
+            return (messages.CLICK_UNKNOWN,)
+        if snap.thread_id != click.thread.id:
+            return (messages.CLICK_OTHER_THREAD,)
+        call = snap.find_pending(click.tool_call_id)
+        if call is not None and call.decision is not None:
+            return await self.already(click.thread, click.run_id, click.tool_call_id, call.decision)
+        # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
+        entries = await self.entries(click.run_id, click.tool_call_id)
+        # Decisions that did not take effect: each "superseded" cancels the latest
+        # earlier decision by the same person.
+        lost: Counter[str | None] = Counter()
+        for i in range(len(entries) - 1, -1, -1):
+            entry = entries[i]
+            if entry.event == "superseded":
+                lost[entry.actor] += 1
+            elif entry.event == "expired":
+                return (messages.CLICK_EXPIRED,)
+            elif entry.event == "interrupted":
+                return (messages.CLICK_INTERRUPTED,)
+            elif entry.event == "stopped":
+                return (messages.CLICK_STOPPED,)
+            elif _by_person(entry.event) and lost[entry.actor]:
+                lost[entry.actor] -= 1
+            elif _by_person(entry.event):
+                return self._decided_by(click.thread, entry.event, entry.actor, entries[:i])
+        return (messages.CLICK_UNKNOWN,)
+
+    async def already(
+        self, thread: ThreadKey, run_id: str, tool_call_id: str, decision: Decision
+    ) -> Text:
+        """ "Already approved by ..." for a click on a call decided just now."""
+        entries = await self.entries(run_id, tool_call_id)
+        return self._decided_by(thread, decision.event, decision.decided_by, entries)
+
+    async def entries(self, run_id: str, tool_call_id: str) -> list[AuditEntry]:
+        """What the audit log says of one call, oldest first."""
+        entries = await self._agent.audit(run_id=run_id)
+        return [e for e in entries if e.tool_call_id == tool_call_id]
+
+    def _decided_by(
+        self, thread: ThreadKey, event: str, decided_by: str | None, before: list[AuditEntry]
+    ) -> Text:
+        """Who decided (``event``: how), named: a quorum's voters are the votes logged
+        since the call was (last) asked; anyone else decided alone."""
+        if event == "expired":
+            return (messages.CLICK_EXPIRED,)
+        if decided_by is None:
+            return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
+        voters: list[str] = []
+        for entry in reversed(before):
+            if entry.event == "requested":
+                break
+            if entry.event == VOTED and entry.actor and entry.actor not in voters:
+                voters.insert(0, entry.actor)
+        ids = voters if event == "approved" and voters else [decided_by]
+        people = tuple(self._who(thread, user) for user in ids)
+        settled = SETTLED.get(event)
+        past = settled.past if settled is not None else messages.DECIDED
+        return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
+
+
+def _card_ending(event: str) -> CardStatus | None:
+    """How a call's card reads once ``event`` settled it (``None``: it did not)."""
+    settled = SETTLED.get(event)
+    return settled.card if settled is not None else None
+
+
+def _by_person(event: str) -> bool:
+    """Whether ``event`` is a person's decision (named when someone clicks later)."""
+    settled = SETTLED.get(event)
+    return settled is not None and settled.by_person

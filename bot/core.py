@@ -18,36 +18,31 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from agents import (
     DEFAULT_LEASE,
     Agent,
-    AgentStream,
-    AlreadyDecidedError,
     AuditEntry,
-    CallExpiredError,
-    PendingInfo,
-    ResumeDataInvalidError,
-    RunChangedError,
     RunNotFoundError,
     RunSnapshot,
-    StandingAsk,
     Store,
     StoreConflict,
-    ToolCallNotPendingError,
 )
 from agents.mcp import mcp_servers
 
 from . import messages
-from .chat_state import ChatState, InboxEntry, ThreadNote, ask_of, grant_key, open_chat_state
-from .decisions import RECENT_DECISION, Decisions, recent_key
+from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
+from .decisions import Decisions
 from .following import Following
+from .grants import Grants
 from .housekeeping import Housekeeping
+from .inbox import Inboxes
 from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
 from .metrics import Metrics
 from .policy import ApprovalPolicy
-from .presenter import Presenter, scope_of
+from .presenter import Presenter
+from .replies import Replies
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
 from .types import (
@@ -55,18 +50,14 @@ from .types import (
     Click,
     ClickResult,
     Inbox,
-    InboxDecision,
     IncomingMessage,
     Messenger,
     Notice,
     Prompt,
-    Reply,
     SuggestedPrompt,
     Text,
     ThreadKey,
-    tool_label,
 )
-from .views import prompt, run_metadata, thread_of
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +113,6 @@ class ChatBot:
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
-        agent.set_standing_approval(self._standing)
         self.mcp_servers = mcp_servers(agent)
         """The agent tree's MCP connections (fixed with the agents), for health and metrics."""
         self.metrics.watch_mcp(self.mcp_servers)
@@ -135,13 +125,34 @@ class ChatBot:
             metrics=self.metrics,
             schema_of=agent.input_schema,
         )
-        self.decisions = Decisions(
+        self.grants = Grants(
+            agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
+        )
+        agent.set_standing_approval(self.grants.standing)
+        self.inboxes = Inboxes(
             agent=agent,
             policy=self.policy,
             chat=self.chat,
             presenter=self.presenter,
             tasks=self.tasks,
+        )
+        self.decisions = Decisions(
+            agent=agent,
+            policy=self.policy,
+            chat=self.chat,
+            presenter=self.presenter,
+            inboxes=self.inboxes,
+            grants=self.grants,
+            tasks=self.tasks,
             threads=self._threads,
+            metrics=self.metrics,
+        )
+        self.replies = Replies(
+            agent=agent,
+            policy=self.policy,
+            chat=self.chat,
+            presenter=self.presenter,
+            grants=self.grants,
             metrics=self.metrics,
         )
         self.stopper = Stopper(agent, self.presenter, self.metrics)
@@ -249,7 +260,7 @@ class ChatBot:
     async def show_waiting(self, thread: ThreadKey) -> int:
         """Post again every card and question still waiting in ``thread``; how many."""
         messenger = self.presenter.messenger(thread.platform)
-        waiting = await self._pending(thread.id)
+        waiting = await self.replies.pending(thread.id)
         for info in waiting:
             await self.presenter.show_pending(messenger, thread, info)
         return len(waiting)
@@ -260,89 +271,13 @@ class ChatBot:
         await self.presenter.check_places()
 
     async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
-        """What waits for ``user_id`` in ``thread``'s workspace, and what they decided lately.
-
-        Reads only the runs indexed for them (``ChatState.waiting_for``: theirs, anyone's,
-        their groups', their own requests), pruning those decided since; the decisions
-        come from the audit log.
-        """
-        self.presenter.remember_name(thread, user_id, user_name)
-        scope = scope_of(thread)
-        now = datetime.now(UTC)
-        waiting: list[ApprovalCard] = []
-        requested: list[ApprovalCard] = []
-        names = await self.presenter.inbox_names(thread, user_id)
-        for run_id in sorted(await self.chat.waiting_for(scope, names)):
-            snap = await self._run(run_id)
-            origin = thread_of(snap.metadata) if snap is not None else None
-            if snap is None or origin is None or not origin.id.startswith(scope):
-                continue
-            if not any(c.state == "pending" and c.kind == "approval" for c in snap.pending):
-                await self.chat.unindex_waiting(scope, names, run_id)  # decided since
-                continue
-            for call in snap.pending:
-                info = PendingInfo.of(run_id, call)
-                if call.state != "pending" or call.kind != "approval" or info.expires_at <= now:
-                    continue
-                card = replace(self.presenter.card(origin, info), requested_in=origin)
-                allowed = await self.presenter.deciders(origin, info)
-                refusal = self.policy.check(
-                    info.tool_name, info.requester, user_id, allowed=allowed
-                )
-                if refusal is None and not await self._voted(info, user_id):
-                    waiting.append(card)
-                elif info.requester == user_id:
-                    requested.append(card)
-        decided = await self._recent_decisions(scope, user_id)
-        grants = await self.chat.grants_given(user_id, scope, now.timestamp())
-        return Inbox(
-            person=self.presenter.who(thread, user_id),
-            waiting=tuple(sorted(waiting, key=lambda c: c.expires_at)),
-            requested=tuple(sorted(requested, key=lambda c: c.expires_at)),
-            decided=decided,
-            grants=len(grants),
-        )
-
-    async def _run(self, run_id: str) -> RunSnapshot | None:
-        try:
-            return await self.agent.get_run(run_id)
-        except RunNotFoundError:
-            return None
-
-    async def _voted(self, call: PendingInfo, user_id: str) -> bool:
-        """Whether ``user_id`` already approved a call that needs several approvals (it
-        waits for others, not for them)."""
-        if self.policy.quorum(call.tool_name) == 1:
-            return False
-        return any(
-            person.id == user_id for person in await self.chat.votes(call.run_id, ask_of(call))
-        )
-
-    async def _recent_decisions(self, scope: str, user_id: str) -> tuple[InboxDecision, ...]:
-        """``user_id``'s latest decisions in a workspace, newest first (a sensitive
-        tool's arguments left out, as the policy says now)."""
-        found: list[InboxDecision] = []
-        for item in await self.chat.recent(recent_key(scope, user_id)):
-            try:
-                decision = RECENT_DECISION.validate_json(item)
-            except ValueError:
-                log.warning("a kept decision of %s is not readable; skipped", user_id)
-                continue
-            if self.policy.rule(decision.tool_name).sensitive:
-                decision = replace(decision, args={})
-            found.append(decision)
-        return tuple(found)
+        """What waits for ``user_id`` in ``thread``'s workspace, and what they decided
+        lately (``Inboxes.inbox``)."""
+        return await self.inboxes.inbox(thread, user_id, user_name)
 
     async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:
         """End every standing grant ``user_id`` gave in ``thread``'s workspace."""
-        scope = scope_of(thread)
-        given = await self.chat.grants_given(user_id, scope, datetime.now(UTC).timestamp())
-        count = 0
-        for thread_id, key in given:
-            count += await self.chat.revoke_grant(thread_id, key)
-        if not count:
-            return (messages.NO_GRANTS_GIVEN,)
-        return (messages.GRANTS_GIVEN_ENDED.format(count=count),)
+        return await self.grants.end_given(thread, user_id)
 
     async def on_feedback(
         self, thread: ThreadKey, user_id: str, run_id: str, *, helpful: bool
@@ -465,7 +400,7 @@ class ChatBot:
         """
         self.metrics.messages_received.inc()
         self.presenter.messenger(message.thread.platform)  # a wiring bug fails here, loudly
-        self.presenter.remember_name(message.thread, message.user_id, message.user_name)
+        self.presenter.people.remember_name(message.thread, message.user_id, message.user_name)
         await self.intake.submit(self._message_write(message), Delivery(message=message))
 
     def _message_write(self, message: IncomingMessage) -> Callable[[], Awaitable[str | None]]:
@@ -544,14 +479,18 @@ class ChatBot:
         # A message's run is named after its entry: a retry after a crash finds it.
         run_id = f"run_inbox_{entry.id}"
         # Not behind the thread's lock: the work it stops holds that.
-        if says_stop(message.text) and await self._stop_by_words(message, retry=attempt.retry):
+        if says_stop(message.text) and await self.stopper.stop_by_words(
+            message, retry=attempt.retry
+        ):
             return
         async with self._threads.hold(thread.id):
             try:
                 if attempt.retry and await self._run(run_id) is not None:
-                    await self._catch_up(thread, messenger, run_id)
+                    await self.replies.catch_up(thread, messenger, run_id)
                     return
-                stream = await self._stream_for(message, messenger, run_id, retry=attempt.retry)
+                stream = await self.replies.stream_for(
+                    message, messenger, run_id, retry=attempt.retry
+                )
             except StoreConflict:
                 # Another worker started it a moment ago (a lease that lapsed while
                 # the store was away): that worker shows it.
@@ -567,219 +506,11 @@ class ChatBot:
             if stream is not None:
                 await self.presenter.consume(thread, messenger, stream, requester=message.user_id)
 
-    async def _stop_by_words(self, message: IncomingMessage, *, retry: bool) -> bool:
-        """Stop the thread's work on a message that only says ``stop``; whether it was
-        taken so. A question waiting while nothing works is left to hear ``cancel``."""
-        thread = message.thread
-        runs = await self.stopper.active(thread)
-        now = datetime.now(UTC)
-        asking = any(
-            p.kind == "suspension" and p.state == "pending" and p.expires_at > now
-            for run in runs
-            for p in run.pending
-        )
-        if asking and not any(run.in_flight for run in runs):
-            return False
-        if not runs and (retry or not message.addressed):
-            return True  # stopped by this very message before a crash, or not for the bot
-        said = await self.stopper.stop_runs(thread, message.user_id, runs)
-        if said:
-            await self.presenter.tell(thread, message.user_id, said)
-        return True
-
-    async def _catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
-        """Show what a run started by a process that died may not have shown yet.
-
-        A card or question not recorded as posted is posted; a finished run's
-        answer is posted again (a crash between posting it and marking the
-        message done repeats it: better than losing it). A run still in flight
-        is crash recovery's, once its heartbeat lapsed.
-        """
-        log.info("the run of %s was started by a process that stopped; catching up", run_id)
-        run = await self.agent.get_run(run_id)
-        if run.status == "paused":
-            for info in await self._pending(thread.id):
-                if info.run_id == run_id and await self.presenter.card_place(info) is None:
-                    await self.presenter.show_pending(messenger, thread, info)
-        elif run.status in ("finished", "failed"):
-            if run.text:
-                await self.presenter.say(messenger, thread, Reply(text=run.text))
-            if run.status == "failed":
-                error = messages.RUN_FAILED.format(error=run.error or messages.INTERNAL_ERROR)
-                await self.presenter.say(messenger, thread, Notice(text=error))
-            elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
-                await self.presenter.say(messenger, thread, Notice(text=why))
-
-    async def _standing(self, ask: StandingAsk) -> str | None:
-        """Who granted the thread a standing approval covering this call, if anyone (a
-        tool the policy no longer offers grants for has none)."""
-        if ask.thread_id is None or not self.policy.rule(ask.tool_name).grant_for:
-            return None
-        now = datetime.now(UTC).timestamp()
-        return await self.chat.grant(ask.thread_id, grant_key(ask.requester, ask.tool_name), now)
-
-    async def _revoke(self, thread: ThreadKey, messenger: Messenger) -> None:
-        """End the thread's grants, saying how many there were."""
-        count = await self.chat.revoke_grants(thread.id)
-        text = messages.GRANTS_REVOKED.format(count=count) if count else messages.NO_GRANTS
-        await self.presenter.say(messenger, thread, Notice(text=text))
-
-    async def _cancel_question(
-        self, message: IncomingMessage, messenger: Messenger, question: PendingInfo, *, retry: bool
-    ) -> AgentStream | None:
-        """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
-        thread = message.thread
-        allowed = await self.presenter.deciders(thread, question)
-        refused = self.policy.question_refusal(
-            question, message.user_id, declining=True, allowed=allowed
-        )
-        if refused is not None:
-            await self.presenter.tell(thread, message.user_id, (refused,))
-            return None
+    async def _run(self, run_id: str) -> RunSnapshot | None:
         try:
-            stream = await self.agent.decline_tool_call(
-                run_id=question.run_id,
-                tool_call_id=question.tool_call_id,
-                decided_by=message.user_id,
-                cancel=True,
-            )
-        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
-            if not retry:
-                await self.presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+            return await self.agent.get_run(run_id)
+        except RunNotFoundError:
             return None
-        except RunChangedError:
-            await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
-            return None
-        self.metrics.decided("cancelled")
-        await self.presenter.show_settled(messenger, thread, question, "cancelled", message.user_id)
-        return stream
-
-    async def _stream_for(
-        self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
-    ) -> AgentStream | None:
-        """Resume the thread's question, point at its card, or start a new run.
-
-        ``retry``: this message may have been worked on before, so a question
-        found answered may have been answered by it: nothing is said then.
-        """
-        thread = message.thread
-        pending = await self._pending(thread.id)
-        questions = [p for p in pending if p.kind == "suspension"]
-        if " ".join(message.text.lower().split()) in messages.REVOKE_WORDS:
-            await self._revoke(thread, messenger)
-            return None
-        live = [q for q in questions if q.expires_at > datetime.now(UTC)]
-        waiting = _not_an_answer(message, live[-1]) if live else None
-        if waiting is not None:
-            # A new request, by all signs: never taken as the answer without asking.
-            await self.presenter.say(messenger, thread, Notice(text=waiting))
-            return None
-        if live and _cancels(message.text, live[-1]):
-            return await self._cancel_question(message, messenger, live[-1], retry=retry)
-        if questions:
-            refused = (
-                self.policy.question_refusal(
-                    live[-1],
-                    message.user_id,
-                    reply=True,
-                    allowed=await self.presenter.deciders(thread, live[-1]),
-                )
-                if live
-                else None
-            )
-            if refused is not None:
-                await self.presenter.tell(thread, message.user_id, (refused,))
-                return None
-            try:
-                answered = (
-                    await self.agent.answer_question(
-                        message.text,
-                        thread_id=thread.id,
-                        resource_id=message.user_id,
-                        run_id=live[-1].run_id,
-                        tool_call_id=live[-1].tool_call_id,
-                    )
-                    if live
-                    else None
-                )
-            except ResumeDataInvalidError as exc:
-                asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
-                # Asked again below the reply: that message is the question's card now.
-                error = "; ".join(exc.errors)
-                await self.presenter.show_pending(messenger, thread, asked or questions[-1], error)
-                return None
-            except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
-                # Another replica took the answer first, or the question expired meanwhile.
-                if not retry:
-                    gone = Notice(text=messages.QUESTION_GONE)
-                    await self.presenter.say(messenger, thread, gone)
-                return None
-            except RunChangedError:
-                await self.presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
-                return None
-            if answered is not None:
-                await self.presenter.show_settled(
-                    messenger, thread, live[-1], "answered", message.user_id
-                )
-                return answered
-            # The question went away between the look and the answer: only a
-            # message addressed to the bot may start a new run, as it may below.
-            pending = [p for p in pending if p.kind != "suspension"]
-        if not message.addressed:
-            return None
-        if pending:
-            notice = messages.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
-            await self.presenter.say(messenger, thread, Notice(text=notice))
-            return None
-        self.metrics.runs_started.inc()
-        return await self.agent.stream(
-            message.text,
-            thread_id=thread.id,
-            resource_id=message.user_id,
-            auto_resume_suspended_tools=False,
-            metadata=run_metadata(thread),
-            run_id=run_id,
-        )
-
-    async def _pending(self, thread_id: str) -> list[PendingInfo]:
-        now = datetime.now(UTC)
-        pending = await self.agent.list_suspended_runs(thread_id=thread_id)
-        return [p for p in pending if p.expires_at > now]
-
-
-NEW_REQUEST_WORDS = 3
-"""A reply to a choice question with at least this many words, none of them a choice,
-is a new request (``_not_an_answer``)."""
-
-
-def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
-    """What to say when a reply is clearly a new request, not the question's answer.
-
-    It mentions the bot (where a plain reply would do), or the question says what its
-    answers are (a choice of a few) and the reply is a sentence that is none of them.
-    """
-    asked = prompt(question)
-    tool = tool_label(asked)
-    if message.mentioned:
-        return messages.QUESTION_WAITS.format(tool=tool)
-    if len(asked.fields) != 1 or asked.fields[0].kind != "choice":
-        return None
-    choices = asked.fields[0].choices
-    said = " ".join(message.text.lower().strip(" .!").split())
-    if said in {c.lower() for c in choices} or len(said.split()) < NEW_REQUEST_WORDS:
-        return None  # an answer, or a short slip: asked again as usual if it does not fit
-    if said in messages.CANCEL_WORDS:
-        return None
-    return messages.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
-
-
-def _cancels(text: str, question: PendingInfo) -> bool:
-    """Whether a reply only says to leave the question (and is not one of its choices)."""
-    said = " ".join(text.lower().strip(" .!").split())
-    if said not in messages.CANCEL_WORDS:
-        return False
-    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
-    return said not in choices
 
 
 def _tool_names(agent: Agent) -> tuple[set[str], set[str]]:

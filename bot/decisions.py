@@ -10,22 +10,17 @@ continues in the background, in the thread's order. Locks: ``CONCURRENCY.md``.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
-
-from pydantic import TypeAdapter
+from typing import Any, Literal
 
 from agents import (
     Agent,
     AgentStream,
     AlreadyDecidedError,
     ArgsInvalidError,
-    AuditEntry,
     CallExpiredError,
-    Decision,
     PendingInfo,
     ResumeDataInvalidError,
     RunChangedError,
@@ -35,43 +30,31 @@ from agents import (
 )
 
 from . import messages
-from .chat_state import CardPlace, ChatState, ask_of, grant_key
+from .audit import Record
+from .chat_state import CardPlace, ChatState, ask_of
+from .grants import Grants
+from .inbox import Inboxes
 from .metrics import DecisionOutcome, Metrics
-from .outcome import SETTLED, card_outcome, changes_text, same_args
-from .policy import ApprovalPolicy, parse_duration
-from .presenter import Presenter, scope_of
+from .outcome import decision_notice, same_args
+from .policy import ApprovalPolicy
+from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
 from .types import (
     ApprovalCard,
     CardStatus,
     Click,
     ClickResult,
-    InboxDecision,
     Messenger,
     Notice,
     Person,
     Prompt,
     PromptField,
-    RecentOutcome,
     Text,
-    ThreadKey,
-    naming,
-    tool_label,
 )
 from .views import edit_fields, edit_form, form_answer, prompt, thread_of
-from .votes import VOTED, audit_vote
+from .votes import audit_vote
 
 log = logging.getLogger(__name__)
-
-RECENT_DECISIONS: Final = 10
-"""How many of a person's latest decisions their inbox lists (kept per person)."""
-RECENT_DECISION = TypeAdapter(InboxDecision)
-"""JSON of one kept decision (the chat state's ``push_recent``)."""
-
-
-def recent_key(scope: str, user_id: str) -> str:
-    """Where a person's latest decisions in a workspace are kept."""
-    return f"decided:{scope}{user_id}"
 
 
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
@@ -89,6 +72,8 @@ class Decisions:
         policy: Who may decide what, and how many must approve.
         chat: Votes and card locks.
         presenter: How cards and answers reach people.
+        inboxes: Where each decider's decision is kept for their approvals list.
+        grants: Where grants are given and ended.
         tasks: Where the work a decision unlocks runs.
         threads: The per-thread locks that keep a thread's replies in order.
         metrics: Click outcomes are counted here.
@@ -101,6 +86,8 @@ class Decisions:
         policy: ApprovalPolicy,
         chat: ChatState,
         presenter: Presenter,
+        inboxes: Inboxes,
+        grants: Grants,
         tasks: TaskTracker,
         threads: KeyedLocks,
         metrics: Metrics,
@@ -109,6 +96,9 @@ class Decisions:
         self._policy = policy
         self._chat = chat
         self._presenter = presenter
+        self._inboxes = inboxes
+        self._grants = grants
+        self._record = Record(agent, presenter.people.who)
         self._tasks = tasks
         self._threads = threads
         self._metrics = metrics
@@ -127,9 +117,12 @@ class Decisions:
         Raises whatever the store raises (an outage): the caller retries.
         """
         self._metrics.clicks.inc()
-        self._presenter.remember_name(click.thread, click.user_id, click.user_name)
+        self._presenter.people.remember_name(click.thread, click.user_id, click.user_name)
         if click.action == "revoke":
-            return await self._revoke(click)
+            refusal = await self._grants.end(click)
+            if refusal is None:
+                return ClickResult(accepted=True)
+            return self._refuse(refusal[0], outcome=refusal[1])
         return await self._decide(click)
 
     async def _located(self, click: Click) -> Click | None:
@@ -209,43 +202,10 @@ class Decisions:
                 return None
             if snap.thread_id != click.thread.id:
                 return None
-            card = await self._card_from_audit(click)
+            card = await self._record.card(click)
         if card is not None and click.where is not None:
             card = replace(card, requested_in=click.thread)
         return card
-
-    async def _card_from_audit(self, click: Click) -> ApprovalCard | None:
-        """A decided (or expired) call's card, from the audit log (it left the run)."""
-        entries = await self._audit_of(click.run_id, click.tool_call_id)
-        asked = next((e for e in reversed(entries) if e.event == "requested"), None)
-        if asked is None or asked.kind != "approval":
-            return None
-        after = entries[entries.index(asked) + 1 :]
-        ended = next((e for e in reversed(after) if _card_ending(e.event)), None)
-        if ended is None:
-            return None  # decided a moment ago, not on record yet: nothing to redraw
-        status = _card_ending(ended.event)
-        assert status is not None
-        edited = next((e for e in after if e.event == "edited"), None)
-        deciders = (ended.actor or "").split(",") if status != "expired" and ended.actor else []
-        return ApprovalCard(
-            run_id=click.run_id,
-            tool_call_id=click.tool_call_id,
-            tool_name=asked.tool_name,
-            args=edited.args if edited is not None else asked.args,
-            agent_path=(),
-            requester=self._presenter.who(click.thread, asked.requester)
-            if asked.requester
-            else None,
-            expires_at=ended.at,
-            status=status,
-            decided_by=tuple(self._presenter.who(click.thread, user) for user in deciders),
-            reason=ended.reason,
-            previous_args=edited.previous_args if edited is not None else None,
-            edited_by=self._presenter.who(click.thread, edited.actor)
-            if edited is not None and edited.actor
-            else None,
-        )
 
     async def _waiting(self, click: Click) -> PendingInfo | None:
         """The call a click names, while it waits in the click's thread (one run read)."""
@@ -265,7 +225,7 @@ class Decisions:
         if call is None and (located := await self._located(click)) is not None:
             return await self._check(located)
         if call is None:
-            return click, None, (await self._why_not_pending(click), "stale")
+            return click, None, (await self._record.why_not_pending(click), "stale")
         if call.kind != "approval" and click.action in ("approve", "edit", "grant"):
             return click, None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
@@ -277,7 +237,7 @@ class Decisions:
             # The call may have been asked again (its arguments changed after an
             # approval): only its newest card decides, never one showing old ones.
             return click, None, ((outdated,), "stale")
-        allowed = await self._presenter.deciders(click.thread, call)
+        allowed = await self._presenter.people.deciders(click.thread, call)
         if call.kind == "suspension":
             declining = click.action != "answer"
             refusal = self._policy.question_refusal(
@@ -352,7 +312,7 @@ class Decisions:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
         votes = await self._chat.votes(call.run_id, ask_of(call))
         for person in votes:  # another replica may have heard the names
-            self._presenter.remember_name(click.thread, person.id, person.name)
+            self._presenter.people.remember_name(click.thread, person.id, person.name)
         voted = any(person.id == click.user_id for person in votes)
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
@@ -377,38 +337,12 @@ class Decisions:
         await self._chat.add_vote(call.run_id, ask_of(call), me)
         await audit_vote(self._agent, click, call)
         self._metrics.decided("voted")
-        self._keep_decided(click.thread, call, "voted", (click.user_id,))
+        self._inboxes.keep(click.thread, call, "voted", (click.user_id,))
         card = self._presenter.card(click.thread, call, approvals=voters)
         # Updated before the lock is released, so no later decision's card can be
         # overwritten by this one.
         await self._show(click, call, card)
         return _decided(click, card)
-
-    def _keep_decided(
-        self,
-        thread: ThreadKey,
-        call: PendingInfo,
-        outcome: RecentOutcome,
-        people: tuple[str, ...],
-    ) -> None:
-        """Add a decision to each decider's recent decisions (their inbox lists them), in
-        the background: the decision stands by now, and the click need not wait for a
-        record of it (a failure is logged)."""
-        item = RECENT_DECISION.dump_json(
-            InboxDecision(
-                tool_name=call.tool_name, outcome=outcome, at=datetime.now(UTC), args=call.args
-            )
-        ).decode()
-        scope = scope_of(thread)
-
-        async def keep(person: str) -> None:
-            await self._chat.push_recent(recent_key(scope, person), item, keep=RECENT_DECISIONS)
-
-        for person in people:
-            try:
-                self._tasks.spawn(keep(person), name=f"recent-decision:{person}")
-            except RuntimeError:  # shutting down: the decision stands, its record is lost
-                log.warning("%s's decision on %s was not kept", person, call.tool_call_id)
 
     async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
         """Show a card's new state wherever it is (the clicked message, if it was never
@@ -463,7 +397,7 @@ class Decisions:
             ran = await self._approved_args(call)
             if ran is not None and not same_args(call.args, ran):
                 shown, before = replace(call, args=ran), call.args
-        self._keep_decided(
+        self._inboxes.keep(
             click.thread, shown, "edited" if before is not None else status, deciders
         )
         card = self._presenter.card(
@@ -478,7 +412,7 @@ class Decisions:
             granted_for=click.grant_for if click.action == "grant" else None,
         )
         if click.action == "grant" and click.grant_for is not None:
-            await self._grant(click, call, click.grant_for)
+            await self._grants.give(click.thread, call, click.grant_for, click.user_id)
         await self._follow(click, call, card, stream)
         return _decided(click, card)
 
@@ -507,41 +441,6 @@ class Decisions:
         await self._follow(click, call, shown, stream)
         return _decided(click, shown)
 
-    async def _grant(self, click: Click, call: PendingInfo, duration: str) -> None:
-        """Keep the standing approval a grant gives: later calls of this tool in this
-        thread, by the same requester, run without a card until it lapses. The call
-        itself is approved by now, so a failure to keep it is logged, not raised."""
-        until = datetime.now(UTC) + parse_duration(duration)
-        key = grant_key(call.requester, call.tool_name)
-        try:
-            await self._chat.set_grant(click.thread.id, key, until.timestamp(), click.user_id)
-        except Exception:
-            log.exception("could not keep the grant on %s in %s", call.tool_name, click.thread.id)
-
-    async def _revoke(self, click: Click) -> ClickResult:
-        """End the grant a call ran under (the End grant button on its notice): for its
-        requester, whoever granted it, or anyone who may approve the tool."""
-        entries = await self._audit_of(click.run_id, click.tool_call_id)
-        granted = next((e for e in reversed(entries) if e.event == "granted"), None)
-        if granted is None or granted.thread_id != click.thread.id:
-            return self._refuse(messages.GRANT_UNKNOWN, outcome="stale")
-        tool = granted.tool_name
-        names = self._policy.deciders(tool, escalated=False)
-        messenger = self._presenter.messenger_of(click.thread)
-        allowed = await self._presenter.groups.expand(click.thread.platform, messenger, names)
-        if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
-            return self._refuse(messages.GRANT_NOT_YOURS.format(tool=tool), outcome="refused")
-        key = grant_key(granted.requester, tool)
-        if not await self._chat.revoke_grant(click.thread.id, key):
-            return self._refuse(messages.GRANT_GONE.format(tool=tool), outcome="stale")
-        notice = Notice(
-            text=messages.GRANT_ENDED.format(tool=tool),
-            to=self._presenter.who(click.thread, click.user_id),
-        )
-        messenger = self._presenter.messenger(click.thread.platform)
-        await self._presenter.say(messenger, click.thread, notice)
-        return ClickResult(accepted=True)
-
     async def _approved_args(self, call: PendingInfo) -> dict[str, Any] | None:
         """The arguments an approval of ``call`` runs with, as its decision keeps them."""
         try:
@@ -567,7 +466,9 @@ class Decisions:
             return ClickResult(accepted=False, said=(invalid,), retry=True)
         except AlreadyDecidedError as exc:
             decision = exc.decision
-            decided = await self._already(click.thread, call.run_id, call.tool_call_id, decision)
+            decided = await self._record.already(
+                click.thread, call.run_id, call.tool_call_id, decision
+            )
             return self._refuse(decided, outcome="stale")
         except CallExpiredError:
             return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
@@ -597,72 +498,6 @@ class Decisions:
         self._metrics.decided(outcome)
         return ClickResult(accepted=False, said=(message,) if isinstance(message, str) else message)
 
-    async def _why_not_pending(self, click: Click) -> Text:
-        """Explain a click on a call that no longer waits, naming who decided when known."""
-        try:
-            snap = await self._agent.get_run(click.run_id)
-        except RunNotFoundError:
-            return (messages.CLICK_UNKNOWN,)
-        if snap.thread_id != click.thread.id:
-            return (messages.CLICK_OTHER_THREAD,)
-        call = snap.find_pending(click.tool_call_id)
-        if call is not None and call.decision is not None:
-            return await self._already(
-                click.thread, click.run_id, click.tool_call_id, call.decision
-            )
-        # Once its outcome is recorded a call leaves the snapshot; the audit log remembers.
-        entries = await self._audit_of(click.run_id, click.tool_call_id)
-        # Decisions that did not take effect: each "superseded" cancels the latest
-        # earlier decision by the same person.
-        lost: Counter[str | None] = Counter()
-        for i in range(len(entries) - 1, -1, -1):
-            entry = entries[i]
-            if entry.event == "superseded":
-                lost[entry.actor] += 1
-            elif entry.event == "expired":
-                return (messages.CLICK_EXPIRED,)
-            elif entry.event == "interrupted":
-                return (messages.CLICK_INTERRUPTED,)
-            elif entry.event == "stopped":
-                return (messages.CLICK_STOPPED,)
-            elif _by_person(entry.event) and lost[entry.actor]:
-                lost[entry.actor] -= 1
-            elif _by_person(entry.event):
-                return self._decided_by(click.thread, entry.event, entry.actor, entries[:i])
-        return (messages.CLICK_UNKNOWN,)
-
-    async def _already(
-        self, thread: ThreadKey, run_id: str, tool_call_id: str, decision: Decision
-    ) -> Text:
-        """ "Already approved by ..." for a click on a call decided just now."""
-        entries = await self._audit_of(run_id, tool_call_id)
-        return self._decided_by(thread, decision.event, decision.decided_by, entries)
-
-    async def _audit_of(self, run_id: str, tool_call_id: str) -> list[AuditEntry]:
-        entries = await self._agent.audit(run_id=run_id)
-        return [e for e in entries if e.tool_call_id == tool_call_id]
-
-    def _decided_by(
-        self, thread: ThreadKey, event: str, decided_by: str | None, before: list[AuditEntry]
-    ) -> Text:
-        """Who decided (``event``: how), named: a quorum's voters are the votes logged
-        since the call was (last) asked; anyone else decided alone."""
-        if event == "expired":
-            return (messages.CLICK_EXPIRED,)
-        if decided_by is None:
-            return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
-        voters: list[str] = []
-        for entry in reversed(before):
-            if entry.event == "requested":
-                break
-            if entry.event == VOTED and entry.actor and entry.actor not in voters:
-                voters.insert(0, entry.actor)
-        ids = voters if event == "approved" and voters else [decided_by]
-        people = tuple(self._presenter.who(thread, user) for user in ids)
-        settled = SETTLED.get(event)
-        past = settled.past if settled is not None else messages.DECIDED
-        return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
-
     async def _after_decision(
         self,
         click: Click,
@@ -673,50 +508,13 @@ class Decisions:
     ) -> None:
         await self._show(click, call, card)
         async with self._threads.hold(click.thread.id):
-            told = _decision_notice(click, call, card)
+            told = decision_notice(card, requester=call.requester, decider=click.user_id)
             if told is not None:
                 # Above what the run does next, so the requester hears it first.
                 requester, text = told
-                to = self._presenter.who(click.thread, requester)
+                to = self._presenter.people.who(click.thread, requester)
                 await self._presenter.say(messenger, click.thread, Notice(text=text, to=to))
             await self._presenter.consume(click.thread, messenger, stream, requester=call.requester)
-
-
-def _card_ending(event: str) -> CardStatus | None:
-    """How a call's card reads once ``event`` settled it (``None``: it did not)."""
-    settled = SETTLED.get(event)
-    return settled.card if settled is not None else None
-
-
-def _by_person(event: str) -> bool:
-    """Whether ``event`` is a person's decision (named when someone clicks later)."""
-    settled = SETTLED.get(event)
-    return settled is not None and settled.by_person
-
-
-def _decision_notice(
-    click: Click, call: PendingInfo, card: ApprovalCard | Prompt
-) -> tuple[str, str] | None:
-    """Whom to tell that their card was decided, and what: whoever asked, when someone
-    else approved or declined it (a question's answer, or one's own decision, needs none)."""
-    if not isinstance(card, ApprovalCard) or card.status not in ("approved", "declined"):
-        return None
-    if call.requester is None or call.requester == click.user_id:
-        return None
-    tool = tool_label(card)
-    outcome = card_outcome(card)
-    if outcome is not None and outcome.changes:
-        changes = changes_text(outcome.changes)
-        text = messages.DECIDED_EDITED.format(tool=tool, changes=changes)
-    elif card.status == "declined" and card.reason:
-        text = messages.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
-    elif card.status == "declined":
-        text = messages.DECIDED_DECLINED.format(tool=tool)
-    elif card.granted_for:
-        text = messages.DECIDED_GRANTED.format(tool=tool, duration=card.granted_for)
-    else:
-        text = messages.DECIDED_APPROVED.format(tool=tool)
-    return call.requester, text
 
 
 def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:

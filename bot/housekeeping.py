@@ -145,13 +145,13 @@ class Housekeeping:
             if any(copy.to.user_id for copy in place.copies):
                 place = await self._send_to_escalation(messenger, place, info, people)
         if not place.copies:
-            named = tuple(self._presenter.who(thread, user) for user in people)
+            named = tuple(self._presenter.people.who(thread, user) for user in people)
             await self._presenter.say(messenger, thread, Notice(text=text, also=named))
             return 1
         for copy in place.copies:
             # Under the card in the approvers' channel, or in each direct message.
             mine = (copy.to.user_id,) if copy.to.user_id else people
-            named = tuple(self._presenter.who(thread, user) for user in mine if user)
+            named = tuple(self._presenter.people.who(thread, user) for user in mine if user)
             notice = Notice(text=text, also=named)
             await self._presenter.say(messenger, copy.thread, notice, follow=False)
         return 1
@@ -160,7 +160,7 @@ class Housekeeping:
         self, messenger: Messenger, place: CardPlace, info: PendingInfo, names: list[str]
     ) -> CardPlace:
         """A card sent by direct message goes to the people an escalation adds, too."""
-        people = await self._presenter.groups.expand(place.thread.platform, messenger, names)
+        people = await self._presenter.people.groups.expand(place.thread.platform, messenger, names)
         sent = {copy.to.user_id for copy in place.copies}
         more = [to for to in self._presenter.direct(info, people) if to.user_id not in sent]
         card = self._presenter.card(place.thread, info)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from . import messages
-from .types import ApprovalCard, CardStatus, Person, Prompt, Text, naming
+from .types import ApprovalCard, CardStatus, Person, Prompt, Text, naming, tool_label
 
 ChangeKind = Literal["added", "removed", "changed"]
 
@@ -209,6 +209,31 @@ def question_outcome(prompt: Prompt) -> Outcome | None:
         return None
     who = (prompt.decided_by,) if prompt.decided_by else ()
     return _outcome(ENDINGS[names.get(prompt.status, prompt.status)], who, {})
+
+
+def decision_notice(
+    card: ApprovalCard | Prompt, *, requester: str | None, decider: str
+) -> tuple[str, str] | None:
+    """Whom to tell that their card was decided, and what: whoever asked, when someone
+    else approved or declined it (a question's answer, or one's own decision, needs none)."""
+    if not isinstance(card, ApprovalCard) or card.status not in ("approved", "declined"):
+        return None
+    if requester is None or requester == decider:
+        return None
+    tool = tool_label(card)
+    outcome = card_outcome(card)
+    if outcome is not None and outcome.changes:
+        changes = changes_text(outcome.changes)
+        text = messages.DECIDED_EDITED.format(tool=tool, changes=changes)
+    elif card.status == "declined" and card.reason:
+        text = messages.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
+    elif card.status == "declined":
+        text = messages.DECIDED_DECLINED.format(tool=tool)
+    elif card.granted_for:
+        text = messages.DECIDED_GRANTED.format(tool=tool, duration=card.granted_for)
+    else:
+        text = messages.DECIDED_APPROVED.format(tool=tool)
+    return requester, text
 
 
 def _outcome(

@@ -177,6 +177,7 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
+        self._merged: dict[str, EffectiveRule] = {}
         problems = (
             self._unreachable_quorums()
             + self._half_escalations()
@@ -232,7 +233,14 @@ class ApprovalPolicy:
             raise PolicyError(self.source or "<policy>", problems)
 
     def rule(self, tool_name: str) -> EffectiveRule:
-        """The merged rule for a tool."""
+        """The merged rule for a tool: merged once per tool, then read as it is (a card
+        reads its rule a dozen times; the policy never changes once loaded)."""
+        merged = self._merged.get(tool_name)
+        if merged is None:
+            merged = self._merged[tool_name] = self._merge(tool_name)
+        return merged
+
+    def _merge(self, tool_name: str) -> EffectiveRule:
         default = self.rules.default
         own = self.rules.tools.get(tool_name, Rule())
         approvers = own.approvers if own.approvers is not None else default.approvers

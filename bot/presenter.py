@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from cachetools import LRUCache, TTLCache
+from cachetools import TTLCache
 from pydantic import TypeAdapter
 
 from agents import (
@@ -35,8 +35,8 @@ from . import messages
 from .answer import Answer
 from .chat_state import CardCopy, CardPlace, ChatState, ask_of
 from .following import Following
-from .groups import Groups
 from .metrics import Metrics
+from .people import People, scope_of
 from .policy import ApprovalPolicy, PolicyError
 from .types import (
     ApprovalCard,
@@ -46,7 +46,6 @@ from .types import (
     MessageRef,
     Messenger,
     Notice,
-    Person,
     Prompt,
     PromptStatus,
     Text,
@@ -59,8 +58,6 @@ from .views import approval_card, prompt
 
 log = logging.getLogger(__name__)
 
-NAME_CACHE_SIZE = 10_000
-"""People whose display names one process remembers (ids are always known)."""
 CHANNEL_TTL = 300.0
 """How long (seconds) a platform's answer on whether it knows a channel is kept."""
 CHANNELS_KEPT = 1_000
@@ -116,8 +113,8 @@ class Presenter:
         self._policy = policy
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
-        self._names: LRUCache[str, str] = LRUCache(maxsize=NAME_CACHE_SIZE)
-        self.groups = Groups()
+        self.people = People(policy, self.messenger_of)
+        """Who people are, and who may decide what."""
         self._channels: TTLCache[tuple[str, str], bool] = TTLCache(
             maxsize=CHANNELS_KEPT, ttl=CHANNEL_TTL
         )
@@ -158,7 +155,9 @@ class Presenter:
         problems: list[tuple[str | None, str]] = [
             p for c in sorted(channels) if (p := await self._check_channel(c))
         ]
-        problems += [p for n in sorted(people) if (p := await self._check_name(n))]
+        problems += [
+            p for n in sorted(people) if (p := await self.people.check_name(n, self._messengers))
+        ]
         if problems:
             raise PolicyError(self._policy.source or "<policy>", problems)
 
@@ -175,28 +174,6 @@ class Presenter:
         platforms = ", ".join(sorted(self._messengers)) or "none"
         return ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
 
-    async def _check_name(self, name: str) -> tuple[str, str] | None:
-        """Why ``name``, which looks like a user group somewhere, is none, or ``None``."""
-        unknown = False
-        for platform, messenger in self._messengers.items():
-            try:
-                members = await self.groups.members(platform, messenger, name)
-            except LookupError:
-                unknown = True
-                continue
-            except Exception as exc:  # an outage, a refusal (a scope the app lacks)
-                return ("approvers", f"{platform} could not be asked about {name!r}: {exc}")
-            if members != frozenset({name}):
-                return None
-        if unknown or name.startswith("@"):
-            return ("approvers", f"{name!r} is no user group the bot can look up")
-        return None
-
-    async def deciders(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
-        """Who may decide ``call`` now (empty: anyone), user groups as their members."""
-        names = self._policy.deciders_of(call)
-        return await self.groups.expand(thread.platform, self.messenger_of(thread), names)
-
     # -- streams ----------------------------------------------------------------
 
     async def consume(
@@ -212,7 +189,7 @@ class Presenter:
 
         ``requester``: who asked (a live answer in a channel is addressed to them).
         """
-        to = self.who(thread, requester) if requester else None
+        to = self.people.who(thread, requester) if requester else None
         answer = Answer(messenger, thread, to, lambda reply: self.say(messenger, thread, reply))
         await self.status(messenger, thread, messages.THINKING)
         try:
@@ -232,7 +209,7 @@ class Presenter:
                 elif isinstance(chunk, ToolCallGrantedChunk):
                     await answer.pause()
                     text = messages.GRANTED_RUN.format(tool=chunk.tool_name)
-                    granter = self.who(thread, chunk.granted_by)
+                    granter = self.people.who(thread, chunk.granted_by)
                     notice = Notice(
                         text=text, also=(granter,), revoke=(stream.run_id, chunk.tool_call_id)
                     )
@@ -291,7 +268,7 @@ class Presenter:
         if not names:
             detail: Text = (messages.STEP_APPROVAL,)
         else:
-            shown = tuple(self.who(thread, user) for user in names[:STEP_PEOPLE])
+            shown = tuple(self.people.who(thread, user) for user in names[:STEP_PEOPLE])
             more = len(names) - len(shown)
             detail = naming(messages.STEP_APPROVAL_FROM, shown)
             if more:
@@ -322,7 +299,7 @@ class Presenter:
             if info.kind == "approval":
                 await self._set_timers(info)
                 await self._chat.index_waiting(
-                    scope_of(thread), self.waiting_names(info), info.run_id
+                    scope_of(thread), self.people.waiting_names(info), info.run_id
                 )
                 await self.inboxes_changed(messenger, thread, info.tool_name, info.requester)
         except Exception:
@@ -373,7 +350,7 @@ class Presenter:
         """Where the policy sends a call's card instead of its thread (nowhere: empty)."""
         rule = self._policy.rule(info.tool_name)
         if rule.notify == "dm":
-            return self.direct(info, await self.deciders(thread, info))
+            return self.direct(info, await self.people.deciders(thread, info))
         for channel in rule.channels:
             if await self._knows(thread.platform, channel):
                 return [Destination(channel=channel)]
@@ -415,7 +392,9 @@ class Presenter:
         """The line in the requester's thread for a card sent elsewhere."""
         channel = next((c for c in place.copies if c.to.channel is not None), None)
         people = tuple(
-            self.who(place.thread, c.to.user_id) for c in place.copies if c.to.user_id is not None
+            self.people.who(place.thread, c.to.user_id)
+            for c in place.copies
+            if c.to.user_id is not None
         )
         return CardPointer(
             card=card,
@@ -451,7 +430,7 @@ class Presenter:
         (groups as members; nobody listed: nobody in particular) and who asked."""
         rule = self._policy.rule(tool_name)
         names = rule.approvers | rule.escalate_to
-        people = await self.groups.expand(thread.platform, messenger, names)
+        people = await self.people.groups.expand(thread.platform, messenger, names)
         if requester:
             people |= {requester}
         if not people:
@@ -460,31 +439,6 @@ class Presenter:
             await messenger.inboxes_changed(thread, people)
         except Exception:
             log.warning("showing inboxes again in %s failed", thread.id, exc_info=True)
-
-    def waiting_names(self, info: PendingInfo) -> list[str]:
-        """Whom a waiting call is indexed under for inboxes: the names that may decide it
-        (escalation's included; ``*`` when anyone may) and ``asked:<requester>``."""
-        rule = self._policy.rule(info.tool_name)
-        names = sorted(rule.approvers | rule.escalate_to) if rule.approvers else [ANYONE]
-        return names + ([f"{ASKED}{info.requester}"] if info.requester else [])
-
-    async def inbox_names(self, thread: ThreadKey, user_id: str) -> list[str]:
-        """The names a person's inbox reads the index under: theirs, anyone's, their own
-        requests', and each user group of the policy they are in."""
-        names = [user_id, ANYONE, f"{ASKED}{user_id}"]
-        messenger = self.messenger_of(thread)
-        people, _ = self._policy.names()
-        for name in sorted(people - {user_id}):
-            if messenger is None:
-                break
-            try:
-                members = await self.groups.members(thread.platform, messenger, name)
-            except Exception:
-                log.warning("user group %s could not be looked up", name, exc_info=True)
-                continue
-            if name not in members and user_id in members:
-                names.append(name)
-        return names
 
     async def _set_timers(self, info: PendingInfo) -> None:
         """The reminder and the escalation the policy asks for, if still ahead (a card
@@ -527,14 +481,14 @@ class Presenter:
             info,
             expires_at=info.expires_at,
             status=status,
-            requester=self.who(thread, info.requester) if info.requester else None,
-            decided_by=tuple(self.who(thread, user) for user in decided_by),
+            requester=self.people.who(thread, info.requester) if info.requester else None,
+            decided_by=tuple(self.people.who(thread, user) for user in decided_by),
             reason=reason,
-            approvals=tuple(self.who(thread, user) for user in approvals),
+            approvals=tuple(self.people.who(thread, user) for user in approvals),
             quorum=self._policy.quorum(info.tool_name),
             schema=self._schema_of(info) if status == "pending" else None,
             previous_args=previous_args,
-            edited_by=self.who(thread, edited_by) if edited_by else None,
+            edited_by=self.people.who(thread, edited_by) if edited_by else None,
             grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
             granted_for=granted_for,
             ask=ask_of(info),
@@ -545,7 +499,7 @@ class Presenter:
         self, thread: ThreadKey, info: PendingInfo, status: PromptStatus, user_id: str
     ) -> Prompt:
         """A question as it reads once ``user_id`` answered, declined or cancelled it."""
-        return prompt(info, status=status, decided_by=self.who(thread, user_id))
+        return prompt(info, status=status, decided_by=self.people.who(thread, user_id))
 
     async def show_settled(
         self,
@@ -658,39 +612,9 @@ class Presenter:
         """A notice for whoever asked (named by each platform its way), or for everyone."""
         if requester is None:
             return Notice(text=messages.NO_REQUESTER.format(text=text))
-        return Notice(text=text, to=self.who(thread, requester))
-
-    # -- people -----------------------------------------------------------------
-
-    def remember_name(self, thread: ThreadKey, user_id: str, user_name: str | None) -> None:
-        """Keep a display name an adapter told us for someone in ``thread``'s workspace."""
-        if user_name:
-            self._names[_person_key(thread, user_id)] = user_name
-
-    def who(self, thread: ThreadKey, user_id: str) -> Person:
-        """A person of ``thread``'s workspace, with the name we were told (in this process).
-
-        Ids are per platform and workspace: a name heard on one never names
-        someone on another, whatever the ids look like.
-        """
-        return Person(id=user_id, name=self._names.get(_person_key(thread, user_id)))
-
-
-ANYONE = "*"
-"""The inbox index's name for calls anyone may decide."""
-ASKED = "asked:"
-"""The inbox index's prefix for a requester's own calls."""
-
-
-def scope_of(thread: ThreadKey) -> str:
-    """The workspace a thread is in, as thread ids start (inboxes and grants are per one)."""
-    return f"{thread.platform}:{thread.workspace}:"
+        return Notice(text=text, to=self.people.who(thread, requester))
 
 
 def step_title(agent_path: tuple[str, ...], tool_name: str) -> str:
     """A step's title: the tool, after the sub-agents that run it (``deploy › deploy_service``)."""
     return " › ".join((*agent_path[1:], tool_name))
-
-
-def _person_key(thread: ThreadKey, user_id: str) -> str:
-    return f"{thread.platform}:{thread.workspace}:{user_id}"

@@ -10,13 +10,14 @@ card and question it waited on is shown stopped, without buttons.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
 from . import messages
 from .metrics import Metrics
 from .presenter import Presenter
-from .types import Notice, Text, ThreadKey
+from .types import IncomingMessage, Notice, Text, ThreadKey
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,29 @@ class Stopper:
         if not stopped_any:
             return (messages.NOTHING_TO_STOP,)
         said = messages.STOPPING if working else messages.STOPPED
-        notice = Notice(text=said, to=self._presenter.who(thread, user_id))
+        notice = Notice(text=said, to=self._presenter.people.who(thread, user_id))
         await self._presenter.say(messenger, thread, notice)
         return ()
+
+    async def stop_by_words(self, message: IncomingMessage, *, retry: bool) -> bool:
+        """Stop the thread's work on a message that only says ``stop``; whether it was
+        taken so. A question waiting while nothing works is left to hear ``cancel``."""
+        thread = message.thread
+        runs = await self.active(thread)
+        now = datetime.now(UTC)
+        asking = any(
+            p.kind == "suspension" and p.state == "pending" and p.expires_at > now
+            for run in runs
+            for p in run.pending
+        )
+        if asking and not any(run.in_flight for run in runs):
+            return False
+        if not runs and (retry or not message.addressed):
+            return True  # stopped by this very message before a crash, or not for the bot
+        said = await self.stop_runs(thread, message.user_id, runs)
+        if said:
+            await self._presenter.tell(thread, message.user_id, said)
+        return True
 
     async def _may_stop(self, thread: ThreadKey, run: RunSnapshot, user_id: str) -> bool:
         """Whoever asked, or anyone who may decide a call the run waits for."""
@@ -92,7 +113,9 @@ class Stopper:
         for waiting in run.pending:
             if waiting.state != "pending":
                 continue
-            deciders = await self._presenter.deciders(thread, PendingInfo.of(run.run_id, waiting))
+            deciders = await self._presenter.people.deciders(
+                thread, PendingInfo.of(run.run_id, waiting)
+            )
             if not deciders or user_id in deciders:
                 return True
         return False

@@ -1,0 +1,110 @@
+"""Standing grants: "Approve for this thread (1h)" and what ends them.
+
+A grant approves a call and lets the same tool's later calls by the same requester
+in that thread run without a card until it lapses (the runtime asks ``standing``).
+It ends at its time, by the End grant button on the notice of a call that ran under
+it, by ``revoke`` in its thread, or by ``/approvals revoke`` of whoever gave it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from agents import Agent, PendingInfo, StandingAsk
+
+from . import messages
+from .chat_state import ChatState, grant_key
+from .metrics import DecisionOutcome
+from .people import scope_of
+from .policy import ApprovalPolicy, parse_duration
+from .presenter import Presenter
+from .types import Click, Messenger, Notice, Text, ThreadKey
+
+log = logging.getLogger(__name__)
+
+
+class Grants:
+    """Gives, looks up and ends the standing grants of every thread.
+
+    Args:
+        agent: The root agent, whose audit log says which grant a call ran under.
+        policy: Which tools offer grants, and who may end one.
+        chat: Where grants are kept.
+        presenter: How the end of a grant is said.
+    """
+
+    def __init__(
+        self, *, agent: Agent, policy: ApprovalPolicy, chat: ChatState, presenter: Presenter
+    ) -> None:
+        self._agent = agent
+        self._policy = policy
+        self._chat = chat
+        self._presenter = presenter
+
+    async def standing(self, ask: StandingAsk) -> str | None:
+        """Who granted the thread a standing approval covering this call, if anyone (a
+        tool the policy no longer offers grants for has none)."""
+        if ask.thread_id is None or not self._policy.rule(ask.tool_name).grant_for:
+            return None
+        now = datetime.now(UTC).timestamp()
+        return await self._chat.grant(ask.thread_id, grant_key(ask.requester, ask.tool_name), now)
+
+    async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
+        """Keep the standing approval a grant gives: later calls of this tool in this
+        thread, by the same requester, run without a card until it lapses. The call
+        itself is approved by now, so a failure to keep it is logged, not raised."""
+        until = datetime.now(UTC) + parse_duration(duration)
+        key = grant_key(call.requester, call.tool_name)
+        try:
+            await self._chat.set_grant(thread.id, key, until.timestamp(), by)
+        except Exception:
+            log.exception("could not keep the grant on %s in %s", call.tool_name, thread.id)
+
+    async def end(self, click: Click) -> tuple[Text, DecisionOutcome] | None:
+        """End the grant a call ran under (the End grant button on its notice): for its
+        requester, whoever granted it, or anyone who may approve the tool. ``None`` when
+        it ended (and the thread is told); else why not, and how to count the click."""
+        entries = await self._agent.audit(run_id=click.run_id)
+        granted = next(
+            (
+                e
+                for e in reversed(entries)
+                if e.event == "granted" and e.tool_call_id == click.tool_call_id
+            ),
+            None,
+        )
+        if granted is None or granted.thread_id != click.thread.id:
+            return (messages.GRANT_UNKNOWN,), "stale"
+        tool = granted.tool_name
+        names = self._policy.deciders(tool, escalated=False)
+        people = self._presenter.people
+        messenger = self._presenter.messenger_of(click.thread)
+        allowed = await people.groups.expand(click.thread.platform, messenger, names)
+        if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
+            return (messages.GRANT_NOT_YOURS.format(tool=tool),), "refused"
+        if not await self._chat.revoke_grant(click.thread.id, grant_key(granted.requester, tool)):
+            return (messages.GRANT_GONE.format(tool=tool),), "stale"
+        ended = messages.GRANT_ENDED.format(tool=tool)
+        notice = Notice(text=ended, to=people.who(click.thread, click.user_id))
+        await self._presenter.say(
+            self._presenter.messenger(click.thread.platform), click.thread, notice
+        )
+        return None
+
+    async def end_in_thread(self, thread: ThreadKey, messenger: Messenger) -> None:
+        """End the thread's grants (``revoke`` in it), saying how many there were."""
+        count = await self._chat.revoke_grants(thread.id)
+        text = messages.GRANTS_REVOKED.format(count=count) if count else messages.NO_GRANTS
+        await self._presenter.say(messenger, thread, Notice(text=text))
+
+    async def end_given(self, thread: ThreadKey, user_id: str) -> Text:
+        """End every standing grant ``user_id`` gave in ``thread``'s workspace."""
+        scope = scope_of(thread)
+        given = await self._chat.grants_given(user_id, scope, datetime.now(UTC).timestamp())
+        count = 0
+        for thread_id, key in given:
+            count += await self._chat.revoke_grant(thread_id, key)
+        if not count:
+            return (messages.NO_GRANTS_GIVEN,)
+        return (messages.GRANTS_GIVEN_ENDED.format(count=count),)

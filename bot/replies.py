@@ -1,0 +1,245 @@
+"""The reply path: what a person's message in a thread becomes.
+
+A message answers the question waiting in its thread (the one it names, by run and
+call), leaves it (``cancel``), ends the thread's grants (``revoke``), is told that a
+card waits, or starts a new run. ``ChatBot`` calls it under the thread's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from agents import (
+    Agent,
+    AgentStream,
+    AlreadyDecidedError,
+    CallExpiredError,
+    PendingInfo,
+    ResumeDataInvalidError,
+    RunChangedError,
+    ToolCallNotPendingError,
+)
+
+from . import messages
+from .chat_state import ChatState
+from .grants import Grants
+from .metrics import Metrics
+from .policy import ApprovalPolicy
+from .presenter import Presenter
+from .types import IncomingMessage, Messenger, Notice, Reply, ThreadKey, tool_label
+from .views import prompt, run_metadata
+
+log = logging.getLogger(__name__)
+
+
+class Replies:
+    """Turns messages into runs, answers and notices.
+
+    Args:
+        agent: The root agent, whose runs a message starts or resumes.
+        policy: Who may answer or leave a question.
+        chat: The chat state.
+        presenter: How answers and notices reach people.
+        grants: The thread's grants (``revoke``).
+        metrics: Runs started and questions cancelled are counted here.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        policy: ApprovalPolicy,
+        chat: ChatState,
+        presenter: Presenter,
+        grants: Grants,
+        metrics: Metrics,
+    ) -> None:
+        self._agent = agent
+        self._policy = policy
+        self._chat = chat
+        self._presenter = presenter
+        self._grants = grants
+        self._metrics = metrics
+
+    async def stream_for(
+        self, message: IncomingMessage, messenger: Messenger, run_id: str, *, retry: bool = False
+    ) -> AgentStream | None:
+        """Resume the thread's question, point at its card, or start a new run.
+
+        ``retry``: this message may have been worked on before, so a question
+        found answered may have been answered by it: nothing is said then.
+        """
+        thread = message.thread
+        pending = await self.pending(thread.id)
+        questions = [p for p in pending if p.kind == "suspension"]
+        if " ".join(message.text.lower().split()) in messages.REVOKE_WORDS:
+            await self._grants.end_in_thread(thread, messenger)
+            return None
+        live = [q for q in questions if q.expires_at > datetime.now(UTC)]
+        waiting = _not_an_answer(message, live[-1]) if live else None
+        if waiting is not None:
+            # A new request, by all signs: never taken as the answer without asking.
+            await self._presenter.say(messenger, thread, Notice(text=waiting))
+            return None
+        if live and _cancels(message.text, live[-1]):
+            return await self._cancel_question(message, messenger, live[-1], retry=retry)
+        if questions:
+            refused = (
+                self._policy.question_refusal(
+                    live[-1],
+                    message.user_id,
+                    reply=True,
+                    allowed=await self._presenter.people.deciders(thread, live[-1]),
+                )
+                if live
+                else None
+            )
+            if refused is not None:
+                await self._presenter.tell(thread, message.user_id, (refused,))
+                return None
+            try:
+                answered = (
+                    await self._agent.answer_question(
+                        message.text,
+                        thread_id=thread.id,
+                        resource_id=message.user_id,
+                        run_id=live[-1].run_id,
+                        tool_call_id=live[-1].tool_call_id,
+                    )
+                    if live
+                    else None
+                )
+            except ResumeDataInvalidError as exc:
+                asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
+                # Asked again below the reply: that message is the question's card now.
+                error = "; ".join(exc.errors)
+                await self._presenter.show_pending(messenger, thread, asked or questions[-1], error)
+                return None
+            except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
+                # Another replica took the answer first, or the question expired meanwhile.
+                if not retry:
+                    gone = Notice(text=messages.QUESTION_GONE)
+                    await self._presenter.say(messenger, thread, gone)
+                return None
+            except RunChangedError:
+                await self._presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
+                return None
+            if answered is not None:
+                await self._presenter.show_settled(
+                    messenger, thread, live[-1], "answered", message.user_id
+                )
+                return answered
+            # The question went away between the look and the answer: only a
+            # message addressed to the bot may start a new run, as it may below.
+            pending = [p for p in pending if p.kind != "suspension"]
+        if not message.addressed:
+            return None
+        if pending:
+            notice = messages.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
+            await self._presenter.say(messenger, thread, Notice(text=notice))
+            return None
+        self._metrics.runs_started.inc()
+        return await self._agent.stream(
+            message.text,
+            thread_id=thread.id,
+            resource_id=message.user_id,
+            auto_resume_suspended_tools=False,
+            metadata=run_metadata(thread),
+            run_id=run_id,
+        )
+
+    async def _cancel_question(
+        self, message: IncomingMessage, messenger: Messenger, question: PendingInfo, *, retry: bool
+    ) -> AgentStream | None:
+        """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
+        thread = message.thread
+        allowed = await self._presenter.people.deciders(thread, question)
+        refused = self._policy.question_refusal(
+            question, message.user_id, declining=True, allowed=allowed
+        )
+        if refused is not None:
+            await self._presenter.tell(thread, message.user_id, (refused,))
+            return None
+        try:
+            stream = await self._agent.decline_tool_call(
+                run_id=question.run_id,
+                tool_call_id=question.tool_call_id,
+                decided_by=message.user_id,
+                cancel=True,
+            )
+        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
+            if not retry:
+                await self._presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+            return None
+        except RunChangedError:
+            await self._presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
+            return None
+        self._metrics.decided("cancelled")
+        await self._presenter.show_settled(
+            messenger, thread, question, "cancelled", message.user_id
+        )
+        return stream
+
+    async def catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
+        """Show what a run started by a process that died may not have shown yet.
+
+        A card or question not recorded as posted is posted; a finished run's
+        answer is posted again (a crash between posting it and marking the
+        message done repeats it: better than losing it). A run still in flight
+        is crash recovery's, once its heartbeat lapsed.
+        """
+        log.info("the run of %s was started by a process that stopped; catching up", run_id)
+        run = await self._agent.get_run(run_id)
+        if run.status == "paused":
+            for info in await self.pending(thread.id):
+                if info.run_id == run_id and await self._presenter.card_place(info) is None:
+                    await self._presenter.show_pending(messenger, thread, info)
+        elif run.status in ("finished", "failed"):
+            if run.text:
+                await self._presenter.say(messenger, thread, Reply(text=run.text))
+            if run.status == "failed":
+                error = messages.RUN_FAILED.format(error=run.error or messages.INTERNAL_ERROR)
+                await self._presenter.say(messenger, thread, Notice(text=error))
+            elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
+                await self._presenter.say(messenger, thread, Notice(text=why))
+
+    async def pending(self, thread_id: str) -> list[PendingInfo]:
+        now = datetime.now(UTC)
+        pending = await self._agent.list_suspended_runs(thread_id=thread_id)
+        return [p for p in pending if p.expires_at > now]
+
+
+NEW_REQUEST_WORDS = 3
+"""A reply to a choice question with at least this many words, none of them a choice,
+is a new request (``_not_an_answer``)."""
+
+
+def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
+    """What to say when a reply is clearly a new request, not the question's answer.
+
+    It mentions the bot (where a plain reply would do), or the question says what its
+    answers are (a choice of a few) and the reply is a sentence that is none of them.
+    """
+    asked = prompt(question)
+    tool = tool_label(asked)
+    if message.mentioned:
+        return messages.QUESTION_WAITS.format(tool=tool)
+    if len(asked.fields) != 1 or asked.fields[0].kind != "choice":
+        return None
+    choices = asked.fields[0].choices
+    said = " ".join(message.text.lower().strip(" .!").split())
+    if said in {c.lower() for c in choices} or len(said.split()) < NEW_REQUEST_WORDS:
+        return None  # an answer, or a short slip: asked again as usual if it does not fit
+    if said in messages.CANCEL_WORDS:
+        return None
+    return messages.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
+
+
+def _cancels(text: str, question: PendingInfo) -> bool:
+    """Whether a reply only says to leave the question (and is not one of its choices)."""
+    said = " ".join(text.lower().strip(" .!").split())
+    if said not in messages.CANCEL_WORDS:
+        return False
+    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
+    return said not in choices
