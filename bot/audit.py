@@ -19,7 +19,7 @@ from typing import Any, Literal, TextIO
 
 from agents import Agent, AuditEntry, Decision, RunNotFoundError, Store
 
-from . import messages
+from . import texts
 from .outcome import SETTLED, arg_changes, changes_text, shown_value
 from .policy import ApprovalPolicy, parse_duration
 from .types import ApprovalCard, CardStatus, Click, Person, Text, ThreadKey, naming
@@ -174,9 +174,9 @@ class Record:
         try:
             snap = await self._agent.get_run(click.run_id)
         except RunNotFoundError:
-            return (messages.CLICK_UNKNOWN,)
+            return (texts.CLICK_UNKNOWN,)
         if snap.thread_id != click.thread.id:
-            return (messages.CLICK_OTHER_THREAD,)
+            return (texts.CLICK_OTHER_THREAD,)
         call = snap.find_pending(click.tool_call_id)
         if call is not None and call.decision is not None:
             return await self.already(click.thread, click.run_id, click.tool_call_id, call.decision)
@@ -190,16 +190,16 @@ class Record:
             if entry.event == "superseded":
                 lost[entry.actor] += 1
             elif entry.event == "expired":
-                return (messages.CLICK_EXPIRED,)
+                return (texts.CLICK_EXPIRED,)
             elif entry.event == "interrupted":
-                return (messages.CLICK_INTERRUPTED,)
+                return (texts.CLICK_INTERRUPTED,)
             elif entry.event == "stopped":
-                return (messages.CLICK_STOPPED,)
+                return (texts.CLICK_STOPPED,)
             elif _by_person(entry.event) and lost[entry.actor]:
                 lost[entry.actor] -= 1
             elif _by_person(entry.event):
                 return self._decided_by(click.thread, entry.event, entry.actor, entries[:i])
-        return (messages.CLICK_UNKNOWN,)
+        return (texts.CLICK_UNKNOWN,)
 
     async def already(
         self, thread: ThreadKey, run_id: str, tool_call_id: str, decision: Decision
@@ -219,9 +219,9 @@ class Record:
         """Who decided (``event``: how), named: a quorum's voters are the votes logged
         since the call was (last) asked; anyone else decided alone."""
         if event == "expired":
-            return (messages.CLICK_EXPIRED,)
+            return (texts.CLICK_EXPIRED,)
         if decided_by is None:
-            return (messages.CLICK_ALREADY_DECIDED_UNKNOWN,)
+            return (texts.CLICK_ALREADY_DECIDED_UNKNOWN,)
         voters: list[str] = []
         for entry in reversed(before):
             if entry.event == "requested":
@@ -231,8 +231,8 @@ class Record:
         ids = voters if event == "approved" and voters else [decided_by]
         people = tuple(self._who(thread, user) for user in ids)
         settled = SETTLED.get(event)
-        past = settled.past if settled is not None else messages.DECIDED
-        return naming(messages.CLICK_ALREADY_DECIDED, people, action=past)
+        past = settled.past if settled is not None else texts.DECIDED
+        return naming(texts.CLICK_ALREADY_DECIDED, people, action=past)
 
 
 def _card_ending(event: str) -> CardStatus | None:

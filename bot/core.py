@@ -1,7 +1,7 @@
 """The chat core: messages and clicks in, agent runs and views out.
 
 Adapters call ``on_message`` and ``on_click`` (or ``accept_click``) before they
-ack: each writes the delivery to the durable inbox (``intake``), and the ack
+ack: each writes the delivery to the durable intake queue (``intake``), and the ack
 is a promise kept by whichever process works the entry off. Acks never wait
 for the agent. Work on one thread is serialized (in this process) so a
 thread's replies come out in the order people wrote.
@@ -31,8 +31,8 @@ from agents import (
 )
 from agents.mcp import mcp_servers
 
-from . import messages
-from .chat_state import ChatState, InboxEntry, ThreadNote, open_chat_state
+from . import texts
+from .chat_state import ChatState, IntakeEntry, ThreadNote, open_chat_state
 from .decisions import Decisions
 from .following import Following
 from .grants import Grants
@@ -82,8 +82,8 @@ class ChatBot:
         dedupe_ttl: How long (seconds) a message's dedupe keys are remembered.
         lease: How long a process's work outlives its last heartbeat before another
             process (or this one, restarted) takes it over (``DEFAULT_LEASE``).
-        workers: How many inbox entries (messages, clicks) this process works on
-            at once; the rest wait in the inbox.
+        workers: How many intake entries (messages, clicks) this process works on
+            at once; the rest wait in the intake queue.
         suggested_prompts: Requests to offer a person starting a conversation, where
             the platform offers them (Slack's assistant view).
     """
@@ -201,7 +201,7 @@ class ChatBot:
         return self.presenter.messenger(platform)
 
     async def on_click(self, click: Click) -> ClickResult:
-        """Record a click in the inbox, then wait a moment for its decision.
+        """Record a click in the intake queue, then wait a moment for its decision.
 
         The card to show when decided within ``CLICK_WAIT`` s (the run goes on in
         the background); otherwise an accepted result without a card, and the
@@ -216,18 +216,18 @@ class ChatBot:
         )
         if written is BUFFERED:
             waiter.cancel()  # the answer below says it is delayed
-            return ClickResult(accepted=True, said=(messages.CLICK_DELAYED,))
+            return ClickResult(accepted=True, said=(texts.CLICK_DELAYED,))
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), CLICK_WAIT)
         except TimeoutError:
             waiter.cancel()  # told privately instead, if it comes to that
-            return ClickResult(accepted=True, said=(messages.CLICK_QUEUED,))
+            return ClickResult(accepted=True, said=(texts.CLICK_QUEUED,))
         finally:
             if written is not None:
                 self._click_waiters.pop(written, None)
 
     async def accept_click(self, click: Click) -> None:
-        """Record a click in the inbox; a refusal is told to the clicker privately.
+        """Record a click in the intake queue; a refusal is told to the clicker privately.
 
         Raises:
             Overloaded: The store is unreachable and this process cannot keep more.
@@ -287,13 +287,13 @@ class ChatBot:
         try:
             snap = await self.agent.get_run(run_id)
         except RunNotFoundError:
-            return (messages.FEEDBACK_UNKNOWN,)
+            return (texts.FEEDBACK_UNKNOWN,)
         if snap.thread_id != thread.id:
-            return (messages.FEEDBACK_UNKNOWN,)
+            return (texts.FEEDBACK_UNKNOWN,)
         rating = FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL
         given = await self.agent.audit(run_id=run_id)
         if any(e.event == FEEDBACK and e.actor == user_id and e.result == rating for e in given):
-            return (messages.FEEDBACK_THANKS,)
+            return (texts.FEEDBACK_THANKS,)
         await self.agent.record(
             AuditEntry(
                 event=FEEDBACK,
@@ -307,7 +307,7 @@ class ChatBot:
             )
         )
         self.metrics.feedback.labels(rating=rating).inc()
-        return (messages.FEEDBACK_THANKS,)
+        return (texts.FEEDBACK_THANKS,)
 
     async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
         """Stop a run of the thread (``run_id``; else each one working or waiting) for
@@ -349,7 +349,7 @@ class ChatBot:
     def start_sweeper(self, interval: float | None = None) -> None:
         """Expire overdue calls and recover interrupted ones every ``interval`` s, until closed.
 
-        By default every ``sweep_interval``. Also starts looking for inbox
+        By default every ``sweep_interval``. Also starts looking for intake
         entries other processes wrote or left behind.
         """
         if interval is None:
@@ -390,9 +390,9 @@ class ChatBot:
     # -- messages ---------------------------------------------------------------
 
     async def on_message(self, message: IncomingMessage) -> None:
-        """Record a person's message in the inbox, unless it is a copy or not for the bot.
+        """Record a person's message in the intake queue, unless it is a copy or not for the bot.
 
-        Returns once it is safe to ack: the message is in the inbox (or, while the
+        Returns once it is safe to ack: the message is in the intake queue (or, while the
         store is unreachable, kept in this process to be written when it answers).
 
         Raises:
@@ -435,8 +435,8 @@ class ChatBot:
 
         return write
 
-    async def _work(self, delivery: Delivery, entry: InboxEntry, attempt: Attempt) -> None:
-        """One inbox entry's work: a message's run segment, or a click's decision."""
+    async def _work(self, delivery: Delivery, entry: IntakeEntry, attempt: Attempt) -> None:
+        """One intake entry's work: a message's run segment, or a click's decision."""
         if delivery.message is not None:
             await self._handle_message(delivery.message, entry, attempt)
         elif delivery.click is not None:
@@ -450,17 +450,15 @@ class ChatBot:
                     return  # perhaps not even for the bot: no word to everyone overheard
                 thread = delivery.message.thread
                 messenger = self.presenter.messenger(thread.platform)
-                notice = self.presenter.notice_for(
-                    thread, delivery.message.user_id, messages.DELAYED
-                )
+                notice = self.presenter.notice_for(thread, delivery.message.user_id, texts.DELAYED)
                 await self.presenter.say(messenger, thread, notice)
             elif delivery.click is not None:
                 click = delivery.click
-                await self.presenter.tell(click.thread, click.user_id, (messages.CLICK_DELAYED,))
+                await self.presenter.tell(click.thread, click.user_id, (texts.CLICK_DELAYED,))
         except Exception as exc:  # the store may be what is down: best effort
             log.warning("could not say that a request is delayed: %s", exc)
 
-    async def _handle_click(self, click: Click, entry: InboxEntry, attempt: Attempt) -> None:
+    async def _handle_click(self, click: Click, entry: IntakeEntry, attempt: Attempt) -> None:
         if attempt.last:
             result = await self.decisions.on_click(click)
         else:
@@ -472,11 +470,12 @@ class ChatBot:
             await self.presenter.tell(click.thread, click.user_id, result.said)
 
     async def _handle_message(
-        self, message: IncomingMessage, entry: InboxEntry, attempt: Attempt
+        self, message: IncomingMessage, entry: IntakeEntry, attempt: Attempt
     ) -> None:
         thread = message.thread
         messenger = self.presenter.messenger(thread.platform)
         # A message's run is named after its entry: a retry after a crash finds it.
+        # (The name predates "intake queue"; runs already started keep being found by it.)
         run_id = f"run_inbox_{entry.id}"
         # Not behind the thread's lock: the work it stops holds that.
         if says_stop(message.text) and await self.stopper.stop_by_words(
@@ -494,14 +493,14 @@ class ChatBot:
             except StoreConflict:
                 # Another worker started it a moment ago (a lease that lapsed while
                 # the store was away): that worker shows it.
-                log.info("the run of inbox entry %s is already started elsewhere", entry.id)
+                log.info("the run of intake entry %s is already started elsewhere", entry.id)
                 return
             except Exception:
                 if not attempt.last:
                     raise
                 log.exception("could not start work on a message in %s", thread.id)
                 self.metrics.runs_failed.inc()
-                await self.presenter.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
+                await self.presenter.say(messenger, thread, Notice(text=texts.INTERNAL_ERROR))
                 return
             if stream is not None:
                 await self.presenter.consume(thread, messenger, stream, requester=message.user_id)

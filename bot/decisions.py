@@ -29,7 +29,7 @@ from agents import (
     ToolCallNotPendingError,
 )
 
-from . import messages
+from . import texts
 from .audit import Record
 from .chat_state import CardPlace, ChatState, ask_of
 from .grants import Grants
@@ -109,7 +109,7 @@ class Decisions:
             return await self.decide(click)
         except Exception:
             log.exception("click on %s/%s failed", click.run_id, click.tool_call_id)
-            return ClickResult(accepted=False, said=(messages.CLICK_UNAVAILABLE,))
+            return ClickResult(accepted=False, said=(texts.CLICK_UNAVAILABLE,))
 
     async def decide(self, click: Click) -> ClickResult:
         """Decide on a card now; update it and continue the run in the background.
@@ -163,7 +163,7 @@ class Decisions:
             return refusal[0]
         fields = self._edit_fields(call, self._policy.quorum(call.tool_name))
         if not fields:
-            return (messages.EDIT_NOT_OFFERED,)
+            return (texts.EDIT_NOT_OFFERED,)
         return edit_form(call, fields)
 
     def _edit_fields(self, call: PendingInfo, quorum: int) -> tuple[PromptField, ...]:
@@ -227,11 +227,11 @@ class Decisions:
         if call is None:
             return click, None, (await self._record.why_not_pending(click), "stale")
         if call.kind != "approval" and click.action in ("approve", "edit", "grant"):
-            return click, None, ((messages.CLICK_NOT_AN_APPROVAL,), "stale")
+            return click, None, ((texts.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
-            return click, None, ((messages.CLICK_NOT_A_QUESTION,), "stale")
+            return click, None, ((texts.CLICK_NOT_A_QUESTION,), "stale")
         if call.expires_at <= datetime.now(UTC):
-            return click, None, ((messages.CLICK_EXPIRED,), "stale")
+            return click, None, ((texts.CLICK_EXPIRED,), "stale")
         outdated = await self._outdated(click, call)
         if outdated is not None:
             # The call may have been asked again (its arguments changed after an
@@ -265,15 +265,15 @@ class Decisions:
         call's cards (a click away from the thread must be on a copy, or carry the
         ask, as an inbox's buttons do)."""
         if click.ask is not None:
-            return None if click.ask == ask_of(call) else messages.CLICK_OUTDATED
+            return None if click.ask == ask_of(call) else texts.CLICK_OUTDATED
         place = await self._presenter.card_place(call)
         ref = click.message_ref
         if click.where is not None:
             held = ref is not None and place is not None and place.holds(ref)
-            return None if held else messages.CLICK_OTHER_THREAD
+            return None if held else texts.CLICK_OTHER_THREAD
         if ref is None or place is None or place.holds(ref):
             return None
-        return messages.CLICK_OUTDATED
+        return texts.CLICK_OUTDATED
 
     async def _decide(self, click: Click) -> ClickResult:
         click, call, refusal = await self._check(click)
@@ -285,12 +285,12 @@ class Decisions:
         quorum = self._policy.quorum(call.tool_name)
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
-                return self._refuse(messages.EDIT_NOT_OFFERED, outcome="refused")
+                return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
             return await self._carry_out(click, call)
         if click.action == "grant":
             offered = self._policy.rule(call.tool_name).grant_for if call.answer is None else ()
             if click.grant_for not in offered:
-                return self._refuse(messages.GRANT_NOT_OFFERED, outcome="refused")
+                return self._refuse(texts.GRANT_NOT_OFFERED, outcome="refused")
             return await self._carry_out(click, call)
         if quorum == 1:
             return await self._carry_out(click, call)
@@ -316,7 +316,7 @@ class Decisions:
         voted = any(person.id == click.user_id for person in votes)
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
-            return self._refuse(messages.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
+            return self._refuse(texts.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
         me = Person(id=click.user_id, name=click.user_name)
         ballot = votes if voted else [*votes, me]
         voters = tuple(person.id for person in ballot)
@@ -457,9 +457,7 @@ class Decisions:
             return await deciding
         except (ResumeDataInvalidError, ArgsInvalidError) as exc:
             template = (
-                messages.EDIT_INVALID
-                if isinstance(exc, ArgsInvalidError)
-                else messages.FORM_INVALID
+                texts.EDIT_INVALID if isinstance(exc, ArgsInvalidError) else texts.FORM_INVALID
             )
             self._metrics.decided("refused")
             invalid = template.format(errors="; ".join(exc.errors))
@@ -471,14 +469,14 @@ class Decisions:
             )
             return self._refuse(decided, outcome="stale")
         except CallExpiredError:
-            return self._refuse(messages.CLICK_EXPIRED, outcome="stale")
+            return self._refuse(texts.CLICK_EXPIRED, outcome="stale")
         except RunNotPausedError as exc:
-            said = messages.CLICK_STOPPED if exc.status == "stopped" else messages.CLICK_UNKNOWN
+            said = texts.CLICK_STOPPED if exc.status == "stopped" else texts.CLICK_UNKNOWN
             return self._refuse(said, outcome="stale")
         except (ToolCallNotPendingError, RunNotFoundError):
-            return self._refuse(messages.CLICK_UNKNOWN, outcome="stale")
+            return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
         except RunChangedError:
-            return self._refuse(messages.CLICK_RACED, outcome="stale")
+            return self._refuse(texts.CLICK_RACED, outcome="stale")
 
     async def _follow(
         self, click: Click, call: PendingInfo, shown: ApprovalCard | Prompt, stream: AgentStream

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from agents import Agent, PendingInfo, StandingAsk
 
-from . import messages
+from . import texts
 from .chat_state import ChatState, grant_key
 from .metrics import DecisionOutcome
 from .people import scope_of
@@ -75,17 +75,17 @@ class Grants:
             None,
         )
         if granted is None or granted.thread_id != click.thread.id:
-            return (messages.GRANT_UNKNOWN,), "stale"
+            return (texts.GRANT_UNKNOWN,), "stale"
         tool = granted.tool_name
         names = self._policy.deciders(tool, escalated=False)
         people = self._presenter.people
         messenger = self._presenter.messenger_of(click.thread)
         allowed = await people.groups.expand(click.thread.platform, messenger, names)
         if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
-            return (messages.GRANT_NOT_YOURS.format(tool=tool),), "refused"
+            return (texts.GRANT_NOT_YOURS.format(tool=tool),), "refused"
         if not await self._chat.revoke_grant(click.thread.id, grant_key(granted.requester, tool)):
-            return (messages.GRANT_GONE.format(tool=tool),), "stale"
-        ended = messages.GRANT_ENDED.format(tool=tool)
+            return (texts.GRANT_GONE.format(tool=tool),), "stale"
+        ended = texts.GRANT_ENDED.format(tool=tool)
         notice = Notice(text=ended, to=people.who(click.thread, click.user_id))
         await self._presenter.say(
             self._presenter.messenger(click.thread.platform), click.thread, notice
@@ -95,7 +95,7 @@ class Grants:
     async def end_in_thread(self, thread: ThreadKey, messenger: Messenger) -> None:
         """End the thread's grants (``revoke`` in it), saying how many there were."""
         count = await self._chat.revoke_grants(thread.id)
-        text = messages.GRANTS_REVOKED.format(count=count) if count else messages.NO_GRANTS
+        text = texts.GRANTS_REVOKED.format(count=count) if count else texts.NO_GRANTS
         await self._presenter.say(messenger, thread, Notice(text=text))
 
     async def end_given(self, thread: ThreadKey, user_id: str) -> Text:
@@ -106,5 +106,5 @@ class Grants:
         for thread_id, key in given:
             count += await self._chat.revoke_grant(thread_id, key)
         if not count:
-            return (messages.NO_GRANTS_GIVEN,)
-        return (messages.GRANTS_GIVEN_ENDED.format(count=count),)
+            return (texts.NO_GRANTS_GIVEN,)
+        return (texts.GRANTS_GIVEN_ENDED.format(count=count),)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from agents import Agent, ExpiredCall, PendingInfo, RecoveredRun, RunNotFoundError
 
-from . import messages
+from . import texts
 from .chat_state import CardPlace, ChatState, ask_of
 from .metrics import Metrics
 from .policy import ApprovalPolicy
@@ -89,9 +89,7 @@ class Housekeeping:
                 # sweep is recorded by now.
                 await self._presenter.close_card(messenger, thread, info, "expired")
                 template = (
-                    messages.EXPIRED_APPROVAL
-                    if info.kind == "approval"
-                    else messages.EXPIRED_QUESTION
+                    texts.EXPIRED_APPROVAL if info.kind == "approval" else texts.EXPIRED_QUESTION
                 )
                 text = template.format(tool=info.tool_name)
                 await self._presenter.say(
@@ -138,10 +136,10 @@ class Housekeeping:
         thread, tool = place.thread, info.tool_name
         if job.kind == "remind":
             people = sorted(self._policy.deciders_of(info, now))
-            text = messages.REMINDER.format(tool=tool)
+            text = texts.REMINDER.format(tool=tool)
         else:
             people = sorted(self._policy.rule(tool).escalate_to)
-            text = messages.ESCALATED.format(tool=tool)
+            text = texts.ESCALATED.format(tool=tool)
             if any(copy.to.user_id for copy in place.copies):
                 place = await self._send_to_escalation(messenger, place, info, people)
         if not place.copies:
@@ -220,7 +218,7 @@ class Housekeeping:
                 await self._presenter.close_card(messenger, thread, call, "expired")
             requester = item.pending.requester if item.pending else item.requester
             notice = self._presenter.notice_for(
-                thread, requester, item.error or messages.INTERNAL_ERROR
+                thread, requester, item.error or texts.INTERNAL_ERROR
             )
             await self._presenter.say(messenger, thread, notice)
 

@@ -1,13 +1,13 @@
-"""Durable intake: a message or click is in the inbox before the platform's ack.
+"""Durable intake: a message or click is in the intake queue before the platform's ack.
 
 ``ChatBot`` hands every delivery to ``Intake.submit`` as a *write*: the few
-store steps that decide whether it is for the bot, then the inbox write, which
+store steps that decide whether it is for the bot, then the intake queue write, which
 is also its dedupe claim (``ChatState.enqueue``). Once that returns, the
 adapter acks. Workers, in every process, take entries with a lease they renew,
 do the work and remove the entry; the entry of a worker that died is taken
 over once its lease lapsed, by another replica or by this one restarted. At
 most ``workers`` entries are worked on per process at once, so a burst waits
-in the inbox instead of failing, and acks stay fast.
+in the intake queue instead of failing, and acks stay fast.
 
 Outages delay work, they do not lose it. A write that fails waits in a bounded
 buffer in this process and is written once the store answers again; when even
@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from .chat_state import ChatState, InboxEntry
+from .chat_state import ChatState, IntakeEntry
 from .tasks import TaskTracker
 from .types import Click, IncomingMessage
 
@@ -65,7 +65,7 @@ class Overloaded(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class Delivery:
-    """What an inbox entry holds: one message or one click."""
+    """What an intake entry holds: one message or one click."""
 
     message: IncomingMessage | None = None
     click: Click | None = None
@@ -86,7 +86,7 @@ class Attempt:
 
 Write = Callable[[], Awaitable[str | None]]
 """Decide whether a delivery is for the bot and write it: its entry id, or ``None``."""
-Work = Callable[[Delivery, InboxEntry, Attempt], Awaitable[None]]
+Work = Callable[[Delivery, IntakeEntry, Attempt], Awaitable[None]]
 """Do an entry's work; raise to have it retried."""
 
 
@@ -96,10 +96,10 @@ def worker_name() -> str:
 
 
 class Intake:
-    """The inbox's writer and this process's workers.
+    """The intake queue's writer and this process's workers.
 
     Args:
-        chat: The chat state holding the inbox.
+        chat: The chat state holding the intake queue.
         work: What to do with an entry (``Work``).
         tasks: Where entries are worked on (drained and closed with the bot).
         lease: Seconds an entry stays with a worker that stopped renewing it;
@@ -213,7 +213,7 @@ class Intake:
             delay, failures = RETRY_FIRST, 0
             if entry_id is not None:
                 self.want()
-        log.info("every delivery kept during the outage is in the inbox")
+        log.info("every delivery kept during the outage is in the intake queue")
 
     async def _poisoned(self) -> bool:
         """Whether the first buffered delivery is what fails, not the store: when the
@@ -267,7 +267,7 @@ class Intake:
             except Exception as exc:
                 self._trouble()
                 why = str(exc) or type(exc).__name__
-                log.warning("could not take from the inbox, again in %.1fs: %s", delay, why)
+                log.warning("could not take from the intake queue, again in %.1fs: %s", delay, why)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 self._wanted.set()
@@ -295,7 +295,7 @@ class Intake:
                     # take renewed it. It is being worked on; do not start it twice.
                     continue
                 self._held.add(entry.id)
-                self._tasks.spawn(self._run(entry), name=f"inbox:{entry.id}")
+                self._tasks.spawn(self._run(entry), name=f"intake:{entry.id}")
             if len(entries) < free:
                 self._saturated = False
                 return
@@ -312,17 +312,17 @@ class Intake:
                 except Exception as exc:
                     self._trouble()
                     why = str(exc) or type(exc).__name__
-                    log.warning("could not renew %d inbox lease(s): %s", len(self._held), why)
+                    log.warning("could not renew %d intake lease(s): %s", len(self._held), why)
                     pause = min(pause, RETRY_MAX)  # before the lease lapses, if it comes back
 
     # -- working ----------------------------------------------------------------
 
-    async def _run(self, entry: InboxEntry) -> None:
+    async def _run(self, entry: IntakeEntry) -> None:
         try:
             try:
                 delivery = DELIVERY.validate_json(entry.body)
             except ValidationError:
-                log.error("inbox entry %s is not a delivery; dropping it", entry.id)
+                log.error("intake entry %s is not a delivery; dropping it", entry.id)
             else:
                 await self._retrying(delivery, entry)
             await self._done(entry.id)
@@ -331,7 +331,7 @@ class Intake:
             if self._saturated:
                 self.want()
 
-    async def _retrying(self, delivery: Delivery, entry: InboxEntry) -> None:
+    async def _retrying(self, delivery: Delivery, entry: IntakeEntry) -> None:
         give_up = time.monotonic() + self.retry_for
         delay = RETRY_FIRST
         tries = 0
@@ -343,10 +343,10 @@ class Intake:
                 return
             except Exception as exc:
                 if last:
-                    log.exception("inbox entry %s failed on its last try", entry.id)
+                    log.exception("intake entry %s failed on its last try", entry.id)
                     return
                 self._trouble()
-                log.warning("inbox entry %s failed, again in %.1fs: %s", entry.id, delay, exc)
+                log.warning("intake entry %s failed, again in %.1fs: %s", entry.id, delay, exc)
                 if tries == 0 and self._on_delay is not None:
                     await self._on_delay(delivery)
             tries += 1
@@ -363,7 +363,7 @@ class Intake:
                 return
             except Exception as exc:
                 if delay >= RETRY_MAX:
-                    log.warning("could not mark inbox entry %s done: %s", entry_id, exc)
+                    log.warning("could not mark intake entry %s done: %s", entry_id, exc)
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from . import messages
+from . import texts
 from .types import ApprovalCard, CardStatus, Person, Prompt, Text, naming, tool_label
 
 ChangeKind = Literal["added", "removed", "changed"]
@@ -62,8 +62,8 @@ def shown_value(value: Any) -> str:
 def changes_text(changes: tuple[ArgChange, ...]) -> str:
     """``environment: production → staging; force: (none) → true``: plain words for
     notices and notification texts (cards draw the same changes their own way)."""
-    return messages.CHANGE_SEPARATOR.join(
-        messages.CHANGE.format(
+    return texts.CHANGE_SEPARATOR.join(
+        texts.CHANGE.format(
             name=c.name, before=change_side(c, "before"), after=change_side(c, "after")
         )
         for c in changes
@@ -74,7 +74,7 @@ def change_side(change: ArgChange, side: Literal["before", "after"]) -> str:
     """One side of a change as words: the value (as JSON when the edit changed its type,
     so ``"1" → 1`` reads as a change), or ``(none)`` where it is absent."""
     if change.kind == ("added" if side == "before" else "removed"):
-        return messages.CHANGE_ABSENT
+        return texts.CHANGE_ABSENT
     value = getattr(change, side)
     if change.kind == "changed" and type(change.before) is not type(change.after):
         return _json(value)
@@ -180,8 +180,8 @@ class Outcome:
         if not self.changes:
             return ()
         if self.edited_by is None:
-            return (messages.EDITED_BY.format(who=messages.SOMEONE),)
-        return naming(messages.EDITED_BY, (self.edited_by,))
+            return (texts.EDITED_BY.format(who=texts.SOMEONE),)
+        return naming(texts.EDITED_BY, (self.edited_by,))
 
 
 def card_outcome(card: ApprovalCard) -> Outcome | None:
@@ -224,15 +224,15 @@ def decision_notice(
     outcome = card_outcome(card)
     if outcome is not None and outcome.changes:
         changes = changes_text(outcome.changes)
-        text = messages.DECIDED_EDITED.format(tool=tool, changes=changes)
+        text = texts.DECIDED_EDITED.format(tool=tool, changes=changes)
     elif card.status == "declined" and card.reason:
-        text = messages.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
+        text = texts.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
     elif card.status == "declined":
-        text = messages.DECIDED_DECLINED.format(tool=tool)
+        text = texts.DECIDED_DECLINED.format(tool=tool)
     elif card.granted_for:
-        text = messages.DECIDED_GRANTED.format(tool=tool, duration=card.granted_for)
+        text = texts.DECIDED_GRANTED.format(tool=tool, duration=card.granted_for)
     else:
-        text = messages.DECIDED_APPROVED.format(tool=tool)
+        text = texts.DECIDED_APPROVED.format(tool=tool)
     return requester, text
 
 
@@ -247,7 +247,7 @@ def _outcome(
     line: Text = (
         naming(ending.line, people, **fields)
         if people and "{who}" in ending.line
-        else (ending.line.format(who=messages.SOMEONE, **fields),)
+        else (ending.line.format(who=texts.SOMEONE, **fields),)
     )
     return Outcome(
         mark=ending.mark,

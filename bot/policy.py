@@ -46,7 +46,7 @@ from pydantic_core import ErrorDetails
 from agents import PendingInfo
 from agents.mcp import asks_for_a_server
 
-from . import messages
+from . import texts
 from .tomlfile import FileProblems, parse, read_text
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
@@ -384,9 +384,9 @@ class ApprovalPolicy:
         if allowed is None:
             allowed = self.deciders(tool_name, escalated=escalated)
         if rule.approvers and decider not in allowed:
-            return messages.POLICY_NOT_APPROVER.format(tool=tool_name)
+            return texts.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
-            return messages.POLICY_SELF_APPROVAL.format(tool=tool_name)
+            return texts.POLICY_SELF_APPROVAL.format(tool=tool_name)
         return None
 
     def question_refusal(
@@ -421,7 +421,7 @@ class ApprovalPolicy:
         )
         if refusal is None or not reply:
             return refusal
-        return messages.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
+        return texts.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
 
     def deciders(self, tool_name: str, *, escalated: bool) -> frozenset[str]:
         """The people listed to decide a call of ``tool_name`` (empty: anyone may); once

@@ -31,7 +31,7 @@ from agents import (
     ToolResultChunk,
 )
 
-from . import messages
+from . import texts
 from .answer import Answer
 from .chat_state import CardCopy, CardPlace, ChatState, ask_of
 from .following import Following
@@ -191,7 +191,7 @@ class Presenter:
         """
         to = self.people.who(thread, requester) if requester else None
         answer = Answer(messenger, thread, to, lambda reply: self.say(messenger, thread, reply))
-        await self.status(messenger, thread, messages.THINKING)
+        await self.status(messenger, thread, texts.THINKING)
         try:
             async for chunk in stream:
                 if isinstance(chunk, TextDeltaChunk):
@@ -208,7 +208,7 @@ class Presenter:
                     await self.show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ToolCallGrantedChunk):
                     await answer.pause()
-                    text = messages.GRANTED_RUN.format(tool=chunk.tool_name)
+                    text = texts.GRANTED_RUN.format(tool=chunk.tool_name)
                     granter = self.people.who(thread, chunk.granted_by)
                     notice = Notice(
                         text=text, also=(granter,), revoke=(stream.run_id, chunk.tool_call_id)
@@ -221,7 +221,7 @@ class Presenter:
                         continue
                     await answer.pause()
                     self._metrics.runs_failed.inc()
-                    error = messages.RUN_FAILED.format(error=chunk.error)
+                    error = texts.RUN_FAILED.format(error=chunk.error)
                     await self.say(messenger, thread, Notice(text=error))
                 elif isinstance(chunk, FinishChunk):
                     if chunk.agent_path != self._top:
@@ -234,14 +234,14 @@ class Presenter:
                     if chunk.finish_reason != "suspended":
                         self._metrics.used(chunk.usage)  # a run's total, once it is over
                     # A model that stops for its own reasons must not leave the thread silent.
-                    why = messages.FINISH_NOTES.get(chunk.finish_reason)
+                    why = texts.FINISH_NOTES.get(chunk.finish_reason)
                     if why is not None:
                         await self.say(messenger, thread, Notice(text=why))
         except Exception:
             log.exception("run %s failed while streaming in %s", stream.run_id, thread.id)
             self._metrics.runs_failed.inc()
             await answer.close()
-            await self.say(messenger, thread, Notice(text=messages.INTERNAL_ERROR))
+            await self.say(messenger, thread, Notice(text=texts.INTERNAL_ERROR))
         finally:
             await answer.close()
             await self.status(messenger, thread, None)
@@ -262,17 +262,17 @@ class Presenter:
         """A call that waits, as its step says: for whose approval, or for an answer."""
         title = step_title(info.agent_path, info.tool_name)
         if info.kind != "approval":
-            await answer.step(info.tool_call_id, title, "pending", (messages.STEP_QUESTION,))
+            await answer.step(info.tool_call_id, title, "pending", (texts.STEP_QUESTION,))
             return
         names = sorted(self._policy.deciders_of(info))
         if not names:
-            detail: Text = (messages.STEP_APPROVAL,)
+            detail: Text = (texts.STEP_APPROVAL,)
         else:
             shown = tuple(self.people.who(thread, user) for user in names[:STEP_PEOPLE])
             more = len(names) - len(shown)
-            detail = naming(messages.STEP_APPROVAL_FROM, shown)
+            detail = naming(texts.STEP_APPROVAL_FROM, shown)
             if more:
-                detail += (messages.STEP_MORE.format(count=more),)
+                detail += (texts.STEP_MORE.format(count=more),)
         await answer.step(info.tool_call_id, title, "pending", detail)
 
     async def show_pending(
@@ -611,7 +611,7 @@ class Presenter:
     def notice_for(self, thread: ThreadKey, requester: str | None, text: str) -> Notice:
         """A notice for whoever asked (named by each platform its way), or for everyone."""
         if requester is None:
-            return Notice(text=messages.NO_REQUESTER.format(text=text))
+            return Notice(text=texts.NO_REQUESTER.format(text=text))
         return Notice(text=text, to=self.people.who(thread, requester))
 
 

@@ -21,7 +21,7 @@ from agents import (
     ToolCallNotPendingError,
 )
 
-from . import messages
+from . import texts
 from .chat_state import ChatState
 from .grants import Grants
 from .metrics import Metrics
@@ -73,7 +73,7 @@ class Replies:
         thread = message.thread
         pending = await self.pending(thread.id)
         questions = [p for p in pending if p.kind == "suspension"]
-        if " ".join(message.text.lower().split()) in messages.REVOKE_WORDS:
+        if " ".join(message.text.lower().split()) in texts.REVOKE_WORDS:
             await self._grants.end_in_thread(thread, messenger)
             return None
         live = [q for q in questions if q.expires_at > datetime.now(UTC)]
@@ -119,11 +119,11 @@ class Replies:
             except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
                 # Another replica took the answer first, or the question expired meanwhile.
                 if not retry:
-                    gone = Notice(text=messages.QUESTION_GONE)
+                    gone = Notice(text=texts.QUESTION_GONE)
                     await self._presenter.say(messenger, thread, gone)
                 return None
             except RunChangedError:
-                await self._presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
+                await self._presenter.say(messenger, thread, Notice(text=texts.ANSWER_RACED))
                 return None
             if answered is not None:
                 await self._presenter.show_settled(
@@ -136,7 +136,7 @@ class Replies:
         if not message.addressed:
             return None
         if pending:
-            notice = messages.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
+            notice = texts.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
             await self._presenter.say(messenger, thread, Notice(text=notice))
             return None
         self._metrics.runs_started.inc()
@@ -170,10 +170,10 @@ class Replies:
             )
         except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
             if not retry:
-                await self._presenter.say(messenger, thread, Notice(text=messages.QUESTION_GONE))
+                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
             return None
         except RunChangedError:
-            await self._presenter.say(messenger, thread, Notice(text=messages.ANSWER_RACED))
+            await self._presenter.say(messenger, thread, Notice(text=texts.ANSWER_RACED))
             return None
         self._metrics.decided("cancelled")
         await self._presenter.show_settled(
@@ -199,9 +199,9 @@ class Replies:
             if run.text:
                 await self._presenter.say(messenger, thread, Reply(text=run.text))
             if run.status == "failed":
-                error = messages.RUN_FAILED.format(error=run.error or messages.INTERNAL_ERROR)
+                error = texts.RUN_FAILED.format(error=run.error or texts.INTERNAL_ERROR)
                 await self._presenter.say(messenger, thread, Notice(text=error))
-            elif (why := messages.FINISH_NOTES.get(run.finish_reason or "")) is not None:
+            elif (why := texts.FINISH_NOTES.get(run.finish_reason or "")) is not None:
                 await self._presenter.say(messenger, thread, Notice(text=why))
 
     async def pending(self, thread_id: str) -> list[PendingInfo]:
@@ -224,22 +224,22 @@ def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | Non
     asked = prompt(question)
     tool = tool_label(asked)
     if message.mentioned:
-        return messages.QUESTION_WAITS.format(tool=tool)
+        return texts.QUESTION_WAITS.format(tool=tool)
     if len(asked.fields) != 1 or asked.fields[0].kind != "choice":
         return None
     choices = asked.fields[0].choices
     said = " ".join(message.text.lower().strip(" .!").split())
     if said in {c.lower() for c in choices} or len(said.split()) < NEW_REQUEST_WORDS:
         return None  # an answer, or a short slip: asked again as usual if it does not fit
-    if said in messages.CANCEL_WORDS:
+    if said in texts.CANCEL_WORDS:
         return None
-    return messages.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
+    return texts.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
 
 
 def _cancels(text: str, question: PendingInfo) -> bool:
     """Whether a reply only says to leave the question (and is not one of its choices)."""
     said = " ".join(text.lower().strip(" .!").split())
-    if said not in messages.CANCEL_WORDS:
+    if said not in texts.CANCEL_WORDS:
         return False
     choices = {c.lower() for f in prompt(question).fields for c in f.choices}
     return said not in choices

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
-from . import messages
+from . import texts
 from .metrics import Metrics
 from .presenter import Presenter
 from .types import IncomingMessage, Notice, Text, ThreadKey
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def says_stop(text: str) -> bool:
     """Whether a whole message only says to stop (``stop``, ``cancel``, ``abort``)."""
-    return " ".join(text.lower().strip(" .!").split()) in messages.STOP_WORDS
+    return " ".join(text.lower().strip(" .!").split()) in texts.STOP_WORDS
 
 
 class Stopper:
@@ -51,7 +51,7 @@ class Stopper:
             try:
                 snap = await self._agent.get_run(run_id)
             except RunNotFoundError:
-                return (messages.NOTHING_TO_STOP,)
+                return (texts.NOTHING_TO_STOP,)
             runs = [snap] if snap.thread_id == thread.id and snap.stop is None else []
         return await self.stop_runs(thread, user_id, runs)
 
@@ -59,10 +59,10 @@ class Stopper:
         """Stop these runs of ``thread`` (as ``active`` found them) for ``user_id``, as
         ``stop`` does."""
         if not runs:
-            return (messages.NOTHING_TO_STOP,)
+            return (texts.NOTHING_TO_STOP,)
         allowed = [run for run in runs if await self._may_stop(thread, run, user_id)]
         if not allowed:
-            return (messages.STOP_NOT_YOURS,)
+            return (texts.STOP_NOT_YOURS,)
         messenger = self._presenter.messenger(thread.platform)
         stopped_any, working = False, False
         for run in allowed:
@@ -80,8 +80,8 @@ class Stopper:
             # One that works on ends by itself, its answer cut off where it was.
             working = working or not stopped.ended
         if not stopped_any:
-            return (messages.NOTHING_TO_STOP,)
-        said = messages.STOPPING if working else messages.STOPPED
+            return (texts.NOTHING_TO_STOP,)
+        said = texts.STOPPING if working else texts.STOPPED
         notice = Notice(text=said, to=self._presenter.people.who(thread, user_id))
         await self._presenter.say(messenger, thread, notice)
         return ()

@@ -13,7 +13,7 @@ from typing import Any
 
 from agents import PendingInfo
 
-from . import messages
+from . import texts
 from .types import (
     ApprovalCard,
     CardStatus,
@@ -113,7 +113,7 @@ def edit_form(info: PendingInfo, fields: tuple[PromptField, ...]) -> Prompt:
         fields=fields,
         source=info.source,
     )
-    return replace(form, question=messages.EDIT_INTRO.format(tool=tool_label(form)))
+    return replace(form, question=texts.EDIT_INTRO.format(tool=tool_label(form)))
 
 
 def shown_args(info: PendingInfo) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def shown_args(info: PendingInfo) -> dict[str, Any]:
     if isinstance(info.answer, dict):
         shown.update({k: v for k, v in info.answer.items() if k not in shown})
     elif info.answer is not None:  # a reply taken as it is (the tool has no resume schema)
-        shown.setdefault(messages.ANSWER_FIELD, info.answer)
+        shown.setdefault(texts.ANSWER_FIELD, info.answer)
     return shown
 
 
@@ -237,7 +237,7 @@ def _typed(field: PromptField, value: Any) -> Any:
 def question_text(info: PendingInfo) -> str:
     """A suspended tool's question: its payload's ``message``, else a readable rendering."""
     payload = info.suspend_payload
-    fallback = messages.QUESTION_FALLBACK.format(tool=info.tool_name)
+    fallback = texts.QUESTION_FALLBACK.format(tool=info.tool_name)
     if isinstance(payload, dict):
         message = payload.get("message")
         if isinstance(message, str) and message.strip():

@@ -16,7 +16,7 @@ from .handler import MessagesHandler
 from .messenger import TeamsMessenger
 from .people import Directory
 from .settings import TeamsSettings
-from .turns import Turns
+from .turns import TeamsBot
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class TeamsAdapter:
         self.messenger = TeamsMessenger(
             self._cloud, bot.chat, self.auth, people=people, stop_pressed=self._stop_pressed
         )
-        turns = Turns(bot, bot.chat, self.auth, people)
+        turns = TeamsBot(bot, bot.chat, self.auth, people)
         self._handler = MessagesHandler(self._cloud, self.auth, turns)
 
     def routes(self) -> list[web.RouteDef]:

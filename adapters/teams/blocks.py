@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from bot import ApprovalCard, Person, Prompt, Text, tool_label
 
-from . import messages
+from . import texts
 
 CARD_VERSION: Final = "1.5"
 CARD_BUDGET_BYTES: Final = 27_000
@@ -110,7 +110,7 @@ def execute(
 def args_facts(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str, Any]:
     """Arguments as a FactSet (names and values escaped, values cut to ``value_limit``)."""
     if not args:
-        return text_block(messages.CARD_NO_ARGS, isSubtle=True)
+        return text_block(texts.CARD_NO_ARGS, isSubtle=True)
     items = list(args.items())
     facts = [
         {
@@ -121,7 +121,7 @@ def args_facts(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dic
     ]
     if len(items) > max_facts:
         facts.append(
-            {"title": "…", "value": messages.CARD_MORE_ARGS.format(count=len(items) - max_facts)}
+            {"title": "…", "value": texts.CARD_MORE_ARGS.format(count=len(items) - max_facts)}
         )
     return {"type": "FactSet", "facts": facts}
 
@@ -135,14 +135,14 @@ def show_value(value: Any) -> str:
 
 def agent_name(path: tuple[str, ...]) -> str:
     """An agent path as cards name it (``ops → billing``)."""
-    return " → ".join(path) if path else messages.CARD_AN_AGENT
+    return " → ".join(path) if path else texts.CARD_AN_AGENT
 
 
 def cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying so."""
     if len(text) <= limit:
         return text
-    return text[: max(0, limit - len(messages.CARD_TRUNCATED))] + messages.CARD_TRUNCATED
+    return text[: max(0, limit - len(texts.CARD_TRUNCATED))] + texts.CARD_TRUNCATED
 
 
 def fits(card: dict[str, Any]) -> bool:

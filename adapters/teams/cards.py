@@ -34,7 +34,7 @@ from bot import (
     question_outcome,
 )
 
-from . import links, messages
+from . import links, texts
 from .blocks import CARD_BUDGET_BYTES as CARD_BUDGET_BYTES
 from .blocks import CARD_VERSION as CARD_VERSION
 from .blocks import (
@@ -144,17 +144,17 @@ def stop_card(run_id: str) -> dict[str, Any]:
     (``ChatCore.on_stop``), which sends no inputs."""
     data = {"kind": STOP_KIND, "action": STOP_KIND, "run_id": run_id}
     stop = execute(
-        messages.STOP,
+        texts.STOP,
         data,
         style="destructive",
-        tooltip=messages.STOP_TOOLTIP,
+        tooltip=texts.STOP_TOOLTIP,
         with_inputs=False,
     )
     return {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "version": CARD_VERSION,
-        "fallbackText": messages.STOP,
+        "fallbackText": texts.STOP,
         "body": [],
         "actions": [stop],
     }
@@ -196,12 +196,12 @@ def question_data(prompt: Prompt, action: QuestionAction) -> dict[str, str]:
 
 def summary(card: ApprovalCard) -> str:
     """A one-line plain text for notifications (not markdown: see ``escape``)."""
-    return messages.CARD_SUMMARY.format(agent=agent_name(card.agent_path), tool=tool_name(card))
+    return texts.CARD_SUMMARY.format(agent=agent_name(card.agent_path), tool=tool_name(card))
 
 
 def question_summary(prompt: Prompt) -> str:
     """A one-line plain text of a question, for notifications (not markdown)."""
-    return messages.QUESTION_SUMMARY.format(
+    return texts.QUESTION_SUMMARY.format(
         tool=tool_name(prompt), question=cut(prompt.question, MAX_SUMMARY)
     )
 
@@ -232,7 +232,7 @@ def _approval_card(
     body: list[dict[str, Any]] = [
         text_block(card_title(card), weight="Bolder", size="Medium"),
         text_block(
-            messages.CARD_WANTS_TO_RUN.format(
+            texts.CARD_WANTS_TO_RUN.format(
                 agent=escape(agent_name(card.agent_path)),
                 tool=tool_name_text(card),
             )
@@ -245,10 +245,10 @@ def _approval_card(
     body.append({"type": "FactSet", "facts": _about(card)})
     if card.requested_in is not None:
         place = links.place_markdown(card.requested_in)
-        body.append(text_block(messages.REQUESTED_IN.format(place=place), size="Small"))
+        body.append(text_block(texts.REQUESTED_IN.format(place=place), size="Small"))
     if card.status == "pending":
         body.append(
-            text_block(messages.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
+            text_block(texts.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
         )
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
@@ -261,22 +261,22 @@ def _approval_card(
     if refresh is not None:
         content["refresh"] = refresh
     if card.status == "pending" and not actionable:
-        body.append(text_block(messages.CARD_FOR_APPROVERS, isSubtle=True, size="Small"))
+        body.append(text_block(texts.CARD_FOR_APPROVERS, isSubtle=True, size="Small"))
     elif card.status == "pending":
         body.append(
             {
                 "type": "Input.Text",
                 "id": REASON_INPUT,
-                "label": messages.CARD_REASON_LABEL,
-                "placeholder": messages.CARD_REASON_PLACEHOLDER,
+                "label": texts.CARD_REASON_LABEL,
+                "placeholder": texts.CARD_REASON_PLACEHOLDER,
                 "isMultiline": True,
                 "maxLength": 500,
             }
         )
         content["actions"] = [
             # Approve needs no input: the reason is for a decline, the edit form for an edit.
-            _action(card, "approve", messages.APPROVE, style="positive", with_inputs=False),
-            _action(card, "decline", messages.DECLINE, style="destructive"),
+            _action(card, "approve", texts.APPROVE, style="positive", with_inputs=False),
+            _action(card, "decline", texts.DECLINE, style="destructive"),
         ]
         if edit:
             content["actions"].append(_edit_action(card))
@@ -291,9 +291,9 @@ def _grant_actions(card: ApprovalCard) -> list[dict[str, Any]]:
     tool = tool_name(card)
     return [
         execute(
-            messages.GRANT.format(duration=cut(duration, MAX_LABEL)),
+            texts.GRANT.format(duration=cut(duration, MAX_LABEL)),
             action_data(card, "grant", grant_for=duration),
-            tooltip=messages.GRANT_TOOLTIP.format(duration=cut(duration, MAX_LABEL), tool=tool),
+            tooltip=texts.GRANT_TOOLTIP.format(duration=cut(duration, MAX_LABEL), tool=tool),
             with_inputs=False,
         )
         for duration in dict.fromkeys(card.grant_for)
@@ -307,11 +307,11 @@ def _edit_action(card: ApprovalCard) -> dict[str, Any]:
     form = [_field_input(field, hint_limit=_EDIT_HINT_LIMIT) for field in card.fields]
     return {
         "type": "Action.ShowCard",
-        "title": messages.EDIT,
+        "title": texts.EDIT,
         "card": {
             "type": "AdaptiveCard",
-            "body": [text_block(messages.CARD_EDIT_HINT, isSubtle=True), *form],
-            "actions": [_action(card, "edit", messages.APPROVE_EDITED, style="positive")],
+            "body": [text_block(texts.CARD_EDIT_HINT, isSubtle=True), *form],
+            "actions": [_action(card, "edit", texts.APPROVE_EDITED, style="positive")],
         },
     }
 
@@ -324,7 +324,7 @@ def _edited(outcome: Outcome, *, value_limit: int, max_facts: int) -> str:
         return escape(cut(change_side(change, which), value_limit))
 
     changes = [
-        messages.CARD_EDIT_CHANGE.format(
+        texts.CARD_EDIT_CHANGE.format(
             key=escape(cut(change.name, MAX_LABEL)),
             before=side(change, "before"),
             after=side(change, "after"),
@@ -332,9 +332,9 @@ def _edited(outcome: Outcome, *, value_limit: int, max_facts: int) -> str:
         for change in outcome.changes[:max_facts]
     ]
     if len(outcome.changes) > max_facts:
-        changes.append(messages.CARD_MORE_ARGS.format(count=len(outcome.changes) - max_facts))
+        changes.append(texts.CARD_MORE_ARGS.format(count=len(outcome.changes) - max_facts))
     who = text_markdown(outcome.edit, limit=MAX_NAME)
-    return messages.CARD_EDITED.format(mark=EDIT_MARK, who=who, changes="; ".join(changes))
+    return texts.CARD_EDITED.format(mark=EDIT_MARK, who=who, changes="; ".join(changes))
 
 
 def _question_card(
@@ -347,10 +347,10 @@ def _question_card(
     if waiting and prompt.error:
         # The error may quote the reply it refuses: someone's own text.
         error = escape(cut(prompt.error, text_limit))
-        body.append(text_block(messages.PROMPT_ERROR.format(error=error), color="Attention"))
+        body.append(text_block(texts.PROMPT_ERROR.format(error=error), color="Attention"))
     body.append(
         text_block(
-            messages.PROMPT.format(
+            texts.PROMPT.format(
                 tool=tool_name_text(prompt),
                 question=escape(cut(prompt.question, text_limit)),
             )
@@ -358,9 +358,7 @@ def _question_card(
     )
     if len(prompt.agent_path) > 1:
         agent = escape(cut(agent_name(prompt.agent_path), MAX_NAME))
-        body.append(
-            text_block(messages.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small")
-        )
+        body.append(text_block(texts.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small"))
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -375,21 +373,21 @@ def _question_card(
     if prompt.form and inputs:
         body.extend(_field_input(field, hint_limit=hint_limit) for field in prompt.fields)
         data = question_data(prompt, "answer")
-        actions.append(execute(messages.QUESTION_SEND, data, style="positive"))
+        actions.append(execute(texts.QUESTION_SEND, data, style="positive"))
     else:
         body.append(text_block(_reply_hint(prompt), isSubtle=True))
     actions += [
         execute(
-            messages.DECLINE,
+            texts.DECLINE,
             question_data(prompt, "decline"),
             style="destructive",
-            tooltip=messages.QUESTION_DECLINE_TOOLTIP,
+            tooltip=texts.QUESTION_DECLINE_TOOLTIP,
             with_inputs=False,
         ),
         execute(
-            messages.QUESTION_CANCEL,
+            texts.QUESTION_CANCEL,
             question_data(prompt, "cancel"),
-            tooltip=messages.QUESTION_CANCEL_TOOLTIP,
+            tooltip=texts.QUESTION_CANCEL_TOOLTIP,
             with_inputs=False,
         ),
     ]
@@ -400,15 +398,15 @@ def _question_card(
 def _question_title(prompt: Prompt) -> str:
     outcome = question_outcome(prompt)
     if outcome is None:
-        return messages.QUESTION_TITLE_WAITING
+        return texts.QUESTION_TITLE_WAITING
     return outcome_markdown(outcome)
 
 
 def _reply_hint(prompt: Prompt) -> str:
     if not prompt.fields:
-        return messages.QUESTION_REPLY
+        return texts.QUESTION_REPLY
     labels = ", ".join(cut(field.label, MAX_LABEL) for field in prompt.fields)
-    return messages.PROMPT_FIELDS.format(fields=escape(labels))
+    return texts.PROMPT_FIELDS.format(fields=escape(labels))
 
 
 def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
@@ -447,7 +445,7 @@ def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
         element["placeholder"] = hint
     if field.required:
         element["isRequired"] = True
-        element["errorMessage"] = messages.QUESTION_REQUIRED.format(label=label)
+        element["errorMessage"] = texts.QUESTION_REQUIRED.format(label=label)
     return element
 
 
@@ -455,7 +453,7 @@ def card_title(card: ApprovalCard) -> str:
     """A card's first line: that it waits, or how it ended (markdown, escaped)."""
     outcome = card_outcome(card)
     if outcome is None:
-        return messages.CARD_TITLE_PENDING
+        return texts.CARD_TITLE_PENDING
     return outcome_markdown(outcome)
 
 
@@ -472,15 +470,15 @@ def _action(
 
 def _about(card: ApprovalCard) -> list[dict[str, str]]:
     agent = escape(cut(agent_name(card.agent_path), MAX_NAME))
-    facts = [{"title": messages.CARD_AGENT, "value": agent}]
+    facts = [{"title": texts.CARD_AGENT, "value": agent}]
     if card.requester:
-        facts.append({"title": messages.CARD_ASKED_BY, "value": person_text(card.requester)})
+        facts.append({"title": texts.CARD_ASKED_BY, "value": person_text(card.requester)})
     if card.status == "pending" and card.quorum > 1:
         who = _people(card.approvals)
-        value = messages.CARD_APPROVALS_SO_FAR.format(
-            who=who or messages.CARD_NO_APPROVALS, count=len(card.approvals), quorum=card.quorum
+        value = texts.CARD_APPROVALS_SO_FAR.format(
+            who=who or texts.CARD_NO_APPROVALS, count=len(card.approvals), quorum=card.quorum
         )
-        facts.append({"title": messages.CARD_APPROVALS, "value": value})
+        facts.append({"title": texts.CARD_APPROVALS, "value": value})
     return facts
 
 

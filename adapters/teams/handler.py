@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from bot import Overloaded, has_lone_surrogate
 
 from .auth import TeamsAuth, Unauthorized
-from .turns import Turns
+from .turns import TeamsBot
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ RETRY_AFTER = "5"
 class MessagesHandler:
     """The aiohttp handler for Bot Framework activities."""
 
-    def __init__(self, cloud: CloudAdapter, auth: TeamsAuth, turns: Turns) -> None:
+    def __init__(self, cloud: CloudAdapter, auth: TeamsAuth, turns: TeamsBot) -> None:
         self._cloud = cloud
         self._auth = auth
         self._turns = turns

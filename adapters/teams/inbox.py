@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 
 from bot import ApprovalCard, Inbox, InboxDecision
 
-from . import blocks, cards, links, messages
+from . import blocks, cards, links, texts
 
 MAX_WAITING: Final = 8
 MAX_REQUESTED: Final = 5
@@ -52,15 +52,15 @@ def inbox_card(inbox: Inbox, *, note: str | None = None) -> dict[str, Any]:
 
 def summary(inbox: Inbox) -> str:
     """A one-line plain text for notifications."""
-    return messages.INBOX_SUMMARY.format(count=len(inbox.waiting))
+    return texts.INBOX_SUMMARY.format(count=len(inbox.waiting))
 
 
 def clicked_note(card: ApprovalCard) -> str:
     """What the top of the inbox says once a button of it decided ``card``."""
     tool = blocks.tool_name_text(card)
     if card.status == "pending":  # a vote of a quorum, counted
-        return messages.INBOX_VOTED.format(tool=tool, count=len(card.approvals), quorum=card.quorum)
-    return messages.INBOX_CLICKED.format(title=cards.card_title(card), tool=tool)
+        return texts.INBOX_VOTED.format(tool=tool, count=len(card.approvals), quorum=card.quorum)
+    return texts.INBOX_CLICKED.format(title=cards.card_title(card), tool=tool)
 
 
 # -- internals -------------------------------------------------------------------
@@ -68,22 +68,20 @@ def clicked_note(card: ApprovalCard) -> str:
 
 def _inbox_card(inbox: Inbox, *, note: str | None, limits: _Limits) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
-        blocks.text_block(messages.INBOX_TITLE, weight="Bolder", size="Medium")
+        blocks.text_block(texts.INBOX_TITLE, weight="Bolder", size="Medium")
     ]
     if note:
         body.append(blocks.text_block(note, color="Accent"))
-    body.append(_heading(messages.INBOX_WAITING.format(count=len(inbox.waiting))))
+    body.append(_heading(texts.INBOX_WAITING.format(count=len(inbox.waiting))))
     body += _capped(
-        inbox.waiting, limits.waiting, lambda c: _waiting(c, limits), messages.INBOX_NONE_WAITING
+        inbox.waiting, limits.waiting, lambda c: _waiting(c, limits), texts.INBOX_NONE_WAITING
     )
-    body.append(_heading(messages.INBOX_REQUESTED.format(count=len(inbox.requested))))
-    body += _capped(inbox.requested, limits.requested, _requested, messages.INBOX_NONE_REQUESTED)
-    body.append(_heading(messages.INBOX_DECIDED))
-    body += _capped(inbox.decided, limits.decided, _decision, messages.INBOX_NONE_DECIDED)
+    body.append(_heading(texts.INBOX_REQUESTED.format(count=len(inbox.requested))))
+    body += _capped(inbox.requested, limits.requested, _requested, texts.INBOX_NONE_REQUESTED)
+    body.append(_heading(texts.INBOX_DECIDED))
+    body += _capped(inbox.decided, limits.decided, _decision, texts.INBOX_NONE_DECIDED)
     grants = (
-        messages.INBOX_GRANTS.format(count=inbox.grants)
-        if inbox.grants
-        else messages.INBOX_NO_GRANTS
+        texts.INBOX_GRANTS.format(count=inbox.grants) if inbox.grants else texts.INBOX_NO_GRANTS
     )
     body.append(blocks.text_block(grants, separator=True, spacing="Medium"))
     return {
@@ -103,7 +101,7 @@ def _capped(
         return [blocks.text_block(empty, isSubtle=True)]
     shown: list[dict[str, Any]] = [render(item) for item in items[:limit]]
     if len(items) > limit:
-        more = messages.INBOX_MORE.format(count=len(items) - limit)
+        more = texts.INBOX_MORE.format(count=len(items) - limit)
         shown.append(blocks.text_block(more, isSubtle=True))
     return shown
 
@@ -115,30 +113,30 @@ def _heading(text: str) -> dict[str, Any]:
 def _waiting(card: ApprovalCard, limits: _Limits) -> dict[str, Any]:
     """A call the person may decide: what, who asks, where, until when; Approve, Decline."""
     tool = blocks.tool_name_text(card)
-    requester = blocks.person_text(card.requester) if card.requester else messages.CARD_SOMEONE
+    requester = blocks.person_text(card.requester) if card.requester else texts.CARD_SOMEONE
     items: list[dict[str, Any]] = [
-        blocks.text_block(messages.INBOX_ITEM.format(tool=tool, requester=requester))
+        blocks.text_block(texts.INBOX_ITEM.format(tool=tool, requester=requester))
     ]
     if card.agent_path:
         agent = blocks.escape(blocks.cut(blocks.agent_name(card.agent_path), blocks.MAX_NAME))
         items.append(
             blocks.text_block(
-                messages.INBOX_ITEM_AGENT.format(agent=agent), isSubtle=True, size="Small"
+                texts.INBOX_ITEM_AGENT.format(agent=agent), isSubtle=True, size="Small"
             )
         )
     items.append(blocks.args_facts(card.args, value_limit=limits.value_limit, max_facts=_MAX_ARGS))
     items += _where(card)
     at = blocks.rfc3339(card.expires_at)
-    items.append(blocks.text_block(messages.CARD_EXPIRES.format(at=at), size="Small"))
+    items.append(blocks.text_block(texts.CARD_EXPIRES.format(at=at), size="Small"))
     actions = [
         blocks.execute(
-            messages.APPROVE,
+            texts.APPROVE,
             cards.action_data(card, "approve", inbox=True),
             style="positive",
             with_inputs=False,
         ),
         blocks.execute(
-            messages.DECLINE,
+            texts.DECLINE,
             cards.action_data(card, "decline", inbox=True),
             style="destructive",
             with_inputs=False,
@@ -151,7 +149,7 @@ def _waiting(card: ApprovalCard, limits: _Limits) -> dict[str, Any]:
 def _requested(card: ApprovalCard) -> dict[str, Any]:
     tool = blocks.tool_name_text(card)
     at = blocks.rfc3339(card.expires_at)
-    items = [blocks.text_block(messages.INBOX_REQUEST.format(tool=tool, at=at)), *_where(card)]
+    items = [blocks.text_block(texts.INBOX_REQUEST.format(tool=tool, at=at)), *_where(card)]
     return {"type": "Container", "items": items}
 
 
@@ -159,14 +157,14 @@ def _where(card: ApprovalCard) -> list[dict[str, Any]]:
     if card.requested_in is None:
         return []
     place = links.place_markdown(card.requested_in)
-    return [blocks.text_block(messages.REQUESTED_IN.format(place=place), size="Small")]
+    return [blocks.text_block(texts.REQUESTED_IN.format(place=place), size="Small")]
 
 
 def _decision(decision: InboxDecision) -> dict[str, Any]:
-    outcome = messages.INBOX_OUTCOMES.get(decision.outcome) or blocks.escape(decision.outcome)
+    outcome = texts.INBOX_OUTCOMES.get(decision.outcome) or blocks.escape(decision.outcome)
     tool = blocks.escape(blocks.cut(decision.tool_name, blocks.MAX_NAME))
     shown = ", ".join(f"{k}: {blocks.show_value(v)}" for k, v in decision.args.items())
     args = f"({blocks.escape(blocks.cut(shown, _DECISION_ARGS_LIMIT))}) " if shown else ""
     at = blocks.rfc3339(decision.at)
-    text = messages.INBOX_DECISION.format(outcome=outcome, tool=tool, args=args, at=at)
+    text = texts.INBOX_DECISION.format(outcome=outcome, tool=tool, args=args, at=at)
     return blocks.text_block(text, size="Small")

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from bot import ThreadKey
 
-from . import messages
+from . import texts
 
 MESSAGE_ID: Final = ";messageid="
 """Joins a channel's id and a post's: the conversation id of that post's thread."""
@@ -57,16 +57,16 @@ def thread_link(thread: ThreadKey) -> str | None:
 def place_words(thread: ThreadKey) -> str:
     """What kind of place ``thread`` is, in words."""
     if is_channel_id(thread.channel):
-        return messages.PLACE_CHANNEL
+        return texts.PLACE_CHANNEL
     if is_chat_id(thread.channel):
-        return messages.PLACE_GROUP_CHAT
+        return texts.PLACE_GROUP_CHAT
     if thread.channel.startswith("a:"):
-        return messages.PLACE_PERSONAL
-    return messages.PLACE_ELSEWHERE
+        return texts.PLACE_PERSONAL
+    return texts.PLACE_ELSEWHERE
 
 
 def place_markdown(thread: ThreadKey) -> str:
     """``thread`` for a card's markdown: its kind as a link to it, or in words alone."""
     words = place_words(thread)
     url = thread_link(thread)
-    return messages.REQUESTED_IN_LINK.format(words=words, url=url) if url else words
+    return texts.REQUESTED_IN_LINK.format(words=words, url=url) if url else words

@@ -20,7 +20,7 @@ from botbuilder.schema import ChannelAccount, Mention
 
 from bot import Person
 
-from . import blocks, messages
+from . import blocks, texts
 
 MENTION: Final = "mention"
 
@@ -42,7 +42,7 @@ class Mentions:
 def label(person: Person) -> str:
     """What a mention of ``person`` shows: their name, else their id, cleaned."""
     words = _NOT_IN_A_LABEL.sub(" ", blocks.cut(person.name or person.id, blocks.MAX_NAME))
-    return " ".join(words.split()) or messages.CARD_SOMEONE
+    return " ".join(words.split()) or texts.CARD_SOMEONE
 
 
 def mentioning(people: tuple[Person, ...]) -> Mentions:

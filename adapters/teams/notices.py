@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from bot import CardPointer, Notice, card_outcome, changes_text
 
-from . import blocks, cards, links, mentions, messages
+from . import blocks, cards, links, mentions, texts
 
 _CHANGES_LIMIT: Final = 1000
 """Characters of what an edit changed a pointer shows: the card shows the rest, and a
@@ -27,24 +27,24 @@ def pointer_text(pointer: CardPointer) -> str:
     outcome = card_outcome(card)
     if outcome is None:
         return _waiting(pointer, tool)
-    line = messages.POINTER_SETTLED.format(tool=tool, outcome=cards.outcome_markdown(outcome))
+    line = texts.POINTER_SETTLED.format(tool=tool, outcome=cards.outcome_markdown(outcome))
     if outcome.changes:
         changes = blocks.escape(blocks.cut(changes_text(outcome.changes), _CHANGES_LIMIT))
-        line += messages.POINTER_EDITED.format(changes=changes)
+        line += texts.POINTER_EDITED.format(changes=changes)
     return line
 
 
 def _waiting(pointer: CardPointer, tool: str) -> str:
     if pointer.channel is not None:
-        place = messages.POINTER_CHANNEL_PLACE
+        place = texts.POINTER_CHANNEL_PLACE
         url = links.thread_link(pointer.at.thread) if pointer.at is not None else None
         if url:
-            place = messages.REQUESTED_IN_LINK.format(words=place, url=url)
-        return messages.POINTER_CHANNEL.format(tool=tool, place=place)
+            place = texts.REQUESTED_IN_LINK.format(words=place, url=url)
+        return texts.POINTER_CHANNEL.format(tool=tool, place=place)
     if pointer.people:
         who = ", ".join(map(blocks.person_text, pointer.people))
-        return messages.POINTER_PEOPLE.format(tool=tool, who=who)
-    return messages.POINTER_NOBODY.format(tool=tool)
+        return texts.POINTER_PEOPLE.format(tool=tool, who=who)
+    return texts.POINTER_NOBODY.format(tool=tool)
 
 
 def addressed(notice: Notice) -> tuple[str, tuple[dict[str, Any], ...]]:
@@ -80,9 +80,9 @@ def revoke_card(notice: Notice) -> dict[str, Any]:
         "body": [blocks.text_block(text)],
         "actions": [
             blocks.execute(
-                messages.END_GRANT,
+                texts.END_GRANT,
                 revoke_data(notice),
-                tooltip=messages.END_GRANT_TOOLTIP,
+                tooltip=texts.END_GRANT_TOOLTIP,
                 with_inputs=False,
             )
         ],

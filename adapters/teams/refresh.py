@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from bot import ApprovalCard
 
-from . import cards, messages
+from . import cards, texts
 from .convert import REFRESH_VERB
 
 MAX_USER_IDS: Final = 60
@@ -108,7 +108,7 @@ def block(card: ApprovalCard, user_ids: tuple[str, ...] | None) -> dict[str, Any
     refresh: dict[str, Any] = {
         "action": {
             "type": "Action.Execute",
-            "title": messages.CARD_REFRESH,
+            "title": texts.CARD_REFRESH,
             "verb": REFRESH_VERB,
             "data": data,
         }

@@ -46,7 +46,7 @@ from botbuilder.schema import Activity, ActivityTypes, Entity
 
 from bot import Step, Undeliverable, plain_text
 
-from . import blocks, feedback, messages
+from . import blocks, feedback, texts
 
 log = logging.getLogger(__name__)
 
@@ -213,10 +213,10 @@ class TeamsStream:
             Undeliverable: Teams could not be reached.
         """
         self._started = self._clock()
-        self._stream_id = await self._request("informative", messages.STREAM_WORKING)
+        self._stream_id = await self._request("informative", texts.STREAM_WORKING)
         if not self._stream_id:
             raise StreamRefused(201, "NoStreamId", "Teams answered without a stream id")
-        self._shown_info = messages.STREAM_WORKING
+        self._shown_info = texts.STREAM_WORKING
 
     # -- Live --------------------------------------------------------------------
 
@@ -447,22 +447,20 @@ def informative_text(steps: tuple[Step, ...]) -> str:
     approval from Bob"), else "Working…" (plain text, within Teams' limit)."""
     for step in reversed(steps):
         if step.status == "in_progress":
-            line = messages.STREAM_RUNNING.format(title=step.title)
+            line = texts.STREAM_RUNNING.format(title=step.title)
         elif step.status == "pending":
-            line = plain_text(step.detail).strip() or messages.STREAM_WAITING.format(
-                title=step.title
-            )
+            line = plain_text(step.detail).strip() or texts.STREAM_WAITING.format(title=step.title)
         else:
             continue
         return blocks.cut(line, INFORMATIVE_LIMIT)
-    return messages.STREAM_WORKING
+    return texts.STREAM_WORKING
 
 
 def final_text(text: str, steps: tuple[Step, ...]) -> str:
     """The final message: the answer, then its steps as a short list (markdown)."""
     lines = [_step_line(step) for step in steps[:STEPS_SHOWN]]
     if len(steps) > STEPS_SHOWN:
-        lines.append(messages.STREAM_MORE_STEPS.format(count=len(steps) - STEPS_SHOWN))
+        lines.append(texts.STREAM_MORE_STEPS.format(count=len(steps) - STEPS_SHOWN))
     listed = "\n".join(f"- {line}" for line in lines)
     return "\n\n".join(part for part in (text.strip(), listed) if part)
 
@@ -486,13 +484,11 @@ def split_text(text: str, budget: int = TEXT_BUDGET) -> list[str]:
 
 def _step_line(step: Step) -> str:
     title = blocks.escape(blocks.cut(step.title, blocks.MAX_NAME))
-    mark = messages.STREAM_STEP_MARKS[step.status]
+    mark = texts.STREAM_STEP_MARKS[step.status]
     detail = blocks.cut(plain_text(step.detail).strip(), STEP_DETAIL_LIMIT)
     if detail:
-        return messages.STREAM_STEP_DETAIL.format(
-            mark=mark, title=title, detail=blocks.escape(detail)
-        )
-    return messages.STREAM_STEP.format(mark=mark, title=title)
+        return texts.STREAM_STEP_DETAIL.format(mark=mark, title=title, detail=blocks.escape(detail))
+    return texts.STREAM_STEP.format(mark=mark, title=title)
 
 
 def _too_big(text: str) -> bool:

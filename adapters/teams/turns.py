@@ -30,7 +30,7 @@ from bot import (
     approvals_command,
 )
 
-from . import blocks, cards, convert, feedback, inbox, messages, refresh
+from . import blocks, cards, convert, feedback, inbox, refresh, texts
 from .auth import TeamsAuth
 from .people import Directory
 
@@ -41,7 +41,7 @@ MESSAGE_RESPONSE_TYPE = "application/vnd.microsoft.activity.message"
 ERROR_RESPONSE_TYPE = "application/vnd.microsoft.error"
 
 
-class Turns:
+class TeamsBot:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
     def __init__(
@@ -116,7 +116,7 @@ class Turns:
             return
         click = convert.execute_click(activity, thread)
         if click is None:
-            await _answer_invoke(context, _message_body(messages.ACTION_NOT_SUPPORTED))
+            await _answer_invoke(context, _message_body(texts.ACTION_NOT_SUPPORTED))
             return
         await self._remember(activity)
         result = await self._click(click)
@@ -126,10 +126,10 @@ class Turns:
             body = _card_body(result.card, activity)
         elif result.accepted:
             # Done, with nothing to show in the card's place (an ended grant: the core says so).
-            body = _message_body(result.message or messages.CLICK_DONE)
+            body = _message_body(result.message or texts.CLICK_DONE)
         else:
             # Refused, stale, or a form answer or edit that does not fit: the clicker reads why.
-            body = _message_body(result.message or messages.ACTION_FAILED)
+            body = _message_body(result.message or texts.ACTION_FAILED)
         await _answer_invoke(context, body)
 
     async def _rated(self, context: TurnContext) -> None:
@@ -138,7 +138,7 @@ class Turns:
         activity = context.activity
         rated = convert.rating(activity, convert.thread_of(activity))
         if rated is None:
-            await _malformed(context, messages.FEEDBACK_MALFORMED)
+            await _malformed(context, texts.FEEDBACK_MALFORMED)
             return
         key = feedback.note_key(activity.conversation.id, rated.message_id)
         run_id = await self._chat.note(key)
@@ -154,10 +154,10 @@ class Turns:
         activity = context.activity
         press = convert.stop_press(activity, convert.thread_of(activity))
         if press is None:
-            await _malformed(context, messages.STOP_MALFORMED)
+            await _malformed(context, texts.STOP_MALFORMED)
             return
         said = await self._stop(activity, press)
-        await _answer_invoke(context, _message_body(said or messages.STOPPED))
+        await _answer_invoke(context, _message_body(said or texts.STOPPED))
 
     async def _stop(self, activity: Activity, press: convert.StopPress) -> str:
         """Stop the run for the presser; why nothing was stopped ("" when it was)."""
@@ -168,7 +168,7 @@ class Turns:
             raise
         except Exception:
             log.exception("a Teams Stop failed")
-            return messages.ACTION_FAILED
+            return texts.ACTION_FAILED
         return _markdown(said)
 
     async def _for_the_bot(self, activity: Activity, thread: ThreadKey) -> bool:
@@ -190,7 +190,7 @@ class Turns:
         """``approvals``: the person's inbox, as a card; ``approvals revoke``: end the grants
         they gave. Only in their 1:1 chat with the bot: elsewhere others would read it."""
         if not convert.is_personal(context.activity):
-            await self._reply(context, messages.APPROVALS_PRIVATE)
+            await self._reply(context, texts.APPROVALS_PRIVATE)
             return
         await self._remember(context.activity)
         try:
@@ -203,7 +203,7 @@ class Turns:
             raise
         except Exception:
             log.exception("the approvals command failed")
-            await self._reply(context, messages.ACTION_FAILED)
+            await self._reply(context, texts.ACTION_FAILED)
             return
         await self._auth.prefetch_token()
         await context.send_activity(
@@ -214,7 +214,7 @@ class Turns:
         """The answer to a button of the ``approvals`` list: the list as it now reads, topped
         by how the click went (the card in its thread is updated by the core)."""
         decided = result.card if result.accepted and isinstance(result.card, ApprovalCard) else None
-        said = result.message or messages.ACTION_FAILED
+        said = result.message or texts.ACTION_FAILED
         note = inbox.clicked_note(decided) if decided is not None else blocks.escape(said)
         try:
             shown = await self._bot.inbox(click.thread, click.user_id, click.user_name)
@@ -241,28 +241,28 @@ class Turns:
             raise
         except Exception:
             log.exception("could not draw a Teams card again")
-            return _error_body(HTTPStatus.INTERNAL_SERVER_ERROR, messages.ACTION_FAILED)
+            return _error_body(HTTPStatus.INTERNAL_SERVER_ERROR, texts.ACTION_FAILED)
         if card is None:
-            return _error_body(HTTPStatus.NOT_FOUND, messages.CARD_UNKNOWN)
+            return _error_body(HTTPStatus.NOT_FOUND, texts.CARD_UNKNOWN)
         return _card_body(card, activity)
 
     async def _submit(self, context: TurnContext) -> None:
         activity = context.activity
         if convert.is_stop(activity):
             press = convert.stop_press(activity, convert.thread_of(activity))
-            said = await self._stop(activity, press) if press else messages.ACTION_NOT_SUPPORTED
+            said = await self._stop(activity, press) if press else texts.ACTION_NOT_SUPPORTED
             if said:  # nothing stopped (when it was, the core said so in the thread)
                 await self._reply(context, said)
             return
         click = convert.submit_click(activity, convert.thread_of(activity))
         if click is None:
-            await self._reply(context, messages.ACTION_NOT_SUPPORTED)
+            await self._reply(context, texts.ACTION_NOT_SUPPORTED)
             return
         await self._remember(activity)
         result = await self._click(click)
         # An accepted click needs no words: the core replaces the card for everyone.
         if not result.accepted:
-            await self._reply(context, result.message or messages.ACTION_FAILED)
+            await self._reply(context, result.message or texts.ACTION_FAILED)
         elif isinstance(result.card, ApprovalCard) and convert.shown_in_inbox(activity):
             # The list itself stays as it was: say how the click went under it.
             await self._reply(context, inbox.clicked_note(result.card))
@@ -278,7 +278,7 @@ class Turns:
             raise
         except Exception:
             log.exception("a Teams card click failed")
-            return ClickResult(accepted=False, said=(messages.ACTION_FAILED,))
+            return ClickResult(accepted=False, said=(texts.ACTION_FAILED,))
 
     async def _remember(self, activity: Activity) -> None:
         """Refresh where to post in a click's thread later (a message's travels with it).

@@ -5,14 +5,14 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardCopy, CardPlace, ChatState, InboxEntry, ThreadNote, ask_of, grant_key
+from .base import CardCopy, CardPlace, ChatState, IntakeEntry, ThreadNote, ask_of, grant_key
 from .memory import MemoryChatState
 
 __all__ = [
     "CardCopy",
     "CardPlace",
     "ChatState",
-    "InboxEntry",
+    "IntakeEntry",
     "MemoryChatState",
     "ThreadNote",
     "ask_of",

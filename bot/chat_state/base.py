@@ -8,7 +8,7 @@ redeliveries, and a lock per card. Backends: memory (tests, the console), the
 same SQLite file as the store, the same Redis; each passes ``tests/bot/
 test_chat_state.py``.
 
-The inbox is here too: every message and click is written to it before the
+The intake queue is here too: every message and click is written to it before the
 platform gets its ack, in the same atomic step as its dedupe claim, and worked
 off by leased workers on any replica (``bot.intake``). On Redis it is a stream
 with a consumer group; on SQLite a table; in memory a dictionary.
@@ -63,8 +63,8 @@ class CardPlace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class InboxEntry:
-    """One delivery in the inbox, as a worker took it."""
+class IntakeEntry:
+    """One delivery in the intake queue, as a worker took it."""
 
     id: str
     body: str
@@ -241,7 +241,7 @@ class ChatState(Protocol):
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:
-        """Write a delivery to the inbox unless it is a copy, in one atomic step.
+        """Write a delivery to the intake queue unless it is a copy, in one atomic step.
 
         The dedupe claim and the write are one: when no key was seen, every
         key is claimed for ``ttl`` s and ``body`` appended (a copy may share
@@ -258,11 +258,11 @@ class ChatState(Protocol):
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
-    ) -> list[InboxEntry]:
+    ) -> list[IntakeEntry]:
         """Lease up to ``count`` entries to ``worker`` for ``lease`` s, oldest first.
 
         A thread's entries are always in the order written; a store may order
-        across threads only roughly (a Redis Cluster's inbox is a stream per group).
+        across threads only roughly (a Redis Cluster's intake queue is a stream per group).
 
         An entry is free when no worker took it yet, or (with ``take_over``) when
         its worker's lease lapsed (it died): then it is taken over and its
@@ -275,7 +275,7 @@ class ChatState(Protocol):
         ...
 
     async def done(self, entry_id: str) -> None:
-        """Remove a worked-off entry from the inbox."""
+        """Remove a worked-off entry from the intake queue."""
         ...
 
     def card_lock(

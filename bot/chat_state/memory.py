@@ -11,7 +11,7 @@ from typing import Any
 from agents import Store
 
 from ..types import Person
-from .base import CardPlace, InboxEntry, StoreCardLocks, ThreadNote
+from .base import CardPlace, IntakeEntry, StoreCardLocks, ThreadNote
 
 _NOTES_PRUNED_AT = 10_000
 
@@ -146,7 +146,7 @@ class MemoryChatState(StoreCardLocks):
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
-    ) -> list[InboxEntry]:
+    ) -> list[IntakeEntry]:
         now = time.monotonic()
         free = [
             (i, s)
@@ -155,7 +155,7 @@ class MemoryChatState(StoreCardLocks):
         ][:count]
         for _, slot in free:
             slot.worker, slot.lease_until, slot.attempts = worker, now + lease, slot.attempts + 1
-        return [InboxEntry(id=i, body=s.body, attempts=s.attempts) for i, s in free]
+        return [IntakeEntry(id=i, body=s.body, attempts=s.attempts) for i, s in free]
 
     async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
         until = time.monotonic() + lease

@@ -30,7 +30,7 @@ from .base import (
     CARD_PLACE,
     PERSON,
     CardPlace,
-    InboxEntry,
+    IntakeEntry,
     StoreCardLocks,
     ThreadNote,
     json_object,
@@ -281,7 +281,7 @@ class RedisChatState(StoreCardLocks):
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
-    ) -> list[InboxEntry]:
+    ) -> list[IntakeEntry]:
         """``XAUTOCLAIM`` what lapsed, then ``XREADGROUP`` new entries for the rest.
 
         On a cluster, group after group, starting each time one further on.
@@ -290,14 +290,16 @@ class RedisChatState(StoreCardLocks):
         groups = list(self.keys.groups)
         start, self._next_group = self._next_group, (self._next_group + 1) % len(groups)
         await self._forget_gone_workers(worker)
-        taken: list[InboxEntry] = []
+        taken: list[IntakeEntry] = []
         for shard in groups[start:] + groups[:start]:
             if len(taken) >= count:
                 break
             taken += await self._take_group(shard, worker, count - len(taken), idle)
         return taken
 
-    async def _take_group(self, shard: int, worker: str, count: int, idle: int) -> list[InboxEntry]:
+    async def _take_group(
+        self, shard: int, worker: str, count: int, idle: int
+    ) -> list[IntakeEntry]:
         stream = self.keys.inbox(shard)
         try:
             entries = await self._take(stream, worker, count, idle)
@@ -313,7 +315,7 @@ class RedisChatState(StoreCardLocks):
                     raise
             entries = await self._take(stream, worker, count, idle)
         return [
-            InboxEntry(id=self._entry(shard, e.id), body=e.body, attempts=e.attempts)
+            IntakeEntry(id=self._entry(shard, e.id), body=e.body, attempts=e.attempts)
             for e in entries
         ]
 
@@ -338,10 +340,10 @@ class RedisChatState(StoreCardLocks):
                 if name != worker and not consumer["pending"] and idle > k.GONE_AFTER_MS:
                     await self._redis.xgroup_delconsumer(stream, k.INBOX_GROUP, name)
 
-    async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[InboxEntry]:
+    async def _take(self, stream: str, worker: str, count: int, idle: int) -> list[IntakeEntry]:
         """Take over entries idle ``idle`` ms (none when 0), then new ones."""
         group = k.INBOX_GROUP
-        taken: list[InboxEntry] = []
+        taken: list[IntakeEntry] = []
         claimed: list[tuple[str, dict[str, str] | None]] = []
         cursor = "0-0"
         # XAUTOCLAIM looks at about ten pending entries per one asked for: follow
@@ -363,7 +365,7 @@ class RedisChatState(StoreCardLocks):
                     ),
                 )
                 attempts = int(pending[0]["times_delivered"]) if pending else 1
-                taken.append(InboxEntry(id=entry_id, body=fields["body"], attempts=attempts))
+                taken.append(IntakeEntry(id=entry_id, body=fields["body"], attempts=attempts))
         if len(taken) < count:
             fresh = await self._redis.xreadgroup(
                 group, worker, {stream: ">"}, count=count - len(taken)
@@ -371,7 +373,7 @@ class RedisChatState(StoreCardLocks):
             streams = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], fresh or [])
             for _, entries in streams:
                 taken.extend(
-                    InboxEntry(id=entry_id, body=fields["body"], attempts=1)
+                    IntakeEntry(id=entry_id, body=fields["body"], attempts=1)
                     for entry_id, fields in entries
                 )
         return taken

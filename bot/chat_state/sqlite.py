@@ -22,7 +22,7 @@ from .base import (
     CARD_PLACE,
     PERSON,
     CardPlace,
-    InboxEntry,
+    IntakeEntry,
     StoreCardLocks,
     ThreadNote,
     json_object,
@@ -283,7 +283,7 @@ class SQLiteChatState(StoreCardLocks):
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
-    ) -> list[InboxEntry]:
+    ) -> list[IntakeEntry]:
         """One ``UPDATE ... RETURNING`` over the oldest free rows."""
         now = time.time()
         sql, params = (
@@ -296,7 +296,7 @@ class SQLiteChatState(StoreCardLocks):
             return list(await db.execute_fetchall(sql, params))
 
         rows = sorted(await self._file.run(work, transaction=True))
-        return [InboxEntry(id=str(seq), body=body, attempts=n) for seq, body, n in rows]
+        return [IntakeEntry(id=str(seq), body=body, attempts=n) for seq, body, n in rows]
 
     async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
         if not ids:

@@ -9,7 +9,7 @@ import pytest
 
 from agents import MemoryStore
 from bot import IncomingMessage, MemoryChatState, Overloaded, ThreadKey
-from bot.chat_state import InboxEntry
+from bot.chat_state import IntakeEntry
 from bot.intake import BUFFERED, DELIVERY, Attempt, Delivery, Intake
 from bot.tasks import TaskTracker
 
@@ -17,7 +17,7 @@ THREAD = ThreadKey(platform="test", workspace="w", channel="c", root="r")
 
 
 def intake(worked: list[str]) -> Intake:
-    async def work(delivery: Delivery, entry: InboxEntry, attempt: Attempt) -> None:
+    async def work(delivery: Delivery, entry: IntakeEntry, attempt: Attempt) -> None:
         assert delivery.message is not None
         worked.append(delivery.message.text)
 

@@ -28,7 +28,7 @@ from adapters.slack.wire import (
 )
 from agents import Agent, Store, ToolCall, tool
 from bot import ApprovalCard, ApprovalPolicy, Person
-from bot import messages as core_messages
+from bot import texts as core_texts
 from tests.agents.helpers import call_then_answer
 
 from .conftest import StartBot
@@ -308,7 +308,7 @@ async def test_the_same_request_in_the_same_thread_runs_without_a_card_and_says_
     assert len(refunds) == 2
     assert not any(has_buttons(m) for m in posted), "no new card"
     said = [m.text for m in posted]
-    notice = f"<@{BOB}>: {core_messages.GRANTED_RUN.format(tool='refund')}"
+    notice = f"<@{BOB}>: {core_texts.GRANTED_RUN.format(tool='refund')}"
     assert notice in said, "the one who granted it is told, in one line"
     assert any("refunded 150 on A-1" in text for text in said), said
 

@@ -23,7 +23,7 @@ from adapters.slack.wire import (
 )
 from agents import Store
 from bot import ApprovalCard, Inbox, InboxDecision, Person, ThreadKey
-from bot import messages as core_messages
+from bot import texts as core_texts
 
 from .conftest import StartBot
 from .fake_slack import (
@@ -235,12 +235,12 @@ async def test_approvals_revoke_ends_the_grants_you_gave(
 
     answer = await approvals(bot, slack, "revoke")
 
-    assert answer.text == core_messages.GRANTS_GIVEN_ENDED.format(count=1)
+    assert answer.text == core_texts.GRANTS_GIVEN_ENDED.format(count=1)
     _, again = await ask(bot, slack, thread_ts=root)
     assert has_buttons(the_card(again)), "the next call asks again"
     assert len(ran.deploys) == 1
     nothing = await approvals(bot, slack, "revoke")
-    assert nothing.text == core_messages.NO_GRANTS_GIVEN
+    assert nothing.text == core_texts.NO_GRANTS_GIVEN
 
 
 async def test_end_grant_on_the_notice_ends_the_grant(

@@ -17,7 +17,7 @@ import pytest
 from redis.asyncio import Redis
 
 from adapters.slack.wire import APPROVE_ACTION
-from bot import messages
+from bot import texts as core_texts
 from tests.stores.conftest import REDIS_URL, store_url
 
 from .fake_slack import FakeSlack
@@ -75,12 +75,12 @@ async def test_requests_during_a_store_outage_are_acked_fast_and_carried_out_aft
     for n, event in enumerate(events):
         said = replies(slack, event["ts"])
         assert said.count(f"You said: hello {n}") == 1, said
-        assert [t for t in said if messages.DELAYED in t] != [], said  # told once it waits
+        assert [t for t in said if core_texts.DELAYED in t] != [], said  # told once it waits
         assert len(said) == 2, said
     assert len(bot.recorded("deploy-end")) == 1
     assert not has_buttons(card)
     assert "Approved by" in card_text(card)
     told = [c.args.get("text", "") for c in slack.of("chat.postEphemeral")]
-    assert told.count(messages.CLICK_DELAYED) == 1, told
+    assert told.count(core_texts.CLICK_DELAYED) == 1, told
     assert not any("try again" in t for t in [*told, *replies(slack, root)])
     assert all(m.channel == CHANNEL for m in slack.messages.values())

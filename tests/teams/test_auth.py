@@ -37,7 +37,7 @@ from adapters.teams.auth import (
     Unauthorized,
     check_token_locally,
 )
-from bot import messages as core_messages
+from bot import texts as core_texts
 
 from . import activities as act
 from .conftest import MakeBot, TeamsBot
@@ -93,7 +93,7 @@ async def test_a_signed_channel_token_is_accepted(
     assert answer.body == {
         "statusCode": 200,
         "type": "application/vnd.microsoft.activity.message",
-        "value": core_messages.CLICK_UNKNOWN,
+        "value": core_texts.CLICK_UNKNOWN,
     }
     assert openid.requests == ["/.well-known/openidconfiguration", "/keys"]
     # The SDK asked for exactly the credentials the adapter prefetches tokens for.

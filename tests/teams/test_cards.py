@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from adapters.teams import cards, messages
+from adapters.teams import cards
+from adapters.teams import texts as teams_texts
 from bot import ApprovalCard, CardStatus, Notice, Person, Prompt, PromptField, PromptStatus
 
 EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
@@ -104,7 +105,7 @@ def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
     card = cards.approval_card(approval(args=big))
     assert size(card) <= cards.CARD_BUDGET_BYTES < 28 * 1024
     shown = texts(card)
-    assert any(t.endswith(messages.CARD_TRUNCATED) for t in shown)
+    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in shown)
     assert any("more" in t for t in shown)
     assert len(card["actions"]) == 2
 
@@ -115,7 +116,7 @@ def test_nested_arguments_are_shown_as_json() -> None:
 
 
 def test_a_card_without_arguments_says_so() -> None:
-    assert messages.CARD_NO_ARGS in texts(cards.approval_card(approval(args={})))
+    assert teams_texts.CARD_NO_ARGS in texts(cards.approval_card(approval(args={})))
 
 
 def question(**kw: Any) -> Prompt:
@@ -236,7 +237,7 @@ def test_a_huge_question_or_form_is_shortened_to_fit_a_teams_message() -> None:
     long = cards.question_card(question(question="why? " * 20_000, error="x" * 50_000))
     assert size(long) <= cards.CARD_BUDGET_BYTES
     assert all(len(t) < 3100 for t in texts(long))
-    assert any(t.endswith(messages.CARD_TRUNCATED) for t in texts(long))
+    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in texts(long))
 
     many = tuple(f"option-{i}-{'x' * 20}" for i in range(3000))
     huge = (*WINDOW, PromptField(name="pick", label="Pick", kind="choice", choices=many))
@@ -291,7 +292,7 @@ def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) ->
     assert_literal(facts[payload]["title"], payload)
     assert_literal(facts[payload]["value"], payload)
     assert_literal(facts["nested"]["value"], json.dumps(nested, ensure_ascii=False))
-    assert_literal(facts[messages.CARD_ASKED_BY]["value"], payload)
+    assert_literal(facts[teams_texts.CARD_ASKED_BY]["value"], payload)
     assert_literal(pending["fallbackText"], "ops → billing wants to run refund")
 
     decided = cards.approval_card(
@@ -497,7 +498,7 @@ def test_an_edit_value_is_never_shortened_and_a_form_too_big_for_a_message_is_le
     )
     assert size(card) <= cards.CARD_BUDGET_BYTES
     assert [a["title"] for a in card["actions"]] == ["Approve", "Decline"]
-    assert any(t.endswith(messages.CARD_TRUNCATED) for t in texts(card))
+    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in texts(card))
 
 
 BOB = Person(id="aad-bob", name="Bob")
@@ -563,4 +564,4 @@ def test_huge_edits_are_shortened_to_fit_a_teams_message() -> None:
     assert size(card) <= cards.CARD_BUDGET_BYTES
     (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by")]
     assert line.endswith("more")
-    assert messages.CARD_TRUNCATED in line
+    assert teams_texts.CARD_TRUNCATED in line

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from adapters.teams import cards
-from bot import messages as core_messages
+from bot import texts as core_texts
 
 from . import activities as act
 from .conftest import Answer, MakeBot
@@ -189,12 +189,12 @@ async def test_decline_on_an_editable_card_needs_none_of_the_edit_inputs(
         (
             '[tools.refund]\napprovers = ["aad-carol"]\n',
             act.BOB,
-            core_messages.POLICY_NOT_APPROVER.format(tool="refund"),
+            core_texts.POLICY_NOT_APPROVER.format(tool="refund"),
         ),
         (
             "[tools.refund]\nallow_self_approval = false\n",
             act.ALICE,
-            core_messages.POLICY_SELF_APPROVAL.format(tool="refund"),
+            core_texts.POLICY_SELF_APPROVAL.format(tool="refund"),
         ),
     ],
 )
@@ -228,6 +228,6 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     assert all(i["id"] == "reason" for i in asked.card["body"] if i["type"].startswith("Input."))
 
     forged = await forge_edit(asked, {"order": "A-1001", "amount": "1"})
-    assert forged.body == message_answer(core_messages.EDIT_NOT_OFFERED)
+    assert forged.body == message_answer(core_texts.EDIT_NOT_OFFERED)
     assert asked.updates() == []
     assert till.ran == []

@@ -17,7 +17,7 @@ from agents import (
     tool,
 )
 from agents.models.base import ModelRequest
-from bot import messages as core_messages
+from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 
 from . import activities as act
@@ -223,7 +223,7 @@ async def test_a_click_refused_by_the_policy_changes_nothing(
     assert refused.body == {
         "statusCode": 200,
         "type": "application/vnd.microsoft.activity.message",
-        "value": core_messages.POLICY_NOT_APPROVER.format(tool="deploy"),
+        "value": core_texts.POLICY_NOT_APPROVER.format(tool="deploy"),
     }
     assert connector.updates() == []
     assert teams.deployed == []
@@ -311,7 +311,7 @@ async def test_a_click_from_another_thread_without_the_cards_ask_is_refused(
     del click["value"]["action"]["data"]["ask"]
     answer = await teams.post(click)
     assert answer.body["type"] == "application/vnd.microsoft.activity.message"
-    assert answer.body["value"] == core_messages.CLICK_OTHER_THREAD
+    assert answer.body["value"] == core_texts.CLICK_OTHER_THREAD
     assert teams.deployed == []
 
 

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from botbuilder.schema import Activity
 
-from adapters.teams import cards, convert, messages
+from adapters.teams import cards, convert
+from adapters.teams import texts as teams_texts
 from bot import ApprovalCard, Person, PromptField
-from bot import messages as core_messages
+from bot import texts as core_texts
 
 from . import activities as act
 from .conftest import Answer, MakeBot
@@ -295,7 +296,7 @@ async def test_the_same_request_in_the_same_thread_runs_without_a_card_and_says_
     assert till.ran == [ASKED, ASKED]
     assert [c for c in cards_in(posted) if c.card_kind == "approval"] == [], "no new card"
     (notice,) = [c for c in cards_in(posted) if c.card_kind == cards.NOTICE_KIND]
-    assert notice.card_text == f"<at>Bob</at>: {core_messages.GRANTED_RUN.format(tool='refund')}"
+    assert notice.card_text == f"<at>Bob</at>: {core_texts.GRANTED_RUN.format(tool='refund')}"
     assert notice.mentions == [BOB_MENTION]
     said = [c.text for c in posted]
     assert any("refunded 150 EUR on A-1001" in text for text in said), said
@@ -388,11 +389,11 @@ async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_aga
     answer = await press_end_grant(asked, notice, submit=submit)
 
     if not submit:
-        assert answer.body == message_answer(messages.CLICK_DONE)
+        assert answer.body == message_answer(teams_texts.CLICK_DONE)
     (ended,) = [
         c
         for c in till.connector.messages(in_thread(asked.root))
-        if c.text == f"<at>Bob</at>: {core_messages.GRANT_ENDED.format(tool='refund')}"
+        if c.text == f"<at>Bob</at>: {core_texts.GRANT_ENDED.format(tool='refund')}"
     ]
     assert ended.mentions == [BOB_MENTION]
     again = await till.ask_in(asked.root)
@@ -400,4 +401,4 @@ async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_aga
     assert till.ran == [ASKED, ASKED]
 
     gone = await press_end_grant(asked, notice)
-    assert gone.body["value"] == core_messages.GRANT_GONE.format(tool="refund")
+    assert gone.body["value"] == core_texts.GRANT_GONE.format(tool="refund")

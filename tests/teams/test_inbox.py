@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from adapters.teams import cards, inbox, messages
+from adapters.teams import cards, inbox
+from adapters.teams import texts as teams_texts
 from bot import ApprovalCard, Inbox, InboxDecision, Person, ThreadKey
 from bot.policy import ApprovalPolicy
 
@@ -118,10 +119,10 @@ def test_the_inbox_lists_each_waiting_call_with_buttons_that_carry_a_cards_data(
 def test_an_empty_inbox_says_so_in_each_part() -> None:
     lines = texts(inbox.inbox_card(Inbox(person=BOB)))
     for empty in (
-        messages.INBOX_NONE_WAITING,
-        messages.INBOX_NONE_REQUESTED,
-        messages.INBOX_NONE_DECIDED,
-        messages.INBOX_NO_GRANTS,
+        teams_texts.INBOX_NONE_WAITING,
+        teams_texts.INBOX_NONE_REQUESTED,
+        teams_texts.INBOX_NONE_DECIDED,
+        teams_texts.INBOX_NO_GRANTS,
     ):
         assert empty in lines
     assert buttons(inbox.inbox_card(Inbox(person=BOB))) == []
@@ -139,7 +140,7 @@ def test_requests_decisions_and_grants_have_their_parts() -> None:
     assert "Recent decisions" in lines
     assert any(line.startswith("✅ Approved **refund** (order: A-9) · {{DATE(") for line in lines)
     assert any(line.startswith(r"❌ Declined **wipe\_disk** · {{DATE(") for line in lines)
-    assert messages.INBOX_GRANTS.format(count=2) in lines
+    assert teams_texts.INBOX_GRANTS.format(count=2) in lines
     assert buttons(shown) == []  # one's own requests are not decided from here
 
 
@@ -259,7 +260,7 @@ async def test_approvals_in_a_1_1_chat_lists_the_waiting_call_and_approve_runs_i
     after = texts(answer.body["value"])
     assert after[1] == "✅ Approved by Bob: **refund**"
     assert "Waiting for you (0)" in after
-    assert messages.INBOX_NONE_WAITING in after
+    assert teams_texts.INBOX_NONE_WAITING in after
     assert desk.ran == [ASKED]
     (updated,) = asked.updates()  # the card in its thread, for everyone
     assert card_text(updated)[0] == "✅ Approved by Bob"
@@ -295,12 +296,12 @@ async def test_the_requester_sees_their_request_and_someone_else_nothing(
     await desk.ask_refund()
 
     alices = texts((await desk.inbox_of(act.ALICE)).card or {})
-    assert messages.INBOX_NONE_WAITING in alices
+    assert teams_texts.INBOX_NONE_WAITING in alices
     assert "Your requests (1)" in alices
 
     carols = await desk.inbox_of(act.CAROL)
     assert carols.card is not None
-    assert messages.INBOX_NONE_WAITING in texts(carols.card)
+    assert teams_texts.INBOX_NONE_WAITING in texts(carols.card)
     assert buttons(carols.card) == []
 
 
@@ -348,7 +349,7 @@ async def test_in_a_channel_or_group_chat_the_list_is_private(
 
     said = await desk.command("approvals", conversation=conversation, mention=True)
 
-    assert [(c.card, c.text) for c in said] == [(None, messages.APPROVALS_PRIVATE)]
+    assert [(c.card, c.text) for c in said] == [(None, teams_texts.APPROVALS_PRIVATE)]
     assert len(desk.connector.cards(kind="approval")) == 1  # only the one asked for
 
 
@@ -358,7 +359,7 @@ async def test_approvals_revoke_ends_the_grants_you_gave_and_the_next_call_asks_
     desk = await make_desk(WITH_GRANTS)
     asked = await desk.ask_refund()
     await press_grant(asked, "1h")
-    assert texts((await desk.inbox_of()).card or {})[-1] == messages.INBOX_GRANTS.format(count=1)
+    assert texts((await desk.inbox_of()).card or {})[-1] == teams_texts.INBOX_GRANTS.format(count=1)
 
     (said,) = await desk.command("approvals revoke")
 
@@ -408,7 +409,7 @@ async def test_a_reply_in_a_thread_the_bot_follows_is_the_command_there_too(
     said = await desk.command(
         "approvals", user=act.ALICE, conversation=act.channel_conversation(asked.root)
     )
-    assert [(c.card, c.text) for c in said] == [(None, messages.APPROVALS_PRIVATE)]
+    assert [(c.card, c.text) for c in said] == [(None, teams_texts.APPROVALS_PRIVATE)]
 
     elsewhere = await desk.command(
         "approvals", user=act.ALICE, conversation=act.channel_conversation(act.next_id())

@@ -9,7 +9,7 @@ from typing import Any
 from adapters.teams import mentions
 from adapters.teams.messenger import render
 from bot import Notice, Person
-from bot import messages as core_messages
+from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 
 from . import activities as act
@@ -81,7 +81,7 @@ async def test_the_requester_is_mentioned_when_their_request_expires(
     assert await teams.bot.sweep_expired(datetime.now(UTC) + timedelta(days=2)) == 1
     await teams.bot.drain()
 
-    expired = core_messages.EXPIRED_APPROVAL.format(tool="deploy")
+    expired = core_texts.EXPIRED_APPROVAL.format(tool="deploy")
     (notice,) = [c for c in connector.messages(in_thread("1700000001000")) if expired in c.text]
     assert notice.text == f"<at>Alice</at>: {expired}"
     assert notice.mentions == [mention("aad-alice", "Alice")]
@@ -105,7 +105,7 @@ async def test_a_reminder_mentions_each_approver(
     assert await teams.bot.send_reminders(datetime.now(UTC) + timedelta(hours=1)) == 1
     await teams.bot.drain()
 
-    reminder = core_messages.REMINDER.format(tool="deploy")
+    reminder = core_texts.REMINDER.format(tool="deploy")
     (notice,) = [c for c in connector.messages() if reminder in c.text]
     assert notice.conversation_id == in_thread("1700000001000")
     assert notice.text == f"<at>Bob</at>, <at>aad-carol</at>: {reminder}"

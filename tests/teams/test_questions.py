@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from adapters.teams import cards
-from adapters.teams import messages as teams_messages
+from adapters.teams import texts as teams_texts
 from agents import FunctionModel, MemoryStore, Message, ModelResponse, ToolCall
 from agents.models.base import ModelRequest
 from agents.models.demo import extract_fields
-from bot import messages as core_messages
+from bot import texts as core_texts
 from bot.config import load_config
 from bot.policy import ApprovalPolicy
 from tests.mcp.conftest import ROOT, SERVER_MODULE, Calls
@@ -267,7 +267,7 @@ async def test_someone_the_policy_does_not_allow_is_refused_and_nothing_changes(
     not_allowed = {
         "statusCode": 200,
         "type": "application/vnd.microsoft.activity.message",
-        "value": core_messages.POLICY_NOT_APPROVER.format(tool="tickets__schedule"),
+        "value": core_texts.POLICY_NOT_APPROVER.format(tool="tickets__schedule"),
     }
 
     sent = await question.press("answer", values={"day": "sunday", "hour": "4"})
@@ -298,9 +298,9 @@ async def test_form_values_that_are_not_plain_are_not_supported_and_change_nothi
     assert pressed.body == {
         "statusCode": 200,
         "type": "application/vnd.microsoft.activity.message",
-        "value": teams_messages.ACTION_NOT_SUPPORTED,
+        "value": teams_texts.ACTION_NOT_SUPPORTED,
     }
     assert submitted.body is None  # a message activity: the answer is a reply
-    assert question.texts()[-1] == teams_messages.ACTION_NOT_SUPPORTED
+    assert question.texts()[-1] == teams_texts.ACTION_NOT_SUPPORTED
     assert question.updates() == []
     assert desk.calls() == []

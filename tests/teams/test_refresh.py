@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.teams import cards, messages
+from adapters.teams import cards
+from adapters.teams import texts as teams_texts
 from adapters.teams.refresh import MAX_USER_IDS, among
 from bot import ApprovalCard, Person
 from bot.policy import ApprovalPolicy
@@ -76,7 +77,7 @@ async def test_the_approver_sees_the_buttons_and_everyone_else_the_status_only(
     assert base is not None
     assert buttons(base) == []
     assert inputs(base) == []
-    assert messages.CARD_FOR_APPROVERS in lines(base)
+    assert teams_texts.CARD_FOR_APPROVERS in lines(base)
     refresh = base["refresh"]
     assert refresh["userIds"] == ["29:bob", "29:alice"]
     assert refresh["action"]["type"] == "Action.Execute"
@@ -242,7 +243,7 @@ async def test_a_refresh_of_a_card_the_bot_does_not_know_is_answered_with_an_err
 
     assert answer["statusCode"] == 404
     assert answer["type"] == "application/vnd.microsoft.error"
-    assert answer["value"]["message"] == messages.CARD_UNKNOWN
+    assert answer["value"]["message"] == teams_texts.CARD_UNKNOWN
 
 
 def test_at_most_60_people_are_refreshed_and_more_approvers_keep_the_buttons() -> None:

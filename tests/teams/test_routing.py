@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from botbuilder.schema import Activity
 
-from adapters.teams import cards, convert, links, messages, notices
+from adapters.teams import cards, convert, links, notices
+from adapters.teams import texts as teams_texts
 from adapters.teams.messenger import render
 from bot import (
     ApprovalCard,
@@ -255,7 +256,7 @@ def test_a_pointer_escapes_what_an_edit_changed_and_keeps_a_huge_edit_short() ->
     )
     text = notices.pointer_text(CardPointer(card=huge))
     assert text.startswith("**refund**: ✅ Approved by Bob (edited: f0: aaa")
-    assert text.endswith(messages.CARD_TRUNCATED + ")")
+    assert text.endswith(teams_texts.CARD_TRUNCATED + ")")
     assert len(text) < 2_000, "a line in a thread, far within a Teams message"
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from adapters.teams import messages as teams_messages
+from adapters.teams import texts as teams_texts
 from agents import Agent, MemoryStore, ToolCall, tool
-from bot import messages as core_messages
+from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 from tests.agents.helpers import call_then_answer
 
@@ -147,14 +147,14 @@ async def test_the_requester_pressing_stop_stops_the_run_and_the_card(ops: Ops) 
     answer = await ops.press_stop(thread, user=act.ALICE)
 
     assert answer.status == 200
-    assert answer.body == message_answer(teams_messages.STOPPED)
+    assert answer.body == message_answer(teams_texts.STOPPED)
     assert await ops.run_status(thread) == "stopped"
     (updated,) = [
         u for u in ops.connector.updates() if u.activity_id == thread.approval.response_id
     ]
     title = updated.body["attachments"][0]["content"]["body"][0]["text"]
     assert "Stopped" in title
-    assert any(core_messages.STOPPED in t for t in ops.connector.texts(in_thread(thread.root)))
+    assert any(core_texts.STOPPED in t for t in ops.connector.texts(in_thread(thread.root)))
     assert ops.deployed == []
 
 
@@ -164,7 +164,7 @@ async def test_someone_not_allowed_to_stop_is_told_why_and_the_run_waits(ops: Op
     answer = await ops.press_stop(thread, user=act.CAROL)
 
     assert answer.status == 200
-    assert answer.body == message_answer(core_messages.STOP_NOT_YOURS)
+    assert answer.body == message_answer(core_texts.STOP_NOT_YOURS)
     assert await ops.run_status(thread) == "paused"
     assert ops.connector.updates() == []
 
@@ -174,7 +174,7 @@ async def test_an_approver_may_stop_what_waits_for_them(ops: Ops) -> None:
 
     answer = await ops.press_stop(thread, user=act.BOB)
 
-    assert answer.body["value"] == teams_messages.STOPPED
+    assert answer.body["value"] == teams_texts.STOPPED
     assert await ops.run_status(thread) == "stopped"
 
 
@@ -217,4 +217,4 @@ async def test_stop_through_the_submit_fallback_stops_the_run_too(ops: Ops) -> N
 
     assert await ops.run_status(thread) == "stopped"
     said = ops.connector.texts(in_thread(thread.root))[len(before) :]
-    assert [t for t in said if core_messages.STOPPED in t] == said != []
+    assert [t for t in said if core_texts.STOPPED in t] == said != []
