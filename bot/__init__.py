@@ -14,6 +14,7 @@ from .chat_state import (
 )
 from .commands import APPROVALS_USAGE, ApprovalsCommand, approvals_command
 from .core import ChatBot
+from .documents import VIEW_VERSION, ViewDocumentError, dump_view, load_view
 from .inputs import has_lone_surrogate, is_loopback_url
 from .intake import Overloaded
 from .metrics import Metrics
@@ -81,6 +82,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "EDIT_MARK",
     "ENV_CONFIG",
+    "VIEW_VERSION",
     "Adapter",
     "ApprovalCard",
     "ApprovalPolicy",
@@ -128,6 +130,7 @@ __all__ = [
     "Tone",
     "Undeliverable",
     "View",
+    "ViewDocumentError",
     "approvals_command",
     "arg_changes",
     "ask_of",
@@ -135,10 +138,12 @@ __all__ = [
     "card_outcome",
     "change_side",
     "changes_text",
+    "dump_view",
     "has_lone_surrogate",
     "is_loopback_url",
     "load_from_env",
     "load_settings",
+    "load_view",
     "naming",
     "open_chat_state",
     "plain_text",

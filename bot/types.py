@@ -120,6 +120,9 @@ class ApprovalCard:
     with a quorum above 1, ``approvals`` names who approved so far.
     """
 
+    kind: Literal["card"] = "card"
+    """What kind of view this is, in its stored form (``bot.documents``)."""
+
     run_id: str
     tool_call_id: str
     tool_name: str
@@ -196,6 +199,9 @@ class Prompt:
     ``status`` is not ``waiting``, ``decided_by`` says who answered or declined.
     """
 
+    kind: Literal["question"] = "question"
+    """What kind of view this is, in its stored form (``bot.documents``)."""
+
     run_id: str
     tool_call_id: str
     tool_name: str
@@ -251,6 +257,9 @@ class SuggestedPrompt:
 class Reply:
     """The agent's answer (or part of it)."""
 
+    kind: Literal["reply"] = "reply"
+    """What kind of view this is, in its stored form (``bot.documents``)."""
+
     text: str
     feedback: str | None = None
     """On the last part of a finished run's answer: that run's id. The platform may offer
@@ -267,6 +276,9 @@ class Notice:
     ``to`` is the person it is meant for, named before the text (a mention where
     the platform has them).
     """
+
+    kind: Literal["notice"] = "notice"
+    """What kind of view this is, in its stored form (``bot.documents``)."""
 
     text: str
     to: Person | None = None
@@ -305,6 +317,9 @@ class CardPointer:
     approval in #approvals" (``channel``, the card ``at`` a message there) or "sent to
     @a, @b" (``people``, by direct message). Updated as the card is: ``card.status``
     and ``card.decided_by`` say how it ended."""
+
+    kind: Literal["pointer"] = "pointer"
+    """What kind of view this is, in its stored form (``bot.documents``)."""
 
     card: ApprovalCard
     channel: str | None = None

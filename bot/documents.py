@@ -1,0 +1,53 @@
+"""Views as stored documents: plain, versioned JSON.
+
+A view the core composed (a card, a question, a reply, a notice, a pointer) is plain
+data: it can be kept (a post that waits for a platform's rate limit, a delivery made
+later on another replica) and drawn from its stored form exactly as from the original.
+Each stored view names its ``kind`` and the format's ``version``; a version this code
+does not know is refused, never guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from .types import View
+
+VIEW_VERSION: Final = 1
+"""The stored form's version; a change to a view that old documents cannot be read
+as raises it, with the code to read the old ones."""
+
+_VIEW: TypeAdapter[View] = TypeAdapter(Annotated[View, Field(discriminator="kind")])
+
+
+class ViewDocumentError(ValueError):
+    """A stored view that cannot be read: not a view, or of an unknown version."""
+
+
+def dump_view(view: View) -> bytes:
+    """``view`` as a stored document (JSON)."""
+    data = {"version": VIEW_VERSION, "view": _VIEW.dump_python(view, mode="json")}
+    return _DOCUMENT.dump_json(data)
+
+
+def load_view(document: str | bytes) -> View:
+    """The view a stored document holds.
+
+    Raises:
+        ViewDocumentError: It is not one, or of a version this code does not read.
+    """
+    try:
+        data = _DOCUMENT.validate_json(document)
+    except ValidationError as exc:
+        raise ViewDocumentError(f"not a stored view: {exc.error_count()} problem(s)") from exc
+    if data.get("version") != VIEW_VERSION:
+        raise ViewDocumentError(f"a stored view of version {data.get('version')!r}")
+    try:
+        return _VIEW.validate_python(data.get("view"))
+    except ValidationError as exc:
+        raise ViewDocumentError(f"not a stored view: {exc.error_count()} problem(s)") from exc
+
+
+_DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
