@@ -20,6 +20,7 @@ from .intake import Overloaded
 from .metrics import Metrics
 from .outcome import (
     EDIT_MARK,
+    RECENT,
     ArgChange,
     Outcome,
     Tone,
@@ -64,6 +65,7 @@ from .types import (
     Prompt,
     PromptField,
     PromptStatus,
+    RecentOutcome,
     Reply,
     Step,
     StepStatus,
@@ -82,6 +84,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "EDIT_MARK",
     "ENV_CONFIG",
+    "RECENT",
     "VIEW_VERSION",
     "Adapter",
     "ApprovalCard",
@@ -117,6 +120,7 @@ __all__ = [
     "Prompt",
     "PromptField",
     "PromptStatus",
+    "RecentOutcome",
     "Reply",
     "Settings",
     "SettingsError",

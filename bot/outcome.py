@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from . import texts
-from .types import ApprovalCard, CardStatus, Person, Prompt, Text, naming, tool_label
+from .types import (
+    ApprovalCard,
+    CardStatus,
+    Person,
+    Prompt,
+    RecentOutcome,
+    Text,
+    naming,
+    tool_label,
+)
 
 ChangeKind = Literal["added", "removed", "changed"]
 
@@ -130,6 +139,15 @@ ENDINGS: Final[dict[str, Ending]] = {
 """Every ending, by name: what each place that shows a settled card or question says."""
 
 EDIT_MARK: Final = "✏️"
+
+
+RECENT: Final[dict[RecentOutcome, str]] = {
+    "approved": "✅ Approved",
+    "declined": "❌ Declined",
+    "edited": "✏️ Approved as edited",
+    "voted": "🗳️ Voted to approve",
+}
+"""How a person's recent decisions (their approvals list) name what they did."""
 
 
 @dataclass(frozen=True, kw_only=True)

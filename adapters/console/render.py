@@ -7,6 +7,7 @@ from typing import Any, assert_never
 
 from bot import (
     EDIT_MARK,
+    RECENT,
     ApprovalCard,
     CardPointer,
     Inbox,
@@ -68,7 +69,7 @@ def render_inbox(inbox: Inbox) -> str:
         lines += [
             texts.INBOX_DECISION.format(
                 at=d.at.astimezone().strftime("%Y-%m-%d %H:%M"),
-                outcome=d.outcome,
+                outcome=RECENT[d.outcome],
                 tool=d.tool_name,
                 args=_args(d.args),
             )

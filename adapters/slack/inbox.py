@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot import ApprovalCard, Inbox, InboxDecision, ThreadKey, tool_label
+from bot import RECENT, ApprovalCard, Inbox, InboxDecision, ThreadKey, tool_label
 
 from . import texts
 from .blocks import (
@@ -189,7 +189,7 @@ def _request_line(card: ApprovalCard, links: Links) -> str:
 
 
 def _decision_line(decision: InboxDecision) -> str:
-    outcome = texts.INBOX_OUTCOMES.get(decision.outcome, escape(decision.outcome))
+    outcome = escape(RECENT[decision.outcome])
     args = f" ({_summary(decision.args)})" if decision.args else ""
     return texts.INBOX_DECISION.format(
         when=slack_date(decision.at),

@@ -84,12 +84,6 @@ INBOX_NO_REQUESTS = "_None waiting._"
 INBOX_DECIDED = "*Recent decisions*"
 INBOX_NO_DECISIONS = "_You have not decided anything lately._"
 INBOX_DECISION = "• {when}: {outcome} `{tool}`{args}"
-INBOX_OUTCOMES = {
-    "approved": "approved",
-    "declined": "declined",
-    "edited": "edited and approved",
-    "voted": "voted to approve",
-}
 INBOX_MORE = "…and {count} more"
 INBOX_GRANTS = "You gave {count} grant(s) that still run: `/approvals revoke` ends them."
 INBOX_NO_GRANTS = "You have no grants running."

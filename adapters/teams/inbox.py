@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from bot import ApprovalCard, Inbox, InboxDecision
+from bot import RECENT, ApprovalCard, Inbox, InboxDecision
 
 from . import blocks, cards, links, texts
 
@@ -161,7 +161,7 @@ def _where(card: ApprovalCard) -> list[dict[str, Any]]:
 
 
 def _decision(decision: InboxDecision) -> dict[str, Any]:
-    outcome = texts.INBOX_OUTCOMES.get(decision.outcome) or blocks.escape(decision.outcome)
+    outcome = blocks.escape(RECENT[decision.outcome])
     tool = blocks.escape(blocks.cut(decision.tool_name, blocks.MAX_NAME))
     shown = ", ".join(f"{k}: {blocks.show_value(v)}" for k, v in decision.args.items())
     args = f"({blocks.escape(blocks.cut(shown, _DECISION_ARGS_LIMIT))}) " if shown else ""

@@ -98,13 +98,6 @@ INBOX_REQUEST: Final = (
 INBOX_DECIDED: Final = "Recent decisions"
 INBOX_NONE_DECIDED: Final = "You have not decided anything lately."
 INBOX_DECISION: Final = "{outcome} **{tool}** {args}· {{{{DATE({at}, SHORT)}}}} {{{{TIME({at})}}}}"
-INBOX_OUTCOMES: Final = {
-    "approved": "✅ Approved",
-    "declined": "❌ Declined",
-    "edited": "✏️ Approved as edited",
-    "voted": "🗳️ Voted to approve",
-    "granted": "✅ Approved for the thread",
-}
 INBOX_GRANTS: Final = (
     "Grants you gave that still run: {count}. Send **approvals revoke** to end them."
 )

@@ -278,7 +278,7 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
     assert "[delete_record] ✅ Approved by grace" in out
     assert "Deleted record abc-123" in out
     assert "Nothing waits for your decision." in out
-    assert "approved delete_record (record_id: abc-123)" in out  # the recent decisions
+    assert "✅ Approved delete_record (record_id: abc-123)" in out  # the recent decisions
     revoked = await console_demo(tmp_path, "/approvals revoke")
     assert "(only you see this) You have no grants running." in revoked
 
@@ -436,8 +436,9 @@ async def test_an_edited_deploy_answers_with_what_ran_and_recent_decisions_say_s
     assert answer.startswith("bot> Deployed api to staging (")
     assert "production" not in answer.partition("\n")[0]
     decisions = out[out.index("Your recent decisions:") :]
-    assert "edited deploy_service (service: api, environment: staging, version: 1.4.2)" in (
-        decisions
+    assert (
+        "✏️ Approved as edited deploy_service (service: api, environment: staging, version: 1.4.2)"
+        in (decisions)
     )
 
 
@@ -446,4 +447,4 @@ async def test_an_edit_that_changes_nothing_is_an_approval(tmp_path: Path) -> No
     assert "[delete_record] ✅ Approved by grace" in out
     assert "Edited" not in out
     assert "edited" not in out[out.index("Your recent decisions:") :]
-    assert "approved delete_record (record_id: abc-123)" in out
+    assert "✅ Approved delete_record (record_id: abc-123)" in out

@@ -238,7 +238,7 @@ async def test_approve_on_home_runs_the_tool_once_and_the_card_and_the_home_foll
     )
     assert "Nothing waits for your decision" in text
     assert not has_home_buttons(home)
-    assert "approved `deploy` (service: api)" in text, "now among the recent decisions"
+    assert "✅ Approved `deploy` (service: api)" in text, "now among the recent decisions"
     assert not slack.of("chat.postEphemeral"), "the Home tab itself answers"
 
     before = slack.publishes(BOB)
@@ -268,7 +268,7 @@ async def test_decline_on_home_asks_a_reason_and_the_home_shows_the_decline(
     assert f"Declined by <@{BOB}>: frozen" in card_text(card)
     text = home_text(home)
     assert f"`deploy`: ❌ Declined by <@{BOB}>: frozen" in text
-    assert "declined `deploy`" in text
+    assert "❌ Declined `deploy`" in text
     assert not has_home_buttons(home)
 
 

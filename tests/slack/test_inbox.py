@@ -135,7 +135,7 @@ async def test_approve_in_the_inbox_runs_the_tool_and_updates_the_card_and_the_i
     text = shown(inbox)
     assert f"`deploy`: ✅ Approved by <@{BOB}>" in text
     assert "Nothing waits for your decision" in text
-    assert "approved `deploy` (service: api)" in text, "now among the recent decisions"
+    assert "✅ Approved `deploy` (service: api)" in text, "now among the recent decisions"
     assert not slack.of("chat.postEphemeral"), "the inbox itself answers"
 
     assert (await bot.interact(stale))[0] == 200
