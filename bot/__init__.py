@@ -5,10 +5,13 @@ Adapters import from here; ``bot`` itself imports only the public API of
 """
 
 from .chat_state import (
+    AdapterState,
     CardPlace,
     ChatState,
     MemoryChatState,
+    NoteState,
     ThreadNote,
+    ThreadState,
     ask_of,
     open_chat_state,
 )
@@ -87,6 +90,7 @@ __all__ = [
     "RECENT",
     "VIEW_VERSION",
     "Adapter",
+    "AdapterState",
     "ApprovalCard",
     "ApprovalPolicy",
     "ApprovalsCommand",
@@ -111,6 +115,7 @@ __all__ = [
     "MessageRef",
     "Messenger",
     "Metrics",
+    "NoteState",
     "Notice",
     "Outcome",
     "Overloaded",
@@ -131,6 +136,7 @@ __all__ = [
     "Text",
     "ThreadKey",
     "ThreadNote",
+    "ThreadState",
     "Tone",
     "Undeliverable",
     "View",

@@ -150,7 +150,6 @@ class ChatBot:
         self.replies = Replies(
             agent=agent,
             policy=self.policy,
-            chat=self.chat,
             presenter=self.presenter,
             grants=self.grants,
             metrics=self.metrics,

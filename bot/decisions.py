@@ -31,7 +31,7 @@ from agents import (
 
 from . import texts
 from .audit import Record
-from .chat_state import CardPlace, ChatState, ask_of
+from .chat_state import CardPlace, CardState, ask_of
 from .grants import Grants
 from .inbox import Inboxes
 from .metrics import DecisionOutcome, Metrics
@@ -84,7 +84,7 @@ class Decisions:
         *,
         agent: Agent,
         policy: ApprovalPolicy,
-        chat: ChatState,
+        chat: CardState,
         presenter: Presenter,
         inboxes: Inboxes,
         grants: Grants,

@@ -14,7 +14,7 @@ import logging
 
 from cachetools import LRUCache
 
-from .chat_state import ChatState
+from .chat_state import ThreadState
 from .types import ThreadKey
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ CACHE_SIZE = 10_000
 class Following:
     """Marks and checks followed threads, with a bounded in-process cache."""
 
-    def __init__(self, chat: ChatState, *, cache_size: int = CACHE_SIZE) -> None:
+    def __init__(self, chat: ThreadState, *, cache_size: int = CACHE_SIZE) -> None:
         self._chat = chat
         self._known: LRUCache[str, bool] = LRUCache(maxsize=cache_size)
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from agents import Agent, PendingInfo, StandingAsk
 
 from . import texts
-from .chat_state import ChatState, grant_key
+from .chat_state import GrantState, grant_key
 from .metrics import DecisionOutcome
 from .people import scope_of
 from .policy import ApprovalPolicy, parse_duration
@@ -35,7 +35,7 @@ class Grants:
     """
 
     def __init__(
-        self, *, agent: Agent, policy: ApprovalPolicy, chat: ChatState, presenter: Presenter
+        self, *, agent: Agent, policy: ApprovalPolicy, chat: GrantState, presenter: Presenter
     ) -> None:
         self._agent = agent
         self._policy = policy

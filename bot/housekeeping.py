@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from agents import Agent, ExpiredCall, PendingInfo, RecoveredRun, RunNotFoundError
 
 from . import texts
-from .chat_state import CardPlace, ChatState, ask_of
+from .chat_state import CardPlace, ShownState, ask_of
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import TIMER, Presenter, Timer
@@ -40,7 +40,7 @@ class Housekeeping:
         *,
         agent: Agent,
         policy: ApprovalPolicy,
-        chat: ChatState,
+        chat: ShownState,
         presenter: Presenter,
         tasks: TaskTracker,
         threads: KeyedLocks,

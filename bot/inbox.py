@@ -18,7 +18,7 @@ from pydantic import TypeAdapter
 
 from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
-from .chat_state import ChatState, ask_of
+from .chat_state import InboxState, ask_of
 from .people import scope_of
 from .policy import ApprovalPolicy
 from .presenter import Presenter
@@ -61,7 +61,7 @@ class Inboxes:
         *,
         agent: Agent,
         policy: ApprovalPolicy,
-        chat: ChatState,
+        chat: InboxState,
         presenter: Presenter,
         tasks: TaskTracker,
     ) -> None:

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from .chat_state import ChatState, IntakeEntry
+from .chat_state import IntakeEntry, IntakeState
 from .tasks import TaskTracker
 from .types import Click, IncomingMessage
 
@@ -110,7 +110,7 @@ class Intake:
 
     def __init__(
         self,
-        chat: ChatState,
+        chat: IntakeState,
         work: Work,
         *,
         tasks: TaskTracker,

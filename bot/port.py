@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .chat_state import ChatState
+from .chat_state import AdapterState
 from .types import (
     ApprovalCard,
     Click,
@@ -27,8 +27,9 @@ class ChatCore(Protocol):
     """The chat core as an adapter sees it."""
 
     @property
-    def chat(self) -> ChatState:
-        """The chat state: conversation references for platforms that need them."""
+    def chat(self) -> AdapterState:
+        """The chat state an adapter may use: conversation references, followed threads
+        and notes."""
         ...
 
     @property

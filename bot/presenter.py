@@ -33,7 +33,7 @@ from agents import (
 
 from . import texts
 from .answer import Answer
-from .chat_state import CardCopy, CardPlace, ChatState, ask_of
+from .chat_state import CardCopy, CardPlace, ShownState, ask_of
 from .following import Following
 from .metrics import Metrics
 from .people import People, scope_of
@@ -100,7 +100,7 @@ class Presenter:
         self,
         *,
         agent_id: str,
-        chat: ChatState,
+        chat: ShownState,
         following: Following,
         policy: ApprovalPolicy,
         metrics: Metrics,

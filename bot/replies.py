@@ -22,7 +22,6 @@ from agents import (
 )
 
 from . import texts
-from .chat_state import ChatState
 from .grants import Grants
 from .metrics import Metrics
 from .policy import ApprovalPolicy
@@ -39,7 +38,6 @@ class Replies:
     Args:
         agent: The root agent, whose runs a message starts or resumes.
         policy: Who may answer or leave a question.
-        chat: The chat state.
         presenter: How answers and notices reach people.
         grants: The thread's grants (``revoke``).
         metrics: Runs started and questions cancelled are counted here.
@@ -50,14 +48,12 @@ class Replies:
         *,
         agent: Agent,
         policy: ApprovalPolicy,
-        chat: ChatState,
         presenter: Presenter,
         grants: Grants,
         metrics: Metrics,
     ) -> None:
         self._agent = agent
         self._policy = policy
-        self._chat = chat
         self._presenter = presenter
         self._grants = grants
         self._metrics = metrics

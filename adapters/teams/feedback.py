@@ -12,7 +12,7 @@ from typing import Final
 
 from botbuilder.schema import Activity
 
-from bot import ChatState
+from bot import NoteState
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def note_key(conversation_id: str, activity_id: str) -> str:
     return f"{ANSWER_NOTE_PREFIX}{conversation_id}:{activity_id}"
 
 
-async def keep(chat: ChatState, conversation_id: str, activity_id: str | None, run_id: str) -> None:
+async def keep(chat: NoteState, conversation_id: str, activity_id: str | None, run_id: str) -> None:
     """Remember that the message ``activity_id`` answers ``run_id``. The message is out
     already, so a failure is logged: its ratings are dropped, nothing is posted twice."""
     if not activity_id:

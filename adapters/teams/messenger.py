@@ -38,9 +38,9 @@ from cachetools import TTLCache
 from msrest.exceptions import ClientRequestError
 
 from bot import (
+    AdapterState,
     ApprovalCard,
     CardPointer,
-    ChatState,
     Destination,
     Live,
     MessageRef,
@@ -94,7 +94,7 @@ class TeamsMessenger:
     def __init__(
         self,
         cloud: CloudAdapter,
-        chat: ChatState,
+        chat: AdapterState,
         auth: TeamsAuth,
         *,
         people: Directory | None = None,

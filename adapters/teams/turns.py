@@ -17,9 +17,9 @@ from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Attachment
 
 from bot import (
+    AdapterState,
     ApprovalCard,
     ChatCore,
-    ChatState,
     Click,
     ClickResult,
     IncomingMessage,
@@ -45,7 +45,7 @@ class TeamsBot:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
     def __init__(
-        self, bot: ChatCore, chat: ChatState, auth: TeamsAuth, people: Directory | None = None
+        self, bot: ChatCore, chat: AdapterState, auth: TeamsAuth, people: Directory | None = None
     ) -> None:
         self._bot = bot
         self._chat = chat

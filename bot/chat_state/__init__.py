@@ -5,16 +5,42 @@ from __future__ import annotations
 from agents import Store
 from agents.stores import store_kind
 
-from .base import CardCopy, CardPlace, ChatState, IntakeEntry, ThreadNote, ask_of, grant_key
+from .base import (
+    AdapterState,
+    CardCopy,
+    CardPlace,
+    CardState,
+    ChatState,
+    GrantState,
+    InboxState,
+    IntakeEntry,
+    IntakeState,
+    NoteState,
+    ShownState,
+    ThreadNote,
+    ThreadState,
+    TimerState,
+    ask_of,
+    grant_key,
+)
 from .memory import MemoryChatState
 
 __all__ = [
+    "AdapterState",
     "CardCopy",
     "CardPlace",
+    "CardState",
     "ChatState",
+    "GrantState",
+    "InboxState",
     "IntakeEntry",
+    "IntakeState",
     "MemoryChatState",
+    "NoteState",
+    "ShownState",
     "ThreadNote",
+    "ThreadState",
+    "TimerState",
     "ask_of",
     "grant_key",
     "open_chat_state",

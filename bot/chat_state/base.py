@@ -133,9 +133,8 @@ class StoreCardLocks:
         return self._locks.lock(f"card:{run_id}:{ask}", wait=wait)
 
 
-@runtime_checkable
-class ChatState(Protocol):
-    """What the chat layer keeps, shared by every process of one deployment."""
+class ThreadState(Protocol):
+    """Threads the bot takes part in, and how to message each unprompted."""
 
     async def follow(self, thread_id: str) -> None:
         """Remember that the bot takes part in a thread (replies there are for it)."""
@@ -152,6 +151,10 @@ class ChatState(Protocol):
     async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
         """The thread's conversation reference, or ``None``."""
         ...
+
+
+class CardState(Protocol):
+    """Where each card is, its votes and its lock, and whose approvals list it is in."""
 
     async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
         """Remember where a pending call's card was posted."""
@@ -172,6 +175,34 @@ class ChatState(Protocol):
         """The votes on a card, in voting order (none yet: empty)."""
         ...
 
+    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        """Note that run ``run_id``, in a thread of ``scope`` (a workspace), waits for the
+        people ``names`` stand for (user ids, group names, ``*`` for anyone, ``asked:<id>``
+        for its requester): an inbox reads only its runs, never every waiting one."""
+        ...
+
+    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
+        """The runs indexed in ``scope`` under any of ``names`` (some may be decided since:
+        the reader checks, and drops those with ``unindex_waiting``)."""
+        ...
+
+    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        """Forget that ``run_id`` waits for ``names``."""
+        ...
+
+    def card_lock(
+        self, run_id: str, ask: str, *, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold one card's lock across every process (votes, declines, expiry).
+
+        Raises ``LockTimeout`` when it cannot be had within ``wait`` (see ``Store.lock``).
+        """
+        ...
+
+
+class GrantState(Protocol):
+    """Standing grants per thread (``bot.grants``)."""
+
     async def set_grant(self, thread_id: str, key: str, until: float, granted_by: str) -> None:
         """Keep a standing approval in a thread (``key``: whose calls of which tool) until
         ``until`` (epoch seconds), replacing one under the same key."""
@@ -189,25 +220,14 @@ class ChatState(Protocol):
         """End one standing approval of a thread; whether it was there."""
         ...
 
-    async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
-        """Note that run ``run_id``, in a thread of ``scope`` (a workspace), waits for the
-        people ``names`` stand for (user ids, group names, ``*`` for anyone, ``asked:<id>``
-        for its requester): an inbox reads only its runs, never every waiting one."""
-        ...
-
-    async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
-        """The runs indexed in ``scope`` under any of ``names`` (some may be decided since:
-        the reader checks, and drops those with ``unindex_waiting``)."""
-        ...
-
-    async def unindex_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
-        """Forget that ``run_id`` waits for ``names``."""
-        ...
-
     async def grants_given(self, granted_by: str, scope: str, now: float) -> list[tuple[str, str]]:
         """The standing approvals ``granted_by`` gave that hold at ``now``, in threads whose
         id starts with ``scope`` (a workspace), as ``(thread_id, key)``."""
         ...
+
+
+class NoteState(Protocol):
+    """Short-lived notes and short recent lists by key, for adapters and inboxes."""
 
     async def set_note(self, key: str, value: str, *, ttl: float) -> None:
         """Keep ``value`` under ``key`` for ``ttl`` seconds (replacing what was there):
@@ -228,6 +248,10 @@ class ChatState(Protocol):
         """The list under ``key``, newest first (empty when there is none)."""
         ...
 
+
+class TimerState(Protocol):
+    """Timed jobs (reminders, escalations), each handed out once."""
+
     async def set_timer(self, key: str, due: float, data: str) -> None:
         """Keep a timed job (a reminder, an escalation) due at ``due`` (epoch seconds),
         replacing one under the same ``key``, until ``take_due`` hands it out."""
@@ -237,6 +261,10 @@ class ChatState(Protocol):
         """The jobs due by ``now`` (``(key, data)``, earliest first), each handed to
         exactly one caller across every process: a job taken is gone."""
         ...
+
+
+class IntakeState(Protocol):
+    """The durable intake queue: deliveries written before the ack, worked off once."""
 
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
@@ -278,15 +306,26 @@ class ChatState(Protocol):
         """Remove a worked-off entry from the intake queue."""
         ...
 
-    def card_lock(
-        self, run_id: str, ask: str, *, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        """Hold one card's lock across every process (votes, declines, expiry).
 
-        Raises ``LockTimeout`` when it cannot be had within ``wait`` (see ``Store.lock``).
-        """
-        ...
+@runtime_checkable
+class ChatState(ThreadState, CardState, GrantState, NoteState, TimerState, IntakeState, Protocol):
+    """What the chat layer keeps, shared by every process of one deployment: one port
+    per concern, and each part of the bot is given only the ports it uses."""
 
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+class AdapterState(ThreadState, NoteState, Protocol):
+    """What an adapter keeps and finds again on any replica: each thread's conversation
+    reference, whether the bot follows it, and notes (``ChatCore.chat``)."""
+
+
+class InboxState(CardState, GrantState, NoteState, Protocol):
+    """What approvals lists read: whose lists a card is in, its votes, the grants a person
+    gave, and their kept decisions."""
+
+
+class ShownState(CardState, TimerState, Protocol):
+    """What showing cards needs: where each card is, its lock and index, its timers."""
