@@ -121,8 +121,6 @@ class ApprovalCard:
     """
 
     kind: Literal["card"] = "card"
-    """What kind of view this is, in its stored form (``bot.documents``)."""
-
     run_id: str
     tool_call_id: str
     tool_name: str
@@ -200,8 +198,6 @@ class Prompt:
     """
 
     kind: Literal["question"] = "question"
-    """What kind of view this is, in its stored form (``bot.documents``)."""
-
     run_id: str
     tool_call_id: str
     tool_name: str
@@ -258,8 +254,6 @@ class Reply:
     """The agent's answer (or part of it)."""
 
     kind: Literal["reply"] = "reply"
-    """What kind of view this is, in its stored form (``bot.documents``)."""
-
     text: str
     feedback: str | None = None
     """On the last part of a finished run's answer: that run's id. The platform may offer
@@ -278,8 +272,6 @@ class Notice:
     """
 
     kind: Literal["notice"] = "notice"
-    """What kind of view this is, in its stored form (``bot.documents``)."""
-
     text: str
     to: Person | None = None
     also: tuple[Person, ...] = ()
@@ -319,8 +311,6 @@ class CardPointer:
     and ``card.decided_by`` say how it ended."""
 
     kind: Literal["pointer"] = "pointer"
-    """What kind of view this is, in its stored form (``bot.documents``)."""
-
     card: ApprovalCard
     channel: str | None = None
     at: Posted | None = None
@@ -362,6 +352,7 @@ class Inbox:
 
 
 View = ApprovalCard | Prompt | Reply | Notice | CardPointer
+"""Everything the core shows; each names its ``kind``, for its stored form (``bot.documents``)."""
 
 
 StepStatus = Literal["pending", "in_progress", "complete", "error"]
