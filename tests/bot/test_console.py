@@ -448,3 +448,20 @@ async def test_an_edit_that_changes_nothing_is_an_approval(tmp_path: Path) -> No
     assert "Edited" not in out
     assert "edited" not in out[out.index("Your recent decisions:") :]
     assert "✅ Approved delete_record (record_id: abc-123)" in out
+
+
+async def test_an_edited_mcp_call_answers_for_the_ticket_that_ran(tmp_path: Path) -> None:
+    tickets = tmp_path / "tickets.json"
+    out = await console_demo(
+        tmp_path,
+        "close ticket T-101",
+        "e",
+        "T-100",
+        BOT_CONFIG=str(ROOT / "examples" / "bot.toml"),
+        TICKETS_DB=str(tickets),
+    )
+    assert "    ✏️ Edited by grace: ticket_id: T-101 → T-100" in out
+    answer = out[out.index("bot> Ticket") :]
+    assert answer.startswith("bot> Ticket T-100 (arguments edited before approval): Closed T-100")
+    assert "T-101" not in answer
+    assert json.loads(tickets.read_text())["T-101"]["status"] == "open"
