@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
+from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION
 from agents import Store
 from agents.models.demo import DemoModel
 from examples.ops import build_agent
@@ -16,6 +16,8 @@ from .conftest import StartBot
 from .fake_slack import FakeSlack
 from .harness import BOB, CHANNEL, BotServer, mention_event, message_event, view_submission
 from .test_approvals import ask_for_deploy, card_text, has_buttons
+from .test_edit import prefilled
+from .test_questions import submission
 
 
 @pytest.fixture
@@ -105,3 +107,22 @@ async def test_deleting_a_record_that_is_not_there_gets_an_answer_and_no_card(
     await ops.idle()
     assert not any(has_buttons(m) for m in slack.messages.values())
     assert "No record with id 'zzz-999'" in slack.in_thread(CHANNEL, root["ts"])[-1].text
+
+
+async def test_a_deploy_edited_to_staging_is_reported_as_staging(
+    ops: BotServer, slack: FakeSlack
+) -> None:
+    card = await ask_for_deploy(ops, slack, service="api 1.4.2 to production")
+    assert await ops.press(card, EDIT_ACTION, user=BOB) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="views.open")
+    view = slack.of("views.open")[0].args["view"]
+    values = {**prefilled(view), "environment": "staging"}
+    assert await ops.interact(submission(view, values, user=BOB)) == (200, "")
+    await ops.idle()
+    shown = card_text(card)
+    assert f"✏️ Edited by <@{BOB}>: `environment`: production → staging" in shown
+    (updated,) = [c for c in slack.of("chat.update") if c.args["ts"] == card.ts][-1:]
+    assert "(edited: environment: production → staging)" in updated.args["text"]
+    answer = answers(slack, card.thread_ts or "").split("Edited by")[-1]
+    assert "Deployed api to staging (arguments edited before approval)" in answer
+    assert "to production" not in answer
