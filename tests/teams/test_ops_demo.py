@@ -14,6 +14,7 @@ from tests.examples.conftest import deployed
 from . import activities as act
 from .conftest import MakeBot
 from .fake_connector import FakeConnector
+from .signed import form
 
 
 def record_ids(db_path: Path) -> set[str]:
@@ -127,3 +128,38 @@ async def test_deleting_a_record_that_is_not_there_gets_an_answer_and_no_card(
     await teams.bot.drain()
     assert connector.cards(act.GROUP_CHAT) == []
     assert "No record with id 'zzz-999'" in connector.texts(act.GROUP_CHAT)[-1]
+
+
+async def test_a_deploy_edited_to_staging_is_reported_as_staging(
+    make_bot: MakeBot, connector: FakeConnector, tmp_path: Path
+) -> None:
+    ops = build_agent(DemoModel(), MemoryStore(), db_path=tmp_path / "ops.db")
+    teams = await make_bot(agent=ops)
+    root = act.next_id()
+    thread = f"{act.CHANNEL};messageid={root}"
+    await teams.post(
+        act.channel_post(
+            connector.url, "deploy api 1.4.2 to production", activity_id=root, mention=True
+        )
+    )
+    await teams.bot.drain()
+    (posted,) = connector.cards(thread)
+    assert posted.card is not None
+    values = {"service": "api", "environment": "staging", "version": "1.4.2"}
+    answer = await teams.post(
+        act.execute(
+            connector.url,
+            posted.card,
+            "edit",
+            conversation=act.channel_conversation(root),
+            card_id=posted.response_id,
+            inputs=form(**values),
+        )
+    )
+    approved = answer.body["value"]
+    shown = [e["text"] for e in approved["body"] if e["type"] == "TextBlock"]
+    assert "✏️ Edited by Bob: environment production → staging" in shown
+    await teams.bot.drain()
+    said = "\n".join(connector.texts(thread))
+    assert "Deployed api to staging (arguments edited before approval)" in said
+    assert "to production" not in said
