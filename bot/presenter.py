@@ -17,7 +17,6 @@ from cachetools import TTLCache
 from pydantic import TypeAdapter
 
 from agents import (
-    AgentStream,
     LockTimeout,
     PendingInfo,
 )
@@ -100,7 +99,8 @@ class Presenter:
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
         self.people = People(policy, self.messenger_of)
-        self._segments = Segments(self, agent_id=agent_id, policy=policy, metrics=metrics)
+        self.consume = Segments(self, agent_id=agent_id, policy=policy, metrics=metrics).consume
+        """Drive a run segment to its end, posting what it brings (``Segments.consume``)."""
         """Who people are, and who may decide what."""
         self._channels: TTLCache[tuple[str, str], bool] = TTLCache(
             maxsize=CHANNELS_KEPT, ttl=CHANNEL_TTL
@@ -160,19 +160,6 @@ class Presenter:
                 return None
         platforms = ", ".join(sorted(self._messengers)) or "none"
         return ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
-
-    # -- streams ----------------------------------------------------------------
-
-    async def consume(
-        self,
-        thread: ThreadKey,
-        messenger: Messenger,
-        stream: AgentStream,
-        *,
-        requester: str | None = None,
-    ) -> None:
-        """Drive a run segment to its end, posting what it brings (``Segments.consume``)."""
-        await self._segments.consume(thread, messenger, stream, requester=requester)
 
     async def show_pending(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, error: str | None = None

@@ -60,12 +60,6 @@ HELLO = ModelRequest(system="You are a release bot.", messages=[Message.user("he
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
 async def model(fake: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
     claude = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=2, timeout=5.0)
     yield claude

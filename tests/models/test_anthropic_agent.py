@@ -6,7 +6,6 @@ client underneath: what the fake records is what Claude would have been sent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -34,19 +33,6 @@ from .fake_anthropic import (
 
 SHIP = {"service": "billing", "env": "production"}
 OVERLOADED = "Claude is overloaded right now; please try again in a minute."
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-async def claude(fake: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
-    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=1, timeout=5.0)
-    yield model
-    await model.aclose()
 
 
 @pytest.fixture

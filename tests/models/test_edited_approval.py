@@ -4,10 +4,7 @@ once, plainly, the arguments the call ran with."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any, Literal
-
-import pytest
 
 from agents import Agent, DemoModel, MemoryStore, tool
 from agents.models.anthropic import AnthropicModel
@@ -50,19 +47,6 @@ async def test_the_demo_model_answers_an_unedited_approval_as_before() -> None:
     paused = await agent.generate("deploy api 1.4.2 to production")
     final = await agent.approve_tool_call_generate(run_id=paused.run_id)
     assert final.text == "Deployed api to production: version: 1.4.2; ok: yes."
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-async def claude(fake: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
-    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=1, timeout=5.0)
-    yield model
-    await model.aclose()
 
 
 def script_deploy_then_answer(fake: FakeAnthropic) -> None:
