@@ -79,15 +79,19 @@ class Decider:
                 value = self.validate_resume(chain[-1], entry, resume_data)
                 answered = self._answered_args(chain[-1], entry, value)
             audit = []
+            if decision.cancelled and entry.kind != "suspension":
+                # Only a question is called off; an approval is declined, as it says.
+                decision = decision.model_copy(update={"cancelled": False})
             if decision.action == "approve" and decision.args is not None:
                 decision, edited = await self._edit(chain, entry, decision)
-                audit.extend([edited] if edited is not None else [])
+                if edited is not None:
+                    audit.append(edited)
             for snap in chain:
                 call = snap.find_pending(entry.tool_call_id)
                 assert call is not None
                 call.state, call.decision = "executing", decision
             top.decisions[entry.tool_call_id] = decision
-            event = _event(entry, decision)
+            event = decision.event
             # The top last, with the decision's audit entry: until that one write
             # succeeds, the claim has not happened and nothing says it did.
             try:
@@ -469,14 +473,6 @@ def _ran(
 
 _RESULT_KEPT = 500
 """Characters of a tool's result (or error) the audit log keeps."""
-
-
-def _event(entry: PendingCall, decision: Decision) -> AuditEvent:
-    """The audit event a claim writes: only a question is ever called off (``cancelled``);
-    an approval that is is ``declined``."""
-    if decision.event == "cancelled" and entry.kind != "suspension":
-        return "declined"
-    return decision.event
 
 
 def _refused_text(entry: PendingCall, decision: Decision) -> str:

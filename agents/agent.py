@@ -13,7 +13,7 @@ from ._decide import select_pending
 from ._engine import Engine
 from ._turns import CallPredicate, StandingApproval, new_run_id
 from .chunks import AgentResult, PendingInfo
-from .errors import AgentError, ResumeDataInvalidError
+from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
 from .messages import Message, TextPart
 from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
@@ -84,6 +84,12 @@ class Agent:
     def tool_specs(self) -> list[ToolSpec]:
         """The tools as offered to the model."""
         return [t.spec() for t in self._tools.values()]
+
+    @property
+    def lease(self) -> timedelta:
+        """How long a run outlives the last heartbeat of the process driving it
+        (``set_lease``)."""
+        return self.engine.lease
 
     @property
     def engine(self) -> Engine:
@@ -278,7 +284,7 @@ class Agent:
         if (run_id is None) != (tool_call_id is None):
             raise ValueError("answer_question names a question by run_id and tool_call_id both")
         if run_id is not None and tool_call_id is not None:
-            target = await self._question(run_id, tool_call_id)
+            target = await self._question(run_id, tool_call_id, thread_id)
         else:
             now = utcnow()
             waiting = [
@@ -330,14 +336,9 @@ class Agent:
 
     async def thread_runs(self, thread_id: str) -> list[RunSnapshot]:
         """The thread's top runs that work or wait for a person and that nobody stopped,
-        oldest first; read through the store's indexes of the thread's runs."""
+        oldest first; read through the store's index of the thread's runs."""
         store = self.engine.store
-        # The waiting runs' index too: a run paused before its store kept the index of a
-        # thread's live runs (an upgrade) is found all the same.
-        ids = dict.fromkeys(
-            [*await store.paused_runs(thread_id), *await store.thread_runs(thread_id)]
-        )
-        loaded = await asyncio.gather(*map(store.load_run, ids))
+        loaded = await asyncio.gather(*map(store.load_run, await store.thread_runs(thread_id)))
         runs = [
             snap
             for snap in loaded
@@ -463,10 +464,12 @@ class Agent:
 
         return AgentStream(run_id, chunks, result, (self.id,))
 
-    async def _question(self, run_id: str, tool_call_id: str) -> PendingInfo:
-        """The question ``tool_call_id`` of ``run_id`` if it waits for an answer, else the
-        typed error a resume of it would raise."""
+    async def _question(self, run_id: str, tool_call_id: str, thread_id: str) -> PendingInfo:
+        """The question ``tool_call_id`` of ``run_id`` if it waits for an answer in
+        ``thread_id``, else the typed error a resume of it would raise."""
         snap = await self.engine.store.load_run(run_id)
+        if snap is not None and snap.thread_id != thread_id:
+            raise ToolCallNotPendingError(run_id, tool_call_id, "is not of this thread")
         _, call = select_pending(run_id, snap, tool_call_id, Decision(action="resume"))
         return PendingInfo.of(run_id, call)
 

@@ -15,7 +15,7 @@ from .chat_state import (
     ask_of,
     open_chat_state,
 )
-from .commands import APPROVALS_USAGE, ApprovalsCommand, approvals_command
+from .commands import ApprovalsCommand, approvals_command
 from .core import ChatBot
 from .documents import VIEW_VERSION, ViewDocumentError, dump_view, load_view
 from .inputs import has_lone_surrogate, is_loopback_url
@@ -47,6 +47,7 @@ from .settings import (
     load_settings,
 )
 from .tasks import TaskTracker
+from .texts import APPROVALS_USAGE
 from .types import (
     ApprovalCard,
     CardPointer,

@@ -29,8 +29,6 @@ AuditFormat = Literal["table", "csv", "jsonl"]
 
 COLUMNS = ("at", "event", "tool", "actor", "requester", "args", "detail", "thread", "run", "call")
 """What each row says, in this order."""
-CHANGED = "changed {changes}"
-"""The detail of an ``edited`` entry: what the edit changed (``bot.outcome``)."""
 TABLE_CELL = 60
 """Characters a table cell shows at most (CSV and JSON lines keep everything)."""
 
@@ -57,7 +55,7 @@ def row(entry: AuditEntry, policy: ApprovalPolicy, *, compact: bool = False) -> 
     if entry.previous_args is not None:
         changes = arg_changes(entry.previous_args, entry.args)
         changed = ", ".join(c.name for c in changes) if sensitive else changes_text(changes)
-        detail.insert(0, CHANGED.format(changes=changed))
+        detail.insert(0, texts.AUDIT_CHANGED.format(changes=changed))
     return {
         "at": entry.at.isoformat(timespec="seconds"),
         "event": str(entry.event),
@@ -122,7 +120,7 @@ def _cell(value: str) -> str:
 
 
 Who = Callable[[ThreadKey, str], Person]
-"""How a thread names a person by id (``Presenter.who``)."""
+"""How a thread names a person by id (``People.who``)."""
 
 
 class Record:

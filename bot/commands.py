@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from .texts import APPROVALS_USAGE as APPROVALS_USAGE
-
 ApprovalsCommand = Literal["list", "revoke", "usage"]
 """List the inbox, end the grants given, or say how the command is used."""
 

@@ -35,7 +35,7 @@ from .chat_state import CardPlace, CardState, ask_of
 from .grants import Grants
 from .inbox import Inboxes
 from .metrics import DecisionOutcome, Metrics
-from .outcome import decision_notice, same_args
+from .outcome import decision_notice
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
@@ -395,7 +395,7 @@ class Decisions:
             # What runs is what the runtime validated (its types, its defaults); an edit
             # that changed nothing is an approval like any other.
             ran = await self._approved_args(call)
-            if ran is not None and not same_args(call.args, ran):
+            if ran is not None:
                 shown, before = replace(call, args=ran), call.args
         self._inboxes.keep(
             click.thread, shown, "edited" if before is not None else status, deciders

@@ -228,7 +228,7 @@ class Housekeeping:
         Not right after trouble with the store (a failed or slow sweep): other
         processes' heartbeats may have failed as ours did, and they are alive.
         """
-        lease = self._agent.engine.lease.total_seconds()
+        lease = self._agent.lease.total_seconds()
         started = time.monotonic()
         try:
             await self.sweep_expired()

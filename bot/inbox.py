@@ -74,9 +74,9 @@ class Inboxes:
     async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
         """What waits for ``user_id`` in ``thread``'s workspace, and what they decided lately.
 
-        Reads only the runs indexed for them (``ChatState.waiting_for``: theirs, anyone's,
-        their groups', their own requests), pruning those decided since; the decisions
-        come from the audit log.
+        Reads only the runs indexed for them (``CardState.waiting_for``: theirs, anyone's,
+        their groups', their own requests), pruning those decided since; their decisions
+        are the ones kept for them as they made them (``keep``).
         """
         self._presenter.people.remember_name(thread, user_id, user_name)
         scope = scope_of(thread)

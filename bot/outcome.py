@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, assert_never
 
 from . import texts
 from .types import (
@@ -58,11 +58,6 @@ def arg_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[Ar
     return tuple(changes)
 
 
-def same_args(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """Whether an edit leaves the arguments as they were (``arg_changes`` finds none)."""
-    return not arg_changes(before, after)
-
-
 def shown_value(value: Any) -> str:
     """A value as a change shows it: text as it is, anything else as its JSON."""
     return value if isinstance(value, str) else _json(value)
@@ -106,7 +101,20 @@ class Ending:
     tone: Tone = "done"
 
 
-ENDINGS: Final[dict[str, Ending]] = {
+EndingName = Literal[
+    "approved",
+    "granted",
+    "declined",
+    "declined_why",
+    "expired",
+    "stopped",
+    "answered",
+    "cancelled",
+    "question_expired",
+]
+"""Every way a card or question ends (a settled status, or a variant of one)."""
+
+ENDINGS: Final[dict[EndingName, Ending]] = {
     "approved": Ending(mark="✅", title="Approved", line="Approved by {who}"),
     "granted": Ending(
         mark="✅", title="Approved", line="Approved by {who} for this thread ({duration})"
@@ -128,9 +136,6 @@ ENDINGS: Final[dict[str, Ending]] = {
         tone="void",
     ),
     "answered": Ending(mark="✅", title="Answered", line="Answered by {who}"),
-    "question_declined": Ending(
-        mark="❌", title="Declined", line="Declined by {who}", tone="refused"
-    ),
     "cancelled": Ending(mark="🚫", title="Cancelled", line="Cancelled by {who}", tone="void"),
     "question_expired": Ending(
         mark="⌛", title="Expired", line="Expired: nobody answered in time", tone="void"
@@ -139,6 +144,8 @@ ENDINGS: Final[dict[str, Ending]] = {
 """Every ending, by name: what each place that shows a settled card or question says."""
 
 EDIT_MARK: Final = "✏️"
+REASON_SHOWN: Final = 500
+"""Characters of a decline's reason an outcome line shows (the audit log keeps it all)."""
 
 
 RECENT: Final[dict[RecentOutcome, str]] = {
@@ -205,15 +212,18 @@ class Outcome:
 def card_outcome(card: ApprovalCard) -> Outcome | None:
     """How a settled card ended (``None`` while it waits)."""
     fields: dict[str, str] = {}
+    name: EndingName
     match card.status:
         case "pending":
             return None
         case "approved" if card.granted_for:
             name, fields = "granted", {"duration": card.granted_for}
         case "declined" if card.reason:
-            name, fields = "declined_why", {"reason": card.reason}
-        case _:
+            name, fields = "declined_why", {"reason": _clipped(card.reason, REASON_SHOWN)}
+        case "approved" | "declined" | "expired" | "stopped":
             name = card.status
+        case _:
+            assert_never(card.status)
     changes = arg_changes(card.previous_args, card.args) if card.previous_args is not None else ()
     return _outcome(
         ENDINGS[name], card.decided_by, fields, edited_by=card.edited_by, changes=changes
@@ -222,11 +232,18 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
 
 def question_outcome(prompt: Prompt) -> Outcome | None:
     """How a settled question ended (``None`` while it waits)."""
-    names = {"declined": "question_declined", "expired": "question_expired"}
-    if prompt.status == "waiting":
-        return None
+    name: EndingName
+    match prompt.status:
+        case "waiting":
+            return None
+        case "expired":
+            name = "question_expired"
+        case "answered" | "declined" | "cancelled":
+            name = prompt.status
+        case _:
+            assert_never(prompt.status)
     who = (prompt.decided_by,) if prompt.decided_by else ()
-    return _outcome(ENDINGS[names.get(prompt.status, prompt.status)], who, {})
+    return _outcome(ENDINGS[name], who, {})
 
 
 def decision_notice(
@@ -275,6 +292,11 @@ def _outcome(
         edited_by=edited_by,
         changes=changes,
     )
+
+
+def _clipped(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, an ellipsis where it was cut."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _json(value: Any) -> str:

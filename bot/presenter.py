@@ -99,9 +99,9 @@ class Presenter:
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
         self.people = People(policy, self.messenger_of)
+        """Who people are, and who may decide what."""
         self.consume = Segments(self, agent_id=agent_id, policy=policy, metrics=metrics).consume
         """Drive a run segment to its end, posting what it brings (``Segments.consume``)."""
-        """Who people are, and who may decide what."""
         self._channels: TTLCache[tuple[str, str], bool] = TTLCache(
             maxsize=CHANNELS_KEPT, ttl=CHANNEL_TTL
         )

@@ -18,6 +18,8 @@ from agents import (
     PendingInfo,
     ResumeDataInvalidError,
     RunChangedError,
+    RunNotFoundError,
+    RunNotPausedError,
     ToolCallNotPendingError,
 )
 
@@ -30,6 +32,16 @@ from .types import IncomingMessage, Messenger, Notice, Reply, ThreadKey, tool_la
 from .views import prompt, run_metadata
 
 log = logging.getLogger(__name__)
+
+_GONE = (
+    AlreadyDecidedError,
+    CallExpiredError,
+    ToolCallNotPendingError,
+    RunNotPausedError,
+    RunNotFoundError,
+)
+"""What answering or leaving a question raises once it no longer waits (decided, expired,
+its request stopped or gone)."""
 
 
 class Replies:
@@ -112,8 +124,9 @@ class Replies:
                 error = "; ".join(exc.errors)
                 await self._presenter.show_pending(messenger, thread, asked or questions[-1], error)
                 return None
-            except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
-                # Another replica took the answer first, or the question expired meanwhile.
+            except _GONE:
+                # Another replica took the answer first, or the question expired, or its
+                # request was stopped, meanwhile.
                 if not retry:
                     gone = Notice(text=texts.QUESTION_GONE)
                     await self._presenter.say(messenger, thread, gone)
@@ -126,8 +139,8 @@ class Replies:
                     messenger, thread, live[-1], "answered", message.user_id
                 )
                 return answered
-            # The question went away between the look and the answer: only a
-            # message addressed to the bot may start a new run, as it may below.
+            # Every question here has expired: only a message addressed to the bot
+            # may start a new run, as it may below.
             pending = [p for p in pending if p.kind != "suspension"]
         if not message.addressed:
             return None
@@ -164,7 +177,7 @@ class Replies:
                 decided_by=message.user_id,
                 cancel=True,
             )
-        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError):
+        except _GONE:
             if not retry:
                 await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
             return None
@@ -201,6 +214,7 @@ class Replies:
                 await self._presenter.say(messenger, thread, Notice(text=why))
 
     async def pending(self, thread_id: str) -> list[PendingInfo]:
+        """The calls waiting in a thread that have not expired, oldest first."""
         now = datetime.now(UTC)
         pending = await self._agent.list_suspended_runs(thread_id=thread_id)
         return [p for p in pending if p.expires_at > now]

@@ -248,15 +248,16 @@ class ConsoleAdapter:
                 self.messenger.open_cards.append(({"inbox": card.ask}, card))
 
     async def _vet_cards(self) -> None:
-        """Ask the core what the person may do with each card newly open here: a card
-        they may neither approve nor decline is not asked, and they are told why."""
+        """Ask the core, before each prompt, what the person may do with each open card
+        (an escalation may let them approve now): a card they may neither approve nor
+        decline is not asked, and they are told why the prompt offers less, once."""
+        open_now = {(card.run_id, card.tool_call_id) for _, card in self.messenger.open_cards}
+        self._may = {key: may for key, may in self._may.items() if key in open_now}
         for ref, card in list(self.messenger.open_cards):
             key = (card.run_id, card.tool_call_id)
-            if key in self._may:
-                continue
             refusals = [await self._refusal(ref, card, action) for action in _MAY_ASK]
             may = _May(approve=refusals[0] is None, decline=refusals[1] is None)
-            if not may.approve:  # why the prompt offers less (or nothing)
+            if not may.approve and self._may.get(key, _May()).approve:
                 why = refusals[0] or ()
                 self.messenger.write(texts.PRIVATE.format(text=plain_text(why)))
             if not (may.approve or may.decline):

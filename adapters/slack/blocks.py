@@ -14,7 +14,6 @@ from bot import (
     Outcome,
     Prompt,
     Reply,
-    Text,
     ThreadKey,
     Tone,
     View,
@@ -43,6 +42,7 @@ from .mrkdwn import (
     section,
     slack_date,
     split,
+    text_escaped,
     to_mrkdwn,
 )
 from .wire import (
@@ -330,14 +330,9 @@ def outcome_text(card: ApprovalCard) -> str:
 
 
 def outcome_line(outcome: Outcome) -> str:
-    """An outcome's mark and line: words escaped (a reason cut short), people mentioned."""
-    line, _ = cut(f"{outcome.mark} {text_escaped(outcome.line)}", REASON_LIMIT)
-    return line
-
-
-def text_escaped(text: Text) -> str:
-    """Words escaped as they are (never read as mrkdwn), people as mentions."""
-    return "".join(escape(part) if isinstance(part, str) else mention(part) for part in text)
+    """An outcome's mark and line: words escaped (the core keeps a reason short), people
+    mentioned."""
+    return f"{outcome.mark} {text_escaped(outcome.line)}"
 
 
 def edited_text(outcome: Outcome) -> str:

@@ -128,6 +128,12 @@ def text_mrkdwn(text: Text) -> str:
     return "".join(to_mrkdwn(part) if isinstance(part, str) else mention(part) for part in text)
 
 
+def text_escaped(text: Text) -> str:
+    """Words escaped as they are (never read as mrkdwn, unlike ``text_mrkdwn``), people
+    as mentions."""
+    return "".join(escape(part) if isinstance(part, str) else mention(part) for part in text)
+
+
 def mentions(people: tuple[Person, ...]) -> str:
     """People as comma-separated mentions."""
     return ", ".join(mention(person) for person in people)

@@ -54,8 +54,8 @@ class TeamsAdapter:
         self.messenger = TeamsMessenger(
             self._cloud, bot.chat, self.auth, people=people, stop_pressed=self._stop_pressed
         )
-        turns = TeamsBot(bot, bot.chat, self.auth, people)
-        self._handler = MessagesHandler(self._cloud, self.auth, turns)
+        logic = TeamsBot(bot, bot.chat, self.auth, people)
+        self._handler = MessagesHandler(self._cloud, self.auth, logic)
 
     def routes(self) -> list[web.RouteDef]:
         """``POST /api/messages``."""

@@ -31,10 +31,10 @@ RETRY_AFTER = "5"
 class MessagesHandler:
     """The aiohttp handler for Bot Framework activities."""
 
-    def __init__(self, cloud: CloudAdapter, auth: TeamsAuth, turns: TeamsBot) -> None:
+    def __init__(self, cloud: CloudAdapter, auth: TeamsAuth, logic: TeamsBot) -> None:
         self._cloud = cloud
         self._auth = auth
-        self._turns = turns
+        self._logic = logic
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Authenticate, run the turn, and answer with the invoke body if there is one."""
@@ -60,7 +60,7 @@ class MessagesHandler:
         except Unauthorized as exc:
             return _unauthorized(exc)
         try:
-            invoke = await self._cloud.process_activity(verdict, activity, self._turns.on_turn)
+            invoke = await self._cloud.process_activity(verdict, activity, self._logic.on_turn)
         except Overloaded:
             log.warning("the bot cannot keep more requests while its store is down: 503")
             return web.Response(status=503, headers={"Retry-After": RETRY_AFTER})

@@ -218,12 +218,17 @@ class RedisStore:
         )
 
     async def thread_runs(self, thread_id: str) -> list[str]:
-        """Root runs of the thread that wait for a person or work, oldest first."""
-        return await self._merged(
+        """Root runs of the thread that wait for a person or work, oldest first.
+
+        The thread's waiting runs are read too: a run paused before this index existed
+        (an upgrade) is found all the same.
+        """
+        live = await self._merged(
             lambda shard: self._redis.zrange(
                 self.keys.live(thread_id, shard), 0, -1, withscores=True
             )
         )
+        return list(dict.fromkeys([*await self.paused_runs(thread_id), *live]))
 
     async def runs_expiring(self, before: datetime) -> list[str]:
         """Root paused runs with a pending call expiring before ``before``, soonest first."""

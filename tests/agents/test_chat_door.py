@@ -175,6 +175,32 @@ async def test_a_named_question_that_does_not_wait_raises_why() -> None:
     assert await agent.waiting_call(approval.run_id, "call-1") is not None
 
 
+async def test_a_call_or_question_of_another_thread_is_not_this_threads() -> None:
+    store = MemoryStore()
+    approval = await deploy_agent(store).generate("deploy api", thread_id=THREAD)
+    agent = release_agent("api", store=store)
+    asked = await agent.generate("release api", thread_id=THREAD)
+
+    assert await agent.waiting_call(approval.run_id, "call-1", thread_id=THREAD) is not None
+    assert await agent.waiting_call(approval.run_id, "call-1", thread_id="elsewhere") is None
+    with pytest.raises(ToolCallNotPendingError, match="not of this thread"):
+        await agent.answer_question(
+            "1.4.2", thread_id="elsewhere", run_id=asked.run_id, tool_call_id="ask-api"
+        )
+    assert await agent.waiting_call(asked.run_id, "ask-api") is not None
+
+
+async def test_an_approval_called_off_is_declined_in_the_audit_and_to_a_late_click() -> None:
+    agent = deploy_agent()
+    paused = await agent.generate("deploy api", thread_id=THREAD)
+    await agent.decline_tool_call_generate(run_id=paused.run_id, decided_by="U2", cancel=True)
+
+    events = [e.event for e in await agent.audit(run_id=paused.run_id)]
+    assert events == ["requested", "declined"]
+    with pytest.raises(AlreadyDecidedError, match="already declined by U2"):
+        await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="call-1")
+
+
 # -- the audit log and the store -------------------------------------------------------
 
 
