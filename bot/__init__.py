@@ -23,6 +23,7 @@ from .intake import Overloaded
 from .metrics import Metrics
 from .outcome import (
     EDIT_MARK,
+    REASON_SHOWN,
     RECENT,
     ArgChange,
     Outcome,
@@ -88,6 +89,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "EDIT_MARK",
     "ENV_CONFIG",
+    "REASON_SHOWN",
     "RECENT",
     "VIEW_VERSION",
     "Adapter",

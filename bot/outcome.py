@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, assert_never
 
 from . import texts
@@ -188,13 +188,18 @@ class Outcome:
     """How a card or question ended, as every view of it says it.
 
     ``line`` names who decided (people as values), with the reason or the grant's
-    duration; ``edited_by`` and ``changes`` say what an approver changed before
-    approving (``changes`` is empty when nothing was edited).
+    duration; ``headline`` is the same without the reason, for a platform that shows
+    the reason on a line of its own (``because``); ``edited_by`` and ``changes`` say
+    what an approver changed before approving (``changes`` is empty when nothing was
+    edited).
     """
 
     mark: str
     title: str
     line: Text
+    headline: Text = ()
+    because: str | None = None
+    """ "Reason: ..." for a decline that gave one (shown whole in ``line``)."""
     tone: Tone = "done"
     edited_by: Person | None = None
     changes: tuple[ArgChange, ...] = ()
@@ -219,7 +224,11 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
         case "approved" if card.granted_for:
             name, fields = "granted", {"duration": card.granted_for}
         case "declined" if card.reason:
-            name, fields = "declined_why", {"reason": _clipped(card.reason, REASON_SHOWN)}
+            reason = _clipped(card.reason, REASON_SHOWN)
+            outcome = _outcome(ENDINGS["declined_why"], card.decided_by, {"reason": reason})
+            plain = _outcome(ENDINGS["declined"], card.decided_by, {})
+            because = texts.OUTCOME_REASON.format(reason=reason)
+            return replace(outcome, headline=plain.line, because=because)
         case "approved" | "declined" | "expired" | "stopped":
             name = card.status
         case _:
@@ -288,6 +297,7 @@ def _outcome(
         mark=ending.mark,
         title=ending.title,
         line=line,
+        headline=line,
         tone=ending.tone,
         edited_by=edited_by,
         changes=changes,

@@ -250,6 +250,8 @@ def _approval_card(
         body.append(
             text_block(texts.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
         )
+    if outcome is not None and outcome.because:
+        body.append(text_block(escape(cut(outcome.because, value_limit))))
     content: dict[str, Any] = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -450,11 +452,12 @@ def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
 
 
 def card_title(card: ApprovalCard) -> str:
-    """A card's first line: that it waits, or how it ended (markdown, escaped)."""
+    """A card's first line: that it waits, or how it ended (markdown, escaped; a decline's
+    reason is a line of its own below)."""
     outcome = card_outcome(card)
     if outcome is None:
         return texts.CARD_TITLE_PENDING
-    return outcome_markdown(outcome)
+    return f"{outcome.mark} {text_markdown(outcome.headline, limit=_REASON_LIMIT)}"
 
 
 def outcome_markdown(outcome: Outcome) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bot import (
+    REASON_SHOWN,
     ApprovalCard,
     ArgChange,
     CardStatus,
@@ -97,3 +98,16 @@ def test_an_edit_that_changed_nothing_is_no_edit() -> None:
     assert outcome is not None
     assert outcome.changes == ()
     assert outcome.edit == ()
+
+
+def test_a_declines_reason_is_in_its_line_and_on_a_line_of_its_own_kept_short() -> None:
+    outcome = card_outcome(card("declined", reason="too big"))
+    assert outcome is not None
+    assert plain_text(outcome.line) == "Declined by Bob: too big"
+    assert plain_text(outcome.headline) == "Declined by Bob"
+    assert outcome.because == "Reason: too big"
+    long = card_outcome(card("declined", reason="x" * 5000))
+    assert long is not None
+    assert long.because is not None
+    assert len(long.because) == len("Reason: ") + REASON_SHOWN
+    assert long.because.endswith("…")

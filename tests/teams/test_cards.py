@@ -87,7 +87,7 @@ def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> Non
     ("status", "title"),
     [
         ("approved", "✅ Approved by Bob"),
-        ("declined", "❌ Declined by Bob: too much"),
+        ("declined", "❌ Declined by Bob"),
         ("expired", "⌛ Expired: nobody decided in time, nothing was run"),
     ],
 )
@@ -98,6 +98,8 @@ def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, titl
     assert "actions" not in card
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
     assert not any(t.startswith("Expires") for t in texts(card))
+    # A decline's reason is a line of its own, under the title.
+    assert ("Reason: too much" in texts(card)) == (status == "declined")
 
 
 def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
@@ -300,7 +302,9 @@ def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) ->
     )
     title = texts(decided)[0]
     assert title.startswith("❌ Declined by ")
-    assert_literal(title.removeprefix("❌ Declined by "), f"{payload}: {payload}")
+    assert_literal(title.removeprefix("❌ Declined by "), payload)
+    (reason,) = [t for t in texts(decided) if t.startswith("Reason: ")]
+    assert_literal(reason.removeprefix("Reason: "), payload)
 
 
 def test_tool_and_agent_names_are_escaped_but_the_cards_own_markup_stays() -> None:
