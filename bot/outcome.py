@@ -9,7 +9,7 @@ the requester's thread, the console. A new status is one row of ``ENDINGS``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, assert_never
 
@@ -203,6 +203,14 @@ class Outcome:
     tone: Tone = "done"
     edited_by: Person | None = None
     changes: tuple[ArgChange, ...] = ()
+
+    def edit_note(self, draw: Callable[[str], str] = str) -> str:
+        """ " (edited: amount: 150 → 120)" after a one-line outcome (a notification
+        text, a pointer) when the arguments were edited, else nothing; ``draw`` makes
+        the changes the platform's text (escaped, cut short)."""
+        if not self.changes:
+            return ""
+        return texts.EDITED_NOTE.format(changes=draw(changes_text(self.changes)))
 
     @property
     def edit(self) -> Text:

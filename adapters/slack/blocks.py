@@ -19,7 +19,6 @@ from bot import (
     View,
     card_outcome,
     change_side,
-    changes_text,
     question_outcome,
     tool_label,
 )
@@ -302,9 +301,7 @@ def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessag
 def settled_fallback(tool: str, outcome: Outcome) -> str:
     """A settled card's notification text: the tool, how it ended, what an edit changed."""
     text = texts.DECIDED_FALLBACK.format(tool=tool, outcome=outcome_line(outcome))
-    if outcome.changes:
-        text += texts.EDITED_FALLBACK.format(changes=escape(changes_text(outcome.changes)))
-    return clip(text, SECTION_LIMIT, escaped=True)
+    return clip(text + outcome.edit_note(escape), SECTION_LIMIT, escaped=True)
 
 
 def settled_title(card: ApprovalCard) -> str:

@@ -45,7 +45,6 @@ GRANT_CONFIRM_YES = "Approve"
 
 DECIDED_FALLBACK = "{tool}: {outcome}"
 SETTLED_TITLE = "{mark} *{title}:* `{tool}`"
-EDITED_FALLBACK = " (edited: {changes})"
 EDITED_BY = "{mark} {who}: {changes}"
 EDITED_CHANGE = "`{name}`: {before} → {after}"
 EDITED_SEPARATOR = "; "

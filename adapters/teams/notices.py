@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bot import CardPointer, Notice, card_outcome, changes_text
+from bot import CardPointer, Notice, card_outcome
 
 from . import blocks, cards, links, mentions, texts
 
@@ -28,10 +28,9 @@ def pointer_text(pointer: CardPointer) -> str:
     if outcome is None:
         return _waiting(pointer, tool)
     line = texts.POINTER_SETTLED.format(tool=tool, outcome=cards.outcome_markdown(outcome))
-    if outcome.changes:
-        changes = blocks.escape(blocks.cut(changes_text(outcome.changes), _CHANGES_LIMIT))
-        line += texts.POINTER_EDITED.format(changes=changes)
-    return line
+    return line + outcome.edit_note(
+        lambda changes: blocks.escape(blocks.cut(changes, _CHANGES_LIMIT))
+    )
 
 
 def _waiting(pointer: CardPointer, tool: str) -> str:

@@ -36,7 +36,6 @@ CARD_REASON_PLACEHOLDER: Final = "Why?"
 CARD_EDIT_HINT: Final = "Change the arguments, then approve them as edited."
 CARD_EDITED: Final = "{mark} {who}: {changes}"
 POINTER_SETTLED: Final = "**{tool}**: {outcome}"
-POINTER_EDITED: Final = " (edited: {changes})"
 CARD_EDIT_CHANGE: Final = "{key} {before} → {after}"
 
 PROMPT: Final = "**{tool}** asks: {question}"
