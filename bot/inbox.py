@@ -18,7 +18,23 @@ from pydantic import TypeAdapter
 
 from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
+from . import texts
 from .chat_state import InboxState, ask_of
+from .compose import agent_path, approvals_rich, args_line, decision_buttons, rich
+from .document import (
+    Block,
+    Code,
+    Document,
+    Item,
+    Paragraph,
+    Place,
+    Rich,
+    Section,
+    Span,
+    Strong,
+    When,
+)
+from .outcome import RECENT, card_outcome
 from .people import scope_of
 from .policy import ApprovalPolicy
 from .presenter import Presenter
@@ -29,6 +45,7 @@ from .types import (
     InboxDecision,
     RecentOutcome,
     ThreadKey,
+    tool_label,
 )
 from .views import thread_of
 
@@ -170,3 +187,126 @@ class Inboxes:
                 self._tasks.spawn(keep(person), name=f"recent-decision:{person}")
             except RuntimeError:  # shutting down: the decision stands, its record is lost
                 log.warning("%s's decision on %s was not kept", person, call.tool_call_id)
+
+
+# -- the list as people see it ------------------------------------------------------
+
+
+def inbox_document(
+    inbox: Inbox,
+    *,
+    command: str,
+    note: Rich = (),
+    kept_current: datetime | None = None,
+) -> Document:
+    """A person's approvals list: ``note`` first (what their last click there did),
+    then what waits for them (with the card's buttons), their requests, their recent
+    decisions and their grants. ``command`` is how the platform names the approvals
+    command (``/approvals``); ``kept_current``: when a list the platform keeps current
+    (Slack's Home tab) was drawn.
+    """
+    body: list[Block] = []
+    if kept_current is not None:
+        body.append(Paragraph(text=(texts.INBOX_INTRO,), small=True))
+    if note:
+        body.append(Paragraph(text=note, emphasis="attention"))
+    body.append(
+        Section(
+            title=(texts.INBOX_WAITING.format(count=len(inbox.waiting)),),
+            items=tuple(_waiting_item(card) for card in inbox.waiting),
+            empty=(texts.INBOX_NONE_WAITING_KEPT if kept_current else texts.INBOX_NONE_WAITING,),
+            more=texts.INBOX_MORE_WAITING_KEPT if kept_current else texts.INBOX_MORE_WAITING,
+        )
+    )
+    body.append(
+        Section(
+            title=(texts.INBOX_REQUESTED.format(count=len(inbox.requested)),),
+            items=tuple(_requested_item(card) for card in inbox.requested),
+            empty=(texts.INBOX_NONE_REQUESTED,),
+            more=texts.MORE,
+        )
+    )
+    body.append(
+        Section(
+            title=(texts.INBOX_DECIDED,),
+            items=tuple(_decided_item(decision) for decision in inbox.decided),
+            empty=(texts.INBOX_NONE_DECIDED,),
+            more=texts.MORE,
+        )
+    )
+    revoke = Code(text=f"{command} {texts.REVOKE_COMMAND}")
+    grants = (
+        rich(texts.INBOX_GRANTS, count=str(inbox.grants), revoke=revoke)
+        if inbox.grants
+        else (texts.INBOX_NO_GRANTS,)
+    )
+    body.append(Paragraph(text=grants, small=True))
+    if kept_current is not None:
+        updated = rich(texts.INBOX_UPDATED, when=When(at=kept_current))
+        body.append(Paragraph(text=updated, small=True, emphasis="subtle"))
+    summary = texts.INBOX_SUMMARY.format(waiting=len(inbox.waiting), requested=len(inbox.requested))
+    return Document(
+        kind="inbox", summary=(summary,), title=(Strong(text=texts.INBOX_TITLE),), body=tuple(body)
+    )
+
+
+def inbox_note(card: ApprovalCard) -> Rich:
+    """What tops the list once one of its buttons decided ``card``: "`deploy`: ✅ Approved
+    by @x", or the approvals so far of one that needs more."""
+    tool = Code(text=tool_label(card))
+    outcome = card_outcome(card)
+    if outcome is None:  # a vote of a quorum, counted
+        return rich(
+            texts.INBOX_VOTED,
+            tool=tool,
+            count=str(len(card.approvals)),
+            quorum=str(card.quorum),
+        )
+    return rich(texts.INBOX_DONE, tool=tool, outcome=(f"{outcome.mark} ", *outcome.line))
+
+
+def _waiting_item(card: ApprovalCard) -> Item:
+    details: list[Rich] = [
+        rich(texts.INBOX_ASKED_BY, who=(card.requester,) if card.requester else texts.SOMEONE)
+    ]
+    if len(card.agent_path) > 1:
+        details.append((texts.INBOX_VIA.format(agent=agent_path(card.agent_path)),))
+    details += _where_and_until(card)
+    if card.quorum > 1:
+        details.append((f"{texts.FACT_APPROVALS}: ", *approvals_rich(card)))
+    return Item(text=_call(card), details=_joined(details), actions=decision_buttons(card))
+
+
+def _requested_item(card: ApprovalCard) -> Item:
+    return Item(text=_call(card), details=_joined(_where_and_until(card)))
+
+
+def _decided_item(decision: InboxDecision) -> Item:
+    return Item(
+        text=rich(
+            texts.INBOX_DECISION,
+            outcome=RECENT[decision.outcome],
+            tool=Code(text=decision.tool_name),
+            args=args_line(decision.args),
+        ),
+        details=(When(at=decision.at),),
+    )
+
+
+def _where_and_until(card: ApprovalCard) -> list[Rich]:
+    lines: list[Rich] = []
+    if card.requested_in is not None:
+        lines.append(rich(texts.INBOX_IN, where=Place(thread=card.requested_in)))
+    lines.append(rich(texts.INBOX_EXPIRES, when=When(at=card.expires_at)))
+    return lines
+
+
+def _call(card: ApprovalCard) -> Rich:
+    return rich(texts.INBOX_CALL, tool=Code(text=tool_label(card)), args=args_line(card.args))
+
+
+def _joined(parts: list[Rich]) -> Rich:
+    spans: list[Span] = []
+    for index, part in enumerate(parts):
+        spans += [texts.INBOX_SEPARATOR, *part] if index else list(part)
+    return tuple(spans)

@@ -180,3 +180,118 @@ CHANGE_ABSENT: Final = "(none)"
 """One side of a change where the argument is absent (added, or removed, by the edit)."""
 AUDIT_CHANGED: Final = "changed {changes}"
 """The audit report's detail of an ``edited`` entry: what the edit changed."""
+
+# -- the views (bot.compose): every card, question, pointer and list ----------------
+
+AGENT_PATH_SEPARATOR: Final = " › "
+CARD_TITLE: Final = "🔒 {approval_needed} {tool}"
+APPROVAL_NEEDED: Final = "Approval needed:"
+CARD_SUMMARY: Final = "Approval needed: {tool} (asked by {requester})"
+SETTLED_TITLE: Final = "{mark} {title} {tool}"
+OUTCOME_TITLE: Final = "{title}:"
+SETTLED_SUMMARY: Final = "{tool}: {outcome}"
+FACT_AGENT: Final = "Agent"
+FACT_ASKED_BY: Final = "Asked by"
+FACT_REQUESTED_IN: Final = "Requested in"
+FACT_EXPIRES: Final = "Expires"
+FACT_APPROVALS: Final = "Approvals"
+APPROVALS_SO_FAR: Final = " ({count} of {quorum})"
+NO_APPROVALS: Final = "none yet"
+ARGUMENTS: Final = "Arguments"
+NO_ARGUMENTS: Final = "no arguments"
+FOR_APPROVERS: Final = "Only the approvers can decide this."
+"""On a pending card shown to someone who may not decide it (no buttons)."""
+
+APPROVE: Final = "Approve"
+DECLINE: Final = "Decline"
+EDIT: Final = "Edit"
+APPROVE_EDITED: Final = "Approve edited"
+GRANT: Final = "Approve for this thread ({duration})"
+CONFIRM_TITLE: Final = "Approve this call?"
+CONFIRM_TEXT: Final = "The agent will run {tool} with the arguments shown."
+CONFIRM_YES: Final = "Approve"
+CONFIRM_NO: Final = "Cancel"
+GRANT_CONFIRM_TITLE: Final = "Approve for this thread?"
+GRANT_CONFIRM_TEXT: Final = (
+    "The agent will run {tool} with the arguments shown, and for {duration} may run "
+    "{tool} again in this thread, with any arguments, whenever the same person asks, "
+    "without a new card."
+)
+GRANT_TOOLTIP: Final = (
+    "Approve this call, and for {duration} let {tool} run again in this thread, with any"
+    " arguments, whenever the same person asks, without a new card"
+)
+REASON_LABEL: Final = "Reason (optional, shown with a decline)"
+REASON_PLACEHOLDER: Final = "Why?"
+EDIT_HINT: Final = "Change the arguments, then approve them as edited."
+
+QUESTION_TITLE: Final = "💬 {tool} asks:"
+QUESTION_VIA: Final = "via {agent}"
+QUESTION_RETRY: Final = "⚠️ That reply did not fit: {error}"
+QUESTION_SUMMARY: Final = "{tool} asks: {question}"
+QUESTION_REPLY_HINT: Final = "Reply in this thread to answer."
+QUESTION_FIELDS_HINT: Final = "Reply in this thread to answer ({fields})."
+QUESTION_FORM_HINT: Final = "Fill in the answer, or reply in this thread."
+ANSWER: Final = "Answer…"
+ANSWER_INTRO: Final = "Your answer to {tool}"
+SEND: Final = "Send"
+QUESTION_DECLINE: Final = "Decline"
+QUESTION_DECLINE_TOOLTIP: Final = "Refuse to answer: the tool is told you declined"
+QUESTION_CANCEL: Final = "Cancel"
+QUESTION_CANCEL_TOOLTIP: Final = "Dismiss the question without answering"
+
+POINTER_IN_CHANNEL: Final = "⏳ {tool} is waiting for approval in {channel} {link}"
+POINTER_TO_PEOPLE: Final = "📨 {tool} was sent to {who} for approval."
+POINTER_LINK: Final = "(see the card)"
+WAITING: Final = "waiting for approval"
+MORE: Final = "…and {count} more"
+
+STOP: Final = "Stop"
+STOP_TOOLTIP: Final = "Stop this request: nothing more runs for it"
+STOP_CONFIRM_TITLE: Final = "Stop this request?"
+STOP_CONFIRM_TEXT: Final = "Nothing more runs for it."
+STOP_CONFIRM_YES: Final = "Stop"
+STOP_CONFIRM_NO: Final = "Keep going"
+END_GRANT: Final = "End grant"
+END_GRANT_TOOLTIP: Final = "End this grant: later calls of the tool here ask for approval again"
+
+# -- a person's approvals list (bot.inbox.inbox_document) ----------------------------
+
+INBOX_TITLE: Final = "Your approvals"
+INBOX_INTRO: Final = (
+    "What waits for your decision in every channel, what you asked for, and what you "
+    "decided lately. Decide right here: the card in its thread shows it."
+)
+"""Atop a list kept current where it is shown (Slack's Home tab)."""
+INBOX_UPDATED: Final = "Updated {when}"
+INBOX_SUMMARY: Final = (
+    "Your approvals: {waiting} waiting for you, {requested} of your requests waiting"
+)
+INBOX_WAITING: Final = "Waiting for you ({count})"
+INBOX_NONE_WAITING: Final = "Nothing waits for your decision. 🎉"
+INBOX_NONE_WAITING_KEPT: Final = (
+    "Nothing waits for your decision. 🎉 When an agent asks for something you may "
+    "approve, it shows up here."
+)
+INBOX_MORE_WAITING: Final = (
+    "…and {count} more waiting for you: decide these, then ask for the list again."
+)
+INBOX_MORE_WAITING_KEPT: Final = (
+    "…and {count} more waiting for you: they show here as you decide these."
+)
+INBOX_CALL: Final = "{tool} {args}"
+INBOX_ASKED_BY: Final = "asked by {who}"
+INBOX_VIA: Final = "via {agent}"
+INBOX_IN: Final = "requested in {where}"
+INBOX_EXPIRES: Final = "expires {when}"
+INBOX_SEPARATOR: Final = " · "
+INBOX_REQUESTED: Final = "Your requests ({count})"
+INBOX_NONE_REQUESTED: Final = "None of your requests is waiting for someone else."
+INBOX_DECIDED: Final = "Recent decisions"
+INBOX_NONE_DECIDED: Final = "You have not decided anything lately."
+INBOX_DECISION: Final = "{outcome} {tool} {args}"
+INBOX_GRANTS: Final = "Grants you gave that still run: {count}. {revoke} ends them."
+INBOX_NO_GRANTS: Final = "You have no grants running."
+REVOKE_COMMAND: Final = "revoke"
+INBOX_DONE: Final = "{tool}: {outcome}"
+INBOX_VOTED: Final = "Your approval of {tool} is counted ({count} of {quorum})."
