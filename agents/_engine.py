@@ -20,7 +20,7 @@ from typing import Any
 
 from ._decide import Decider
 from ._recover import Recoverer, Recovery
-from ._turns import CallPredicate, Turns, audit_entry, lock_name
+from ._turns import CallPredicate, StandingApproval, Turns, audit_entry, lock_name
 from .chunks import (
     Chunk,
     FinishChunk,
@@ -51,12 +51,23 @@ _ENDED_KEPT = 64
 class Engine:
     """Runs, decisions and recovery for one agent tree over one store."""
 
-    def __init__(self, root: AgentSpec, store: Store) -> None:
+    def __init__(
+        self,
+        root: AgentSpec,
+        store: Store,
+        *,
+        lease: timedelta = DEFAULT_LEASE,
+        expiry: Callable[[str], timedelta | None] | None = None,
+        standing: StandingApproval | None = None,
+    ) -> None:
+        if lease <= timedelta(0):
+            raise ValueError("the lease must be positive")
         self.store = store
-        self.turns = Turns(root, store)
+        self.turns = Turns(root, store, expiry=expiry, standing=standing)
         self.decider = Decider(self.turns)
         self.recoverer = Recoverer(self.turns, self.decider)
-        self.lease = DEFAULT_LEASE
+        self.lease = lease
+        """How long a run is kept alive by one heartbeat."""
         self.driving: dict[str, int] = {}
         """Root runs this process drives now (sessions per run): never crashed."""
         self._ended: OrderedDict[str, RunSnapshot] = OrderedDict()
@@ -75,20 +86,10 @@ class Engine:
         """Keep a per-call approval predicate for a run (in this process only)."""
         self.turns.register_predicate(root_run_id, predicate)
 
-    def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
-        """Per-tool expiry that wins over the tools' own (``None``: theirs)."""
-        self.turns.expiry = expiry
-
     async def ended(self, run_id: str) -> RunSnapshot:
         """The run as the stream that just ended left it (loaded only if not known)."""
         top = self._ended.pop(run_id, None)
         return top if top is not None else await self.load(run_id)
-
-    def set_lease(self, lease: timedelta) -> None:
-        """How long a run is kept alive by one heartbeat (``DEFAULT_LEASE`` otherwise)."""
-        if lease <= timedelta(0):
-            raise ValueError("the lease must be positive")
-        self.lease = lease
 
     # -- sessions: one stream's worth of work ----------------------------------
 

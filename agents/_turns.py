@@ -97,13 +97,21 @@ def lock_name(root_run_id: str) -> str:
 class Turns:
     """Drives the runs of one agent tree over one store: model turns and tool batches."""
 
-    def __init__(self, root: AgentSpec, store: Store) -> None:
+    def __init__(
+        self,
+        root: AgentSpec,
+        store: Store,
+        *,
+        expiry: Callable[[str], timedelta | None] | None = None,
+        standing: StandingApproval | None = None,
+    ) -> None:
         self.root = root
         self.store = store
         self._predicates: dict[str, CallPredicate] = {}
-        self.expiry: Callable[[str], timedelta | None] | None = None
-        self.standing: StandingApproval | None = None
-        """Per-tool expiry that wins over the tools' own (set by ``Agent.set_expiry``)."""
+        self.expiry = expiry
+        """Per-tool expiry that wins over the tools' own (``Agent.expiry``)."""
+        self.standing = standing
+        """Who already approved calls like a new one (``Agent.standing_approval``)."""
         self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
         """The last snapshot of each top run this process saved (a session ends with it)."""
         self.stops: OrderedDict[str, StopRequest] = OrderedDict()

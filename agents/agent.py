@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from ._decide import select_pending
-from ._engine import Engine
+from ._engine import DEFAULT_LEASE, Engine
 from ._turns import CallPredicate, StandingApproval, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
@@ -56,13 +56,51 @@ class Agent:
     """Where more tools come from while the agent runs (MCP servers: ``McpTools``)."""
     agents: Mapping[str, Agent] = field(default_factory=dict)
     store: Store | None = None
+    """Where runs, pauses and the audit log are kept (a memory store if none is given)."""
     default_options: AgentOptions = field(default_factory=AgentOptions)
+    lease: timedelta = DEFAULT_LEASE
+    """How long a run outlives the last heartbeat of the process driving it. Every
+    process driving a run renews its heartbeat three times a lease;
+    ``recover_interrupted`` takes a run only once it lapsed. Shorter means faster
+    recovery after a crash; every replica must use the same lease."""
+    expiry: Callable[[str], timedelta | None] | None = None
+    """How long new pending calls stay decidable, per tool name: ``expiry(tool_name)``
+    wins over the tool's ``expires_in`` and the agents' ``approval_ttl``; ``None`` from
+    it (or no function) keeps those. A chat layer sets it from its approval policy."""
+    standing_approval: StandingApproval | None = None
+    """Lets calls that need approval run at once when it names who already approved
+    calls like them (a grant for a thread). Each such call is audited as ``granted``
+    (the actor: who granted) and announced with a ``ToolCallGrantedChunk``; a lookup
+    that raises asks instead (fails closed)."""
 
     def __post_init__(self) -> None:
         descriptions = {key: sub.description for key, sub in self.agents.items()}
         self._tools = LiveTools(tools_by_name(self.id, self.tools, descriptions), self.tool_sources)
         self.name = self.name or self.id
+        if self.lease <= timedelta(0):
+            raise ValueError("the lease must be positive")
+        if self.store is None:
+            self.store = MemoryStore()
         self._engine: Engine | None = None
+
+    def configured(
+        self,
+        *,
+        lease: timedelta | None = None,
+        expiry: Callable[[str], timedelta | None] | None = None,
+        standing_approval: StandingApproval | None = None,
+    ) -> Agent:
+        """This agent (its model, tools, sub-agents and store) with a chat layer's
+        settings: a new ``Agent``, with its own engine, over the same store. Settings not
+        given keep this agent's."""
+        return replace(
+            self,
+            lease=self.lease if lease is None else lease,
+            expiry=expiry if expiry is not None else self.expiry,
+            standing_approval=(
+                standing_approval if standing_approval is not None else self.standing_approval
+            ),
+        )
 
     # -- introspection --------------------------------------------------------
 
@@ -86,18 +124,17 @@ class Agent:
         return [t.spec() for t in self._tools.values()]
 
     @property
-    def lease(self) -> timedelta:
-        """How long a run outlives the last heartbeat of the process driving it
-        (``set_lease``)."""
-        return self.engine.lease
-
-    @property
     def engine(self) -> Engine:
         """The run loop over this agent's store (a memory store if none was given)."""
         if self._engine is None:
-            if self.store is None:
-                self.store = MemoryStore()
-            self._engine = Engine(self.spec(), self.store)
+            assert self.store is not None  # set at construction
+            self._engine = Engine(
+                self.spec(),
+                self.store,
+                lease=self.lease,
+                expiry=self.expiry,
+                standing=self.standing_approval,
+            )
         return self._engine
 
     def spec(self) -> AgentSpec:
@@ -369,24 +406,6 @@ class Agent:
         """Whether the store answers."""
         return await self.engine.store.ping()
 
-    def set_standing_approval(self, standing: StandingApproval | None) -> None:
-        """Let calls that need approval run at once when ``standing`` names who already
-        approved calls like them (a grant for a thread); ``None`` asks as usual.
-
-        Each such call is audited as ``granted`` (the actor: who granted) and announced
-        with a ``ToolCallGrantedChunk``; a lookup that raises asks instead (fails closed).
-        """
-        self.engine.turns.standing = standing
-
-    def set_expiry(self, expiry: Callable[[str], timedelta | None] | None) -> None:
-        """Decide how long new pending calls stay decidable, per tool name.
-
-        ``expiry(tool_name)`` wins over the tool's ``expires_in`` and the
-        agents' ``approval_ttl``; ``None`` from it (or no function) keeps those.
-        The chat layer sets it from its approval policy.
-        """
-        self.engine.set_expiry(expiry)
-
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every pending call past its expiry, each exactly once across processes.
 
@@ -413,22 +432,13 @@ class Agent:
                 )
         return expired
 
-    def set_lease(self, lease: timedelta) -> None:
-        """How long a run outlives the last heartbeat of the process driving it.
-
-        Every process driving a run renews its heartbeat three times a lease;
-        ``recover_interrupted`` takes a run only once it lapsed. Shorter means
-        faster recovery after a crash; every replica must use the same lease.
-        """
-        self.engine.set_lease(lease)
-
     async def recover_interrupted(
         self, *, now: datetime | None = None, quiet: timedelta | None = None
     ) -> list[RecoveredRun]:
         """Find runs a crash left in flight and settle each exactly once.
 
         A run counts as crashed when no process has renewed its heartbeat for a
-        lease (``set_lease``) and it has not changed for ``quiet`` (the lease by
+        lease (``Agent.lease``) and it has not changed for ``quiet`` (the lease by
         default). A slow tool keeps its run alive for as long as it runs. A
         repeatable decision is carried out again (consume the returned stream);
         anything else marks the run ``interrupted``, so a non-idempotent side

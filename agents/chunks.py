@@ -123,7 +123,7 @@ class ToolCallApprovalChunk:
 @dataclass(frozen=True, kw_only=True)
 class ToolCallGrantedChunk:
     """A call that needed approval runs without asking: a standing approval covers it
-    (``Agent.set_standing_approval``); ``granted_by`` is who gave that approval."""
+    (``Agent.standing_approval``); ``granted_by`` is who gave that approval."""
 
     type: Literal["tool-call-granted"] = "tool-call-granted"
     run_id: str

@@ -26,6 +26,7 @@ from agents import (
     AuditEntry,
     RunNotFoundError,
     RunSnapshot,
+    StandingAsk,
     Store,
     StoreConflict,
 )
@@ -99,14 +100,17 @@ class ChatBot:
         workers: int = DEFAULT_WORKERS,
         suggested_prompts: tuple[SuggestedPrompt, ...] = (),
     ) -> None:
-        self.agent = agent
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
         tools, delegations = _tool_names(agent)
         self.policy.check_tools(tools, sub_agents=delegations)
-        # The policy's expiry is the runtime's: the sweep, clicks and replies agree.
-        agent.set_expiry(self.policy.expires_in)
-        agent.set_lease(lease)
+        # The policy's expiry is the runtime's (the sweep, clicks and replies agree), and
+        # the grants of a thread are its standing approvals.
+        agent = agent.configured(
+            lease=lease, expiry=self.policy.expires_in, standing_approval=self._standing
+        )
+        self.agent = agent
+        """The agent as this core runs it: the given one, with the core's settings."""
         self._owns_chat = chat is None
         self.chat = chat if chat is not None else open_chat_state(self.store)
         self.following = Following(self.chat)
@@ -128,7 +132,6 @@ class ChatBot:
         self.grants = Grants(
             agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
         )
-        agent.set_standing_approval(self.grants.standing)
         self.inboxes = Inboxes(
             agent=agent,
             policy=self.policy,
@@ -181,12 +184,16 @@ class ChatBot:
         """Whether background work (deliveries, runs, decisions) is still going on."""
         return self.tasks.running > 0 or self.intake.busy
 
+    async def _standing(self, ask: StandingAsk) -> str | None:
+        """Who already approved calls like ``ask`` here: a grant (``Grants.standing``)."""
+        return await self.grants.standing(ask)
+
     @property
     def store(self) -> Store:
         """The agent's store, beside which the chat state is kept (the core itself reaches
         runs and the audit log through ``Agent``)."""
         store = self.agent.store
-        assert store is not None  # set by the runtime once the agent is configured
+        assert store is not None  # set at the agent's construction
         return store
 
     # -- the adapter port -------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Views as terminal text."""
+"""Documents as terminal text: the core composes every view (``bot.compose``), the
+console draws its primitives as indented lines."""
 
 from __future__ import annotations
 
@@ -6,121 +7,96 @@ import json
 from typing import Any, assert_never
 
 from bot import (
-    EDIT_MARK,
-    RECENT,
-    ApprovalCard,
-    CardPointer,
+    Arguments,
+    Block,
+    Button,
+    Changes,
+    Channel,
+    Code,
+    Document,
+    Facts,
     Inbox,
-    Notice,
-    Outcome,
+    Link,
+    Markdown,
+    Paragraph,
     Person,
-    Prompt,
-    Reply,
+    Place,
+    Rich,
+    Section,
+    Strong,
+    TextInput,
     View,
-    card_outcome,
-    changes_text,
-    plain_text,
-    question_outcome,
-    tool_label,
+    When,
+    changes_rich,
+    compose,
+    inbox_document,
 )
 
 from . import texts
 
+INDENT = "    "
+
+QUESTION_COMMANDS: dict[str, str] = {"question_decline": "/decline", "question_cancel": "/cancel"}
+"""The lines that press a question's buttons at the console (an approval card's are
+asked at its prompt; Stop is the word ``stop``)."""
+
 
 def render(view: View) -> str:
     """The lines that show ``view`` in a terminal."""
-    if isinstance(view, ApprovalCard):
-        return render_card(view)
-    if isinstance(view, Prompt):
-        return render_prompt(view)
-    if isinstance(view, Reply):
-        return texts.REPLY.format(text=_indent(view.text))
-    if isinstance(view, Notice):
-        text = f"{names(view.people)}: {view.text}" if view.people else view.text
-        return texts.NOTICE.format(text=_indent(text))
-    if isinstance(view, CardPointer):
-        return render_pointer(view)
-    assert_never(view)
-
-
-def render_pointer(pointer: CardPointer) -> str:
-    """Where a card went, while it waits; then how it ended."""
-    if pointer.card.status != "pending":
-        return render_card(pointer.card)
-    tool = tool_label(pointer.card)
-    if pointer.channel is not None:
-        return texts.POINTER_CHANNEL.format(channel=pointer.channel, tool=tool)
-    return texts.POINTER_PEOPLE.format(who=names(pointer.people), tool=tool)
+    return draw(compose(view))
 
 
 def render_inbox(inbox: Inbox) -> str:
     """``/approvals``: what waits for the person, their requests, their decisions."""
+    return draw(inbox_document(inbox, command="/approvals"))
+
+
+def draw(document: Document) -> str:
+    """A document as lines: its title, then its body indented under it. A settled view
+    (one with a ``tone``) is the update of what was printed while it waited: its title,
+    what an edit changed and how it ended, without what was printed before again."""
     lines: list[str] = []
-    if inbox.waiting:
-        lines.append(texts.INBOX_WAITING.format(count=len(inbox.waiting)))
-        lines += [_inbox_item(card) for card in inbox.waiting]
-    else:
-        lines.append(texts.INBOX_NONE_WAITING)
-    if inbox.requested:
-        lines.append(texts.INBOX_REQUESTED.format(count=len(inbox.requested)))
-        lines += [_inbox_item(card) for card in inbox.requested]
-    if inbox.decided:
-        lines.append(texts.INBOX_DECIDED)
-        lines += [
-            texts.INBOX_DECISION.format(
-                at=d.at.astimezone().strftime("%Y-%m-%d %H:%M"),
-                outcome=RECENT[d.outcome],
-                tool=d.tool_name,
-                args=_args(d.args),
-            )
-            for d in inbox.decided
-        ]
-    if inbox.grants:
-        lines.append(texts.INBOX_GRANTS.format(count=inbox.grants))
-    return "\n".join(lines)
+    if document.title:
+        lines.append(text(document.title))
+    for block in document.body:
+        if document.tone is not None and not _news(block):
+            continue
+        lines += _block(block, nested=bool(document.title))
+    commands = [_command(button) for button in document.actions]
+    pressed = [command for command in commands if command]
+    if pressed:
+        lines.append(INDENT + texts.COMMANDS.format(commands=", ".join(pressed)))
+    shown = "\n".join(lines)
+    if document.kind == "reply":
+        return texts.REPLY.format(text=_indent(shown))
+    if document.kind == "notice":
+        return texts.NOTICE.format(text=_indent(shown))
+    return shown
 
 
-def _inbox_item(card: ApprovalCard) -> str:
-    return texts.INBOX_ITEM.format(
-        tool=tool_label(card),
-        args=_args(card.args),
-        requester=name(card.requester) if card.requester else texts.SOMEONE,
-        thread=card.requested_in.root if card.requested_in else "?",
-    )
-
-
-def _args(args: dict[str, Any]) -> str:
-    return ", ".join(f"{key}: {_value(value)}" for key, value in args.items())
-
-
-def render_card(card: ApprovalCard) -> str:
-    """A pending card in full; a decided or expired one as a one-line update."""
-    outcome = card_outcome(card)
-    if outcome is not None:
-        return settled(outcome, tool_label(card))
-    lines = [texts.CARD_HEADER.format(agent=" › ".join(card.agent_path), tool=tool_label(card))]
-    lines += [texts.CARD_ARG.format(name=k, value=_value(v)) for k, v in card.args.items()]
-    expires = card.expires_at.astimezone().strftime("%Y-%m-%d %H:%M %Z")
-    lines.append(
-        texts.CARD_FOOTER.format(
-            requester=name(card.requester) if card.requester else texts.SOMEONE, expires=expires
-        )
-    )
-    if card.quorum > 1:
-        who = names(card.approvals) or texts.NO_APPROVALS
-        lines.append(
-            texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
-        )
-    return "\n".join(lines)
-
-
-def settled(outcome: Outcome, tool: str) -> str:
-    """ "[deploy] ✅ Approved by alice", then what an edit changed, one line each."""
-    lines = [texts.SETTLED.format(tool=tool, mark=outcome.mark, line=plain_text(outcome.line))]
-    if outcome.changes:
-        edit, changes = plain_text(outcome.edit), changes_text(outcome.changes)
-        lines.append(texts.CARD_EDITED.format(mark=EDIT_MARK, who=edit, changes=changes))
-    return "\n".join(lines)
+def text(rich: Rich) -> str:
+    """Rich text as plain words: people by name, dates in local time."""
+    parts: list[str] = []
+    for span in rich:
+        match span:
+            case str():
+                parts.append(span)
+            case Person():
+                parts.append(name(span))
+            case Strong() | Code():
+                parts.append(span.text)
+            case When():
+                parts.append(span.at.astimezone().strftime("%Y-%m-%d %H:%M %Z"))
+            case Place():
+                parts.append(texts.THREAD.format(thread=span.thread.root))
+            case Channel():
+                parts.append(span.id)
+            case Link():
+                if parts and parts[-1].endswith(" "):
+                    parts[-1] = parts[-1][:-1]
+            case _:
+                assert_never(span)
+    return "".join(parts)
 
 
 def name(person: Person) -> str:
@@ -128,34 +104,51 @@ def name(person: Person) -> str:
     return person.name or person.id
 
 
-def names(people: tuple[Person, ...]) -> str:
-    """People as a comma-separated list."""
-    return ", ".join(name(person) for person in people)
+def _block(block: Block, *, nested: bool) -> list[str]:
+    indent = INDENT if nested else ""
+    match block:
+        case Paragraph():
+            return [indent + _indent(text(block.text), indent)]
+        case Facts():
+            return [f"{indent}{fact.label}: {text(fact.value)}" for fact in block.facts]
+        case Arguments():
+            if not block.args:
+                return [f"{indent}{block.label}: {block.empty}"]
+            return [f"{indent}{block.label}:"] + [
+                f"{indent}  {key}: {_value(value)}" for key, value in block.args.items()
+            ]
+        case Changes():
+            return [indent + text(changes_rich(block))]
+        case Markdown():
+            return [text(block.lead) + block.text]
+        case TextInput():
+            return []  # the console asks for a decline's reason at the card's prompt
+        case Section():
+            lines = [indent + text(block.title)]
+            for item in block.items:
+                details = f" ({text(item.details)})" if item.details else ""
+                lines.append(f"{indent}  - {text(item.text).rstrip()}{details}")
+            if not block.items and block.empty:
+                lines.append(f"{indent}  {text(block.empty)}")
+            return lines
+        case _:
+            assert_never(block)
 
 
-def render_prompt(prompt: Prompt) -> str:
-    """A tool's question, what to answer with, and why the last answer did not fit;
-    once settled, one line saying who answered (or declined) it."""
-    outcome = question_outcome(prompt)
-    if outcome is not None:
-        return settled(outcome, tool_label(prompt))
-    lines = [texts.QUESTION.format(tool=tool_label(prompt), question=_indent(prompt.question))]
-    if prompt.error:
-        lines.append(texts.QUESTION_ERROR.format(error=prompt.error))
-    if prompt.form:
-        lines.append(texts.QUESTION_FORM)
-    elif prompt.fields:
-        fields = ", ".join(f.name for f in prompt.fields)
-        lines.append(texts.QUESTION_FIELDS.format(fields=fields))
-    else:
-        lines.append(texts.QUESTION_HINT)
-    return "\n".join(lines)
+def _news(block: Block) -> bool:
+    """Whether a settled view's block says something new: how it ended, what changed."""
+    return isinstance(block, Changes) or (isinstance(block, Paragraph) and block.small)
+
+
+def _command(button: Button) -> str:
+    command = QUESTION_COMMANDS.get(button.action)
+    return texts.COMMAND.format(command=command, label=button.label.lower()) if command else ""
 
 
 def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _indent(text: str) -> str:
+def _indent(text: str, indent: str = "     ") -> str:
     """Continuation lines line up under the first, after the speaker's tag."""
-    return text.replace("\n", "\n     ")
+    return text.replace("\n", "\n" + indent)

@@ -380,8 +380,8 @@ async def test_a_standing_approval_runs_a_gated_call_at_once_and_says_who_grante
         model=call_then_answer(ToolCall("restart", {"service": "api"})),
         tools=[restart],
         store=MemoryStore(),
+        standing_approval=standing,
     )
-    agent.set_standing_approval(standing)
     stream = await agent.stream("restart api", thread_id="granted", resource_id="U1")
     granted = [c async for c in stream if isinstance(c, ToolCallGrantedChunk)]
     assert [(g.tool_name, g.granted_by, g.args) for g in granted] == [
@@ -412,7 +412,7 @@ async def test_a_standing_approval_lookup_that_fails_asks_as_usual() -> None:
         model=call_then_answer(ToolCall("restart", {"service": "api"})),
         tools=[restart],
         store=MemoryStore(),
+        standing_approval=broken,
     )
-    agent.set_standing_approval(broken)
     paused = await agent.generate("restart api", thread_id="t", resource_id="U1")
     assert paused.finish_reason == "suspended"

@@ -415,8 +415,7 @@ async def test_a_run_whose_sub_agent_still_makes_progress_is_not_taken_as_crashe
 
 async def test_a_run_working_longer_than_its_lease_stays_alive_until_its_process_dies() -> None:
     gate = Gate()
-    agent = noop_agent(gate)
-    agent.set_lease(timedelta(seconds=0.3))
+    agent = noop_agent(gate).configured(lease=timedelta(seconds=0.3))
     task = asyncio.create_task(agent.generate("go"))
     await asyncio.wait_for(gate.reached.wait(), timeout=5)
     await asyncio.sleep(0.9)  # three leases without a save: only the heartbeat says it lives

@@ -42,12 +42,12 @@ async def chat(agent: Agent, *texts: str) -> str:
 async def test_a_card_is_answered_on_the_next_line() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "maybe", "a")
-    assert "[approval needed] ops wants to run restart_service" in out
+    assert "🔒 Approval needed: restart_service\n    Agent: ops" in out
     assert "    service: api" in out
-    assert "requested by ada" in out
+    assert "Asked by: ada" in out
     assert out.count("Approve? [a]pprove / [e]dit / [d]ecline (reason) > ") == 2
     assert "Please answer 'a' (or 'y') to approve" in out
-    assert "[restart_service] ✅ Approved by ada" in out
+    assert "✅ Approved: restart_service\n    ✅ Approved by ada" in out
     assert out.rstrip().endswith("bot> Done. restart_service ok: restarted api")
     assert ran.count == 1
 
@@ -56,7 +56,10 @@ async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "x", "stop")
     assert "'stop' to stop the whole request" in out  # named when it asks again
-    assert "[restart_service] 🛑 Stopped by ada: the request ended before anyone decided" in out
+    assert (
+        "🛑 Stopped: restart_service\n    🛑 Stopped by ada: the request ended before anyone decided"
+        in out
+    )
     assert "ada: stopped as you asked. Nothing more runs for this request." in out
     assert "still waiting" not in out
     assert ran.count == 0
@@ -65,15 +68,20 @@ async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
 async def test_declining_takes_the_rest_of_the_line_as_the_reason() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "d not during lunch")
-    assert "[restart_service] ❌ Declined by ada: not during lunch" in out
+    assert (
+        "❌ Declined: restart_service\n    ❌ Declined by ada\n    Reason: not during lunch" in out
+    )
     assert "Reason: not during lunch" in out
     assert ran.count == 0
 
 
 async def test_a_question_is_answered_by_the_next_line() -> None:
     out = await chat(weather_agent(), "weather?", "Lisbon")
-    assert "[question from weather] Which city?" in out
-    assert "(answer with: city; or /decline or /cancel)" in out
+    assert "💬 weather asks:\n    Which city?" in out
+    assert (
+        "Reply in this thread to answer (city).\n    (or type /decline to decline, /cancel to cancel)"
+        in out
+    )
     assert "bot> The weather in Lisbon: sunny" in out
 
 
@@ -147,11 +155,11 @@ async def test_python_m_bot_console_runs_the_demo_from_piped_stdin(tmp_path: Pat
     assert "you are grace" in out
     assert "- find user 12345: look a user up" in out  # the demo's help in the welcome
     assert "bot> User 12345: name: Ada Lovelace" in out
-    assert "[delete_record] ❌ Declined by grace: keep it" in out
-    assert "[question from deploy_service] Which version of web" in out
+    assert "❌ Declined: delete_record\n    ❌ Declined by grace\n    Reason: keep it" in out
+    assert "💬 deploy_service asks:\n    Which version of web" in out
     assert "Deployed web to staging" in out
     assert "9.9.9" in out
-    assert "[delete_record] ✅ Approved by grace" in out
+    assert "✅ Approved: delete_record\n    ✅ Approved by grace" in out
     assert out.rstrip().splitlines()[-1].startswith("bot> Deleted record abc-123: user id: 12345")
     assert (tmp_path / "bot.db").exists()
 
@@ -171,14 +179,17 @@ async def test_the_example_config_runs_its_mcp_ticket_desk_in_the_console(tmp_pa
         TICKETS_DB=str(tickets),
     )
     assert "bot> Ticket T-100: T-100 [open] Printer on floor 3 is on fire" in out
-    assert "ops › tickets wants to run close_ticket (MCP server tickets)" in out
-    assert "[close_ticket (MCP server tickets)] ✅ Approved by grace" in out
+    assert "🔒 Approval needed: close_ticket (MCP server tickets)\n    Agent: ops › tickets" in out
+    assert "✅ Approved: close_ticket (MCP server tickets)\n    ✅ Approved by grace" in out
     assert "T-101 [closed] VPN drops every hour" in out
     assert '"status": "closed"' in tickets.read_text()
     # The server's question, declined: the server hears it and leaves the ticket alone.
-    assert "[question from reopen_ticket (MCP server tickets)] Why should the ticket" in out
-    assert "(answer with: reason; or /decline or /cancel)" in out
-    assert "[reopen_ticket (MCP server tickets)] ❌ Declined by grace" in out
+    assert "💬 reopen_ticket (MCP server tickets) asks:\n    Why should the ticket" in out
+    assert (
+        "Reply in this thread to answer (reason).\n"
+        "    (or type /decline to decline, /cancel to cancel)" in out
+    )
+    assert "❌ Declined: reopen_ticket (MCP server tickets)\n    ❌ Declined by grace" in out
     assert "T-102 stays as it is: the reason was not given (decline)" in out
     assert json.loads(tickets.read_text())["T-102"]["status"] == "closed"
 
@@ -195,19 +206,20 @@ async def test_the_console_card_shows_the_checked_version_and_that_version_deplo
         "a",
         "delete record zzz-999",
     )
-    assert out.count("[question from deploy_service] Which version of worker") == 3
+    assert out.count("💬 deploy_service asks:") == 3
+    assert out.count("    Which version of worker") == 3
     assert (
-        "That answer didn't fit: version: 'not 1.4.1 - use 1.5.0' is not a version; "
+        "⚠️ That reply did not fit: version: 'not 1.4.1 - use 1.5.0' is not a version; "
         "answer with just the version, such as 1.4.2" in out
     )
-    assert "That answer didn't fit: version: 'find user 42' is not a version" in out
-    card = out[out.index("[approval needed]") :]
-    assert "    version: 1.5.0\n" in card
+    assert "⚠️ That reply did not fit: version: 'find user 42' is not a version" in out
+    card = out[out.index("🔒 Approval needed:") :]
+    assert "      version: 1.5.0\n" in card
     assert "not 1.4.1" not in card
     assert "Deployed worker to production: deployment id: 7; version: 1.5.0" in out
     assert deployed(tmp_path / "ops.db") == [("worker", "production", "1.5.0")]
     # No card for a record that is not there: the answer says why instead.
-    assert out.count("[approval needed]") == 1
+    assert out.count("🔒 Approval needed:") == 1
     assert out.rstrip().splitlines()[-1].startswith("bot> I could not delete record zzz-999")
     assert "No record with id 'zzz-999'" in out
 
@@ -224,11 +236,11 @@ def test_a_quorum_card_shows_its_approvals_in_the_terminal() -> None:
         quorum=2,
         approvals=(Person(id="U2", name="bob"),),
     )
-    assert render(card).splitlines()[-1] == "    approvals: bob (1 of 2)"
-    assert "approvals" not in render(replace(card, quorum=1, approvals=()))
+    assert "    Approvals: bob (1 of 2)\n    Arguments:" in render(card)
+    assert "Approvals" not in render(replace(card, quorum=1, approvals=()))
     voters = (Person(id="U2", name="bob"), Person(id="U3"))
     approved = replace(card, status="approved", decided_by=voters, approvals=voters)
-    assert render(approved) == "[deploy] ✅ Approved by bob, U3"
+    assert render(approved) == "✅ Approved: deploy\n    ✅ Approved by bob, U3"
 
 
 async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_thread(
@@ -239,8 +251,8 @@ async def test_a_card_left_open_is_shown_again_when_the_console_starts_on_its_th
     # Ctrl-D, then `make run` again: the same thread, the same card, still decidable.
     second = await console_demo(tmp_path, "a")
     assert "(these still wait in thread 'main', from an earlier session)" in second
-    assert "[approval needed] ops › records wants to run delete_record" in second
-    assert "[delete_record] ✅ Approved by grace" in second
+    assert "🔒 Approval needed: delete_record\n    Agent: ops › records" in second
+    assert "✅ Approved: delete_record\n    ✅ Approved by grace" in second
     assert "Deleted record abc-123" in second
     # Another thread name is another conversation: nothing waits there.
     other = await console_demo(tmp_path, "help", argv=("--thread", "other"))
@@ -262,8 +274,8 @@ async def test_a_card_is_edited_field_by_field_then_approved_as_edited(tmp_path:
     assert "    Order Id [A-1001]: " in out
     assert "    Amount [150.0]: " in out
     assert "Those arguments do not fit: amount:" in out
-    assert "[refund] ✅ Approved by grace" in out
-    assert "    ✏️ Edited by grace: amount: 150.0 → 120.0" in out
+    assert "✅ Approved: refund\n    ✏️ Edited by grace: amount: 150.0 → 120.0\n" in out
+    assert "    ✅ Approved by grace" in out
     # The answer reads the tool's own result, for what ran: nothing glued in front.
     answer = out[out.index("bot> Refunded order A-1001") :]
     assert "amount: 120.00" in answer
@@ -273,9 +285,12 @@ async def test_a_card_is_edited_field_by_field_then_approved_as_edited(tmp_path:
 async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_path: Path) -> None:
     await console_demo(tmp_path, "delete record abc-123")  # left waiting in 'main'
     out = await console_demo(tmp_path, "/approvals", "a", "/approvals", argv=("--thread", "b"))
-    assert "Waiting for you (1); each is asked below, in turn:" in out
-    assert "  - delete_record (record_id: abc-123), asked by grace in thread 'main'" in out
-    assert "[delete_record] ✅ Approved by grace" in out
+    assert "Waiting for you (1)\n" in out
+    assert (
+        "  - delete_record record_id: abc-123 (asked by grace · via ops › records · "
+        "requested in thread 'main'" in out
+    )
+    assert "✅ Approved: delete_record\n    ✅ Approved by grace" in out
     assert "Deleted record abc-123" in out
     assert "Nothing waits for your decision." in out
     assert "✅ Approved delete_record (record_id: abc-123)" in out  # the recent decisions
@@ -286,9 +301,9 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
 async def test_y_and_n_answer_a_card_too() -> None:
     ran = Counter()
     out = await chat(restart_agent(ran), "restart the api", "y")
-    assert "[restart_service] ✅ Approved by ada" in out
+    assert "✅ Approved: restart_service\n    ✅ Approved by ada" in out
     declined = await chat(restart_agent(ran), "restart the api", "n not now")
-    assert "[restart_service] ❌ Declined by ada: not now" in declined
+    assert "❌ Declined: restart_service\n    ❌ Declined by ada\n    Reason: not now" in declined
     assert ran.count == 1
 
 
@@ -307,7 +322,7 @@ async def test_a_card_expiring_at_the_prompt_gets_a_fresh_prompt_below() -> None
     await console.run()
     await bot.aclose()
     shown = out.getvalue()
-    expired = shown.index("[restart_service] ⌛ Expired")
+    expired = shown.index("⌛ Expired: restart_service\n    ⌛ Expired")
     assert shown.index("you> ", expired) > expired  # asked again, below the notice
     assert "still waiting" not in shown  # nothing is left
 
@@ -328,20 +343,20 @@ async def test_a_question_with_several_fields_is_answered_field_by_field() -> No
     booked = Counter()
     agent = booking_agent([], booked)
     out = await chat(agent, "book a table", "", "friday", "many", "friday", "4")
-    assert "(answered field by field below; /decline or /cancel leaves it)" in out
+    assert "Fill in the answer, or reply in this thread." in out
     assert "    Date (required): " in out
     assert "    (Date is required)" in out
     assert "    Seats (a whole number, required): " in out
     assert "(only you see this)" in out  # "many" is no whole number: asked again
     assert booked.count == 1
     assert booked.calls == [{"date": "friday", "seats": 4}]
-    assert "[book_table] ✅ Answered by ada" in out
+    assert "✅ Answered: book_table\n    ✅ Answered by ada" in out
 
 
 async def test_a_form_question_can_be_left_from_its_fields() -> None:
     booked = Counter()
     out = await chat(booking_agent([], booked), "book a table", "/cancel")
-    assert "[book_table] 🚫 Cancelled by ada" in out
+    assert "🚫 Cancelled: book_table\n    🚫 Cancelled by ada" in out
     assert booked.count == 0
 
 
@@ -369,13 +384,13 @@ async def test_a_requester_who_may_not_approve_is_told_why_and_offered_decline_o
     ran = Counter()
     policy = f"[tools.restart_service]\n{rule}\n"
     out = await chat_under(policy, "restart the api", "a", "d not now", ran=ran)
-    assert "[approval needed] ops wants to run restart_service" in out
+    assert "🔒 Approval needed: restart_service\n    Agent: ops" in out
     assert f"(only you see this) {why}" in out
     assert "Approve?" not in out
     assert "[e]dit" not in out
     assert out.count("Decline? [d]ecline (reason) > ") == 2
     assert "Please answer 'd' or 'n'" in out
-    assert "[restart_service] ❌ Declined by ada: not now" in out
+    assert "❌ Declined: restart_service\n    ❌ Declined by ada\n    Reason: not now" in out
     assert ran.count == 0
 
 
@@ -384,7 +399,7 @@ async def test_a_grant_for_a_duration_the_card_does_not_offer_asks_again() -> No
     policy = '[tools.restart_service]\ngrant_for = ["1h"]\n'
     out = await chat_under(policy, "restart the api", "g 5h", "g 1h", ran=ran)
     assert "Please answer" in out
-    assert "[restart_service] ✅ Approved by ada for this thread (1h)" in out
+    assert "✅ Approved: restart_service\n    ✅ Approved by ada for this thread (1h)" in out
     assert ran.count == 1
 
 
@@ -411,8 +426,8 @@ async def test_the_readme_transcript_is_what_the_console_prints(tmp_path: Path) 
 
 def _same_line(readme: str, printed: str) -> bool:
     """A README line matches a printed one; its times and a trailing ``...`` are elided."""
-    if " expires " in readme:
-        return printed.startswith(readme.partition(" expires ")[0] + " expires ")
+    if "Expires: " in readme:
+        return printed.startswith(readme.partition("Expires: ")[0] + "Expires: ")
     if readme.endswith("..."):
         return printed.startswith(readme.removesuffix("..."))
     return readme == printed
@@ -430,12 +445,15 @@ async def test_an_edited_deploy_answers_with_what_ran_and_recent_decisions_say_s
         "",  # version stays
         "/approvals",
     )
-    assert "[deploy_service] ✅ Approved by grace" in out
-    assert "    ✏️ Edited by grace: environment: production → staging" in out
+    assert (
+        "✅ Approved: deploy_service\n    ✏️ Edited by grace: environment: production → staging"
+        in out
+    )
+    assert "    ✅ Approved by grace" in out
     answer = out[out.index("bot> ") :]
     assert answer.startswith("bot> Deployed api to staging (")
     assert "production" not in answer.partition("\n")[0]
-    decisions = out[out.index("Your recent decisions:") :]
+    decisions = out[out.index("Recent decisions\n") :]
     assert (
         "✏️ Approved as edited deploy_service (service: api, environment: staging, version: 1.4.2)"
         in (decisions)
@@ -444,9 +462,9 @@ async def test_an_edited_deploy_answers_with_what_ran_and_recent_decisions_say_s
 
 async def test_an_edit_that_changes_nothing_is_an_approval(tmp_path: Path) -> None:
     out = await console_demo(tmp_path, "delete record abc-123", "e", "", "/approvals")
-    assert "[delete_record] ✅ Approved by grace" in out
+    assert "✅ Approved: delete_record\n    ✅ Approved by grace" in out
     assert "Edited" not in out
-    assert "edited" not in out[out.index("Your recent decisions:") :]
+    assert "edited" not in out[out.index("Recent decisions\n") :]
     assert "✅ Approved delete_record (record_id: abc-123)" in out
 
 
