@@ -1,5 +1,6 @@
 """Stores for run snapshots, the run lock, thread memory and the audit log."""
 
+from ._lease import hold_lease
 from .base import LockTimeout, Store, StoreConflict
 from .memory import MemoryStore
 from .redis_url import redis_client, split_prefix
@@ -15,6 +16,7 @@ __all__ = [
     "StoreKind",
     "changes",
     "database_path",
+    "hold_lease",
     "open_store",
     "redis_client",
     "split_prefix",

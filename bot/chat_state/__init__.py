@@ -55,11 +55,11 @@ def open_chat_state(store: Store) -> ChatState:
     """
     kind = store_kind(store.url)
     if kind == "memory":
-        return MemoryChatState(store)
+        return MemoryChatState()
     if kind == "sqlite":
         from .sqlite import SQLiteChatState
 
         return SQLiteChatState(store.url, store)
     from .redis import RedisChatState
 
-    return RedisChatState(store.url, store)
+    return RedisChatState(store.url)

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
-from agents import PendingInfo, Store
+from agents import PendingInfo
 
 from ..types import Destination, MessageRef, Person, Posted, ThreadKey
 
@@ -118,19 +118,8 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
-class StoreCardLocks:
-    """``card_lock`` for every backend: a lease of the store's, named per card.
-
-    The runtime's own locks are named ``run:<id>``; a card's are ``card:<run>:<ask>``.
-    """
-
-    _locks: Store
-
-    def card_lock(
-        self, run_id: str, ask: str, *, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        """Hold one card's lock across every process (see ``ChatState.card_lock``)."""
-        return self._locks.lock(f"card:{run_id}:{ask}", wait=wait)
+CARD_LOCK_TTL = 30.0
+"""Seconds a card's lock holds without its holder giving it back (a holder that died)."""
 
 
 class ThreadState(Protocol):
@@ -195,7 +184,8 @@ class CardState(Protocol):
     ) -> AbstractAsyncContextManager[None]:
         """Hold one card's lock across every process (votes, declines, expiry).
 
-        Raises ``LockTimeout`` when it cannot be had within ``wait`` (see ``Store.lock``).
+        Raises ``LockTimeout`` when it cannot be had within ``wait``. A lock whose holder
+        is gone lapses after ``CARD_LOCK_TTL``.
         """
         ...
 

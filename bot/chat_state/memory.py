@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Store
+from agents.stores import hold_lease
 
 from ..types import Person
-from .base import CardPlace, IntakeEntry, StoreCardLocks, ThreadNote
+from .base import CARD_LOCK_TTL, CardPlace, IntakeEntry, ThreadNote
 
 _NOTES_PRUNED_AT = 10_000
 
@@ -24,11 +25,11 @@ class _Slot:
     attempts: int = 0
 
 
-class MemoryChatState(StoreCardLocks):
-    """Everything in dictionaries; card locks are the (memory) store's locks."""
+class MemoryChatState:
+    """Everything in dictionaries (one process)."""
 
-    def __init__(self, locks: Store) -> None:
-        self._locks = locks
+    def __init__(self) -> None:
+        self._card_locks: dict[str, tuple[str, float]] = {}
         self._followed: set[str] = set()
         self._refs: dict[str, dict[str, Any]] = {}
         self._cards: dict[tuple[str, str], CardPlace] = {}
@@ -40,6 +41,24 @@ class MemoryChatState(StoreCardLocks):
         self._waiting: dict[tuple[str, str], set[str]] = {}
         self._notes: dict[str, tuple[float, str]] = {}
         self._recent: dict[str, list[str]] = {}
+
+    def card_lock(
+        self, run_id: str, ask: str, *, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        name = f"{run_id}:{ask}"
+
+        async def take(token: str) -> bool:
+            held = self._card_locks.get(name)
+            if held is not None and held[1] > time.monotonic():
+                return False
+            self._card_locks[name] = (token, time.monotonic() + CARD_LOCK_TTL)
+            return True
+
+        async def give_back(token: str) -> None:
+            if self._card_locks.get(name, ("",))[0] == token:
+                del self._card_locks[name]
+
+        return hold_lease(f"card {name}", wait, take=take, give_back=give_back)
 
     async def follow(self, thread_id: str) -> None:
         self._followed.add(thread_id)

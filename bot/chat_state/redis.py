@@ -15,23 +15,23 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
 from redis.exceptions import ResponseError
 
-from agents import Store
-from agents.stores import redis_client, split_prefix
+from agents.stores import hold_lease, redis_client, split_prefix
 from agents.stores.redis_keys import SHARDS
 from agents.stores.redis_url import is_cluster
 
 from ..types import Person
 from . import redis_keys as k
 from .base import (
+    CARD_LOCK_TTL,
     CARD_PLACE,
     PERSON,
     CardPlace,
     IntakeEntry,
-    StoreCardLocks,
     ThreadNote,
     json_object,
 )
@@ -106,21 +106,45 @@ return redis.call('XDEL', KEYS[1], ARGV[2])
 """
 
 
-class RedisChatState(StoreCardLocks):
-    """The chat state on the store's Redis or Redis Cluster; card locks are the store's."""
+# KEYS: a card's lock. ARGV: our token. Deleted only while it is still ours, so a
+# holder whose lease ran out cannot free the next holder's lock.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
 
-    def __init__(self, url: str, locks: Store) -> None:
+
+class RedisChatState:
+    """The chat state on the store's Redis or Redis Cluster, under keys of its own."""
+
+    def __init__(self, url: str) -> None:
         server_url, prefix = split_prefix(url)
         self.keys = k.ChatKeys(prefix, SHARDS if is_cluster(url) else 0)
-        self._locks = locks
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
         self._done = self._redis.register_script(_DONE)
         self._take_due = self._redis.register_script(_TAKE_DUE)
+        self._release = self._redis.register_script(_RELEASE)
         self._next_prune = 0.0
         self._next_group = 0
+
+    def card_lock(
+        self, run_id: str, ask: str, *, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        key = self.keys.card_lock(run_id, ask)
+
+        async def take(token: str) -> bool:
+            ttl = int(CARD_LOCK_TTL * 1000)
+            return bool(await self._redis.set(key, token, nx=True, px=ttl))
+
+        async def give_back(token: str) -> None:
+            await self._release(keys=[key], args=[token])
+
+        return hold_lease(f"card {run_id}:{ask}", wait, take=take, give_back=give_back)
 
     async def follow(self, thread_id: str) -> None:
         await self._redis.set(self.keys.follow(thread_id), "1")

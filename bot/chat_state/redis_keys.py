@@ -28,6 +28,9 @@ FOLLOW = "follow"
 # Where a pending call's card was posted (JSON). No TTL: a few hundred bytes per
 # call, read by the expiry sweep and by clicks however late they come.
 CARD = "card"
+# The lock of one card (votes, declines, expiry): a lease with a random token, deleted
+# by its holder (compare-and-delete); its TTL frees it when a holder dies.
+CARD_LOCK = "card-lock"
 # List of JSON votes on a quorum card, in voting order; changed only by the
 # add-vote script, which keeps each person once. No TTL, like the audit log.
 VOTES = "votes"
@@ -97,6 +100,10 @@ class ChatKeys(ShardedKeys):
     def card(self, run_id: str, ask: str) -> str:
         """Where a call's card was posted."""
         return f"{self.prefix}:{CARD}:{{{run_id}}}:{ask}"
+
+    def card_lock(self, run_id: str, ask: str) -> str:
+        """The lock of a card."""
+        return f"{self.prefix}:{CARD_LOCK}:{{{run_id}}}:{ask}"
 
     def votes(self, run_id: str, ask: str) -> str:
         """The votes on a quorum card."""

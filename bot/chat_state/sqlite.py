@@ -10,20 +10,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiosqlite
 
 from agents import Store
-from agents.stores import SQLiteFile, changes, database_path
+from agents.stores import SQLiteFile, changes, database_path, hold_lease
 
 from ..types import Person
 from .base import (
+    CARD_LOCK_TTL,
     CARD_PLACE,
     PERSON,
     CardPlace,
     IntakeEntry,
-    StoreCardLocks,
     ThreadNote,
     json_object,
 )
@@ -67,10 +68,16 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS recent (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, item TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS recent_by_key ON recent (key, seq)",
+    # Card locks (votes, declines, expiry): a lease row, taken when free or lapsed.
+    """CREATE TABLE IF NOT EXISTS card_locks (
+        name TEXT PRIMARY KEY, token TEXT NOT NULL, until REAL NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
 )
+_TAKE_CARD_LOCK = """INSERT INTO card_locks (name, token, until) VALUES (?, ?, ?)
+    ON CONFLICT (name) DO UPDATE SET token = excluded.token, until = excluded.until
+    WHERE card_locks.until <= ?"""
 _TRIM_RECENT = """DELETE FROM recent WHERE key = ? AND seq NOT IN
     (SELECT seq FROM recent WHERE key = ? ORDER BY seq DESC LIMIT ?)"""
 _SET_NOTE = """INSERT INTO notes (key, value, expires_at) VALUES (?, ?, ?)
@@ -96,18 +103,34 @@ _TAKE_DUE = """DELETE FROM timers
     RETURNING key, data, due"""
 
 
-class SQLiteChatState(StoreCardLocks):
-    """The chat state over the store's file; card locks are the store's locks."""
+class SQLiteChatState:
+    """The chat state in the store's file (on the store's connection), in tables of its
+    own."""
 
-    def __init__(self, url: str, locks: Store) -> None:
-        shared = getattr(locks, "file", None)
+    def __init__(self, url: str, store: Store) -> None:
+        shared = getattr(store, "file", None)
         # The store's connection when it is the same file: one queue of writers.
         if isinstance(shared, SQLiteFile) and shared.path == database_path(url):
             self._file, self._owns_file = shared.share(_migrate), False
         else:
             self._file, self._owns_file = SQLiteFile(url, _migrate), True
-        self._locks = locks
         self._next_seen_sweep = 0.0
+
+    def card_lock(
+        self, run_id: str, ask: str, *, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        name = f"{run_id}:{ask}"
+
+        async def take(token: str) -> bool:
+            now = time.time()
+            params = (name, token, now + CARD_LOCK_TTL, now)
+            return await self._file.changes(_TAKE_CARD_LOCK, params) == 1
+
+        async def give_back(token: str) -> None:
+            sql = "DELETE FROM card_locks WHERE name = ? AND token = ?"
+            await self._file.changes(sql, (name, token))
+
+        return hold_lease(f"card {name}", wait, take=take, give_back=give_back)
 
     async def follow(self, thread_id: str) -> None:
         await self._file.changes(_FOLLOW, (thread_id,))

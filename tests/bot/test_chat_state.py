@@ -331,6 +331,28 @@ async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
         yield url
 
 
+async def test_a_card_lock_holds_across_replicas_and_apart_from_the_runtimes_locks(
+    durable_url: str,
+) -> None:
+    store, other_store = open_store(durable_url), open_store(durable_url)
+    one, other = open_chat_state(store), open_chat_state(other_store)
+    try:
+        async with one.card_lock("run-1", "ask-1"):
+            with pytest.raises(LockTimeout):
+                async with other.card_lock("run-1", "ask-1", wait=0.1):
+                    pass
+            # The chat state's locks are its own: the runtime's names stay free.
+            async with store.lock("card:run-1:ask-1", wait=0.1), store.lock("run:run-1", wait=0.1):
+                pass
+        async with other.card_lock("run-1", "ask-1", wait=0.1):
+            pass
+    finally:
+        for chat in (one, other):
+            await chat.close()
+        for each in (store, other_store):
+            await each.close()
+
+
 async def test_chat_state_survives_reopening(durable_url: str) -> None:
     store = open_store(durable_url)
     chat = open_chat_state(store)

@@ -57,8 +57,8 @@ async def test_stop_at_a_card_stops_the_request_and_nothing_runs() -> None:
     out = await chat(restart_agent(ran), "restart the api", "x", "stop")
     assert "'stop' to stop the whole request" in out  # named when it asks again
     assert (
-        "🛑 Stopped: restart_service\n    🛑 Stopped by ada: the request ended before anyone decided"
-        in out
+        "🛑 Stopped: restart_service\n"
+        "    🛑 Stopped by ada: the request ended before anyone decided" in out
     )
     assert "ada: stopped as you asked. Nothing more runs for this request." in out
     assert "still waiting" not in out
@@ -79,8 +79,8 @@ async def test_a_question_is_answered_by_the_next_line() -> None:
     out = await chat(weather_agent(), "weather?", "Lisbon")
     assert "💬 weather asks:\n    Which city?" in out
     assert (
-        "Reply in this thread to answer (city).\n    (or type /decline to decline, /cancel to cancel)"
-        in out
+        "Reply in this thread to answer (city).\n"
+        "    (or type /decline to decline, /cancel to cancel)" in out
     )
     assert "bot> The weather in Lisbon: sunny" in out
 

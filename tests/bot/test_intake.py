@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from agents import MemoryStore
 from bot import IncomingMessage, MemoryChatState, Overloaded, ThreadKey
 from bot.chat_state import IntakeEntry
 from bot.intake import BUFFERED, DELIVERY, Attempt, Delivery, Intake
@@ -21,7 +20,7 @@ def intake(worked: list[str]) -> Intake:
         assert delivery.message is not None
         worked.append(delivery.message.text)
 
-    chat = MemoryChatState(MemoryStore())
+    chat = MemoryChatState()
     return Intake(chat, work, tasks=TaskTracker(), lease=5.0)
 
 
