@@ -76,8 +76,7 @@ class Decider:
             chain = await self.chain(top, entry.tool_call_id)
             value, answered = resume_data, None
             if decision.action == "resume":
-                value = self.validate_resume(chain[-1], entry, resume_data)
-                answered = self._answered_args(chain[-1], entry, value)
+                value, answered = self.answer(chain[-1], entry, resume_data)
             audit = []
             if decision.cancelled and entry.kind != "suspension":
                 # Only a question is called off; an approval is declined, as it says.
@@ -151,29 +150,24 @@ class Decider:
             link = chain[-1].find_pending(tool_call_id)
         return chain
 
-    def _answered_args(self, owner: RunSnapshot, entry: PendingCall, answer: Any) -> dict[str, Any]:
-        """The arguments a question's call runs with once ``answer`` (validated) fills
-        them, as JSON: what the audit log records for it."""
+    def answer(
+        self, owner: RunSnapshot, entry: PendingCall, data: Any
+    ) -> tuple[Any, dict[str, Any]]:
+        """A question's answer, validated, and the arguments its call runs with once the
+        answer fills them (as JSON: what the audit log records); the answer must leave
+        them valid."""
         tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
         owned = owner.find_pending(entry.tool_call_id) or entry
         if tool is None:
-            return owned.args
-        return tool.dump_args(tool.answered_args(owned.args, answer))
-
-    def validate_resume(self, owner: RunSnapshot, entry: PendingCall, data: Any) -> Any:
-        """The validated answer; it must also leave the call's arguments valid."""
-        tool = self._turns.agent_at(owner.agent_path).tool(entry.tool_name)
-        if tool is None:
-            return data
-        owned = owner.find_pending(entry.tool_call_id) or entry
+            return data, owned.args
         try:
             answer = tool.validate_resume(data, owned.resume_schema)
-            tool.answered_args(owned.args, answer)
+            args = tool.answered_args(owned.args, answer)
         except ValidationError as exc:
             raise ResumeDataInvalidError(
                 owner.root_run_id, entry.tool_call_id, validation_messages(exc)
             ) from exc
-        return answer
+        return answer, tool.dump_args(args)
 
     async def carry_out(
         self,

@@ -120,7 +120,7 @@ class Recoverer:
             return None  # the outcome was recorded below; what came after is unknown
         value = decision.data
         if decision.action == "resume":
-            value = self._decider.validate_resume(chain[-1], entry, decision.data)
+            value, _ = self._decider.answer(chain[-1], entry, decision.data)
         fresh = decision.model_copy(update={"decided_at": utcnow()})
         for snap in chain:
             call = snap.find_pending(entry.tool_call_id)

@@ -250,9 +250,8 @@ async def audit(
     policy = load_policy(settings)
     store = open_store(settings.store_url)
     try:
-        rows = await audit_rows(
-            store, policy, thread_id=thread, since=since, compact=fmt == "table"
-        )
+        entries = await store.list_audit(thread_id=thread)
+        rows = audit_rows(entries, policy, since=since, compact=fmt == "table")
         write(rows, sys.stdout, fmt)
     finally:
         await store.close()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TextIO
 
-from agents import Agent, AuditEntry, Decision, RunNotFoundError, Store
+from agents import Agent, AuditEntry, Decision, RunNotFoundError
 
 from . import texts
 from .outcome import SETTLED, arg_changes, changes_text, shown_value
@@ -33,17 +33,15 @@ TABLE_CELL = 60
 """Characters a table cell shows at most (CSV and JSON lines keep everything)."""
 
 
-async def audit_rows(
-    store: Store,
+def audit_rows(
+    entries: Iterable[AuditEntry],
     policy: ApprovalPolicy,
     *,
-    thread_id: str | None = None,
     since: datetime | None = None,
     compact: bool = False,
 ) -> list[dict[str, str]]:
-    """The audit entries (of one thread, or all; from ``since`` on) as report rows
-    (``compact``: arguments as short ``name=value`` pairs, for the table)."""
-    entries = await store.list_audit(thread_id=thread_id)
+    """Audit entries (from ``since`` on) as report rows (``compact``: arguments as short
+    ``name=value`` pairs, for the table)."""
     return [row(e, policy, compact=compact) for e in entries if since is None or e.at >= since]
 
 
