@@ -25,6 +25,7 @@ from .document import (
     Code,
     Confirm,
     Document,
+    DocumentKind,
     Fact,
     Facts,
     Form,
@@ -123,13 +124,7 @@ def card_document(card: ApprovalCard, *, actionable: bool = True) -> Document:
             facts.append(Fact(label=texts.FACT_APPROVALS, value=approvals_rich(card)))
     body: list[Block] = [Facts(facts=tuple(facts)), arguments(card)]
     if outcome is not None:
-        return Document(
-            kind="card",
-            summary=settled_summary(label, outcome),
-            title=settled_title(tool, outcome),
-            tone=outcome.tone,
-            body=(*body, *outcome_blocks(outcome)),
-        )
+        return settled_document("card", label, outcome, (*body, *outcome_blocks(outcome)))
     summary = rich(texts.CARD_SUMMARY, tool=label, requester=_requester(card))
     title = rich(texts.CARD_TITLE, approval_needed=Strong(text=texts.APPROVAL_NEEDED), tool=tool)
     if not actionable:
@@ -237,6 +232,19 @@ def _requester(card: ApprovalCard) -> Rich:
 # -- how a card or question ended ---------------------------------------------------
 
 
+def settled_document(
+    kind: DocumentKind, label: str, outcome: Outcome, body: tuple[Block, ...]
+) -> Document:
+    """A settled card, question or pointer: titled by how it ended, in its tone."""
+    return Document(
+        kind=kind,
+        summary=settled_summary(label, outcome),
+        title=settled_title(Code(text=label), outcome),
+        tone=outcome.tone,
+        body=body,
+    )
+
+
 def settled_title(tool: Code, outcome: Outcome) -> Rich:
     """ "✅ *Approved:* `deploy`"."""
     title = Strong(text=texts.OUTCOME_TITLE.format(title=outcome.title))
@@ -301,13 +309,7 @@ def question_document(prompt: Prompt) -> Document:
     question = Paragraph(text=(prompt.question,))
     outcome = question_outcome(prompt)
     if outcome is not None:
-        return Document(
-            kind="question",
-            summary=settled_summary(label, outcome),
-            title=settled_title(tool, outcome),
-            tone=outcome.tone,
-            body=(question, *outcome_blocks(outcome)),
-        )
+        return settled_document("question", label, outcome, (question, *outcome_blocks(outcome)))
     body: list[Block] = []
     if prompt.error:
         retry = (texts.QUESTION_RETRY.format(error=prompt.error),)
@@ -376,13 +378,7 @@ def pointer_document(pointer: CardPointer) -> Document:
     link = Link(words=texts.POINTER_LINK)
     outcome = card_outcome(card)
     if outcome is not None:
-        return Document(
-            kind="pointer",
-            summary=settled_summary(label, outcome),
-            title=settled_title(tool, outcome),
-            tone=outcome.tone,
-            body=outcome_blocks(outcome, link=link),
-        )
+        return settled_document("pointer", label, outcome, outcome_blocks(outcome, link=link))
     if pointer.channel is not None:
         channel = Channel(id=pointer.channel)
         line = rich(texts.POINTER_IN_CHANNEL, tool=tool, channel=channel, link=link)

@@ -18,9 +18,10 @@ form each platform chooses (``Strong``, ``Code``, ``When``, ``Place``, ``Channel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from .outcome import ArgChange, Tone
 from .types import Person, PromptField, ThreadKey
@@ -81,8 +82,14 @@ Rich = tuple[Span, ...]
 """Text of a document: words and people (``bot.Text``), and marked pieces."""
 
 
-def rich_plain(text: Rich) -> str:
-    """``text`` as plain words: people by name, marks dropped, links left out."""
+def rich_plain(
+    text: Rich,
+    *,
+    when: Callable[[datetime], str] = lambda at: at.strftime("%Y-%m-%d %H:%M %Z").strip(),
+    place: Callable[[ThreadKey], str] = lambda thread: thread.channel,
+) -> str:
+    """``text`` as plain words: people by name (else id), marks dropped, links left out;
+    ``when`` and ``place`` say how a moment and a thread read."""
     parts: list[str] = []
     for span in text:
         match span:
@@ -93,14 +100,16 @@ def rich_plain(text: Rich) -> str:
             case Strong() | Code():
                 parts.append(span.text)
             case When():
-                parts.append(span.at.strftime("%Y-%m-%d %H:%M %Z").strip())
+                parts.append(when(span.at))
             case Place():
-                parts.append(span.thread.channel)
+                parts.append(place(span.thread))
             case Channel():
                 parts.append(span.id)
             case Link():
                 if parts and parts[-1].endswith(" "):
                     parts[-1] = parts[-1][:-1]
+            case _:
+                assert_never(span)
     return "".join(parts)
 
 

@@ -4,6 +4,7 @@ console draws its primitives as indented lines."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, assert_never
 
 from bot import (
@@ -11,25 +12,20 @@ from bot import (
     Block,
     Button,
     Changes,
-    Channel,
-    Code,
     Document,
     Facts,
     Inbox,
-    Link,
     Markdown,
     Paragraph,
     Person,
-    Place,
     Rich,
     Section,
-    Strong,
     TextInput,
     View,
-    When,
     changes_rich,
     compose,
     inbox_document,
+    rich_plain,
 )
 
 from . import texts
@@ -75,28 +71,14 @@ def draw(document: Document) -> str:
 
 
 def text(rich: Rich) -> str:
-    """Rich text as plain words: people by name, dates in local time."""
-    parts: list[str] = []
-    for span in rich:
-        match span:
-            case str():
-                parts.append(span)
-            case Person():
-                parts.append(name(span))
-            case Strong() | Code():
-                parts.append(span.text)
-            case When():
-                parts.append(span.at.astimezone().strftime("%Y-%m-%d %H:%M %Z"))
-            case Place():
-                parts.append(texts.THREAD.format(thread=span.thread.root))
-            case Channel():
-                parts.append(span.id)
-            case Link():
-                if parts and parts[-1].endswith(" "):
-                    parts[-1] = parts[-1][:-1]
-            case _:
-                assert_never(span)
-    return "".join(parts)
+    """Rich text as plain words: people by name, dates in local time, threads by name."""
+    return rich_plain(
+        rich, when=_local, place=lambda thread: texts.THREAD.format(thread=thread.root)
+    )
+
+
+def _local(at: datetime) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M %Z")
 
 
 def name(person: Person) -> str:
