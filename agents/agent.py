@@ -79,8 +79,6 @@ class Agent:
         self.name = self.name or self.id
         if self.lease <= timedelta(0):
             raise ValueError("the lease must be positive")
-        if self.store is None:
-            self.store = MemoryStore()
         self._engine: Engine | None = None
 
     def configured(
@@ -91,8 +89,10 @@ class Agent:
         standing_approval: StandingApproval | None = None,
     ) -> Agent:
         """This agent (its model, tools, sub-agents and store) with a chat layer's
-        settings: a new ``Agent``, with its own engine, over the same store. Settings not
-        given keep this agent's."""
+        settings: a new ``Agent``, with its own engine, over the same store (a memory
+        store from now on, if it had none). Settings not given keep this agent's."""
+        if self.store is None:
+            self.store = MemoryStore()
         return replace(
             self,
             lease=self.lease if lease is None else lease,
@@ -127,7 +127,8 @@ class Agent:
     def engine(self) -> Engine:
         """The run loop over this agent's store (a memory store if none was given)."""
         if self._engine is None:
-            assert self.store is not None  # set at construction
+            if self.store is None:
+                self.store = MemoryStore()
             self._engine = Engine(
                 self.spec(),
                 self.store,

@@ -199,7 +199,9 @@ def _grant_buttons(card: ApprovalCard) -> list[Button]:
 
 def arguments(card: ApprovalCard) -> Arguments:
     """What the call runs with (shown whole)."""
-    return Arguments(label=texts.ARGUMENTS, args=card.args, empty=texts.NO_ARGUMENTS)
+    return Arguments(
+        label=texts.ARGUMENTS, args=card.args, empty=texts.NO_ARGUMENTS, more=texts.MORE
+    )
 
 
 def approvals_rich(card: ApprovalCard) -> Rich:
@@ -397,7 +399,8 @@ def pointer_document(pointer: CardPointer) -> Document:
 def notice_document(notice: Notice) -> Document:
     """Something the bot says about itself, to the people it names first; a notice of a
     call run under a grant offers End grant."""
-    lead: Rich = (*people_rich(notice.people), ": ") if notice.people else ()
+    people = tuple(dict.fromkeys(notice.people))  # each named once
+    lead: Rich = (*people_rich(people), ": ") if people else ()
     actions: tuple[Button, ...] = ()
     if notice.revoke is not None:
         run_id, tool_call_id = notice.revoke

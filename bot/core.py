@@ -193,7 +193,7 @@ class ChatBot:
         """The agent's store, beside which the chat state is kept (the core itself reaches
         runs and the audit log through ``Agent``)."""
         store = self.agent.store
-        assert store is not None  # set at the agent's construction
+        assert store is not None  # set when the agent was configured
         return store
 
     # -- the adapter port -------------------------------------------------------

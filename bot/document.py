@@ -155,6 +155,8 @@ class Arguments:
     args: dict[str, Any]
     empty: str
     """What is said when the call takes no arguments."""
+    more: str = ""
+    """What is said of the arguments a platform leaves out to fit (``{count}``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

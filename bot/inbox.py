@@ -287,7 +287,7 @@ def _decided_item(decision: InboxDecision) -> Item:
             texts.INBOX_DECISION,
             outcome=RECENT[decision.outcome],
             tool=Code(text=decision.tool_name),
-            args=f"({args_line(decision.args)})" if decision.args else "",
+            args=f" ({args_line(decision.args)})" if decision.args else "",
         ),
         details=(When(at=decision.at),),
     )

@@ -1,4 +1,12 @@
-"""Bot views -> Block Kit, within Slack's limits, always with a top-level ``text``."""
+"""Documents -> Block Kit, within Slack's limits, always with a top-level ``text``.
+
+The core composes every view once as a ``bot.Document`` (``bot.compose``); this module
+only draws its primitives: a title and paragraphs as sections, small text as context,
+facts as labelled lines, arguments as a code block, an edit's changes on one line, the
+agent's markdown as mrkdwn, lists with their buttons, and each button with what it
+carries back. A settled view (one with a ``tone``) keeps its title in the message and
+its body beside a bar of the tone's colour.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +15,42 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from bot import (
-    EDIT_MARK,
-    ApprovalCard,
-    CardPointer,
-    Notice,
-    Outcome,
-    Prompt,
-    Reply,
-    ThreadKey,
+    Arguments,
+    Button,
+    ButtonAction,
+    Changes,
+    Confirm,
+    Document,
+    Facts,
+    Item,
+    Markdown,
+    Paragraph,
+    Rich,
+    Section,
+    TextInput,
     Tone,
     View,
-    card_outcome,
-    change_side,
-    question_outcome,
-    tool_label,
+    changes_rich,
+    compose,
 )
+from bot import Block as Piece
 
 from . import texts
 from .mrkdwn import (
+    CONTEXT_LIMIT,
     ELLIPSIS,
     SECTION_LIMIT,
     Block,
-    channel_mention,
+    Places,
     clip,
     context,
     cut,
     escape,
-    mention,
-    mentions,
     mrkdwn,
-    place_name,
     plain,
+    rich_mrkdwn,
     section,
-    slack_date,
     split,
-    text_escaped,
     to_mrkdwn,
 )
 from .wire import (
@@ -62,6 +71,9 @@ from .wire import (
 )
 
 CONFIRM_TEXT_LIMIT = 300
+CONFIRM_TITLE_LIMIT = 100
+CONFIRM_BUTTON_LIMIT = 30
+"""A confirmation dialog's Approve / Cancel."""
 BUTTON_TEXT_LIMIT = 75
 ACTIONS_LIMIT = 25
 """Elements in one actions block."""
@@ -69,22 +81,42 @@ REASON_LIMIT = 1000
 EDITED_VALUE_LIMIT = 200
 """Characters kept of one value in the "Edited by" line, before an ellipsis: the
 arguments block above shows it whole."""
+ITEMS_SHOWN = 10
+"""Items of a list without buttons shown at most (all in one section)."""
+DECIDABLE_SHOWN = 10
+"""Items of a list with buttons shown at most in a message (two blocks each, well within
+its 50)."""
+ITEM_TEXT_LIMIT = 500
+"""Characters kept of each piece of words on a list's line (a call's arguments), before
+an ellipsis: the request shows them whole."""
 # Text per message when an answer is split: several sections, well below the
 # 40,000 characters at which Slack truncates a message.
 MESSAGE_TEXT_LIMIT = 12000
 
 _FENCE = "```"
 _FENCE_BROKEN = "`\u200b`\u200b`"  # looks the same, cannot close the code block
-
+_DIVIDER: Block = {"type": "divider"}
 
 BAR_COLORS: dict[Tone, str] = {
     "done": "#2EB67D",
     "refused": "#E01E5A",
     "void": "#9A9A9A",
 }
-"""The colour bar beside a settled card (and its pointer), by its outcome's tone: green,
-red, or grey when nobody decided (it expired, or its request was stopped). A pending
-card has none."""
+"""The colour bar beside a settled card (and its pointer, and a settled question), by
+its outcome's tone: green, red, or grey when nobody decided (it expired, or its request
+was stopped, or the question was cancelled). A pending view has none."""
+
+_ACTION_IDS: dict[ButtonAction, str] = {
+    "approve": APPROVE_ACTION,
+    "decline": DECLINE_ACTION,
+    "edit": EDIT_ACTION,
+    "answer": ANSWER_ACTION,
+    "question_decline": QUESTION_DECLINE_ACTION,
+    "question_cancel": QUESTION_CANCEL_ACTION,
+    "stop": STOP_ACTION,
+    "revoke": REVOKE_ACTION,
+}
+"""The ``action_id`` of each button, but a grant's (``grant_action``: by its index)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,58 +163,219 @@ def render(view: View, *, link: str | None = None) -> list[SlackMessage]:
     request of a card shown away from it (``ApprovalCard.requested_in``), the card
     a ``CardPointer`` points to.
     """
-    match view:
-        case ApprovalCard():
-            return [approval_card(view, link=link)]
-        case Prompt():
-            return [prompt(view)]
-        case Reply():
-            messages = long_text(view.text)
-            closing = closing_blocks(feedback=view.feedback, stop=view.stop)
-            if closing:
-                *before, last = messages
-                extended = [*last.blocks, *closing]
-                messages = [*before, SlackMessage(text=last.text, blocks=extended, bar=last.bar)]
-            return messages
-        case Notice():
-            lead = f"{', '.join(map(mention, view.people))}: " if view.people else ""
-            messages = long_text(view.text, lead=lead)
-            if view.revoke is not None:
-                *before, last = messages
-                messages = [*before, _with_revoke(last, *view.revoke)]
-            return messages
-        case CardPointer():
-            return [card_pointer(view, link=link)]
-        case _:
-            assert_never(view)
+    return draw(compose(view), link=link)
 
 
-def closing_blocks(*, feedback: str | None = None, stop: str | None = None) -> list[Block]:
-    """What ends an answer: 👍 / 👎 under a finished run's (``feedback``), Stop under
-    the text before a card or question of a run still going (``stop``)."""
-    return [
-        *([feedback_block(feedback)] if feedback is not None else []),
-        *([stop_block(stop)] if stop is not None else []),
-    ]
+def draw(
+    document: Document,
+    *,
+    link: str | None = None,
+    places: Places | None = None,
+    decidable_shown: int = DECIDABLE_SHOWN,
+) -> list[SlackMessage]:
+    """The messages that show ``document`` (several only for long markdown).
+
+    ``link``: where the document's ``Link`` (and, without ``places``, its ``Place``)
+    leads; ``places``: the permalinks of the threads it names; ``decidable_shown``: the
+    items with buttons a list shows (the surface's room).
+    """
+    pen = _Pen(link=link, places=places, decidable_shown=decidable_shown)
+    text = clip(pen.text(document.summary), SECTION_LIMIT, escaped=True)
+    head = [section(pen.text(document.title))] if document.title else []
+    pages = pen.body(document.body)
+    closing = closing_blocks(document)
+    if document.tone is not None:
+        shown = [block for _, blocks in pages for block in blocks]
+        bar = Bar(color=BAR_COLORS[document.tone], blocks=shown) if shown else None
+        return [SlackMessage(text=text, blocks=[*head, *closing], bar=bar)]
+    (_, first), *rest = pages
+    messages = [SlackMessage(text=text, blocks=[*head, *first])]
+    messages += [SlackMessage(text=page_text, blocks=blocks) for page_text, blocks in rest]
+    *before, last = messages
+    return [*before, SlackMessage(text=last.text, blocks=[*last.blocks, *closing])]
 
 
-def stop_block(run_id: str) -> Block:
-    """Stop (confirmed first) under the text before a card or question, naming its run."""
-    stop = {
+def closing_blocks(document: Document) -> list[Block]:
+    """What ends a document: 👍 / 👎 under a finished run's answer (``feedback``), then
+    its buttons."""
+    blocks = [feedback_block(document.feedback)] if document.feedback is not None else []
+    if document.actions:
+        blocks.append(actions_block(document.actions))
+    return blocks
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Pen:
+    """Draws one document's blocks, with the links it knows and the room it has."""
+
+    link: str | None
+    places: Places | None
+    decidable_shown: int
+
+    def text(self, rich: Rich, *, limit: int | None = None) -> str:
+        """Rich text as mrkdwn, with the links this document knows."""
+        return rich_mrkdwn(rich, link=self.link, places=self.places, limit=limit)
+
+    def body(self, body: tuple[Piece, ...]) -> list[tuple[str, list[Block]]]:
+        """The body's blocks, in pages: a new message where long markdown needs one (each
+        continuation with its own text)."""
+        pages: list[tuple[str, list[Block]]] = [("", [])]
+        for block in body:
+            if isinstance(block, Markdown):
+                first, *more = long_text(block.text, lead=self.text(block.lead))
+                pages[-1][1].extend(first.blocks)
+                pages += [(message.text, message.blocks) for message in more]
+                continue
+            if isinstance(block, Section) and pages[-1][1]:
+                pages[-1][1].append(_DIVIDER)
+            pages[-1][1].extend(self.block(block))
+        return pages
+
+    def block(self, block: Piece) -> list[Block]:
+        """The Block Kit blocks of one of the document's blocks."""
+        match block:
+            case Paragraph():
+                shown = self.text(block.text)
+                if not shown.strip():
+                    return []
+                return [context(shown) if block.small else section(shown)]
+            case Facts():
+                lines = [f"*{escape(f.label)}:* {self.text(f.value)}" for f in block.facts]
+                return [section("\n".join(lines))] if lines else []
+            case Arguments():
+                return arguments(block)
+            case Changes():
+                return [context(self.changes(block))]
+            case Markdown():  # all in one message (``body`` splits messages)
+                messages = long_text(block.text, lead=self.text(block.lead))
+                return [shown for message in messages for shown in message.blocks]
+            case TextInput():
+                return []  # Slack asks for it in a modal, when its button is pressed
+            case Section():
+                return self.section(block)
+            case _:
+                assert_never(block)
+
+    def changes(self, block: Changes) -> str:
+        """An edit's changes on one line, as many as a context holds (saying how many
+        more)."""
+        most = len(block.changes)
+        while True:
+            shown = self.text(
+                changes_rich(block, limit=EDITED_VALUE_LIMIT + len(ELLIPSIS), most=most)
+            )
+            if len(shown) <= CONTEXT_LIMIT or most <= 1:
+                return shown
+            most -= 1
+
+    def section(self, block: Section) -> list[Block]:
+        """A titled list: each item with buttons in a section of its own, followed by them
+        (as many as the surface has room for); items without, one line each in one
+        section; or what is said when there are none."""
+        title = f"*{self.text(block.title)}*"
+        if not block.items:
+            return [section(f"{title}\n{self.text(block.empty)}")]
+        if not any(item.actions for item in block.items):
+            return [self.listing(title, block)]
+        blocks = [section(title)]
+        for item in block.items[: self.decidable_shown]:
+            blocks.append(section(self.item(item)))
+            if item.actions:
+                blocks.append(actions_block(item.actions))
+        hidden = len(block.items) - self.decidable_shown
+        if hidden > 0:
+            blocks.append(context(escape(block.more.format(count=hidden))))
+        return blocks
+
+    def listing(self, title: str, block: Section) -> Block:
+        """One section: the title, then as many items as fit, and how many more there are."""
+        shown: list[str] = []
+        size = len(title) + 200  # room for the "and N more" line
+        for item in block.items[:ITEMS_SHOWN]:
+            line = f"• {self.item(item)}"
+            if size + len(line) + 1 > SECTION_LIMIT:
+                break
+            shown.append(line)
+            size += len(line) + 1
+        hidden = len(block.items) - len(shown)
+        if hidden:
+            shown.append(escape(block.more.format(count=hidden)))
+        return section("\n".join([title, *shown]))
+
+    def item(self, item: Item) -> str:
+        """A list's item: its line, and the line under it (each piece of words cut short)."""
+        lines = [self.text(item.text, limit=ITEM_TEXT_LIMIT)]
+        if item.details:
+            lines.append(self.text(item.details, limit=ITEM_TEXT_LIMIT))
+        return "\n".join(lines)
+
+
+def arguments(block: Arguments) -> list[Block]:
+    """What a call runs with, as a code block, never folded away; cut to a section's
+    size, saying how much was left out."""
+    label = f"*{escape(block.label)}*"
+    if not block.args:
+        return [section(f"{label}\n_{escape(block.empty)}_")]
+    pretty = json.dumps(block.args, indent=2, ensure_ascii=False, default=str)
+    head, tail = f"{label}\n{_FENCE}\n", f"\n{_FENCE}"
+    room = SECTION_LIMIT - len(head) - len(tail)
+    body, dropped = cut(escape(pretty).replace(_FENCE, _FENCE_BROKEN), room)
+    blocks = [section(head + body + tail)]
+    if dropped:
+        blocks.append(context(texts.ARGUMENTS_TRUNCATED.format(count=dropped)))
+    return blocks
+
+
+# -- buttons ------------------------------------------------------------------------
+
+
+def actions_block(buttons: tuple[Button, ...]) -> Block:
+    """Buttons in one actions block (as many as it holds); each "Approve for this
+    thread" with its index, since Slack wants the ids in a block unique."""
+    elements: list[Block] = []
+    grants = 0
+    for button in buttons[:ACTIONS_LIMIT]:
+        if button.action == "grant":
+            action_id, grants = grant_action(grants), grants + 1
+        else:
+            action_id = _ACTION_IDS[button.action]
+        elements.append(button_element(button, action_id))
+    return {"type": "actions", "elements": elements}
+
+
+def button_element(button: Button, action_id: str) -> Block:
+    """One button: its words, its look, what it carries back (the run for Stop, else the
+    call, the card's asking and a grant's duration), and its confirmation."""
+    target = button.target
+    value = (
+        encode_stop_value(target.run_id)
+        if button.action == "stop"
+        else encode_button_value(
+            target.run_id, target.tool_call_id, grant_for=target.grant_for, ask=target.ask
+        )
+    )
+    element: Block = {
         "type": "button",
-        "action_id": STOP_ACTION,
-        "text": plain(texts.STOP),
-        "style": "danger",
-        "value": encode_stop_value(run_id),
-        "confirm": {
-            "title": plain(texts.STOP_CONFIRM_TITLE),
-            "text": mrkdwn(cut(texts.STOP_CONFIRM_TEXT, CONFIRM_TEXT_LIMIT)[0]),
-            "confirm": plain(texts.STOP_CONFIRM_YES),
-            "deny": plain(texts.STOP_CONFIRM_NO),
-            "style": "danger",
-        },
+        "action_id": action_id,
+        "text": plain(clip(button.label, BUTTON_TEXT_LIMIT)),
+        "value": value,
     }
-    return {"type": "actions", "elements": [stop]}
+    if button.style != "plain":
+        element["style"] = button.style
+    if button.confirm is not None:
+        element["confirm"] = confirm_dialog(button.confirm, danger=button.style == "danger")
+    return element
+
+
+def confirm_dialog(confirm: Confirm, *, danger: bool = False) -> Block:
+    """The question Slack asks before a button takes effect."""
+    return {
+        "title": plain(clip(confirm.title, CONFIRM_TITLE_LIMIT)),
+        "text": mrkdwn(cut(rich_mrkdwn(confirm.text), CONFIRM_TEXT_LIMIT)[0]),
+        "confirm": plain(clip(confirm.yes, CONFIRM_BUTTON_LIMIT)),
+        "deny": plain(clip(confirm.no, CONFIRM_BUTTON_LIMIT)),
+        "style": "danger" if danger else "primary",
+    }
 
 
 def feedback_block(run_id: str) -> Block:
@@ -208,301 +401,7 @@ def feedback_block(run_id: str) -> Block:
     }
 
 
-def _with_revoke(message: SlackMessage, run_id: str, tool_call_id: str) -> SlackMessage:
-    """A grant's notice with its End grant button."""
-    end = {
-        "type": "button",
-        "action_id": REVOKE_ACTION,
-        "text": plain(texts.END_GRANT),
-        "value": encode_button_value(run_id, tool_call_id),
-    }
-    actions = {"type": "actions", "elements": [end]}
-    return SlackMessage(text=message.text, blocks=[*message.blocks, actions], bar=message.bar)
-
-
-# -- a card shown elsewhere -------------------------------------------------------
-
-
-def card_pointer(pointer: CardPointer, *, link: str | None = None) -> SlackMessage:
-    """The line in the requester's thread for a card sent elsewhere: where it waits
-    (with a link to it, ``link``), then how it ended."""
-    card = pointer.card
-    tool = escape(tool_label(card))
-    see = " " + texts.POINTER_LINK.format(url=escape(link)) if link else ""
-    outcome = card_outcome(card)
-    if outcome is not None:
-        lines = [context(edited_text(outcome))] if outcome.changes else []
-        lines.append(context(outcome_line(outcome) + see))
-        bar = Bar(color=BAR_COLORS[outcome.tone], blocks=lines)
-        fallback = settled_fallback(tool, outcome)
-        return SlackMessage(text=fallback, blocks=[section(settled_title(card))], bar=bar)
-    if pointer.channel is not None:
-        channel = channel_mention(pointer.channel)
-        line = texts.POINTER_IN_CHANNEL.format(tool=tool, channel=channel, see=see)
-    else:
-        who = mentions(pointer.people) or texts.UNKNOWN_PERSON
-        line = texts.POINTER_TO_PEOPLE.format(tool=tool, who=who)
-    if card.quorum > 1:
-        line += "\n" + approvals_text(card)
-    fallback = texts.DECIDED_FALLBACK.format(tool=tool, outcome=texts.WAITING)
-    return SlackMessage(text=fallback, blocks=[section(line)])
-
-
-def requested_in_text(thread: ThreadKey, link: str | None) -> str:
-    """ "#ops (open the thread)": where a card shown elsewhere was asked for."""
-    where = place_name(thread.channel)
-    if link:
-        return texts.REQUESTED_IN_LINKED.format(where=where, url=escape(link))
-    return where
-
-
-# -- approval card ----------------------------------------------------------------
-
-
-def approval_card(card: ApprovalCard, *, link: str | None = None) -> SlackMessage:
-    """The card: what runs, who asks, until when; buttons while pending, the outcome after.
-
-    A pending card is plain Block Kit, its arguments never folded away. Once settled
-    its title says how it ended, and the rest sits beside a bar of that colour.
-    A card shown away from its request (``requested_in``) says where that was, with
-    ``link`` (the request's permalink) when known.
-    """
-    tool = escape(tool_label(card))
-    requester = mention(card.requester) if card.requester else texts.UNKNOWN_PERSON
-    facts = [
-        texts.CARD_AGENT.format(path=escape(texts.AGENT_PATH_SEPARATOR.join(card.agent_path))),
-        texts.CARD_REQUESTER.format(requester=requester),
-    ]
-    if card.requested_in is not None:
-        facts.append(
-            texts.CARD_REQUESTED_IN.format(where=requested_in_text(card.requested_in, link))
-        )
-    if card.status == "pending":
-        facts.append(texts.CARD_EXPIRES.format(when=slack_date(card.expires_at)))
-        if card.quorum > 1:
-            facts.append(approvals_text(card))
-    body: list[Block] = [section("\n".join(facts)), *_arguments(card.args)]
-    if card.status == "pending":
-        title = section(texts.CARD_TITLE.format(tool=tool))
-        text = texts.CARD_FALLBACK.format(tool=tool, requester=requester)
-        return SlackMessage(text=text, blocks=[title, *body, _buttons(card)])
-    outcome = card_outcome(card)
-    assert outcome is not None
-    if outcome.changes:
-        body.append(context(edited_text(outcome)))
-    body.append(context(outcome_line(outcome)))
-    return SlackMessage(
-        text=settled_fallback(tool, outcome),
-        blocks=[section(settled_title(card))],
-        bar=Bar(color=BAR_COLORS[outcome.tone], blocks=body),
-    )
-
-
-def settled_fallback(tool: str, outcome: Outcome) -> str:
-    """A settled card's notification text: the tool, how it ended, what an edit changed."""
-    text = texts.DECIDED_FALLBACK.format(tool=tool, outcome=outcome_line(outcome))
-    return clip(text + outcome.edit_note(escape), SECTION_LIMIT, escaped=True)
-
-
-def settled_title(card: ApprovalCard) -> str:
-    """The title of a card: ":lock: *Approval needed:* `deploy`" while it waits, then
-    its outcome's ("✅ *Approved:* `deploy`")."""
-    tool = escape(tool_label(card))
-    outcome = card_outcome(card)
-    if outcome is None:
-        return texts.CARD_TITLE.format(tool=tool)
-    return texts.SETTLED_TITLE.format(mark=outcome.mark, title=outcome.title, tool=tool)
-
-
-def approvals_text(card: ApprovalCard) -> str:
-    """ "Approvals: @a (1 of 2)" on a pending card that needs several approvals."""
-    who = mentions(card.approvals) or texts.NO_APPROVALS
-    return texts.CARD_APPROVALS.format(who=who, count=len(card.approvals), quorum=card.quorum)
-
-
-def outcome_text(card: ApprovalCard) -> str:
-    """The card's outcome line as mrkdwn ("✅ Approved by @x"), empty while it waits."""
-    outcome = card_outcome(card)
-    return "" if outcome is None else outcome_line(outcome)
-
-
-def outcome_line(outcome: Outcome) -> str:
-    """An outcome's mark and line: words escaped (the core keeps a reason short), people
-    mentioned."""
-    return f"{outcome.mark} {text_escaped(outcome.line)}"
-
-
-def edited_text(outcome: Outcome) -> str:
-    """ "✏️ Edited by @x: `amount`: 150 → 120; ..." on a card approved as edited: the
-    arguments that changed, before and after (the arguments block shows what ran)."""
-    changes = [
-        texts.EDITED_CHANGE.format(
-            name=escape(change.name),
-            before=_compact(change_side(change, "before")),
-            after=_compact(change_side(change, "after")),
-        )
-        for change in outcome.changes
-    ]
-    return texts.EDITED_BY.format(
-        mark=EDIT_MARK, who=text_escaped(outcome.edit), changes=texts.EDITED_SEPARATOR.join(changes)
-    )
-
-
-def _compact(value: str) -> str:
-    """A value on one line, escaped and short (the arguments block shows it whole)."""
-    return clip(escape(value), EDITED_VALUE_LIMIT + len(ELLIPSIS), escaped=True)
-
-
-def _arguments(args: dict[str, Any]) -> list[Block]:
-    if not args:
-        return [section(f"{texts.CARD_ARGUMENTS}\n{texts.CARD_NO_ARGUMENTS}")]
-    pretty = json.dumps(args, indent=2, ensure_ascii=False, default=str)
-    head, tail = f"{texts.CARD_ARGUMENTS}\n{_FENCE}\n", f"\n{_FENCE}"
-    body, dropped = cut(escape(pretty).replace(_FENCE, _FENCE_BROKEN), SECTION_LIMIT - 40)
-    blocks = [section(head + body + tail)]
-    if dropped:
-        blocks.append(context(texts.CARD_TRUNCATED.format(count=dropped)))
-    return blocks
-
-
-def _buttons(card: ApprovalCard) -> Block:
-    elements = decision_buttons(card) + edit_button(card)
-    elements += _grant_buttons(card, room=ACTIONS_LIMIT - len(elements))
-    return {"type": "actions", "elements": elements}
-
-
-def decision_buttons(card: ApprovalCard) -> list[Block]:
-    """Approve (confirmed first) and Decline: the card's, also in the inboxes
-    (``/approvals``, the Home tab), where they decide exactly as on the card."""
-    value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)
-    confirm, _ = cut(texts.CONFIRM_TEXT.format(tool=escape(tool_label(card))), CONFIRM_TEXT_LIMIT)
-    return [
-        {
-            "type": "button",
-            "action_id": APPROVE_ACTION,
-            "text": plain(texts.APPROVE),
-            "style": "primary",
-            "value": value,
-            "confirm": {
-                "title": plain(texts.CONFIRM_TITLE),
-                "text": mrkdwn(confirm),
-                "confirm": plain(texts.CONFIRM_YES),
-                "deny": plain(texts.CONFIRM_NO),
-                "style": "primary",
-            },
-        },
-        {
-            "type": "button",
-            "action_id": DECLINE_ACTION,
-            "text": plain(texts.DECLINE),
-            "style": "danger",
-            "value": value,
-        },
-    ]
-
-
-def edit_button(card: ApprovalCard) -> list[Block]:
-    """Edit, on a card whose arguments may be edited before approving (also in the
-    inboxes)."""
-    if not card.editable:
-        return []
-    value = encode_button_value(card.run_id, card.tool_call_id, ask=card.ask)
-    return [{"type": "button", "action_id": EDIT_ACTION, "text": plain(texts.EDIT), "value": value}]
-
-
-def _grant_buttons(card: ApprovalCard, *, room: int) -> list[Block]:
-    """ "Approve for this thread (1h)", one per duration the card offers (as many as the
-    block has room for), each confirmed first: it approves later calls too."""
-    tool = escape(tool_label(card))
-    buttons: list[Block] = []
-    for index, duration in enumerate(list(dict.fromkeys(card.grant_for))[:room]):
-        label = clip(texts.GRANT.format(duration=duration), BUTTON_TEXT_LIMIT)
-        confirm, _ = cut(
-            texts.GRANT_CONFIRM_TEXT.format(tool=tool, duration=escape(duration)),
-            CONFIRM_TEXT_LIMIT,
-        )
-        buttons.append(
-            {
-                "type": "button",
-                "action_id": grant_action(index),
-                "text": plain(label),
-                "value": encode_button_value(
-                    card.run_id, card.tool_call_id, grant_for=duration, ask=card.ask
-                ),
-                "confirm": {
-                    "title": plain(texts.GRANT_CONFIRM_TITLE),
-                    "text": mrkdwn(confirm),
-                    "confirm": plain(texts.GRANT_CONFIRM_YES),
-                    "deny": plain(texts.CONFIRM_NO),
-                    "style": "primary",
-                },
-            }
-        )
-    return buttons
-
-
-# -- prompt and text --------------------------------------------------------------
-
-
-def prompt(view: Prompt) -> SlackMessage:
-    """A tool's question in the thread: answered by a reply, or with the Answer… form
-    when it is a form (several things, or one that is not free text: a choice, a number,
-    yes or no); Decline and Cancel end it. Once settled, who did."""
-    title = texts.PROMPT_TITLE.format(tool=escape(tool_label(view)))
-    question = section(f"{title}\n{escape(view.question)}")
-    if view.status != "waiting":
-        outcome = prompt_outcome(view)
-        fallback = texts.DECIDED_FALLBACK.format(tool=escape(tool_label(view)), outcome=outcome)
-        return SlackMessage(text=fallback, blocks=[question, context(outcome)])
-    blocks: list[Block] = []
-    if view.error:
-        blocks.append(section(texts.PROMPT_RETRY.format(error=escape(view.error))))
-    blocks.append(question)
-    if view.fields:
-        fields = ", ".join(f"`{escape(f.name)}`" for f in view.fields)
-        blocks.append(context(texts.PROMPT_FIELDS.format(fields=fields)))
-    blocks.append(context(texts.PROMPT_FORM_HINT if view.form else texts.PROMPT_HINT))
-    blocks.append(_question_buttons(view))
-    fallback, _ = cut(escape(view.question), SECTION_LIMIT)
-    return SlackMessage(text=fallback, blocks=blocks)
-
-
-def prompt_outcome(view: Prompt) -> str:
-    """ "✅ Answered by @x", "🚫 Cancelled by @x"... once settled; empty while it waits."""
-    outcome = question_outcome(view)
-    return "" if outcome is None else outcome_line(outcome)
-
-
-def _question_buttons(view: Prompt) -> Block:
-    """Answer… (for a form), Decline and Cancel."""
-    value = encode_button_value(view.run_id, view.tool_call_id)
-    elements: list[Block] = []
-    if view.form:
-        elements.append(
-            {
-                "type": "button",
-                "action_id": ANSWER_ACTION,
-                "text": plain(texts.ANSWER),
-                "style": "primary",
-                "value": value,
-            }
-        )
-    elements += [
-        {
-            "type": "button",
-            "action_id": QUESTION_DECLINE_ACTION,
-            "text": plain(texts.QUESTION_DECLINE),
-            "style": "danger",
-            "value": value,
-        },
-        {
-            "type": "button",
-            "action_id": QUESTION_CANCEL_ACTION,
-            "text": plain(texts.QUESTION_CANCEL),
-            "value": value,
-        },
-    ]
-    return {"type": "actions", "elements": elements}
+# -- long text ----------------------------------------------------------------------
 
 
 def long_text(text: str, *, lead: str = "") -> list[SlackMessage]:

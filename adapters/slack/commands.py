@@ -20,15 +20,17 @@ from bot import (
     ChatCore,
     Click,
     ClickResult,
+    Rich,
     Text,
     ThreadKey,
     approvals_command,
+    inbox_note,
 )
 
 from . import texts
 from .blocks import SlackMessage
 from .convert import CommandIn
-from .inbox import done_line, inbox_links, inbox_message
+from .inbox import inbox_links, inbox_message
 from .messenger import SlackMessenger
 from .mrkdwn import text_mrkdwn
 
@@ -70,13 +72,14 @@ class Approvals:
         user_id: str,
         response_url: str,
         *,
-        lead: str | None = None,
+        note: Rich = (),
         replace: bool = False,
     ) -> None:
-        """Show ``user_id``'s inbox (in place of the one clicked in, with ``replace``)."""
+        """Show ``user_id``'s inbox, ``note`` first (in place of the one clicked in, with
+        ``replace``)."""
         inbox = await self.bot.inbox(place, user_id)
         links = await inbox_links(inbox, self.messenger.permalink)
-        message = inbox_message(inbox, links=links, lead=lead)
+        message = inbox_message(inbox, links=links, note=note)
         await self._send(response_url, message, replace=replace)
 
     async def after_click(self, click: Click, result: ClickResult, response_url: str) -> None:
@@ -87,7 +90,7 @@ class Approvals:
                     click.thread,
                     click.user_id,
                     response_url,
-                    lead=done_line(result.card),
+                    note=inbox_note(result.card),
                     replace=True,
                 )
             except Exception:

@@ -27,11 +27,10 @@ from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ApprovalCard, ChatCore, Click, ClickResult, TaskTracker
+from bot import ApprovalCard, ChatCore, Click, ClickResult, Rich, TaskTracker, inbox_note
 
 from .convert import home_thread
-from .inbox import HOME, Permalink, done_line, home_unavailable_view, home_view, inbox_links
-from .mrkdwn import text_mrkdwn
+from .inbox import HOME, Permalink, home_unavailable_view, home_view, inbox_links
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +76,9 @@ class HomeTab:
         self._client = client
         self._permalink = permalink
         self._tasks = tasks
-        # Who opened their Home tab, each with the line shown at its top (mrkdwn):
-        # what their last click there did, or why it was refused.
-        self._known: LRUCache[_Key, str | None] = LRUCache(maxsize=KNOWN_HOMES)
+        # Who opened their Home tab, each with the note shown at its top: what their
+        # last click there did, or why it was refused.
+        self._known: LRUCache[_Key, Rich] = LRUCache(maxsize=KNOWN_HOMES)
         self._due: set[_Key] = set()
         self._publishing: set[_Key] = set()
         self._slots = asyncio.Semaphore(PUBLISHING_AT_ONCE)
@@ -89,7 +88,7 @@ class HomeTab:
         """``user`` opened their Home tab: show it as it is now, without the last note,
         and note for every replica that they did."""
         key = (workspace, user)
-        self._known[key] = None
+        self._known[key] = ()
         self._schedule(key)
         self._spawn(self._remember(key), name=f"slack-home-note:{user}")
 
@@ -106,9 +105,9 @@ class HomeTab:
         if unknown:
             self._spawn(self._schedule_noted(unknown), name=f"slack-home-notes:{workspace}")
 
-    def note(self, workspace: str, user: str, text: str) -> None:
-        """Tell ``user`` something at the top of their Home tab (``text``: mrkdwn); the
-        Home is no conversation, and it is where they are looking."""
+    def note(self, workspace: str, user: str, text: Rich) -> None:
+        """Tell ``user`` something at the top of their Home tab; the Home is no
+        conversation, and it is where they are looking."""
         key = (workspace, user)
         self._known[key] = text
         self._schedule(key)
@@ -116,13 +115,13 @@ class HomeTab:
     def after_click(self, click: Click, result: ClickResult) -> None:
         """Show at the top of the clicker's Home tab what their click there did, or why
         it was refused, with the tab as it is now."""
-        lines: list[str] = []
+        note: Rich = ()
         if result.accepted and isinstance(result.card, ApprovalCard):
-            lines.append(done_line(result.card))
+            note = inbox_note(result.card)
         if result.said:
-            lines.append(text_mrkdwn(result.said))
+            note = (*note, "\n", *result.said) if note else result.said
         key = (click.thread.workspace, click.user_id)
-        self._known[key] = "\n".join(lines) or None
+        self._known[key] = note
         self._schedule(key)
 
     def _schedule(self, key: _Key) -> None:
@@ -170,7 +169,7 @@ class HomeTab:
             )
         for key, has_note in zip(keys, found, strict=True):
             if has_note:
-                self._known.setdefault(key, None)  # keeps a line a click just set
+                self._known.setdefault(key, ())  # keeps a note a click just set
                 self._schedule(key)
 
     async def _publisher(self, key: _Key) -> None:
@@ -193,7 +192,7 @@ class HomeTab:
             view = home_unavailable_view()
         else:
             links = await inbox_links(inbox, self._permalink, HOME)
-            view = home_view(inbox, links=links, lead=self._known.get(key))
+            view = home_view(inbox, links=links, note=self._known.get(key, ()))
         try:
             await self._client.views_publish(user_id=user, view=view)
         except SlackApiError as exc:

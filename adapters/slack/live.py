@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import Person, Step, Text, ThreadKey
+from bot import Person, Reply, Step, Text, ThreadKey, compose
 
 from ._reach import reaching
 from .blocks import closing_blocks
@@ -118,7 +118,8 @@ class SlackLive:
         """Send what waits and stop the stream: the message is final (with 👍 / 👎 under
         a finished run's answer, ``feedback``; with Stop under the text before a card or
         question of a run still going, ``stop``)."""
-        self._closing = closing_blocks(feedback=feedback, stop=stop)
+        closing = compose(Reply(text="", feedback=feedback, stop=stop))
+        self._closing = closing_blocks(closing)
         await self._flush(final=True)
 
     async def _flush(

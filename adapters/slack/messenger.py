@@ -115,7 +115,7 @@ class SlackMessenger:
         at the top of their Home tab for a click made there."""
         if is_home(thread):
             if self.home is not None:
-                self.home.note(thread.workspace, user_id, text_mrkdwn(text))
+                self.home.note(thread.workspace, user_id, text)
                 return
             # No Home tab to show it in: the bot's direct message with them.
             async with _reaching():

@@ -4,10 +4,11 @@ that carry it, each within Slack's limits."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
-from bot import Person, Text
+from bot import Channel, Code, Link, Person, Place, Rich, Strong, Text, ThreadKey, When
 
 from . import texts
 
@@ -128,15 +129,70 @@ def text_mrkdwn(text: Text) -> str:
     return "".join(to_mrkdwn(part) if isinstance(part, str) else mention(part) for part in text)
 
 
-def text_escaped(text: Text) -> str:
-    """Words escaped as they are (never read as mrkdwn, unlike ``text_mrkdwn``), people
-    as mentions."""
-    return "".join(escape(part) if isinstance(part, str) else mention(part) for part in text)
+Places = Callable[[ThreadKey], str | None]
+"""The permalink of a thread, when known."""
 
 
-def mentions(people: tuple[Person, ...]) -> str:
-    """People as comma-separated mentions."""
-    return ", ".join(mention(person) for person in people)
+def rich_mrkdwn(
+    text: Rich, *, link: str | None = None, places: Places | None = None, limit: int | None = None
+) -> str:
+    """A document's text as mrkdwn: words escaped (each cut to ``limit``), people
+    mentioned, a thread by its place's name (linked to ``places``' permalink of it, else
+    to ``link``), and the words of a ``Link`` linked to ``link`` (left out, with the
+    space before them, without one)."""
+    parts: list[str] = []
+    for span in text:
+        match span:
+            case str():
+                parts.append(escape(span if limit is None else clip(span, limit)))
+            case Person():
+                parts.append(mention(span))
+            case Strong():
+                parts.append(f"*{escape(span.text)}*" if span.text else "")
+            case Code():
+                parts.append(code(span.text))
+            case When():
+                parts.append(slack_date(span.at))
+            case Place():
+                where = places(span.thread) if places is not None else link
+                parts.append(place_text(span.thread, where))
+            case Channel():
+                parts.append(channel_mention(span.id))
+            case Link():
+                if link:
+                    parts.append(linked(span.words, link))
+                elif parts and parts[-1].endswith(" "):
+                    parts[-1] = parts[-1][:-1]
+            case _:
+                assert_never(span)
+    return "".join(parts)
+
+
+def code(text: str) -> str:
+    """ "`deploy`": a name as inline code, escaped, on one line; a backtick in it is
+    shown as a look-alike, which cannot close the code."""
+    shown = escape(text).replace("`", _BACKTICK).replace("\n", " ")
+    return f"`{shown}`" if shown.strip() else escape(text)
+
+
+_BACKTICK = "\u02cb"  # "ˋ", the modifier letter grave accent
+
+
+def linked(words: str, url: str) -> str:
+    """Words linked to ``url``; words in parentheses keep them outside the link, which
+    Slack would otherwise underline: "(<url|see the card>)"."""
+    if len(words) > 2 and words.startswith("(") and words.endswith(")"):
+        return f"(<{escape(url)}|{escape(words[1:-1])}>)"
+    return f"<{escape(url)}|{escape(words)}>"
+
+
+def place_text(thread: ThreadKey, link: str | None) -> str:
+    """ "#ops (open the request)": where a card shown elsewhere was asked for, linked to
+    the request when its permalink is known."""
+    where = place_name(thread.channel)
+    if link:
+        return texts.REQUESTED_IN_LINKED.format(where=where, url=escape(link))
+    return where
 
 
 def slack_date(when: datetime) -> str:

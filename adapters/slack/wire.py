@@ -37,8 +37,9 @@ FEEDBACK_UNHELPFUL = "unhelpful:"
 
 STOP_ACTION = "stop_run"
 """The Stop under the text before a card or question; its value is the run's id."""
-STOP_VALUE = re.compile(r"^[A-Za-z0-9_-]{1,255}\Z")
-"""The shape of a run id: a Stop button's value of any other shape is none the bot issued."""
+STOP_VALUE = re.compile(r"^[A-Za-z0-9_./:-]{1,255}\Z")
+"""The shape of a run id (an intake entry's run names its entry: ``run_inbox_6/1796000000000-0``): a
+Stop button's value of any other shape is none the bot issued."""
 
 HOME_OPENED_EVENT = "app_home_opened"
 """A person opened the bot's App Home (its Home tab, or its Messages tab)."""

@@ -1,6 +1,7 @@
-"""The pieces every Teams card is built of: text blocks, actions with their fallback,
-argument facts, and markdown escaping (see ``cards`` for why every piece of people's
-or the model's text is escaped), plus the size budget of a Teams message.
+"""The pieces every Teams card and message is built of: rich text as markdown, text
+blocks, actions with their fallback, argument facts, and markdown escaping (see
+``cards`` for why every piece of people's or the model's text is escaped), plus the
+size budget of a Teams message.
 
 Plain JSON only, like the cards made of them.
 """
@@ -9,12 +10,24 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
-from bot import ApprovalCard, Person, Prompt, Text, tool_label
+from bot import (
+    Arguments,
+    Channel,
+    Code,
+    Link,
+    Person,
+    Place,
+    Rich,
+    Strong,
+    When,
+    rich_plain,
+)
 
-from . import texts
+from . import links, texts
 
 CARD_VERSION: Final = "1.5"
 CARD_BUDGET_BYTES: Final = 27_000
@@ -23,7 +36,7 @@ CARD_BUDGET_BYTES: Final = 27_000
 MAX_LABEL: Final = 80
 MAX_NAME: Final = 200
 MAX_SUMMARY: Final = 200
-"""The longest summary line a card or notice shows (its fallback, a question's start)."""
+"""The longest summary line a card or message shows (its fallback, its notification)."""
 
 _MARKUP: Final = re.compile(r"[\\`*_\[\]<>~]")
 """Characters that start or end inline markdown: links, emphasis, code, HTML, autolinks."""
@@ -51,23 +64,53 @@ def person_text(person: Person) -> str:
     return escape(cut(person.name or person.id, MAX_NAME))
 
 
-def text_markdown(text: Text, *, limit: int) -> str:
-    """Words and people as card markdown: words escaped (each cut to ``limit``),
-    people by name."""
-    return "".join(
-        escape(cut(part, limit)) if isinstance(part, str) else person_text(part) for part in text
-    )
+def markdown(
+    text: Rich,
+    *,
+    limit: int | None = None,
+    link: str | None = None,
+    card: bool = True,
+    person: Callable[[Person], str] = person_text,
+) -> str:
+    """Rich text as Teams markdown: words escaped (each cut to ``limit``), people by
+    ``person``, strong words and names bold (Adaptive Card markdown has no inline code),
+    a moment as Teams' ``DATE``/``TIME`` functions in a ``card`` (in the reader's time
+    zone; a message has none: UTC words), a thread as the kind of place it is (linked),
+    a channel as the approvers', and a link to ``link`` (left out without one)."""
+    parts: list[str] = []
+    for span in text:
+        match span:
+            case str():
+                parts.append(escape(span if limit is None else cut(span, limit)))
+            case Person():
+                parts.append(person(span))
+            case Strong() | Code():
+                parts.append(f"**{escape(cut(span.text, MAX_NAME))}**")
+            case When():
+                parts.append(when(span.at) if card else escape(rich_plain((span,))))
+            case Place():
+                parts.append(links.place_markdown(span.thread))
+            case Channel():
+                parts.append(texts.APPROVERS_CHANNEL)
+            case Link():
+                if link:
+                    parts.append(texts.LINK.format(words=escape(span.words), url=link))
+                elif parts and parts[-1].endswith(" "):
+                    parts[-1] = parts[-1][:-1]
+            case _:
+                assert_never(span)
+    return "".join(parts)
 
 
-def tool_name(view: ApprovalCard | Prompt) -> str:
-    """The tool a card or question names (with its MCP server), cut to fit: plain text,
-    for summaries and tooltips."""
-    return cut(tool_label(view), MAX_NAME)
+def plain(text: Rich) -> str:
+    """Rich text as a one-line plain text (not markdown): a notification, a fallback."""
+    return cut(rich_plain(text), MAX_SUMMARY)
 
 
-def tool_name_text(view: ApprovalCard | Prompt) -> str:
-    """``tool_name`` for a card's or message's markdown (escaped)."""
-    return escape(tool_name(view))
+def when(at: datetime) -> str:
+    """A moment as Teams shows it in each reader's own time zone."""
+    moment = rfc3339(at)
+    return f"{{{{DATE({moment}, SHORT)}}}} {{{{TIME({moment})}}}}"
 
 
 def text_block(text: str, **style: Any) -> dict[str, Any]:
@@ -91,7 +134,7 @@ def execute(
     shown: dict[str, Any] = {"title": title}
     if style is not None:
         shown["style"] = style
-    if tooltip is not None:
+    if tooltip:
         shown["tooltip"] = tooltip
     if not with_inputs:
         shown["associatedInputs"] = "none"
@@ -107,11 +150,13 @@ def execute(
     }
 
 
-def args_facts(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dict[str, Any]:
-    """Arguments as a FactSet (names and values escaped, values cut to ``value_limit``)."""
-    if not args:
-        return text_block(texts.CARD_NO_ARGS, isSubtle=True)
-    items = list(args.items())
+def args_facts(block: Arguments, *, value_limit: int, max_facts: int) -> list[dict[str, Any]]:
+    """A call's arguments under their label, as a FactSet (names and values escaped,
+    values cut to ``value_limit``, at most ``max_facts``)."""
+    label = text_block(escape(block.label), weight="Bolder")
+    if not block.args:
+        return [label, text_block(escape(block.empty), isSubtle=True)]
+    items = list(block.args.items())
     facts = [
         {
             "title": escape(cut(str(key), MAX_LABEL)),
@@ -120,10 +165,9 @@ def args_facts(args: dict[str, Any], *, value_limit: int, max_facts: int) -> dic
         for key, value in items[:max_facts]
     ]
     if len(items) > max_facts:
-        facts.append(
-            {"title": "…", "value": texts.CARD_MORE_ARGS.format(count=len(items) - max_facts)}
-        )
-    return {"type": "FactSet", "facts": facts}
+        more = block.more.format(count=len(items) - max_facts)
+        facts.append({"title": "…", "value": escape(more)})
+    return [label, {"type": "FactSet", "facts": facts}]
 
 
 def show_value(value: Any) -> str:
@@ -133,16 +177,11 @@ def show_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def agent_name(path: tuple[str, ...]) -> str:
-    """An agent path as cards name it (``ops → billing``)."""
-    return " → ".join(path) if path else texts.CARD_AN_AGENT
-
-
 def cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying so."""
     if len(text) <= limit:
         return text
-    return text[: max(0, limit - len(texts.CARD_TRUNCATED))] + texts.CARD_TRUNCATED
+    return text[: max(0, limit - len(texts.TRUNCATED))] + texts.TRUNCATED
 
 
 def fits(card: dict[str, Any]) -> bool:

@@ -1,9 +1,12 @@
-"""Bot views as Teams content: approval cards (with an Edit form when the arguments
-may be edited) and questions as Adaptive Cards 1.5, the rest as markdown.
+"""Documents (``bot.compose``) with a title as Adaptive Cards 1.5: approval cards (with
+an Edit form when the arguments may be edited), questions, a settled pointer, the
+approvals list; and the buttons of a document without a title (a message: see
+``notices``) as a small card under it.
 
-Plain JSON only (no botbuilder types), so the rendering is testable on its own.
-A card must stay under Teams' message size limit (about 28 KB), so argument
-values (and a question's text) are shortened until the whole card fits.
+Only drawing: the words, and which buttons a view has, are the core's. Plain JSON
+only (no botbuilder types), so the drawing is testable on its own. A card must stay
+under Teams' message size limit (about 28 KB), so values and texts are shortened
+(and an Edit form or a question's inputs left out) until the whole card fits.
 
 Teams renders TextBlocks, fact titles and fact values as markdown, so every
 piece of text that comes from people or the model (arguments, reasons, names,
@@ -15,55 +18,51 @@ renderer, so they are shown as given (an escape would show its backslashes).
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any, Final, Literal, assert_never
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, assert_never
 
 from bot import (
-    EDIT_MARK,
-    ApprovalCard,
-    ArgChange,
-    Notice,
-    Outcome,
-    Person,
-    Prompt,
+    Arguments,
+    Block,
+    Button,
+    Changes,
+    Document,
+    Facts,
+    Markdown,
+    Paragraph,
     PromptField,
-    Reply,
-    card_outcome,
-    change_side,
-    question_outcome,
+    Rich,
+    Section,
+    TextInput,
+    changes_rich,
 )
 
-from . import links, texts
+from . import texts
 from .blocks import CARD_BUDGET_BYTES as CARD_BUDGET_BYTES
-from .blocks import CARD_VERSION as CARD_VERSION
 from .blocks import (
+    CARD_VERSION,
     MAX_LABEL,
-    MAX_NAME,
-    MAX_SUMMARY,
-    agent_name,
     args_facts,
     cut,
+    escape,
     execute,
     fits,
-    rfc3339,
+    markdown,
+    plain,
     show_value,
     text_block,
-    text_markdown,
-    tool_name,
-    tool_name_text,
 )
-from .blocks import escape as escape
-from .blocks import person_text as person_text
 
 CONTENT_TYPE: Final = "application/vnd.microsoft.card.adaptive"
 """The attachment content type of an Adaptive Card (and of an invoke's card answer)."""
+_SCHEMA: Final = "http://adaptivecards.io/schemas/adaptive-card.json"
 
 KIND: Final = "approval"
 """Marks our action data, so a submit from some other card is not taken for a click."""
 QUESTION_KIND: Final = "question"
 """Marks the action data of a question's Send, Decline and Cancel."""
-
 NOTICE_KIND: Final = "notice"
 """Marks the data of a notice's End grant."""
 STOP_KIND: Final = "stop"
@@ -74,415 +73,318 @@ SHOWN_IN: Final = "shown_in"
 INBOX: Final = "inbox"
 """``data[SHOWN_IN]`` of the buttons of the ``approvals`` list (not a card in a thread)."""
 
-REASON_INPUT: Final = "reason"
 FIELD_INPUT_PREFIX: Final = "field:"
 """Starts the id of every form input. Teams merges the inputs' values into the action
 data, so an input named like one of its keys (``run_id``) must not replace it."""
 
-_MAX_FACTS: Final = 25
-_VALUE_LIMITS: Final = (1500, 600, 200, 60)
-_QUESTION_LIMITS: Final = ((3000, 300), (1000, 100), (300, 0))
-"""(question and error text, field hint) lengths, tried in turn until a question fits."""
-
-_EDIT_HINT_LIMIT: Final = 200
-"""How long an edit input's hint may be (its value, never shortened, fills it anyway)."""
-
-_REASON_LIMIT: Final = 500
-"""Characters of a decline's reason an outcome line shows."""
-
 _MAX_ACTIONS: Final = 6
-"""Teams shows at most six actions of a card: "Approve for this thread" buttons beyond
-that are left out (Approve, Decline and Edit always stay)."""
+"""Teams shows at most six actions of a card: those beyond (a card's last "Approve for
+this thread" buttons) are left out."""
+_MAX_ITEMS: Final = 10
+"""Items a list shows when its drawing sets no cap of its own."""
+_STYLES: Final = {"primary": "positive", "danger": "destructive", "plain": None}
 
-Action = Literal["approve", "decline", "edit", "grant"]
-QuestionAction = Literal["answer", "decline", "cancel"]
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """How much of a document a card shows: each value (an argument's, a change's, a list
+    item's line), each piece of text, each input's hint, arguments shown, items per list
+    (in the order of the lists; ``_MAX_ITEMS`` past them), and whether forms are drawn."""
+
+    value: int
+    text: int = 3000
+    hint: int = 300
+    facts: int = 25
+    items: tuple[int, ...] = ()
+    forms: bool = True
 
 
-def approval_card(
-    card: ApprovalCard, *, actionable: bool = True, refresh: dict[str, Any] | None = None
+_LIMITS: Final = (
+    Limits(value=1500, text=3000, hint=300),
+    Limits(value=600, text=1000, hint=100),
+    Limits(value=200, text=300, hint=0),
+    Limits(value=60, text=300, hint=0),
+)
+"""Tried in turn until a card fits; then again without its forms."""
+
+
+def draw(
+    document: Document,
+    *,
+    refresh: dict[str, Any] | None = None,
+    link: str | None = None,
+    shown_in: str | None = None,
+    limits: Sequence[Limits] = _LIMITS,
 ) -> dict[str, Any]:
-    """The Adaptive Card for an approval: pending with buttons, or decided without.
+    """The Adaptive Card showing ``document``, shortened until it fits a Teams message.
 
-    A pending card that is ``editable`` also has Edit, which opens a form of the
-    arguments (each input holding its current value) with "Approve edited". Those
-    values are never shortened (an untouched input would send the shortened one),
-    so a form too big for a message is left out: Approve and Decline remain.
-
-    ``actionable=False`` shows a pending card's status only (no buttons, no reason
-    box): what people who may not decide it see. ``refresh`` is the card's Universal
-    Actions ``refresh`` (see ``refresh``), counted in its size.
+    A button's form (Edit) opens below the buttons, each input holding its current
+    value, never shortened (an untouched input would send the shortened one): a form
+    too big for a message is left out with its button, as are a question's inputs
+    (a reply in the thread answers it). ``refresh`` is the card's Universal Actions
+    ``refresh`` (see ``refresh``), counted in its size; ``link`` is where the
+    document's ``Link`` points; ``shown_in`` marks what its buttons send back.
     """
-    editing = actionable and card.status == "pending" and card.editable and bool(card.fields)
-    draw = functools.partial(_approval_card, card, actionable=actionable, refresh=refresh)
-    for edit in (True, False) if editing else (False,):
-        for limit in _VALUE_LIMITS:
-            rendered = draw(value_limit=limit, edit=edit)
-            if fits(rendered):
-                return rendered
-    return draw(value_limit=_VALUE_LIMITS[-1], max_facts=5, edit=False)
-
-
-def question_card(prompt: Prompt) -> dict[str, Any]:
-    """The Adaptive Card for a tool's question.
-
-    Waiting, it has Decline and Cancel, and, when it is a form (``Prompt.form``: it
-    asks for several things, or for one that is not free text), one input per field
-    and Send; settled, it says who answered, declined or cancelled it (or that it
-    expired), without actions.
-    """
-    for text_limit, hint_limit in _QUESTION_LIMITS:
-        rendered = _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit)
+    tries = list(limits)
+    if any(button.form is not None for button in document.actions):
+        tries += [replace(each, forms=False) for each in limits]
+    for each in tries:
+        rendered = _Pen(document, each, link=link, shown_in=shown_in).card(refresh)
         if fits(rendered):
             return rendered
-    # A form too big for a message (thousands of choices): a reply in the thread answers it.
-    text_limit, hint_limit = _QUESTION_LIMITS[-1]
-    return _question_card(prompt, text_limit=text_limit, hint_limit=hint_limit, inputs=False)
+    smallest = replace(limits[-1], facts=5, forms=False)
+    return _Pen(document, smallest, link=link, shown_in=shown_in).card(refresh)
 
 
-def stop_card(run_id: str) -> dict[str, Any]:
-    """The card under the text before a card or question of a run still going: one Stop
-    (``ChatCore.on_stop``), which sends no inputs."""
-    data = {"kind": STOP_KIND, "action": STOP_KIND, "run_id": run_id}
-    stop = execute(
-        texts.STOP,
-        data,
-        style="destructive",
-        tooltip=texts.STOP_TOOLTIP,
-        with_inputs=False,
-    )
+def buttons_card(document: Document) -> dict[str, Any]:
+    """The card under a message (a document without a title) holding its buttons (Stop,
+    End grant); they send no inputs."""
+    pen = _Pen(document, _LIMITS[0])
+    labels = ", ".join(button.label for button in document.actions)
     return {
         "type": "AdaptiveCard",
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "$schema": _SCHEMA,
         "version": CARD_VERSION,
-        "fallbackText": texts.STOP,
+        "fallbackText": escape(labels),
         "body": [],
-        "actions": [stop],
+        "actions": [pen.button(button) for button in document.actions],
     }
 
 
-def action_data(
-    card: ApprovalCard, action: Action, *, grant_for: str | None = None, inbox: bool = False
-) -> dict[str, str]:
-    """The data an Approve/Decline/Approve edited/"Approve for this thread" action carries
-    back to the bot (an edit's inputs are merged in; a grant says for how long).
+def summary(document: Document) -> str:
+    """A document's one-line plain text, for notifications (not markdown: see ``escape``)."""
+    return plain(document.summary)
 
-    It carries the card's ask, so a click on a card of an earlier asking is refused
-    wherever the card is shown; ``inbox`` marks a button of the ``approvals`` list.
+
+def button_data(button: Button, *, shown_in: str | None = None) -> dict[str, str]:
+    """The data a button carries back to the bot (inputs are merged in by Teams).
+
+    A card's buttons carry the card's ask, so a click on a card of an earlier asking
+    is refused wherever the card is shown, and a grant says for how long; ``shown_in``
+    marks a button of the ``approvals`` list.
     """
-    data = {
-        "kind": KIND,
-        "action": action,
-        "run_id": card.run_id,
-        "tool_call_id": card.tool_call_id,
-    }
-    if card.ask:
-        data[ASK] = card.ask
-    if grant_for is not None:
-        data["grant_for"] = grant_for
-    if inbox:
-        data[SHOWN_IN] = INBOX
-    return data
-
-
-def question_data(prompt: Prompt, action: QuestionAction) -> dict[str, str]:
-    """The data a question's Send/Decline/Cancel carries back (the inputs are merged in)."""
-    return {
-        "kind": QUESTION_KIND,
-        "action": action,
-        "run_id": prompt.run_id,
-        "tool_call_id": prompt.tool_call_id,
-    }
-
-
-def summary(card: ApprovalCard) -> str:
-    """A one-line plain text for notifications (not markdown: see ``escape``)."""
-    return texts.CARD_SUMMARY.format(agent=agent_name(card.agent_path), tool=tool_name(card))
-
-
-def question_summary(prompt: Prompt) -> str:
-    """A one-line plain text of a question, for notifications (not markdown)."""
-    return texts.QUESTION_SUMMARY.format(
-        tool=tool_name(prompt), question=cut(prompt.question, MAX_SUMMARY)
-    )
-
-
-def text_of(view: Reply | Notice) -> str:
-    """Markdown for the views that are plain messages."""
-    if isinstance(view, Notice) and view.people:
-        return f"{_people(view.people)}: {view.text}"
-    return view.text
-
-
-def _people(people: tuple[Person, ...]) -> str:
-    return ", ".join(person_text(person) for person in people)
+    target = button.target
+    ids = {"run_id": target.run_id, "tool_call_id": target.tool_call_id}
+    match button.action:
+        case "approve" | "decline" | "edit" | "grant":
+            data = {"kind": KIND, "action": button.action, **ids}
+            if target.ask:
+                data[ASK] = target.ask
+            if target.grant_for is not None:
+                data["grant_for"] = target.grant_for
+            if shown_in is not None:
+                data[SHOWN_IN] = shown_in
+            return data
+        case "answer" | "question_decline" | "question_cancel":
+            return {"kind": QUESTION_KIND, "action": button.action.removeprefix("question_"), **ids}
+        case "stop":
+            return {"kind": STOP_KIND, "action": STOP_KIND, "run_id": target.run_id}
+        case "revoke":
+            return {"kind": NOTICE_KIND, "action": "revoke", **ids}
+        case _:
+            assert_never(button.action)
 
 
 # -- internals -------------------------------------------------------------------
 
 
-def _approval_card(
-    card: ApprovalCard,
-    *,
-    value_limit: int,
-    max_facts: int = _MAX_FACTS,
-    edit: bool,
-    actionable: bool = True,
-    refresh: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    body: list[dict[str, Any]] = [
-        text_block(card_title(card), weight="Bolder", size="Medium"),
-        text_block(
-            texts.CARD_WANTS_TO_RUN.format(
-                agent=escape(agent_name(card.agent_path)),
-                tool=tool_name_text(card),
-            )
-        ),
-        args_facts(card.args, value_limit=value_limit, max_facts=max_facts),
-    ]
-    outcome = card_outcome(card)
-    if outcome is not None and outcome.changes:
-        body.append(text_block(_edited(outcome, value_limit=value_limit, max_facts=max_facts)))
-    body.append({"type": "FactSet", "facts": _about(card)})
-    if card.requested_in is not None:
-        place = links.place_markdown(card.requested_in)
-        body.append(text_block(texts.REQUESTED_IN.format(place=place), size="Small"))
-    if card.status == "pending":
-        body.append(
-            text_block(texts.CARD_EXPIRES.format(at=rfc3339(card.expires_at)), size="Small")
-        )
-    if outcome is not None and outcome.because:
-        body.append(text_block(escape(cut(outcome.because, value_limit))))
-    content: dict[str, Any] = {
-        "type": "AdaptiveCard",
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "version": CARD_VERSION,
-        "fallbackText": escape(summary(card)),
-        "msteams": {"width": "Full"},
-        "body": body,
-    }
-    if refresh is not None:
-        content["refresh"] = refresh
-    if card.status == "pending" and not actionable:
-        body.append(text_block(texts.CARD_FOR_APPROVERS, isSubtle=True, size="Small"))
-    elif card.status == "pending":
-        body.append(
-            {
-                "type": "Input.Text",
-                "id": REASON_INPUT,
-                "label": texts.CARD_REASON_LABEL,
-                "placeholder": texts.CARD_REASON_PLACEHOLDER,
-                "isMultiline": True,
-                "maxLength": 500,
-            }
-        )
-        content["actions"] = [
-            # Approve needs no input: the reason is for a decline, the edit form for an edit.
-            _action(card, "approve", texts.APPROVE, style="positive", with_inputs=False),
-            _action(card, "decline", texts.DECLINE, style="destructive"),
-        ]
-        if edit:
-            content["actions"].append(_edit_action(card))
-        room = _MAX_ACTIONS - len(content["actions"])
-        content["actions"] += _grant_actions(card)[: max(0, room)]
-    return content
+class _Pen:
+    """Draws one document within one set of limits."""
 
+    def __init__(
+        self,
+        document: Document,
+        limits: Limits,
+        *,
+        link: str | None = None,
+        shown_in: str | None = None,
+    ) -> None:
+        self.document = document
+        self.limits = limits
+        self.link = link
+        self.shown_in = shown_in
+        self.inputs = any(isinstance(block, TextInput) for block in document.body)
+        """Whether the card has text inputs, which the buttons that ask for them send."""
 
-def _grant_actions(card: ApprovalCard) -> list[dict[str, Any]]:
-    """ "Approve for this thread (1h)", one per duration the card offers; like Approve,
-    they send no inputs."""
-    tool = tool_name(card)
-    return [
-        execute(
-            texts.GRANT.format(duration=cut(duration, MAX_LABEL)),
-            action_data(card, "grant", grant_for=duration),
-            tooltip=texts.GRANT_TOOLTIP.format(duration=cut(duration, MAX_LABEL), tool=tool),
-            with_inputs=False,
-        )
-        for duration in dict.fromkeys(card.grant_for)
-    ]
-
-
-def _edit_action(card: ApprovalCard) -> dict[str, Any]:
-    """Edit: a card shown below the buttons, with the arguments as inputs and
-    "Approve edited", which sends them (a show card's action gathers its own inputs
-    and its parents'; the parent's Approve and Decline never gather these)."""
-    form = [_field_input(field, hint_limit=_EDIT_HINT_LIMIT) for field in card.fields]
-    return {
-        "type": "Action.ShowCard",
-        "title": texts.EDIT,
-        "card": {
+    def card(self, refresh: dict[str, Any] | None) -> dict[str, Any]:
+        document = self.document
+        body: list[dict[str, Any]] = []
+        if document.title:
+            body.append(text_block(self.text(document.title), weight="Bolder", size="Medium"))
+        sections = 0
+        for block in document.body:
+            body += self.block(block, cap=self._cap(sections))
+            sections += isinstance(block, Section)
+        actions: list[dict[str, Any]] = []
+        for button in document.actions:
+            form = button.form
+            if form is None:
+                actions.append(self.button(button))
+            elif not self.limits.forms:
+                continue
+            elif form.inline:
+                body += [self.field(field) for field in form.fields]
+                actions.append(self.submit(button))
+            else:
+                actions.append(self.show_card(button))
+        content: dict[str, Any] = {
             "type": "AdaptiveCard",
-            "body": [text_block(texts.CARD_EDIT_HINT, isSubtle=True), *form],
-            "actions": [_action(card, "edit", texts.APPROVE_EDITED, style="positive")],
-        },
-    }
-
-
-def _edited(outcome: Outcome, *, value_limit: int, max_facts: int) -> str:
-    """ "✏️ Edited by X: key: before → after; ..." (escaped): who edited the arguments and
-    what they changed, key by key."""
-
-    def side(change: ArgChange, which: Literal["before", "after"]) -> str:
-        return escape(cut(change_side(change, which), value_limit))
-
-    changes = [
-        texts.CARD_EDIT_CHANGE.format(
-            key=escape(cut(change.name, MAX_LABEL)),
-            before=side(change, "before"),
-            after=side(change, "after"),
-        )
-        for change in outcome.changes[:max_facts]
-    ]
-    if len(outcome.changes) > max_facts:
-        changes.append(texts.CARD_MORE_ARGS.format(count=len(outcome.changes) - max_facts))
-    who = text_markdown(outcome.edit, limit=MAX_NAME)
-    return texts.CARD_EDITED.format(mark=EDIT_MARK, who=who, changes="; ".join(changes))
-
-
-def _question_card(
-    prompt: Prompt, *, text_limit: int, hint_limit: int, inputs: bool = True
-) -> dict[str, Any]:
-    waiting = prompt.status == "waiting"
-    body: list[dict[str, Any]] = [
-        text_block(_question_title(prompt), weight="Bolder", size="Medium")
-    ]
-    if waiting and prompt.error:
-        # The error may quote the reply it refuses: someone's own text.
-        error = escape(cut(prompt.error, text_limit))
-        body.append(text_block(texts.PROMPT_ERROR.format(error=error), color="Attention"))
-    body.append(
-        text_block(
-            texts.PROMPT.format(
-                tool=tool_name_text(prompt),
-                question=escape(cut(prompt.question, text_limit)),
-            )
-        )
-    )
-    if len(prompt.agent_path) > 1:
-        agent = escape(cut(agent_name(prompt.agent_path), MAX_NAME))
-        body.append(text_block(texts.PROMPT_FROM.format(agent=agent), isSubtle=True, size="Small"))
-    content: dict[str, Any] = {
-        "type": "AdaptiveCard",
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "version": CARD_VERSION,
-        "fallbackText": escape(question_summary(prompt)),
-        "msteams": {"width": "Full"},
-        "body": body,
-    }
-    if not waiting:
+            "$schema": _SCHEMA,
+            "version": CARD_VERSION,
+            "fallbackText": escape(plain(document.summary)),
+            "msteams": {"width": "Full"},
+            "body": body,
+        }
+        if refresh is not None:
+            content["refresh"] = refresh
+        if actions:
+            content["actions"] = actions[:_MAX_ACTIONS]
         return content
-    actions: list[dict[str, Any]] = []
-    if prompt.form and inputs:
-        body.extend(_field_input(field, hint_limit=hint_limit) for field in prompt.fields)
-        data = question_data(prompt, "answer")
-        actions.append(execute(texts.QUESTION_SEND, data, style="positive"))
-    else:
-        body.append(text_block(_reply_hint(prompt), isSubtle=True))
-    actions += [
-        execute(
-            texts.DECLINE,
-            question_data(prompt, "decline"),
-            style="destructive",
-            tooltip=texts.QUESTION_DECLINE_TOOLTIP,
-            with_inputs=False,
-        ),
-        execute(
-            texts.QUESTION_CANCEL,
-            question_data(prompt, "cancel"),
-            tooltip=texts.QUESTION_CANCEL_TOOLTIP,
-            with_inputs=False,
-        ),
-    ]
-    content["actions"] = actions
-    return content
 
+    def text(self, text: Rich, *, limit: int | None = None) -> str:
+        return markdown(text, limit=limit or self.limits.text, link=self.link)
 
-def _question_title(prompt: Prompt) -> str:
-    outcome = question_outcome(prompt)
-    if outcome is None:
-        return texts.QUESTION_TITLE_WAITING
-    return outcome_markdown(outcome)
+    def block(self, block: Block, *, cap: int) -> list[dict[str, Any]]:
+        limits = self.limits
+        match block:
+            case Paragraph():
+                style: dict[str, Any] = {"size": "Small"} if block.small else {}
+                if block.emphasis == "subtle":
+                    style["isSubtle"] = True
+                elif block.emphasis == "attention":
+                    style["color"] = "Attention"
+                return [text_block(self.text(block.text), **style)]
+            case Facts():
+                facts = [
+                    {"title": escape(fact.label), "value": self.text(fact.value)}
+                    for fact in block.facts
+                ]
+                return [{"type": "FactSet", "facts": facts}]
+            case Arguments():
+                return args_facts(block, value_limit=limits.value, max_facts=limits.facts)
+            case Changes():
+                line = changes_rich(block, limit=limits.value, most=limits.facts)
+                return [text_block(markdown(line, link=self.link))]
+            case Markdown():
+                return [text_block(markdown(block.lead, link=self.link) + block.text)]
+            case TextInput():
+                return [self.text_input(block)]
+            case Section():
+                return self.section(block, cap=cap)
+            case _:
+                assert_never(block)
 
+    def section(self, section: Section, *, cap: int) -> list[dict[str, Any]]:
+        """A heading, then one container per item (its line, its details, its buttons
+        without forms), at most ``cap``, saying how many more there are."""
+        title = self.text(section.title)
+        shown = [text_block(title, weight="Bolder", separator=True, spacing="Large")]
+        if not section.items:
+            empty = [text_block(self.text(section.empty), isSubtle=True)] if section.empty else []
+            return shown + empty
+        value = self.limits.value
+        for item in section.items[:cap]:
+            parts = [text_block(self.text(item.text, limit=value))]
+            if item.details:
+                details = self.text(item.details, limit=value)
+                parts.append(text_block(details, isSubtle=True, size="Small"))
+            buttons = [self.button(button) for button in item.actions if button.form is None]
+            if buttons:
+                parts.append({"type": "ActionSet", "actions": buttons})
+            shown.append({"type": "Container", "separator": True, "items": parts})
+        if len(section.items) > cap:
+            more = section.more.format(count=len(section.items) - cap)
+            shown.append(text_block(escape(more), isSubtle=True))
+        return shown
 
-def _reply_hint(prompt: Prompt) -> str:
-    if not prompt.fields:
-        return texts.QUESTION_REPLY
-    labels = ", ".join(cut(field.label, MAX_LABEL) for field in prompt.fields)
-    return texts.PROMPT_FIELDS.format(fields=escape(labels))
-
-
-def _field_input(field: PromptField, *, hint_limit: int) -> dict[str, Any]:
-    """One form input, holding the field's ``value`` when it has one (as given: an
-    input's value is plain text); its label, placeholder and choice titles are too."""
-    label = cut(field.label, MAX_LABEL)
-    hint = cut(field.description, hint_limit) if field.description and hint_limit else None
-    element: dict[str, Any] = {"id": FIELD_INPUT_PREFIX + field.name, "label": label}
-    value = field.value
-    match field.kind:
-        case "text":
-            element["type"] = "Input.Text"
-            if value is not None:
-                element["value"] = show_value(value)
-                if "\n" in element["value"]:
-                    element["isMultiline"] = True
-        case "number" | "integer":
-            element["type"] = "Input.Number"
-            if _is_number(value):
-                element["value"] = value
-        case "boolean":
-            # Not ``isRequired``: a required toggle must be switched on, and off is an answer.
-            element.update(
-                type="Input.Toggle", title=hint or label, valueOn="true", valueOff="false"
-            )
-            element["value"] = "true" if value is True else "false"
-            return element
-        case "choice":
-            choices = [{"title": cut(c, MAX_LABEL), "value": c} for c in field.choices]
-            element.update(type="Input.ChoiceSet", style="compact", choices=choices)
-            if value is not None and str(value) in field.choices:
-                element["value"] = str(value)
-        case _:
-            assert_never(field.kind)
-    if hint:
-        element["placeholder"] = hint
-    if field.required:
-        element["isRequired"] = True
-        element["errorMessage"] = texts.QUESTION_REQUIRED.format(label=label)
-    return element
-
-
-def card_title(card: ApprovalCard) -> str:
-    """A card's first line: that it waits, or how it ended (markdown, escaped; a decline's
-    reason is a line of its own below)."""
-    outcome = card_outcome(card)
-    if outcome is None:
-        return texts.CARD_TITLE_PENDING
-    return f"{outcome.mark} {text_markdown(outcome.headline, limit=_REASON_LIMIT)}"
-
-
-def outcome_markdown(outcome: Outcome) -> str:
-    """An outcome's mark and line ("✅ Approved by X"), as markdown: words escaped."""
-    return f"{outcome.mark} {text_markdown(outcome.line, limit=_REASON_LIMIT)}"
-
-
-def _action(
-    card: ApprovalCard, action: Action, title: str, *, style: str, with_inputs: bool = True
-) -> dict[str, Any]:
-    return execute(title, action_data(card, action), style=style, with_inputs=with_inputs)
-
-
-def _about(card: ApprovalCard) -> list[dict[str, str]]:
-    agent = escape(cut(agent_name(card.agent_path), MAX_NAME))
-    facts = [{"title": texts.CARD_AGENT, "value": agent}]
-    if card.requester:
-        facts.append({"title": texts.CARD_ASKED_BY, "value": person_text(card.requester)})
-    if card.status == "pending" and card.quorum > 1:
-        who = _people(card.approvals)
-        value = texts.CARD_APPROVALS_SO_FAR.format(
-            who=who or texts.CARD_NO_APPROVALS, count=len(card.approvals), quorum=card.quorum
+    def button(self, button: Button) -> dict[str, Any]:
+        """An Action.Execute; it sends the card's inputs only when the button asks for
+        them (Decline, with its reason)."""
+        return execute(
+            cut(button.label, MAX_LABEL),
+            button_data(button, shown_in=self.shown_in),
+            style=_STYLES[button.style],
+            tooltip=button.tooltip,
+            with_inputs=button.inputs and self.inputs,
         )
-        facts.append({"title": texts.CARD_APPROVALS, "value": value})
-    return facts
+
+    def submit(self, button: Button) -> dict[str, Any]:
+        """The button sending a form's inputs: the form's words, the button's data."""
+        assert button.form is not None
+        data = button_data(button, shown_in=self.shown_in)
+        return execute(button.form.submit, data, style="positive", tooltip=button.tooltip)
+
+    def show_card(self, button: Button) -> dict[str, Any]:
+        """A form shown below the buttons, with its inputs and its submit (a shown card's
+        action gathers its own inputs and its parents'; the parent's buttons never
+        gather these)."""
+        assert button.form is not None
+        intro = text_block(self.text(button.form.intro), isSubtle=True)
+        return {
+            "type": "Action.ShowCard",
+            "title": button.label,
+            "card": {
+                "type": "AdaptiveCard",
+                "body": [intro, *(self.field(field) for field in button.form.fields)],
+                "actions": [self.submit(button)],
+            },
+        }
+
+    def text_input(self, block: TextInput) -> dict[str, Any]:
+        element: dict[str, Any] = {
+            "type": "Input.Text",
+            "id": block.name,
+            "label": block.label,
+            "isMultiline": True,
+            "maxLength": block.max_length,
+        }
+        if block.placeholder:
+            element["placeholder"] = block.placeholder
+        return element
+
+    def field(self, field: PromptField) -> dict[str, Any]:
+        """One form input, holding the field's ``value`` when it has one (as given: an
+        input's value is plain text); its label, placeholder and choice titles are too."""
+        label = cut(field.label, MAX_LABEL)
+        hint_limit = self.limits.hint
+        hint = cut(field.description, hint_limit) if field.description and hint_limit else ""
+        element: dict[str, Any] = {"id": FIELD_INPUT_PREFIX + field.name, "label": label}
+        value = field.value
+        match field.kind:
+            case "text":
+                element["type"] = "Input.Text"
+                if value is not None:
+                    element["value"] = show_value(value)
+                    if "\n" in element["value"]:
+                        element["isMultiline"] = True
+            case "number" | "integer":
+                element["type"] = "Input.Number"
+                if _is_number(value):
+                    element["value"] = value
+            case "boolean":
+                # Not ``isRequired``: a required toggle must be switched on; off is an answer.
+                element.update(
+                    type="Input.Toggle", title=hint or label, valueOn="true", valueOff="false"
+                )
+                element["value"] = "true" if value is True else "false"
+                return element
+            case "choice":
+                choices = [{"title": cut(c, MAX_LABEL), "value": c} for c in field.choices]
+                element.update(type="Input.ChoiceSet", style="compact", choices=choices)
+                if value is not None and str(value) in field.choices:
+                    element["value"] = str(value)
+            case _:
+                assert_never(field.kind)
+        if hint:
+            element["placeholder"] = hint
+        if field.required:
+            element["isRequired"] = True
+            element["errorMessage"] = texts.FIELD_REQUIRED.format(label=label)
+        return element
+
+    def _cap(self, index: int) -> int:
+        caps = self.limits.items
+        return caps[index] if index < len(caps) else _MAX_ITEMS
 
 
 def _is_number(value: Any) -> bool:

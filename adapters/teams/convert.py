@@ -15,7 +15,7 @@ from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ConversationAccount, ConversationReference
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot import Click, IncomingMessage, MessageRef, ThreadKey
+from bot import REASON_INPUT, Click, IncomingMessage, MessageRef, ThreadKey
 
 from .cards import (
     FIELD_INPUT_PREFIX,
@@ -23,7 +23,6 @@ from .cards import (
     KIND,
     NOTICE_KIND,
     QUESTION_KIND,
-    REASON_INPUT,
     SHOWN_IN,
     STOP_KIND,
 )
@@ -208,7 +207,7 @@ def refresh_click(activity: Activity, thread: ThreadKey) -> Click | None:
 
 
 class _StopData(BaseModel):
-    """The data of Stop under the text before a card (``cards.stop_card``)."""
+    """The data of Stop under the text before a card (``cards.buttons_card``)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
 

@@ -14,7 +14,7 @@ import re
 from typing import Final
 from urllib.parse import quote, urlencode
 
-from bot import ThreadKey
+from bot import CardPointer, ThreadKey, View
 
 from . import texts
 
@@ -69,4 +69,12 @@ def place_markdown(thread: ThreadKey) -> str:
     """``thread`` for a card's markdown: its kind as a link to it, or in words alone."""
     words = place_words(thread)
     url = thread_link(thread)
-    return texts.REQUESTED_IN_LINK.format(words=words, url=url) if url else words
+    return texts.LINK.format(words=words, url=url) if url else words
+
+
+def card_link(view: View) -> str | None:
+    """Where a view's link points: the thread of the card a pointer stands for, when
+    Teams can open it."""
+    if isinstance(view, CardPointer) and view.at is not None:
+        return thread_link(view.at.thread)
+    return None

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from botbuilder.schema import ChannelAccount, Mention
 
-from bot import Person
+from bot import Person, Rich, Span
 
 from . import blocks, texts
 
@@ -35,35 +35,43 @@ class Mentions:
     """People named as mentions: the markdown naming them, and one entity each."""
 
     text: str
-    """``<at>Ann</at>, <at>Bob</at>``"""
+    """``<at>Ann</at>, <at>Bob</at>: ...``"""
     entities: tuple[dict[str, Any], ...]
 
 
 def label(person: Person) -> str:
     """What a mention of ``person`` shows: their name, else their id, cleaned."""
     words = _NOT_IN_A_LABEL.sub(" ", blocks.cut(person.name or person.id, blocks.MAX_NAME))
-    return " ".join(words.split()) or texts.CARD_SOMEONE
+    return " ".join(words.split()) or texts.MENTION_NOBODY
 
 
-def mentioning(people: tuple[Person, ...]) -> Mentions:
-    """``people`` as mentions, each once, in order (someone without an id by name only)."""
+def mentioning(text: Rich) -> Mentions:
+    """Rich text with its people as mentions, each once, in order: a person named again
+    is left out with the separator before them (someone without an id is named only)."""
     parts: list[str] = []
     entities: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for person in people:
-        if not person.id:
-            parts.append(blocks.person_text(person))
+    previous: Span | None = None
+    for span in text:
+        if not isinstance(span, Person):
+            parts.append(blocks.markdown((span,), card=False))
+        elif not span.id:
+            parts.append(blocks.person_text(span))
+        elif span.id in seen:
+            if isinstance(previous, str) and parts:
+                parts.pop()  # the separator before a person named already
+            previous = span
             continue
-        if person.id in seen:
-            continue
-        seen.add(person.id)
-        name = label(person)
-        text = f"<at>{name}</at>"
-        parts.append(text)
-        entities.append(
-            {"type": MENTION, "text": text, "mentioned": {"id": person.id, "name": name}}
-        )
-    return Mentions(text=", ".join(parts), entities=tuple(entities))
+        else:
+            seen.add(span.id)
+            name = label(span)
+            mention = f"<at>{name}</at>"
+            parts.append(mention)
+            entities.append(
+                {"type": MENTION, "text": mention, "mentioned": {"id": span.id, "name": name}}
+            )
+        previous = span
+    return Mentions(text="".join(parts), entities=tuple(entities))
 
 
 def activity_entities(entities: tuple[dict[str, Any], ...]) -> list[Mention]:

@@ -40,23 +40,22 @@ from msrest.exceptions import ClientRequestError
 from bot import (
     AdapterState,
     ApprovalCard,
-    CardPointer,
     Destination,
     Live,
     MessageRef,
     Notice,
     Person,
     Posted,
-    Prompt,
     Reply,
     Text,
     ThreadKey,
     Undeliverable,
     View,
+    compose,
     plain_text,
 )
 
-from . import blocks, cards, feedback, links, mentions, notices, refresh
+from . import cards, feedback, links, mentions, notices, refresh
 from .auth import TeamsAuth
 from .connector import Send, StreamChannel, addressed, members
 from .convert import CHAT_ROOT, PLATFORM, is_personal, message_ref
@@ -442,23 +441,23 @@ class TeamsMessenger:
 
 
 def render(view: View, audience: refresh.Audience | None = None) -> Activity:
-    """The message activity showing a view: a card attachment or markdown text (a
-    pending approval card as ``audience`` sees it, with its refresh)."""
-    if isinstance(view, ApprovalCard):
-        return _card(refresh.base_card(view, audience), summary=cards.summary(view))
-    if isinstance(view, Prompt):
-        return _card(cards.question_card(view), summary=cards.question_summary(view))
-    if isinstance(view, CardPointer):
-        return _markdown(notices.pointer_text(view))
-    if isinstance(view, Notice) and view.revoke is not None:
-        return _card(notices.revoke_card(view), summary=blocks.cut(view.text, blocks.MAX_SUMMARY))
-    if isinstance(view, Notice):
-        text, entities = notices.addressed(view)
-        return _markdown(text, entities=entities)
-    activity = _markdown(cards.text_of(view))
-    if isinstance(view, Reply) and view.stop is not None:
+    """The message activity showing a view, as the core composes it: a card for a
+    document with a title (a pending approval card as ``audience`` sees it, with its
+    refresh), else markdown text with its buttons in a small card under it."""
+    actionable = audience is None or audience.actionable
+    document = compose(view, actionable=actionable)
+    link = links.card_link(view)
+    if document.title:
+        updates = None
+        if isinstance(view, ApprovalCard) and view.status == "pending" and audience is not None:
+            updates = refresh.block(view, audience.user_ids)
+        content = cards.draw(document, refresh=updates, link=link)
+        return _card(content, summary=cards.summary(document))
+    shown = notices.message(document, link=link)
+    activity = _markdown(shown.text, entities=shown.entities)
+    if document.actions:
         # Teams' own Stop shows on streamed answers only: a whole one carries ours.
-        activity.attachments = [_attachment(cards.stop_card(view.stop))]
+        activity.attachments = [_attachment(cards.buttons_card(document))]
     return activity
 
 

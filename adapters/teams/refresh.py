@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bot import ApprovalCard
+from bot import ApprovalCard, compose
 
 from . import cards, texts
 from .convert import REFRESH_VERB
@@ -76,23 +76,14 @@ def may_decide(card: ApprovalCard, ids: Iterable[str]) -> bool:
     return not card.deciders or not set(card.deciders).isdisjoint(ids)
 
 
-def base_card(card: ApprovalCard, audience: Audience | None) -> dict[str, Any]:
-    """The card as the message shows it to everyone (``None``: no refresh, the buttons
-    for all: a card drawn before who decides is known)."""
-    if card.status != "pending" or audience is None:
-        return cards.approval_card(card)
-    return cards.approval_card(
-        card, actionable=audience.actionable, refresh=block(card, audience.user_ids)
-    )
-
-
 def view_for(card: ApprovalCard, viewer: Iterable[str], teams_id: str | None) -> dict[str, Any]:
     """The card as one viewer (by any of their ids) sees it now: the answer to their
     refresh, or to their click. It keeps a refresh for them (``teams_id``)."""
     if card.status != "pending":
-        return cards.approval_card(card)
+        return cards.draw(compose(card))
     ids = (teams_id,) if teams_id else ()
-    return cards.approval_card(card, actionable=may_decide(card, viewer), refresh=block(card, ids))
+    document = compose(card, actionable=may_decide(card, viewer))
+    return cards.draw(document, refresh=block(card, ids))
 
 
 def block(card: ApprovalCard, user_ids: tuple[str, ...] | None) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from bot import (
     Text,
     ThreadKey,
     approvals_command,
+    compose,
+    inbox_note,
 )
 
 from . import blocks, cards, convert, feedback, inbox, refresh, texts
@@ -215,7 +217,7 @@ class TeamsBot:
         by how the click went (the card in its thread is updated by the core)."""
         decided = result.card if result.accepted and isinstance(result.card, ApprovalCard) else None
         said = result.message or texts.ACTION_FAILED
-        note = inbox.clicked_note(decided) if decided is not None else blocks.escape(said)
+        note = inbox_note(decided) if decided is not None else (said,)
         try:
             shown = await self._bot.inbox(click.thread, click.user_id, click.user_name)
         except Overloaded:
@@ -265,7 +267,7 @@ class TeamsBot:
             await self._reply(context, result.message or texts.ACTION_FAILED)
         elif isinstance(result.card, ApprovalCard) and convert.shown_in_inbox(activity):
             # The list itself stays as it was: say how the click went under it.
-            await self._reply(context, inbox.clicked_note(result.card))
+            await self._reply(context, blocks.markdown(inbox_note(result.card), card=False))
 
     async def _reply(self, context: TurnContext, text: str) -> None:
         await self._auth.prefetch_token()
@@ -303,10 +305,8 @@ def _card_body(card: ApprovalCard | Prompt, click_from: Activity | None) -> dict
         viewer = convert.viewer_ids(click_from)
         sender = click_from.from_property
         content = refresh.view_for(card, viewer, getattr(sender, "id", None))
-    elif isinstance(card, ApprovalCard):
-        content = cards.approval_card(card)
     else:
-        content = cards.question_card(card)
+        content = cards.draw(compose(card))
     return {"statusCode": 200, "type": cards.CONTENT_TYPE, "value": content}
 
 

@@ -19,8 +19,9 @@ from aiohttp.test_utils import TestServer
 from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackAdapter, SlackSettings
+from adapters.slack.blocks import SlackMessage, render
 from agents import Agent
-from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, build_app
+from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, View, build_app
 
 from .fake_slack import (
     APP_TOKEN,
@@ -43,6 +44,12 @@ BOB = "U0BOB0001"
 
 _event_ids = itertools.count(1)
 _message_ts = itertools.count(1)
+
+
+def drawn(view: View, *, link: str | None = None) -> SlackMessage:
+    """The one message that shows ``view`` (a card, a question, a pointer)."""
+    (message,) = render(view, link=link)
+    return message
 
 
 def signed_headers(

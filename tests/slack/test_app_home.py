@@ -20,6 +20,7 @@ from adapters.slack.inbox import home_view
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION, decode_button_value
 from agents import Store
 from bot import Inbox, InboxDecision, Person
+from bot import texts as core_texts
 
 from .conftest import StartBot
 from .fake_slack import (
@@ -46,7 +47,8 @@ from .harness import (
 )
 from .scripted import Ran
 from .test_approvals import card_text, has_buttons, request, start, the_card
-from .test_inbox import EXPIRES, a_card
+from .test_grants import EDITABLE
+from .test_inbox import EXPIRES, a_card, heading
 from .test_manifest import METHOD_SCOPES, methods_in_source
 from .test_questions import CAROL, submission
 
@@ -100,7 +102,7 @@ async def test_opening_home_shows_a_call_you_may_decide_with_the_cards_own_butto
     (published,) = slack.of("views.publish")
     assert published.args["user_id"] == BOB
     text = home_text(home)
-    assert "*Waiting for you* (1)" in text
+    assert heading(core_texts.INBOX_WAITING, count=1) in text
     assert "`deploy` service: api" in text
     assert f"asked by <@{ALICE}>" in text
     assert f"requested in <#{CHANNEL}> (<{permalink(CHANNEL, root)}|open the request>)" in text
@@ -132,7 +134,8 @@ async def test_a_requesters_home_lists_their_waiting_request_and_where_with_a_li
     home = await bot.open_home(ALICE)
 
     text = home_text(home)
-    requests = text.split("*Your requests*")[1].split("*Recent decisions*")[0]
+    requests = text.split(heading(core_texts.INBOX_REQUESTED, count=1))[1]
+    requests = requests.split(heading(core_texts.INBOX_DECIDED))[0]
     assert "`deploy` service: api" in requests
     assert f"requested in <#{CHANNEL}> (<{permalink(CHANNEL, root)}|open the request>)" in requests
     assert not has_home_buttons(home), "Alice may not approve her own deploy here"
@@ -148,13 +151,14 @@ async def test_an_empty_home_says_so_kindly(
     text = home_text(home)
     assert home.blocks[0] == {
         "type": "header",
-        "text": {"type": "plain_text", "text": "Approvals", "emoji": True},
+        "text": {"type": "plain_text", "text": core_texts.INBOX_TITLE, "emoji": True},
     }
-    assert "Nothing waits for your decision" in text
+    assert core_texts.INBOX_INTRO in text
+    assert core_texts.INBOX_NONE_WAITING_KEPT in text
     assert "When an agent asks for something you may approve, it shows up here." in text
-    assert "_None waiting._" in text
-    assert "You have not decided anything lately." in text
-    assert "You have no grants running." in text
+    assert core_texts.INBOX_NONE_REQUESTED in text
+    assert core_texts.INBOX_NONE_DECIDED in text
+    assert core_texts.INBOX_NO_GRANTS in text
     assert "Updated <!date^" in text
 
 
@@ -197,7 +201,7 @@ async def test_a_store_failure_noting_an_opened_home_is_logged_and_the_tab_still
     with caplog.at_level(logging.WARNING, logger="adapters.slack.home"):
         home = await bot.open_home(BOB)
 
-    assert "*Waiting for you* (1)" in home_text(home)
+    assert heading(core_texts.INBOX_WAITING, count=1) in home_text(home)
     assert "could not note that" in caplog.text
 
 
@@ -233,7 +237,8 @@ async def test_approve_on_home_runs_the_tool_once_and_the_card_and_the_home_foll
     assert not has_buttons(card)
     assert any("deploy ok" in m.text for m in slack.in_thread(CHANNEL, root))
     text = home_text(home)
-    assert text.index(f"`deploy`: ✅ Approved by <@{BOB}>") < text.index("*Waiting for you*"), (
+    waiting = heading(core_texts.INBOX_WAITING, count=0)
+    assert text.index(f"`deploy`: ✅ Approved by <@{BOB}>") < text.index(waiting), (
         "what the press did, at the top"
     )
     assert "Nothing waits for your decision" in text
@@ -329,8 +334,8 @@ async def test_a_decision_in_the_thread_shows_again_the_homes_it_touches(
     assert "Nothing waits for your decision" in home_text(carol)
     assert not has_home_buttons(carol)
     alice = await republished(bot, ALICE, alices)
-    requests = home_text(alice).split("*Your requests*")[1]
-    assert "_None waiting._" in requests, "Alice's request was decided"
+    requests = home_text(alice).split(heading(core_texts.INBOX_REQUESTED, count=0))[1]
+    assert core_texts.INBOX_NONE_REQUESTED in requests, "Alice's request was decided"
     assert len(ran.deploys) == 1
     assert BOB not in slack.homes, "Bob never opened his Home tab: nothing is published"
     assert DAVE not in slack.homes
@@ -347,7 +352,7 @@ async def test_a_new_call_shows_up_in_an_approvers_open_home(
     _, card = await ask(bot, slack)
 
     home = await republished(bot, BOB, before)
-    assert "*Waiting for you* (1)" in home_text(home)
+    assert heading(core_texts.INBOX_WAITING, count=1) in home_text(home)
     assert home_button(home, APPROVE_ACTION)["value"] == button(card, APPROVE_ACTION)["value"]
 
 
@@ -381,7 +386,7 @@ async def test_many_waiting_calls_stay_within_the_home_tabs_limits(
     home = await bot.open_home(BOB)
 
     text = home_text(home)
-    assert "*Waiting for you* (23)" in text
+    assert heading(core_texts.INBOX_WAITING, count=23) in text
     assert len([b for b in home.blocks if b["type"] == "actions"]) == 20
     assert "…and 3 more waiting for you" in text
     assert len(home.blocks) <= HOME_BLOCKS_LIMIT
@@ -418,13 +423,13 @@ def test_a_home_of_any_size_is_one_view_slack_takes(count: int) -> None:
     )
     inbox = Inbox(
         person=Person(id=BOB),
-        waiting=tuple(a_card(n, editable=True) for n in range(count)),
+        waiting=tuple(a_card(n, **EDITABLE) for n in range(count)),
         requested=tuple(a_card(1000 + n) for n in range(count)),
         decided=decided,
         grants=count,
     )
     links = {(CHANNEL, f"{n}.0"): permalink(CHANNEL, f"{n}.0") for n in range(count)}
-    view = home_view(inbox, links=links, lead="`deploy`: done", now=datetime.now(UTC))
+    view = home_view(inbox, links=links, note=("`deploy`: done",), now=datetime.now(UTC))
 
     assert view["type"] == "home"
     assert _home_problem(view) is None

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.blocks import approval_card, long_text, render
+from adapters.slack.blocks import draw, long_text, render
 from adapters.slack.modals import decline_modal
 from adapters.slack.mrkdwn import (
     SECTION_LIMIT,
@@ -32,10 +34,31 @@ from adapters.slack.wire import (
     decode_metadata,
     encode_button_value,
 )
-from bot import ApprovalCard, CardStatus, Notice, Person, Reply
+from bot import (
+    ApprovalCard,
+    CardPointer,
+    CardStatus,
+    Code,
+    Document,
+    Inbox,
+    InboxDecision,
+    Link,
+    Notice,
+    Paragraph,
+    Person,
+    Place,
+    Prompt,
+    PromptField,
+    Reply,
+    ThreadKey,
+    View,
+    compose,
+    inbox_document,
+)
+from bot import texts as core_texts
 
 from .fake_slack import TOKEN, FakeSlack, _block_problem
-from .harness import CHANNEL, BotServer, mention_event
+from .harness import CHANNEL, BotServer, drawn, mention_event
 
 EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
 
@@ -74,7 +97,7 @@ def all_text(blocks: list[dict[str, Any]]) -> str:
 
 
 def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons() -> None:
-    message = approval_card(card())
+    message = drawn(card())
     text = all_text(message.shown)
     assert "`deploy`" in text
     assert '"service": "api"' in text
@@ -95,25 +118,30 @@ def test_a_pending_card_shows_tool_args_agent_requester_expiry_and_two_buttons()
 
 
 @pytest.mark.parametrize(
-    ("status", "extra", "expected"),
+    ("status", "extra", "expected", "lines"),
     [
-        ("approved", {"decided_by": (BOB,)}, "Approved by <@U0BOB0001>"),
+        ("approved", {"decided_by": (BOB,)}, "Approved by <@U0BOB0001>", ()),
         (
             "declined",
             {"decided_by": (BOB,), "reason": "a <b> & c"},
             "Declined by <@U0BOB0001>: a &lt;b&gt; &amp; c",
+            ("❌ Declined by <@U0BOB0001>", "Reason: a &lt;b&gt; &amp; c"),
         ),
-        ("declined", {"decided_by": (BOB,)}, "Declined by <@U0BOB0001>"),
-        ("expired", {}, "⌛ Expired: nobody decided in time, nothing was run"),
+        ("declined", {"decided_by": (BOB,)}, "Declined by <@U0BOB0001>", ()),
+        ("expired", {}, "⌛ Expired: nobody decided in time, nothing was run", ()),
     ],
 )
 def test_a_decided_card_has_no_buttons_and_says_what_happened(
-    status: CardStatus, extra: dict[str, Any], expected: str
+    status: CardStatus, extra: dict[str, Any], expected: str, lines: tuple[str, ...]
 ) -> None:
-    message = approval_card(card(status=status, **extra))
+    message = drawn(card(status=status, **extra))
     assert all(b["type"] != "actions" for b in message.shown)
-    assert expected in all_text(message.shown)
     assert expected in message.text
+    contexts = [b["elements"][0]["text"] for b in message.shown if b["type"] == "context"]
+    if lines:  # a decline's reason is on a line of its own, after who declined
+        assert contexts[-len(lines) :] == list(lines)
+    else:
+        assert expected in contexts[-1]
     assert "<!date^" not in all_text(message.shown)
 
 
@@ -128,7 +156,7 @@ def test_a_decided_card_has_no_buttons_and_says_what_happened(
 def test_a_settled_card_changes_its_title_and_sits_beside_a_bar_of_its_colour(
     status: CardStatus, title: str, color: str
 ) -> None:
-    message = approval_card(card(status=status, decided_by=(BOB,)))
+    message = drawn(card(status=status, decided_by=(BOB,)))
     (heading,) = message.blocks
     assert heading["text"]["text"] == title
     assert "Approval needed" not in all_text(message.shown)
@@ -142,15 +170,18 @@ def test_a_settled_card_changes_its_title_and_sits_beside_a_bar_of_its_colour(
 
 
 def test_a_pending_card_keeps_its_title_and_has_no_bar() -> None:
-    message = approval_card(card())
-    assert message.blocks[0]["text"]["text"] == ":lock: *Approval needed:* `deploy`"
+    message = drawn(card())
+    title = core_texts.CARD_TITLE.format(
+        approval_needed=f"*{core_texts.APPROVAL_NEEDED}*", tool="`deploy`"
+    )
+    assert message.blocks[0]["text"]["text"] == title == "🔒 *Approval needed:* `deploy`"
     assert message.bar is None
     assert "attachments" not in message.fields()
     assert message.fields(replacing=True)["attachments"] == [], "an update clears any bar"
 
 
 def test_long_arguments_are_truncated_with_a_note_within_the_limits() -> None:
-    message = approval_card(card(args={"script": "echo <&> " * 2000}))
+    message = drawn(card(args={"script": "echo <&> " * 2000}))
     assert all(_block_problem(b) is None for b in message.shown)
     args_text = message.shown[2]["text"]["text"]
     assert len(args_text) <= SECTION_LIMIT
@@ -172,7 +203,7 @@ def test_cutting_never_splits_an_entity() -> None:
 def test_people_are_mentioned_from_their_ids_never_found_in_text() -> None:
     assert mention(Person(id="U0ALICE01", name="Alice")) == "<@U0ALICE01>"
     assert mention(Person(id="<!channel>")) == "<@&lt;!channel&gt;>"  # cannot ping a channel
-    assert "*Asked by:* someone" in all_text(approval_card(card(requester=None)).shown)
+    assert "*Asked by:* someone" in all_text(drawn(card(requester=None)).shown)
     (notice,) = render(Notice(text="your request <expired>", to=BOB))
     assert notice.text == "<@U0BOB0001>: your request &lt;expired&gt;"
     (reminder,) = render(Notice(text="reminder", also=(BOB, Person(id="U0CAROL01"))))
@@ -277,8 +308,8 @@ def test_no_text_becomes_a_link_or_a_ping(markdown: str) -> None:
 @pytest.mark.parametrize("name", ["<!channel>", "<@U0EVIL001>", "<https://evil.example|Alice>"])
 def test_a_display_name_never_reaches_a_card(name: str) -> None:
     eve = Person(id="U0EVE0001", name=name)
-    pending = approval_card(card(requester=eve, quorum=2, approvals=(eve,)))
-    decided = approval_card(card(status="declined", requester=eve, decided_by=(eve,)))
+    pending = drawn(card(requester=eve, quorum=2, approvals=(eve,)))
+    decided = drawn(card(status="declined", requester=eve, decided_by=(eve,)))
     for message in (pending, decided):
         shown = all_text(message.shown) + message.text
         assert "<@U0EVE0001>" in shown  # Slack shows the current name itself
@@ -322,15 +353,15 @@ async def test_a_card_with_huge_arguments_is_accepted_by_slack(
 
 
 def test_a_quorum_card_lists_the_approvals_so_far_and_then_everyone_who_approved() -> None:
-    plain = all_text(approval_card(card()).shown)
+    plain = all_text(drawn(card()).shown)
     assert "Approvals" not in plain, "a quorum of one shows as before"
 
-    pending = approval_card(card(quorum=3, approvals=(BOB, Person(id="<Eve & co>"))))
+    pending = drawn(card(quorum=3, approvals=(BOB, Person(id="<Eve & co>"))))
     assert "*Approvals:* <@U0BOB0001>, <@&lt;Eve &amp; co&gt;> (2 of 3)" in all_text(pending.shown)
     assert any(b["type"] == "actions" for b in pending.shown)
 
     both = (BOB, Person(id="U0CAROL01"))
-    approved = approval_card(card(status="approved", quorum=2, decided_by=both, approvals=both))
+    approved = drawn(card(status="approved", quorum=2, decided_by=both, approvals=both))
     shown = all_text(approved.shown)
     assert "Approved by <@U0BOB0001>, <@U0CAROL01>" in shown
     assert "Approvals:" not in shown
@@ -355,7 +386,7 @@ async def test_the_fake_checks_block_kit_inside_attachments_and_keeps_them_on_up
     ]
     slack.problems.clear()
 
-    settled = approval_card(card(status="approved", decided_by=(BOB,)))
+    settled = drawn(card(status="approved", decided_by=(BOB,)))
     posted = await client.chat_postMessage(channel=CHANNEL, **settled.fields())
     message = slack.messages[(CHANNEL, posted["ts"])]
     assert message.colors == ["#2EB67D"]
@@ -372,3 +403,105 @@ def test_clip_keeps_short_text_and_ends_long_text_in_an_ellipsis_within_the_limi
     assert clip("deploy api now", 12) == "deploy api…", "no space before the ellipsis"
     assert clip("a" * 10 + "&amp;", 14, escaped=True) == "a" * 10 + "…", "no entity cut"
     assert clip("a" * 10 + "&amp;", 14) == "a" * 10 + "&am…"
+
+
+# -- documents ------------------------------------------------------------------------
+
+REQUEST = ThreadKey(platform="slack", workspace="T0TEAM001", channel="C0OPS0001", root="1.1")
+DOCUMENT = TypeAdapter(Document)
+
+
+def every_kind_of_view() -> list[View]:
+    """A view of each kind, with most of what a document can hold."""
+    field = PromptField(name="amount", label="Amount", kind="integer", value=150)
+    pending = card(
+        quorum=2,
+        approvals=(BOB,),
+        grant_for=("1h", "1d"),
+        editable=True,
+        fields=(field,),
+        requested_in=REQUEST,
+        ask="ask-1",
+    )
+    edited = card(
+        status="declined",
+        decided_by=(BOB,),
+        reason="not <now>",
+        previous_args={"service": "web"},
+        edited_by=BOB,
+    )
+    question = Prompt(
+        run_id="run-2",
+        tool_call_id="call-2",
+        tool_name="schedule",
+        agent_path=("desk", "tickets"),
+        question="When?",
+        fields=(field, PromptField(name="day", label="Day", kind="choice", choices=("mon",))),
+        error="not a number",
+    )
+    return [
+        pending,
+        edited,
+        question,
+        CardPointer(card=pending, channel="C0APPROVE"),
+        CardPointer(card=edited, people=(BOB,)),
+        Notice(text="ran **under** a grant", to=ALICE, revoke=("run-1", "call-1")),
+        Reply(text="# Done\n" + "x " * 4000, feedback="run-1"),
+        Reply(text="First, a card.", stop="run-1"),
+    ]
+
+
+@pytest.mark.parametrize("view", every_kind_of_view(), ids=lambda view: view.kind)
+def test_a_document_kept_as_json_draws_exactly_as_the_original(view: View) -> None:
+    document = compose(view)
+    kept = DOCUMENT.validate_json(DOCUMENT.dump_json(document))
+    assert kept == document
+    link = "https://fake.slack.com/archives/C0OPS0001/p11"
+    assert draw(kept, link=link) == draw(document, link=link)
+    assert draw(kept, link=link) == render(view, link=link)
+
+
+def test_an_approvals_list_kept_as_json_draws_exactly_as_the_original() -> None:
+    inbox = Inbox(
+        person=BOB,
+        waiting=(card(requested_in=REQUEST, quorum=2),),
+        requested=(replace(card(requested_in=REQUEST), run_id="run-3"),),
+        decided=(InboxDecision(tool_name="deploy", outcome="edited", at=EXPIRES, args={"a": 1}),),
+        grants=2,
+    )
+    document = inbox_document(inbox, command="/approvals", note=("done",), kept_current=EXPIRES)
+    kept = DOCUMENT.validate_json(DOCUMENT.dump_json(document))
+    assert kept == document
+    links = {(REQUEST.channel, REQUEST.root): "https://fake.slack.com/archives/C0OPS0001/p11"}
+
+    def places(thread: ThreadKey) -> str | None:
+        return links.get((thread.channel, thread.root))
+
+    assert draw(kept, places=places) == draw(document, places=places)
+
+
+def test_every_drawn_view_is_block_kit_slack_takes() -> None:
+    for view in every_kind_of_view():
+        for message in render(view, link="https://fake.slack.com/archives/C1/p1"):
+            assert message.text
+            assert all(_block_problem(block) is None for block in message.shown), view.kind
+
+
+def test_a_name_with_a_backtick_stays_one_piece_of_code() -> None:
+    (message,) = draw(Document(kind="notice", summary=("x",), title=(Code(text="a`b <c>"),)))
+    title = message.blocks[0]["text"]["text"]
+    assert title == "`a\u02cbb &lt;c&gt;`"
+    assert title.count("`") == 2, "a backtick inside cannot close the code"
+    assert "&lt;c&gt;" in title
+
+
+def test_a_link_is_drawn_only_where_it_is_known_and_a_place_names_its_channel() -> None:
+    line = Paragraph(text=("waits in ", Place(thread=REQUEST), " ", Link(words="(see the card)")))
+    document = Document(kind="pointer", summary=("x",), body=(line,))
+    (linked,) = draw(document, link="https://example.com/c?a=1&b=2")
+    (unlinked,) = draw(document)
+    assert linked.blocks[0]["text"]["text"] == (
+        "waits in <#C0OPS0001> (<https://example.com/c?a=1&amp;b=2|open the request>) "
+        "(<https://example.com/c?a=1&amp;b=2|see the card>)"
+    )
+    assert unlinked.blocks[0]["text"]["text"] == "waits in <#C0OPS0001>", "no dangling space"

@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 import pytest
 
-from adapters.slack.blocks import approval_card, edited_text
 from adapters.slack.convert import ActionIn, FormIn, parse, to_click, to_form_click
 from adapters.slack.modals import answer_modal, edit_modal, initial_text
 from adapters.slack.wire import (
@@ -34,13 +33,12 @@ from bot import (
     Person,
     Prompt,
     PromptField,
-    card_outcome,
 )
 from tests.agents.helpers import call_then_answer
 
 from .conftest import StartBot
 from .fake_slack import TEAM_ID, FakeSlack, Posted, _view_problem
-from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions, button, mention_event
+from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions, button, drawn, mention_event
 from .test_approvals import card_text, has_buttons
 from .test_questions import CAROL, buttons, submission
 
@@ -393,9 +391,12 @@ def test_the_edited_line_lists_only_changes_escaped_and_short() -> None:
         previous_args={"order": "A-1", "amount": 150, "note": "x" * 500, "gone": True},
         edited_by=Person(id=BOB, name="<!channel>"),
     )
-    outcome = card_outcome(card)
-    assert outcome is not None
-    line = edited_text(outcome)
+    message = drawn(card)
+    (line,) = [
+        b["elements"][0]["text"]
+        for b in message.shown
+        if b["type"] == "context" and b["elements"][0]["text"].startswith("✏️")
+    ]
     assert line.startswith(f"✏️ Edited by <@{BOB}>: `amount`: 150 → 120; `note`: ")
     assert "→ &lt;b&gt;" in line
     assert "<b>" not in line
@@ -403,7 +404,6 @@ def test_the_edited_line_lists_only_changes_escaped_and_short() -> None:
     assert "`gone`: true → (none)" in line
     assert "x" * 200 + "…" in line
     assert "x" * 201 not in line
-    message = approval_card(card)
     assert message.text.startswith(
         "refund: ✅ Approved by <@U0BOB0001> (edited: amount: 150 → 120; note: x"
     )
@@ -413,10 +413,10 @@ def test_the_edited_line_lists_only_changes_escaped_and_short() -> None:
 
 
 def test_an_edit_that_changed_nothing_reads_as_a_plain_approval() -> None:
-    same = approval_card(
+    same = drawn(
         decided(previous_args={"order": "A-1", "amount": 120, "note": "<b>"}, edited_by=None)
     )
-    plain = approval_card(decided())
+    plain = drawn(decided())
     assert "Edited" not in json.dumps(same.shown)
     assert "Edited" not in json.dumps(plain.shown)
     assert same.shown == plain.shown
@@ -424,8 +424,10 @@ def test_an_edit_that_changed_nothing_reads_as_a_plain_approval() -> None:
 
 
 def test_the_edit_button_and_the_edit_form_become_edit_clicks() -> None:
-    pending = decided(status="pending", decided_by=(), editable=True)
-    actions = next(b for b in approval_card(pending).shown if b["type"] == "actions")
+    pending = decided(
+        status="pending", decided_by=(), editable=True, fields=(field("amount", "integer", 120),)
+    )
+    actions = next(b for b in drawn(pending).shown if b["type"] == "actions")
     posted = Posted(CHANNEL, "1.2", "1.1", "card", [actions])
     pressed = parse(block_actions(posted, EDIT_ACTION, user=BOB))
     assert isinstance(pressed, ActionIn)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.blocks import approval_card
 from adapters.slack.convert import ActionIn, ForeignActionIn, parse, to_click
 from adapters.slack.wire import (
     APPROVE_ACTION,
@@ -27,13 +26,13 @@ from adapters.slack.wire import (
     grant_action,
 )
 from agents import Agent, Store, ToolCall, tool
-from bot import ApprovalCard, ApprovalPolicy, Person
+from bot import ApprovalCard, ApprovalPolicy, Person, PromptField
 from bot import texts as core_texts
 from tests.agents.helpers import call_then_answer
 
 from .conftest import StartBot
 from .fake_slack import TEAM_ID, FakeSlack, Posted, _block_problem
-from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions
+from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions, drawn
 from .test_approvals import card_text, has_buttons, request, the_card
 from .test_questions import CAROL, buttons
 
@@ -41,6 +40,11 @@ GRANTS = '[tools.refund]\ngrant_for = ["1h", "1d"]\n'
 GRANT_1H = grant_action(0)
 GRANT_1D = grant_action(1)
 EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
+EDITABLE: dict[str, Any] = {
+    "editable": True,
+    "fields": (PromptField(name="amount", label="Amount", kind="integer", value=150),),
+}
+"""What makes a card editable: its arguments as the edit form's fields."""
 
 Refunds = list[dict[str, Any]]
 Till = Callable[..., Awaitable[BotServer]]
@@ -78,7 +82,7 @@ def shown(message_blocks: list[dict[str, Any]]) -> str:
 
 
 def test_a_pending_card_has_one_grant_button_per_duration_after_the_others() -> None:
-    message = approval_card(card(grant_for=("1h", "1d"), editable=True))
+    message = drawn(card(grant_for=("1h", "1d"), **EDITABLE))
     approve, decline, edit, hour, day = elements(message.shown)
     assert [e["action_id"] for e in (approve, decline, edit)] == [
         APPROVE_ACTION,
@@ -103,13 +107,13 @@ def test_a_pending_card_has_one_grant_button_per_duration_after_the_others() -> 
 
 
 def test_a_card_without_durations_has_no_grant_buttons() -> None:
-    labels = [e["text"]["text"] for e in elements(approval_card(card()).shown)]
+    labels = [e["text"]["text"] for e in elements(drawn(card()).shown)]
     assert labels == ["Approve", "Decline"]
 
 
 def test_many_or_long_durations_stay_within_slack_limits() -> None:
     many = tuple(f"{n}h" for n in range(1, 40))
-    message = approval_card(card(grant_for=many, editable=True))
+    message = drawn(card(grant_for=many, **EDITABLE))
     buttons_shown = elements(message.shown)
     assert len(buttons_shown) == 25
     assert [e["text"]["text"] for e in buttons_shown[3:5]] == [
@@ -120,19 +124,19 @@ def test_many_or_long_durations_stay_within_slack_limits() -> None:
     assert _block_problem(actions) is None
 
     long = "1d" + "1h" * 60
-    (*_, granted) = elements(approval_card(card(grant_for=(long,))).shown)
+    (*_, granted) = elements(drawn(card(grant_for=(long,))).shown)
     assert len(granted["text"]["text"]) <= 75
     assert granted["text"]["text"].endswith("…")
     assert decode_button_value(granted["value"], GrantValue).grant == long, "never shortened"
 
 
 def test_a_card_approved_by_a_grant_says_for_how_long() -> None:
-    granted = approval_card(card(status="approved", decided_by=(Person(id=BOB),), granted_for="1h"))
+    granted = drawn(card(status="approved", decided_by=(Person(id=BOB),), granted_for="1h"))
     assert f"Approved by <@{BOB}> for this thread (1h)" in shown(granted.shown)
     assert "for this thread (1h)" in granted.text
     assert not any(b["type"] == "actions" for b in granted.shown)
 
-    plain = approval_card(card(status="approved", decided_by=(Person(id=BOB),)))
+    plain = drawn(card(status="approved", decided_by=(Person(id=BOB),)))
     assert "for this thread" not in shown(plain.shown)
 
 

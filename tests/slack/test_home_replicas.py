@@ -18,6 +18,7 @@ import pytest
 from adapters.slack.wire import APPROVE_ACTION
 from agents import Store, open_store
 from bot import ApprovalPolicy
+from bot import texts as core_texts
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .fake_slack import FakeSlack
@@ -25,6 +26,7 @@ from .harness import ALICE, BOB, BotServer, start_bot
 from .scripted import Ran, build_agent
 from .test_app_home import APPROVED_BY_BOB_OR_CAROL, ask, has_home_buttons, home_text
 from .test_approvals import card_text, has_buttons
+from .test_inbox import heading
 from .test_questions import CAROL
 
 
@@ -75,7 +77,8 @@ async def test_a_home_opened_on_one_replica_is_kept_current_by_the_other(
     _, card = await ask(b, slack)
 
     await published_by(b, CAROL, before)
-    assert "*Waiting for you* (1)" in home_text(slack.home_of(CAROL)), "asked on B"
+    waiting = heading(core_texts.INBOX_WAITING, count=1)
+    assert waiting in home_text(slack.home_of(CAROL)), "asked on B"
     before = slack.publishes(CAROL)
 
     assert await b.press(card, APPROVE_ACTION, user=BOB) == 200

@@ -57,6 +57,11 @@ GRANTS = '[tools.deploy]\ngrant_for = ["1h"]\n'
 EXPIRES = datetime(2030, 1, 2, 3, 4, tzinfo=UTC)
 
 
+def heading(template: str, **values: int) -> str:
+    """A list's heading as the inbox shows it (the core's words, in bold)."""
+    return f"*{template.format(**values)}*"
+
+
 def shown(answer: Ephemeral | Posted) -> str:
     """Everything the reader sees in a message."""
     parts = [answer.text]
@@ -100,7 +105,7 @@ async def test_the_inbox_lists_a_call_waiting_for_you_with_the_cards_own_buttons
     inbox = await approvals(bot, slack)
 
     text = shown(inbox)
-    assert "*Waiting for you* (1)" in text
+    assert heading(core_texts.INBOX_WAITING, count=1) in text
     assert "`deploy` service: api" in text
     assert f"asked by <@{ALICE}>" in text
     link = permalink(CHANNEL, root)
@@ -108,8 +113,8 @@ async def test_the_inbox_lists_a_call_waiting_for_you_with_the_cards_own_buttons
     for action in (APPROVE_ACTION, DECLINE_ACTION):
         assert inbox_button(inbox, action)["value"] == button(card, action)["value"]
     assert decode_button_value(inbox_button(inbox, APPROVE_ACTION)["value"]).ask
-    assert "*Your requests*" in text
-    assert "You have no grants running." in text
+    assert heading(core_texts.INBOX_REQUESTED, count=0) in text
+    assert core_texts.INBOX_NO_GRANTS in text
     assert card.updates == 0, "showing the inbox decides nothing"
 
 
@@ -195,12 +200,12 @@ async def test_someone_who_may_not_decide_sees_only_their_own_requests(
 
     alices = shown(await approvals(bot, slack, user=ALICE))
     assert "Nothing waits for your decision" in alices
-    assert "*Your requests*" in alices
+    assert heading(core_texts.INBOX_REQUESTED, count=1) in alices
     assert "`deploy` service: api" in alices
     carols = shown(await approvals(bot, slack, user=CAROL))
     assert "Nothing waits for your decision" in carols
-    assert "_None waiting._" in carols
-    assert "You have not decided anything lately." in carols
+    assert core_texts.INBOX_NONE_REQUESTED in carols
+    assert core_texts.INBOX_NONE_DECIDED in carols
 
 
 async def test_a_refused_click_in_the_inbox_is_told_there_and_changes_nothing(
@@ -231,7 +236,8 @@ async def test_approvals_revoke_ends_the_grants_you_gave(
     root, posted = await ask(bot, slack)
     assert await bot.press(the_card(posted), grant_action(0), user=BOB) == 200
     await bot.idle()
-    assert "You gave 1 grant(s) that still run" in shown(await approvals(bot, slack))
+    grants = core_texts.INBOX_GRANTS.format(count=1, revoke="`/approvals revoke`")
+    assert grants in shown(await approvals(bot, slack))
 
     answer = await approvals(bot, slack, "revoke")
 
@@ -254,7 +260,7 @@ async def test_end_grant_on_the_notice_ends_the_grant(
     assert len(ran.deploys) == 2, "ran under the grant"
     (notice,) = [m for m in under_grant if "under" in m.text and m.text.startswith("<@")]
     end = button(notice, REVOKE_ACTION)
-    assert end["text"]["text"] == "End grant"
+    assert end["text"]["text"] == core_texts.END_GRANT
 
     assert (await bot.interact(block_actions(notice, REVOKE_ACTION, user=ALICE)))[0] == 200
     await bot.idle()
@@ -289,7 +295,7 @@ async def test_many_waiting_calls_stay_within_slacks_limits(
 
     inbox = await approvals(bot, slack)
 
-    assert "*Waiting for you* (12)" in shown(inbox)
+    assert heading(core_texts.INBOX_WAITING, count=12) in shown(inbox)
     assert len([b for b in inbox.blocks if b["type"] == "actions"]) == 10
     assert "…and 2 more waiting for you" in shown(inbox)
     assert len(inbox.blocks) <= BLOCKS_LIMIT
@@ -334,7 +340,7 @@ def test_an_inbox_of_any_size_is_one_message_slack_takes(count: int) -> None:
         grants=count,
     )
     links = {(CHANNEL, f"{n}.0"): permalink(CHANNEL, f"{n}.0") for n in range(count)}
-    message = inbox_message(inbox, links=links, lead="`deploy`: done")
+    message = inbox_message(inbox, links=links, note=("`deploy`: done",))
 
     assert message.text
     assert len(message.blocks) <= BLOCKS_LIMIT
@@ -345,6 +351,6 @@ def test_an_inbox_of_any_size_is_one_message_slack_takes(count: int) -> None:
     assert "<@U0EVIL>" not in text, "arguments never mention anyone"
     if count > 10:
         assert f"…and {count - 10} more waiting for you" in text
-        assert "more" in text.split("*Your requests*")[1]
+        assert "more" in text.split(heading(core_texts.INBOX_REQUESTED, count=count))[1]
     if count == 0:
         assert "Nothing waits for your decision" in text

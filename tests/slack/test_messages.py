@@ -153,8 +153,9 @@ async def test_a_reply_that_does_not_fit_is_asked_again(
     await bot.send_event(message_event("banana", thread_ts=root["ts"]))
     await bot.idle()
     again = slack.in_thread(CHANNEL, root["ts"])[-1]
-    first_block = again.shown[0]["text"]["text"]
-    assert "did not fit" in first_block
+    title, warning = (block["text"]["text"] for block in again.shown[:2])
+    assert title == "💬 `release` asks:"
+    assert "did not fit" in warning, "what went wrong first, under the title"
     assert "Which version of api" in again.text
     assert ran.releases == []
 

@@ -16,7 +16,6 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from adapters.slack.blocks import prompt
 from adapters.slack.modals import answer_modal
 from adapters.slack.wire import (
     ANSWER_ACTION,
@@ -29,12 +28,22 @@ from adapters.slack.wire import (
 from agents import Agent, Store, ToolCall, ToolContext, tool
 from agents.mcp import McpTools
 from bot import ApprovalPolicy, Person, Prompt, PromptField, PromptStatus
+from bot import texts as core_texts
 from tests.agents.helpers import call_then_answer
 from tests.mcp.conftest import Calls, stdio_server
 
 from .conftest import StartBot
 from .fake_slack import TEAM_ID, FakeSlack, Posted, _view_problem
-from .harness import ALICE, BOB, CHANNEL, BotServer, block_actions, mention_event, message_event
+from .harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    BotServer,
+    block_actions,
+    drawn,
+    mention_event,
+    message_event,
+)
 from .test_approvals import card_text
 
 CAROL = "U0CAROL01"
@@ -162,7 +171,7 @@ async def test_a_question_shows_decline_and_cancel_and_answer_only_for_a_form(
     bot = await desk(tool)
     asked = await ask(bot, slack, question)
     assert buttons(asked) == shown
-    hint = "Answer…" if tool == "schedule" else "Reply in this thread"
+    hint = core_texts.QUESTION_FORM_HINT if tool == "schedule" else "Reply in this thread"
     assert hint in card_text(asked)
 
 
@@ -199,7 +208,7 @@ async def test_a_question_with_one_choice_is_answered_with_a_select_in_the_form(
         (QUESTION_DECLINE_ACTION, "Decline"),
         (QUESTION_CANCEL_ACTION, "Cancel"),
     ]
-    assert "Press *Answer…*" in card_text(asked)
+    assert core_texts.QUESTION_FORM_HINT in card_text(asked)
 
     view = await open_form(bot, slack, asked)
     (field,) = inputs(view).values()
@@ -428,19 +437,21 @@ def test_a_settled_question_says_who_settled_it_and_has_no_buttons(
     status: PromptStatus, outcome: str
 ) -> None:
     bob = Person(id=BOB, name="<!channel>")
-    settled = prompt(question(*WINDOW, status=status, decided_by=bob, error="bad"))
-    posted = Posted(CHANNEL, "1.2", "1.1", settled.text, settled.blocks)
+    settled = drawn(question(*WINDOW, status=status, decided_by=bob, error="bad"))
+    posted = Posted(CHANNEL, "1.2", "1.1", settled.text, settled.shown)
+    assert settled.bar is not None, "settled, it sits beside a bar of its colour, as a card"
+    assert settled.blocks == settled.shown[:1], "only its title above the bar"
     assert f"{outcome} <@{BOB}>" in card_text(posted)
     assert "When? &lt;!channel&gt;" in card_text(posted)
     assert buttons(posted) == []
     assert "did not fit" not in card_text(posted)
-    nobody = prompt(question(*WINDOW, status=status))
+    nobody = drawn(question(*WINDOW, status=status))
     assert f"{outcome} someone" in nobody.text
 
 
 def test_an_expired_question_says_so_and_has_no_buttons() -> None:
-    expired = prompt(question(*WINDOW, status="expired"))
-    posted = Posted(CHANNEL, "1.2", "1.1", expired.text, expired.blocks)
+    expired = drawn(question(*WINDOW, status="expired"))
+    posted = Posted(CHANNEL, "1.2", "1.1", expired.text, expired.shown)
     assert "⌛ Expired: nobody answered in time" in card_text(posted)
     assert buttons(posted) == []
 

@@ -16,7 +16,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import SlackMessenger
-from adapters.slack.blocks import BAR_COLORS, approval_card, card_pointer, render
+from adapters.slack.blocks import BAR_COLORS, render
 from adapters.slack.convert import ActionIn, parse, to_click
 from adapters.slack.messenger import NO_PERMALINK_TTL
 from adapters.slack.mrkdwn import mention
@@ -43,12 +43,14 @@ from .harness import (
     CHANNEL,
     BotServer,
     block_actions,
+    drawn,
     mention_event,
     view_submission,
 )
 from .scripted import Ran
 from .test_approvals import card_text, has_buttons, start
 from .test_edit import prefilled
+from .test_grants import EDITABLE
 from .test_questions import CAROL, submission
 
 APPROVERS = "C0APPROVERS"
@@ -79,22 +81,20 @@ def card(**extra: Any) -> ApprovalCard:
 
 def test_a_card_shown_elsewhere_links_to_its_request_or_names_its_channel() -> None:
     link = permalink(CHANNEL, "1600000000.000100")
-    linked = card_text(_message(approval_card(card(requested_in=origin()), link=link)))
+    linked = card_text(_message(drawn(card(requested_in=origin()), link=link)))
     assert f"*Requested in:* <#{CHANNEL}> (<{link}|open the request>)" in linked
 
-    unlinked = card_text(_message(approval_card(card(requested_in=origin()))))
+    unlinked = card_text(_message(drawn(card(requested_in=origin()))))
     assert f"*Requested in:* <#{CHANNEL}>" in unlinked
     assert "open the request" not in unlinked
 
     dm = Key(platform="slack", workspace=TEAM_ID, channel="D0DM00001", root="1.2")
-    assert "*Requested in:* a direct message" in card_text(
-        _message(approval_card(card(requested_in=dm)))
-    )
-    assert "Requested in" not in card_text(_message(approval_card(card())))
+    assert "*Requested in:* a direct message" in card_text(_message(drawn(card(requested_in=dm))))
+    assert "Requested in" not in card_text(_message(drawn(card())))
 
 
 def test_every_card_button_carries_the_cards_ask() -> None:
-    message = approval_card(card(editable=True, grant_for=("1h",)))
+    message = drawn(card(grant_for=("1h",), **EDITABLE))
     (actions,) = [b for b in message.shown if b["type"] == "actions"]
     for element in actions["elements"]:
         assert '"ask":"ask-1"' in element["value"], element["action_id"]
@@ -107,24 +107,25 @@ def test_a_pointer_says_where_the_card_waits_then_how_it_ended() -> None:
         ref={"channel": APPROVERS, "ts": "5.0"},
     )
     link = permalink(APPROVERS, "5.0")
-    waiting = card_pointer(CardPointer(card=card(), channel=APPROVERS, at=at), link=link)
+    waiting = drawn(CardPointer(card=card(), channel=APPROVERS, at=at), link=link)
     shown = card_text(_message(waiting))
-    assert f"`deploy` is waiting for approval in <#{APPROVERS}> (<{link}|see the card>)." in shown
+    assert f"⏳ `deploy` is waiting for approval in <#{APPROVERS}> (<{link}|see the card>)" in shown
     assert not any(b["type"] == "actions" for b in waiting.shown), "no buttons on a pointer"
 
-    sent = card_pointer(CardPointer(card=card(), people=(Person(id=BOB), Person(id=CAROL))))
+    sent = drawn(CardPointer(card=card(), people=(Person(id=BOB), Person(id=CAROL))))
     assert f"`deploy` was sent to <@{BOB}>, <@{CAROL}> for approval." in card_text(_message(sent))
 
     assert waiting.bar is None, "no colour while it waits, as the card"
 
     declined = card(status="declined", decided_by=(Person(id=BOB),), reason="not today")
-    ended = card_pointer(CardPointer(card=declined, channel=APPROVERS), link=link)
+    ended = drawn(CardPointer(card=declined, channel=APPROVERS), link=link)
     assert ended.blocks[0]["text"]["text"] == "❌ *Declined:* `deploy`"
     assert ended.bar is not None
     assert ended.bar.color == BAR_COLORS["refused"]
-    assert f"Declined by <@{BOB}>: not today (<{link}|see the card>)" in card_text(_message(ended))
+    ended_text = card_text(_message(ended))
+    assert f"❌ Declined by <@{BOB}> (<{link}|see the card>)\nReason: not today" in ended_text
     assert ended.text == f"deploy: ❌ Declined by <@{BOB}>: not today"
-    expired = card_pointer(CardPointer(card=card(status="expired")))
+    expired = drawn(CardPointer(card=card(status="expired")))
     assert "⌛ *Expired:* `deploy`" in card_text(_message(expired))
     assert expired.bar is not None
     assert expired.bar.color == BAR_COLORS["void"]

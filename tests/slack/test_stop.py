@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack.wire import APPROVE_ACTION, STOP_ACTION, decode_button_value
+from adapters.slack.wire import (
+    APPROVE_ACTION,
+    STOP_ACTION,
+    decode_button_value,
+    decode_stop_value,
+    encode_stop_value,
+)
 from agents import Store
 from bot import ApprovalPolicy
 
@@ -153,3 +159,9 @@ async def test_a_stop_value_the_bot_never_issued_is_a_bad_request(
     await bot.idle()
     assert await status_of(store, run_of(card)) == "paused"
     assert has_buttons(card)
+
+
+def test_stop_names_a_run_started_from_an_intake_entry_on_a_cluster() -> None:
+    # Such a run is named after its entry: a shard, a slash, a stream id.
+    run_id = "run_inbox_6/1796000000000-0"
+    assert decode_stop_value(encode_stop_value(run_id)) == run_id

@@ -107,9 +107,10 @@ class ConnectorCall:
 
     @property
     def mentions(self) -> list[dict[str, Any]]:
-        """The @mention entities: of its card (``msteams.entities``) if it has one, else of
-        the message; each one's ``<at>`` text is checked to be in the text it belongs to."""
-        if self.card is not None:
+        """The @mention entities: of the message when it has text (a card under it holds
+        only buttons), else of its card (``msteams.entities``); each one's ``<at>`` text is
+        checked to be in the text it belongs to."""
+        if self.card is not None and not self.text:
             entities = (self.card.get("msteams") or {}).get("entities") or []
             shown = self.card_text
         else:

@@ -11,7 +11,9 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+from adapters.teams import cards
 from agents import Agent, MemoryStore, ToolCall, tool
+from bot import View, compose
 from bot.policy import ApprovalPolicy
 from tests.agents.helpers import call_then_answer
 
@@ -40,6 +42,11 @@ def refunds_agent(ran: list[dict[str, Any]]) -> Agent:
 
     model = call_then_answer(ToolCall("refund", dict(ASKED)))
     return Agent(id="billing", model=model, tools=[refund], store=MemoryStore())
+
+
+def drawn(view: View) -> dict[str, Any]:
+    """The Adaptive Card Teams shows for ``view`` (as the core composes it)."""
+    return cards.draw(compose(view))
 
 
 def card_text(card: dict[str, Any]) -> list[str]:

@@ -1,4 +1,6 @@
-"""Rendering views for Teams: approval cards and questions (Adaptive Cards 1.5), text messages."""
+"""Drawing views for Teams: approval cards and questions (Adaptive Cards 1.5), text messages.
+
+The words are the core's (``bot.compose``); these tests check how Teams draws them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,19 @@ import pytest
 
 from adapters.teams import cards
 from adapters.teams import texts as teams_texts
-from bot import ApprovalCard, CardStatus, Notice, Person, Prompt, PromptField, PromptStatus
+from adapters.teams.messenger import render
+from bot import (
+    ApprovalCard,
+    CardStatus,
+    Notice,
+    Person,
+    Prompt,
+    PromptField,
+    PromptStatus,
+    View,
+    compose,
+)
+from bot import texts as core_texts
 
 EXPIRES = datetime(2030, 5, 17, 14, 30, 5, 123456, tzinfo=UTC)
 
@@ -32,6 +46,11 @@ def approval(
     return ApprovalCard(**{**fields, **kw})
 
 
+def drawn(view: View) -> dict[str, Any]:
+    """The Adaptive Card Teams shows for ``view``."""
+    return cards.draw(compose(view))
+
+
 def texts(card: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for element in card["body"]:
@@ -47,21 +66,22 @@ def size(card: dict[str, Any]) -> int:
 
 
 def test_a_pending_card_shows_what_will_run_who_asks_and_until_when() -> None:
-    card = cards.approval_card(approval())
+    card = drawn(approval())
     assert card["type"] == "AdaptiveCard"
     assert card["version"] == "1.5"
     shown = texts(card)
-    assert "**ops → billing** wants to run **refund**" in shown
+    assert shown[0] == f"🔒 **{core_texts.APPROVAL_NEEDED}** **refund**"
+    assert f"{core_texts.FACT_AGENT}: ops › billing" in shown
     assert "order\\_id: A-1001" in shown  # shown as order_id: see escape
     assert "amount: 250.0" in shown
-    assert "Asked by: Alice" in shown
-    assert (
-        "Expires {{DATE(2030-05-17T14:30:05Z, SHORT)}} at {{TIME(2030-05-17T14:30:05Z)}}" in shown
-    )
+    assert f"{core_texts.FACT_ASKED_BY}: Alice" in shown
+    expires = "{{DATE(2030-05-17T14:30:05Z, SHORT)}} {{TIME(2030-05-17T14:30:05Z)}}"
+    assert f"{core_texts.FACT_EXPIRES}: {expires}" in shown
+    assert card["fallbackText"] == "Approval needed: refund (asked by Alice)"
 
 
 def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> None:
-    card = cards.approval_card(approval())
+    card = drawn(approval())
     actions = card["actions"]
     assert [(a["type"], a["title"], a["verb"]) for a in actions] == [
         ("Action.Execute", "Approve", "approve"),
@@ -84,41 +104,48 @@ def test_approve_and_decline_are_execute_actions_with_a_submit_fallback() -> Non
 
 
 @pytest.mark.parametrize(
-    ("status", "title"),
+    ("status", "title", "line"),
     [
-        ("approved", "✅ Approved by Bob"),
-        ("declined", "❌ Declined by Bob"),
-        ("expired", "⌛ Expired: nobody decided in time, nothing was run"),
+        ("approved", "✅ **Approved:** **refund**", "✅ Approved by Bob"),
+        ("declined", "❌ **Declined:** **refund**", "❌ Declined by Bob"),
+        (
+            "expired",
+            "⌛ **Expired:** **refund**",
+            "⌛ Expired: nobody decided in time, nothing was run",
+        ),
     ],
 )
-def test_a_decided_card_says_by_whom_and_has_no_buttons(status: CardStatus, title: str) -> None:
+def test_a_decided_card_says_by_whom_and_has_no_buttons(
+    status: CardStatus, title: str, line: str
+) -> None:
     bob = (Person(id="aad-bob", name="Bob"),)
-    card = cards.approval_card(approval(status=status, decided_by=bob, reason="too much"))
+    card = drawn(approval(status=status, decided_by=bob, reason="too much"))
     assert texts(card)[0] == title
+    assert line in texts(card)
     assert "actions" not in card
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
-    assert not any(t.startswith("Expires") for t in texts(card))
-    # A decline's reason is a line of its own, under the title.
+    assert not any(t.startswith(core_texts.FACT_EXPIRES) for t in texts(card))
+    # A decline's reason is a line of its own, under how it ended.
     assert ("Reason: too much" in texts(card)) == (status == "declined")
 
 
 def test_huge_arguments_are_shortened_to_fit_a_teams_message() -> None:
     big = {f"field_{i}": "x" * 10_000 for i in range(60)}
-    card = cards.approval_card(approval(args=big))
+    card = drawn(approval(args=big))
     assert size(card) <= cards.CARD_BUDGET_BYTES < 28 * 1024
     shown = texts(card)
-    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in shown)
+    assert any(t.endswith(teams_texts.TRUNCATED) for t in shown)
     assert any("more" in t for t in shown)
     assert len(card["actions"]) == 2
 
 
 def test_nested_arguments_are_shown_as_json() -> None:
-    card = cards.approval_card(approval(args={"target": {"env": "prod", "replicas": [1, 2]}}))
+    card = drawn(approval(args={"target": {"env": "prod", "replicas": [1, 2]}}))
     assert 'target: {"env": "prod", "replicas": \\[1, 2\\]}' in texts(card)
 
 
 def test_a_card_without_arguments_says_so() -> None:
-    assert teams_texts.CARD_NO_ARGS in texts(cards.approval_card(approval(args={})))
+    assert core_texts.NO_ARGUMENTS in texts(drawn(approval(args={})))
 
 
 def question(**kw: Any) -> Prompt:
@@ -143,14 +170,14 @@ WINDOW = (
 
 
 def test_a_question_card_names_the_tool_the_problem_and_that_a_reply_answers_it() -> None:
-    card = cards.question_card(question(error="version: must look like 1.2.3"))
+    card = drawn(question(error="version: must look like 1.2.3"))
     assert card["version"] == "1.5"
     assert texts(card) == [
-        "Answer needed",
-        "⚠️ version: must look like 1.2.3",
-        "**deploy\\_service** asks: Which version?",
-        "(via ops → deploy)",
-        "Reply here to answer (version).",
+        "💬 **deploy\\_service** asks:",
+        "⚠️ That reply did not fit: version: must look like 1.2.3",
+        "Which version?",
+        "via ops › deploy",
+        "Reply in this thread to answer (**version**).",
     ]
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
     assert card["fallbackText"] == "deploy\\_service asks: Which version?"
@@ -158,7 +185,7 @@ def test_a_question_card_names_the_tool_the_problem_and_that_a_reply_answers_it(
 
 def test_decline_and_cancel_are_execute_actions_that_send_no_inputs() -> None:
     for prompt in (question(), question(fields=WINDOW)):
-        card = cards.question_card(prompt)
+        card = drawn(prompt)
         decline, cancel = card["actions"][-2:]
         for action, verb in ((decline, "decline"), (cancel, "cancel")):
             assert action["type"] == "Action.Execute"
@@ -177,7 +204,7 @@ def test_decline_and_cancel_are_execute_actions_that_send_no_inputs() -> None:
 
 
 def test_a_form_has_one_input_per_field_of_its_kind_and_send() -> None:
-    card = cards.question_card(question(fields=WINDOW))
+    card = drawn(question(fields=WINDOW))
     day, hour, share, notify, note = [e for e in card["body"] if e["type"].startswith("Input.")]
     assert (day["type"], day["style"], day["choices"]) == (
         "Input.ChoiceSet",
@@ -198,7 +225,7 @@ def test_a_form_has_one_input_per_field_of_its_kind_and_send() -> None:
     assert "isRequired" not in share
     assert "isRequired" not in note
     assert "isRequired" not in notify  # a required toggle would have to be on: off is an answer
-    assert not any(t.startswith("Reply here") for t in texts(card))
+    assert texts(card)[-1] == core_texts.QUESTION_FORM_HINT
     send = card["actions"][0]
     assert (send["title"], send["verb"], send["data"]["action"]) == ("Send", "answer", "answer")
     assert "associatedInputs" not in send
@@ -208,46 +235,44 @@ def test_a_form_has_one_input_per_field_of_its_kind_and_send() -> None:
 def test_no_input_can_replace_the_actions_own_data() -> None:
     own = ("kind", "action", "run_id", "tool_call_id", "reason")
     fields = tuple(PromptField(name=name, label=name) for name in own)
-    card = cards.question_card(question(fields=fields))
+    card = drawn(question(fields=fields))
     ids = [e["id"] for e in card["body"] if e["type"].startswith("Input.")]
     assert ids == [cards.FIELD_INPUT_PREFIX + name for name in own]
     assert not set(ids) & set(card["actions"][0]["data"])
 
 
 @pytest.mark.parametrize(
-    ("status", "title"),
+    ("status", "title", "line"),
     [
-        ("answered", "✅ Answered by Bob"),
-        ("declined", "❌ Declined by Bob"),
-        ("cancelled", "🚫 Cancelled by Bob"),
-        ("expired", "⌛ Expired: nobody answered in time"),
+        ("answered", "✅ **Answered:**", "✅ Answered by Bob"),
+        ("declined", "❌ **Declined:**", "❌ Declined by Bob"),
+        ("cancelled", "🚫 **Cancelled:**", "🚫 Cancelled by Bob"),
+        ("expired", "⌛ **Expired:**", "⌛ Expired: nobody answered in time"),
     ],
 )
 def test_a_settled_question_says_by_whom_and_has_no_actions(
-    status: PromptStatus, title: str
+    status: PromptStatus, title: str, line: str
 ) -> None:
     bob = Person(id="aad-bob", name="Bob")
-    card = cards.question_card(
-        question(fields=WINDOW, status=status, decided_by=bob, error="hour: too big")
-    )
-    assert texts(card) == [title, "**deploy\\_service** asks: Which version?", "(via ops → deploy)"]
+    card = drawn(question(fields=WINDOW, status=status, decided_by=bob, error="hour: too big"))
+    assert texts(card) == [f"{title} **deploy\\_service**", "Which version?", line]
     assert "actions" not in card
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
 
 
 def test_a_huge_question_or_form_is_shortened_to_fit_a_teams_message() -> None:
-    long = cards.question_card(question(question="why? " * 20_000, error="x" * 50_000))
+    long = drawn(question(question="why? " * 20_000, error="x" * 50_000))
     assert size(long) <= cards.CARD_BUDGET_BYTES
     assert all(len(t) < 3100 for t in texts(long))
-    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in texts(long))
+    assert any(t.endswith(teams_texts.TRUNCATED) for t in texts(long))
 
     many = tuple(f"option-{i}-{'x' * 20}" for i in range(3000))
     huge = (*WINDOW, PromptField(name="pick", label="Pick", kind="choice", choices=many))
-    card = cards.question_card(question(fields=huge))
+    card = drawn(question(fields=huge))
     assert size(card) <= cards.CARD_BUDGET_BYTES
     # Too many choices for a card: a reply in the thread answers it instead.
     assert not [e for e in card["body"] if e["type"].startswith("Input.")]
-    assert texts(card)[-1] == "Reply here to answer (Day, Hour, Share, Tell them, Note, Pick)."
+    assert texts(card)[-1] == core_texts.QUESTION_FORM_HINT
     assert [a["verb"] for a in card["actions"]] == ["decline", "cancel"]
 
 
@@ -282,7 +307,7 @@ def assert_literal(rendered: str, original: str) -> None:
 @pytest.mark.parametrize("payload", INJECTIONS)
 def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) -> None:
     nested = {"note": payload}
-    pending = cards.approval_card(
+    pending = drawn(
         approval(args={payload: payload, "nested": nested}, requester=Person(id="x", name=payload))
     )
     facts = {
@@ -294,78 +319,70 @@ def test_arguments_reason_and_names_cannot_add_markup_to_a_card(payload: str) ->
     assert_literal(facts[payload]["title"], payload)
     assert_literal(facts[payload]["value"], payload)
     assert_literal(facts["nested"]["value"], json.dumps(nested, ensure_ascii=False))
-    assert_literal(facts[teams_texts.CARD_ASKED_BY]["value"], payload)
-    assert_literal(pending["fallbackText"], "ops → billing wants to run refund")
+    assert_literal(facts[core_texts.FACT_ASKED_BY]["value"], payload)
+    assert_literal(pending["fallbackText"], f"Approval needed: refund (asked by {payload})")
 
-    decided = cards.approval_card(
-        approval(status="declined", decided_by=(Person(id=payload),), reason=payload)
-    )
-    title = texts(decided)[0]
-    assert title.startswith("❌ Declined by ")
-    assert_literal(title.removeprefix("❌ Declined by "), payload)
+    decided = drawn(approval(status="declined", decided_by=(Person(id=payload),), reason=payload))
+    (line,) = [t for t in texts(decided) if t.startswith("❌ Declined by ")]
+    assert_literal(line.removeprefix("❌ Declined by "), payload)
     (reason,) = [t for t in texts(decided) if t.startswith("Reason: ")]
     assert_literal(reason.removeprefix("Reason: "), payload)
 
 
 def test_tool_and_agent_names_are_escaped_but_the_cards_own_markup_stays() -> None:
-    card = cards.approval_card(approval(tool_name="delete_*all*", agent_path=("ops", "[x](y)")))
-    (line,) = [t for t in texts(card) if "wants to run" in t]
-    assert line == "**ops → \\[x\\](y)** wants to run **delete\\_\\*all\\***"
-    assert_literal(card["fallbackText"], "ops → [x](y) wants to run delete_*all*")
+    card = drawn(approval(tool_name="delete_*all*", agent_path=("ops", "[x](y)")))
+    assert texts(card)[0] == "🔒 **Approval needed:** **delete\\_\\*all\\***"
+    assert f"{core_texts.FACT_AGENT}: ops › \\[x\\](y)" in texts(card)
+    assert_literal(card["fallbackText"], "Approval needed: delete_*all* (asked by Alice)")
 
 
 @pytest.mark.parametrize("payload", INJECTIONS)
 def test_a_question_cannot_be_given_markup_by_its_text_the_reply_it_quotes_or_names(
     payload: str,
 ) -> None:
-    waiting = cards.question_card(
+    waiting = drawn(
         question(question=payload, error=f"version: {payload}", agent_path=("ops", payload))
     )
-    error, asks, via = texts(waiting)[1:4]
-    assert_literal(error, f"⚠️ version: {payload}")
-    own_bold = "**deploy\\_service** asks: "
-    assert asks.startswith(own_bold)
-    assert_literal(asks.removeprefix(own_bold), payload)
-    assert_literal(via, f"(via ops → {payload})")
+    title, error, asks, via = texts(waiting)[:4]
+    assert title == "💬 **deploy\\_service** asks:"  # the card's own markup stays
+    assert_literal(error, f"⚠️ That reply did not fit: version: {payload}")
+    assert_literal(asks, payload)
+    assert_literal(via, f"via ops › {payload}")
     assert_literal(waiting["fallbackText"], f"deploy_service asks: {payload}")
 
-    settled = cards.question_card(
-        question(question=payload, status="declined", decided_by=Person(id=payload))
-    )
-    title = texts(settled)[0]
-    assert_literal(title.removeprefix("❌ Declined by "), payload)
+    settled = drawn(question(question=payload, status="declined", decided_by=Person(id=payload)))
+    (line,) = [t for t in texts(settled) if t.startswith("❌ Declined by ")]
+    assert_literal(line.removeprefix("❌ Declined by "), payload)
 
 
 def test_form_labels_and_hints_are_plain_text_shown_as_given() -> None:
     field = PromptField(name="n", label="max_*size*", kind="choice", choices=("a_b",))
-    card = cards.question_card(question(fields=(field, field)))
+    card = drawn(question(fields=(field, field)))
     choice = next(e for e in card["body"] if e["type"] == "Input.ChoiceSet")
     assert choice["label"] == "max_*size*"  # an input label is never markdown: no escapes
     assert choice["choices"] == [{"title": "a_b", "value": "a_b"}]
 
 
 def test_a_quorum_card_lists_the_approvals_so_far_escaped_and_then_who_approved() -> None:
-    assert not any(t.startswith("Approvals") for t in texts(cards.approval_card(approval())))
+    assert not any(t.startswith("Approvals") for t in texts(drawn(approval())))
 
     link = Person(id="aad-bob", name="[Bob](https://x.example)")
-    pending = cards.approval_card(approval(quorum=2, approvals=(link,)))
+    pending = drawn(approval(quorum=2, approvals=(link,)))
     assert r"Approvals: \[Bob\](https://x.example) (1 of 2)" in texts(pending)
     assert "actions" in pending
 
     both = (Person(id="aad-bob", name="Bob"), Person(id="*C*"))
-    approved = cards.approval_card(
-        approval(status="approved", quorum=2, decided_by=both, approvals=both)
-    )
-    assert texts(approved)[0] == r"✅ Approved by Bob, \*C\*"
+    approved = drawn(approval(status="approved", quorum=2, decided_by=both, approvals=both))
+    assert r"✅ Approved by Bob, \*C\*" in texts(approved)
     assert not any(t.startswith("Approvals") for t in texts(approved))
 
 
 def test_a_notice_names_whom_it_is_for_escaped() -> None:
-    notice = Notice(text="your request expired", to=Person(id="aad-1", name="*Ann*"))
-    assert cards.text_of(notice) == r"\*Ann\*: your request expired"
-    assert cards.text_of(Notice(text="plain")) == "plain"
+    notice = Notice(text="your request expired", to=Person(id="", name="*Ann*"))
+    assert render(notice).text == r"\*Ann\*: your request expired"
+    assert render(Notice(text="plain")).text == "plain"
     everyone = Notice(text="reminder", also=(Person(id="aad-1", name="Ann"), Person(id="aad-2")))
-    assert cards.text_of(everyone) == "Ann, aad-2: reminder"
+    assert render(everyone).text == "<at>Ann</at>, <at>aad-2</at>: reminder"
 
 
 # -- Edit: the arguments as a form, approved as edited --------------------------------
@@ -393,7 +410,7 @@ def edit_action(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_an_editable_card_has_edit_which_opens_the_arguments_and_approve_edited() -> None:
-    card = cards.approval_card(editable())
+    card = drawn(editable())
     assert [(a["type"], a["title"]) for a in card["actions"]] == [
         ("Action.Execute", "Approve"),
         ("Action.Execute", "Decline"),
@@ -428,7 +445,7 @@ def test_an_editable_card_has_edit_which_opens_the_arguments_and_approve_edited(
 
 
 def test_each_edit_input_starts_from_the_value_the_card_shows() -> None:
-    form = edit_action(cards.approval_card(editable()))["card"]
+    form = edit_action(drawn(editable()))["card"]
     order, amount, currency, share, notify, note = [
         e for e in form["body"] if e["type"].startswith("Input.")
     ]
@@ -461,7 +478,7 @@ def test_each_edit_input_starts_from_the_value_the_card_shows() -> None:
 def test_an_edit_input_holds_only_a_value_it_can_show_as_given(
     field: PromptField, value: Any
 ) -> None:
-    form = edit_action(cards.approval_card(approval(editable=True, fields=(field,))))["card"]
+    form = edit_action(drawn(approval(editable=True, fields=(field,))))["card"]
     (element,) = [e for e in form["body"] if e["type"].startswith("Input.")]
     assert element.get("value") == value
 
@@ -476,13 +493,13 @@ def test_an_edit_input_holds_only_a_value_it_can_show_as_given(
     ],
 )
 def test_only_a_pending_editable_card_has_edit(card: ApprovalCard) -> None:
-    rendered = cards.approval_card(card)
+    rendered = drawn(card)
     assert not any(a["type"] == "Action.ShowCard" for a in rendered.get("actions", []))
 
 
 def test_an_edit_value_is_never_shortened_and_a_form_too_big_for_a_message_is_left_out() -> None:
     long = "y" * 5_000
-    fits = cards.approval_card(
+    fits = drawn(
         approval(
             args={"note": long},
             editable=True,
@@ -493,7 +510,7 @@ def test_an_edit_value_is_never_shortened_and_a_form_too_big_for_a_message_is_le
     assert note["value"] == long
 
     huge = "z" * 30_000
-    card = cards.approval_card(
+    card = drawn(
         approval(
             args={"note": huge},
             editable=True,
@@ -502,14 +519,14 @@ def test_an_edit_value_is_never_shortened_and_a_form_too_big_for_a_message_is_le
     )
     assert size(card) <= cards.CARD_BUDGET_BYTES
     assert [a["title"] for a in card["actions"]] == ["Approve", "Decline"]
-    assert any(t.endswith(teams_texts.CARD_TRUNCATED) for t in texts(card))
+    assert any(t.endswith(teams_texts.TRUNCATED) for t in texts(card))
 
 
 BOB = Person(id="aad-bob", name="Bob")
 
 
 def edited(previous: dict[str, Any], args: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    return cards.approval_card(
+    return drawn(
         approval(
             status="approved",
             decided_by=(BOB,),
@@ -527,10 +544,11 @@ def test_a_card_approved_as_edited_shows_what_ran_and_who_changed_what() -> None
         {"order": "A-1", "amount": 120, "currency": "USD"},
     )
     shown = texts(card)
-    assert shown[0] == "✅ Approved by Bob"
+    assert shown[0] == "✅ **Approved:** **refund**"
+    assert "✅ Approved by Bob" in shown
     assert "amount: 120" in shown
     assert "currency: USD" in shown
-    assert "✏️ Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
+    assert "✏️ Edited by Bob: **amount**: 150 → 120; **currency**: EUR → USD" in shown
     assert "actions" not in card
 
 
@@ -539,14 +557,17 @@ def test_the_edit_line_names_arguments_added_or_left_out_and_type_changes() -> N
         {"a": 1, "gone": "x", "same": 1, "n": "1"}, {"a": 1.0, "same": 1, "n": 1, "new": True}
     )
     (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by")]
-    assert line == '✏️ Edited by Bob: a 1 → 1.0; gone x → (none); n "1" → 1; new (none) → true'
+    assert line == (
+        '✏️ Edited by Bob: **a**: 1 → 1.0; **gone**: x → (none); **n**: "1" → 1; '
+        "**new**: (none) → true"
+    )
 
 
 def test_an_edit_that_changed_nothing_shows_no_edit_line() -> None:
     unchanged = edited({"a": 1}, {"a": 1}, edited_by=None)
     assert not [t for t in texts(unchanged) if "Edited" in t]
-    assert texts(unchanged)[0] == "✅ Approved by Bob"
-    plain = cards.approval_card(approval(status="approved", decided_by=(BOB,), args={"a": 1}))
+    assert "✅ Approved by Bob" in texts(unchanged)
+    plain = drawn(approval(status="approved", decided_by=(BOB,), args={"a": 1}))
     assert texts(unchanged) == texts(plain)
 
 
@@ -557,7 +578,10 @@ def test_the_edit_line_cannot_be_given_markup(payload: str) -> None:
     before, _, after = line.removeprefix("✏️ Edited by ").partition(": ")
     assert_literal(before, payload)
     key_and_before, _, value = after.partition(" → ")
-    assert_literal(key_and_before.removesuffix(" before"), payload)
+    key = key_and_before.removesuffix(": before")
+    assert key.startswith("**")  # the card's own bold stays
+    assert key.endswith("**")
+    assert_literal(key.removeprefix("**").removesuffix("**"), payload)
     assert_literal(value, payload)
 
 
@@ -568,4 +592,6 @@ def test_huge_edits_are_shortened_to_fit_a_teams_message() -> None:
     assert size(card) <= cards.CARD_BUDGET_BYTES
     (line,) = [t for t in texts(card) if t.startswith("✏️ Edited by")]
     assert line.endswith("more")
-    assert teams_texts.CARD_TRUNCATED in line
+    assert "a" * 1000 not in line
+    assert "b" * 1000 not in line
+    assert "…" in line

@@ -108,10 +108,10 @@ async def test_approve_edited_runs_the_tool_once_with_the_typed_values_and_says_
     assert answer.body["type"] == cards.CONTENT_TYPE
     approved = answer.body["value"]
     shown = card_text(approved)
-    assert shown[0] == "✅ Approved by Bob"
+    assert "✅ Approved by Bob" in shown
     assert "amount: 120" in shown
     assert "currency: USD" in shown
-    assert "✏️ Edited by Bob: amount 150 → 120; currency EUR → USD" in shown
+    assert "✏️ Edited by Bob: **amount**: 150 → 120; **currency**: EUR → USD" in shown
     assert "actions" not in approved
     assert [card_text(c) for c in asked.updates()] == [shown]  # for everyone too
     assert till.ran == [{"order": "A-1001", "amount": 120, "currency": "USD"}]
@@ -129,7 +129,7 @@ async def test_approve_edited_runs_the_tool_once_with_the_typed_values_and_says_
     assert again.body["type"] == approve.body["type"] == MESSAGE_TYPE
     assert len(till.ran) == 1
     # Refreshed, it reads as decided.
-    assert card_text((await asked.seen_by(act.BOB)).card)[0].startswith("✅ Approved by Bob")
+    assert "✅ Approved by Bob" in card_text((await asked.seen_by(act.BOB)).card)
 
 
 @pytest.mark.parametrize("amount", ["lots", "12.5", ""])
@@ -152,7 +152,7 @@ async def test_edited_values_that_do_not_fit_are_told_to_the_clicker_and_nothing
 
     # Still pending: it can still be approved as asked.
     approved = await asked.press("approve")
-    assert card_text(approved.body["value"])[0] == "✅ Approved by Bob"
+    assert "✅ Approved by Bob" in card_text(approved.body["value"])
     assert till.ran == [ASKED]
 
 
@@ -165,8 +165,8 @@ async def test_the_submit_fallback_approves_edited_and_updates_the_card_for_ever
     await asked.submit("edit", values={"order": "A-2002", "amount": "90", "currency": "EUR"})
 
     (updated,) = asked.updates()
-    assert card_text(updated)[0] == "✅ Approved by Bob"
-    assert "✏️ Edited by Bob: order A-1001 → A-2002; amount 150 → 90" in card_text(updated)
+    assert "✅ Approved by Bob" in card_text(updated)
+    assert "✏️ Edited by Bob: **order**: A-1001 → A-2002; **amount**: 150 → 90" in card_text(updated)
     assert till.ran == [{"order": "A-2002", "amount": 90, "currency": "EUR"}]
 
 
@@ -178,8 +178,8 @@ async def test_decline_on_an_editable_card_needs_none_of_the_edit_inputs(
 
     declined = await asked.press("decline")
 
-    assert card_text(declined.body["value"])[0] == "❌ Declined by Bob"
-    assert not any(t.startswith("Edited by") for t in card_text(declined.body["value"]))
+    assert "❌ Declined by Bob" in card_text(declined.body["value"])
+    assert not any("Edited by" in t for t in card_text(declined.body["value"]))
     assert till.ran == []
 
 

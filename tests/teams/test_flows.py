@@ -247,7 +247,7 @@ async def test_a_question_is_asked_in_the_thread_and_the_next_reply_resumes_the_
     await teams.post(act.channel_post(connector.url, "weather", activity_id=THREAD_1, mention=True))
     await teams.bot.drain()
     (asked,) = connector.cards(thread, kind="question")
-    assert "**weather** asks: Which city?" in asked.card_text
+    assert asked.card_text.splitlines()[:2] == ["💬 **weather** asks:", "Which city?"]
 
     # Replies in a thread the bot takes part in reach it without an @mention (RSC).
     await teams.post(act.channel_post(connector.url, "42", root=THREAD_1))
@@ -261,7 +261,7 @@ async def test_a_question_is_asked_in_the_thread_and_the_next_reply_resumes_the_
     assert "weather ok: Paris: sunny" in connector.texts(thread)[-1]
     asked_here = {c.response_id for c in connector.cards(thread, kind="question")}
     answered = [u for u in connector.updates() if u.activity_id in asked_here]
-    assert [u.card_text.splitlines()[0] for u in answered] == ["✅ Answered by Alice"]
+    assert [u.card_text.splitlines()[-1] for u in answered] == ["✅ Answered by Alice"]
 
 
 async def test_two_threads_in_one_channel_stay_separate(
@@ -422,7 +422,7 @@ async def test_in_a_group_chat_a_mention_is_no_answer_to_a_question_and_cancel_l
     await teams.bot.drain()
     assert "cancelled the question" in connector.texts(act.GROUP_CHAT)[-1]
     settled = [u for u in connector.updates() if u.activity_id == asked.response_id]
-    assert [u.card_text.splitlines()[0] for u in settled] == ["🚫 Cancelled by Alice"]
+    assert [u.card_text.splitlines()[-1] for u in settled] == ["🚫 Cancelled by Alice"]
 
 
 async def test_turns_return_before_the_agent_has_answered(

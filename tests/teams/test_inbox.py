@@ -20,6 +20,7 @@ import pytest
 from adapters.teams import cards, inbox
 from adapters.teams import texts as teams_texts
 from bot import ApprovalCard, Inbox, InboxDecision, Person, ThreadKey
+from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 
 from . import activities as act
@@ -35,6 +36,8 @@ EXPIRES = datetime(2030, 5, 17, 14, 30, tzinfo=UTC)
 ALICE = Person(id="aad-alice", name="Alice")
 BOB = Person(id="aad-bob", name="Bob")
 ASKED_IN = ThreadKey(platform="teams", workspace=act.TENANT, channel=act.CHANNEL, root="17000")
+REVOKE = "**approvals revoke**"
+"""How the list names the command that ends one's grants."""
 
 
 def waiting(n: int = 1, **kw: Any) -> ApprovalCard:
@@ -92,10 +95,14 @@ def test_the_inbox_lists_each_waiting_call_with_buttons_that_carry_a_cards_data(
     assert shown["type"] == "AdaptiveCard"
     assert shown["version"] == "1.5"
     lines = texts(shown)
-    assert lines[:3] == ["Your approvals", "Waiting for you (1)", "**refund** asked by Alice"]
-    assert "order: A-1" in lines
-    assert "amount: 150" in lines
-    assert any(line.startswith("Requested in [a channel thread](https://") for line in lines)
+    assert lines[:3] == [
+        f"**{core_texts.INBOX_TITLE}**",
+        "Waiting for you (1)",
+        "**refund** order: A-1, amount: 150",
+    ]
+    assert lines[3].startswith("asked by Alice · requested in [a channel thread](https://")
+    assert " · expires {{DATE(2030-05-17T14:30:00Z, SHORT)}} " in lines[3]
+    assert shown["fallbackText"] == "Your approvals: 1 waiting for you, 0 of your requests waiting"
     approve, decline = buttons(shown)
     assert (approve["title"], approve["verb"], decline["title"], decline["verb"]) == (
         "Approve",
@@ -119,10 +126,10 @@ def test_the_inbox_lists_each_waiting_call_with_buttons_that_carry_a_cards_data(
 def test_an_empty_inbox_says_so_in_each_part() -> None:
     lines = texts(inbox.inbox_card(Inbox(person=BOB)))
     for empty in (
-        teams_texts.INBOX_NONE_WAITING,
-        teams_texts.INBOX_NONE_REQUESTED,
-        teams_texts.INBOX_NONE_DECIDED,
-        teams_texts.INBOX_NO_GRANTS,
+        core_texts.INBOX_NONE_WAITING,
+        core_texts.INBOX_NONE_REQUESTED,
+        core_texts.INBOX_NONE_DECIDED,
+        core_texts.INBOX_NO_GRANTS,
     ):
         assert empty in lines
     assert buttons(inbox.inbox_card(Inbox(person=BOB))) == []
@@ -136,11 +143,17 @@ def test_requests_decisions_and_grants_have_their_parts() -> None:
     shown = inbox.inbox_card(Inbox(person=BOB, requested=(waiting(2),), decided=decided, grants=2))
     lines = texts(shown)
     assert "Your requests (1)" in lines
-    assert any(line.startswith("**refund** waits for approval, expires {{DATE(") for line in lines)
-    assert "Recent decisions" in lines
-    assert any(line.startswith("✅ Approved **refund** (order: A-9) · {{DATE(") for line in lines)
-    assert any(line.startswith(r"❌ Declined **wipe\_disk** · {{DATE(") for line in lines)
-    assert teams_texts.INBOX_GRANTS.format(count=2) in lines
+    at = "{{DATE(2030-05-17T14:30:00Z, SHORT)}} {{TIME(2030-05-17T14:30:00Z)}}"
+    requested = lines.index("**refund** order: A-2, amount: 150")
+    assert lines[requested + 1].endswith(f"expires {at}")
+    decisions = lines.index(core_texts.INBOX_DECIDED)
+    assert [line.rstrip() for line in lines[decisions + 1 : decisions + 5]] == [
+        "✅ Approved **refund** (order: A-9)",
+        at,
+        r"❌ Declined **wipe\_disk**",
+        at,
+    ]
+    assert core_texts.INBOX_GRANTS.format(count=2, revoke=REVOKE) in lines
     assert buttons(shown) == []  # one's own requests are not decided from here
 
 
@@ -151,14 +164,15 @@ def test_a_long_inbox_is_capped_and_huge_arguments_still_fit_a_teams_message() -
     lines = texts(shown)
     assert "Waiting for you (30)" in lines
     more = [line for line in lines if line.startswith("…and ")]
-    assert more[0] == f"…and {30 - len(buttons(shown)) // 2} more"
+    assert more[0] == core_texts.INBOX_MORE_WAITING.format(count=30 - len(buttons(shown)) // 2)
     assert 0 < len(buttons(shown)) // 2 <= inbox.MAX_WAITING
 
 
 def test_people_and_tools_cannot_add_markup_to_the_inbox() -> None:
     card = waiting(tool_name="re_fund", requester=Person(id="x", name="[Eve](https://evil)"))
     lines = texts(inbox.inbox_card(Inbox(person=BOB, waiting=(card,))))
-    assert r"**re\_fund** asked by \[Eve\](https://evil)" in lines
+    assert r"**re\_fund** order: A-1, amount: 150" in lines
+    assert any(line.startswith(r"asked by \[Eve\](https://evil) · ") for line in lines)
 
 
 # -- at the HTTP edge ---------------------------------------------------------------
@@ -248,9 +262,9 @@ async def test_approvals_in_a_1_1_chat_lists_the_waiting_call_and_approve_runs_i
     assert shown.card is not None
     lines = texts(shown.card)
     assert "Waiting for you (1)" in lines
-    assert "**refund** asked by Alice" in lines
     link = f"https://teams.microsoft.com/l/message/{act.CHANNEL}/{asked.root}?"
-    assert any(line.startswith("Requested in [a channel thread](" + link) for line in lines)
+    asked_by = "asked by Alice · requested in [a channel thread](" + link
+    assert any(line.startswith(asked_by) for line in lines)
     assert shown.activity_id is not None  # a reply to the command
     assert desk.ran == []
 
@@ -258,13 +272,13 @@ async def test_approvals_in_a_1_1_chat_lists_the_waiting_call_and_approve_runs_i
 
     assert answer.body["type"] == cards.CONTENT_TYPE
     after = texts(answer.body["value"])
-    assert after[1] == "✅ Approved by Bob: **refund**"
+    assert after[1] == "**refund**: ✅ Approved by Bob"
     assert "Waiting for you (0)" in after
-    assert teams_texts.INBOX_NONE_WAITING in after
+    assert core_texts.INBOX_NONE_WAITING in after
     assert desk.ran == [ASKED]
     (updated,) = asked.updates()  # the card in its thread, for everyone
-    assert card_text(updated)[0] == "✅ Approved by Bob"
-    assert not any(t.startswith("Requested in") for t in card_text(updated))
+    assert "✅ Approved by Bob" in card_text(updated)
+    assert not any(t.startswith(core_texts.FACT_REQUESTED_IN) for t in card_text(updated))
     assert any("refunded 150 EUR on A-1001" in t for t in asked.texts())
 
     again = await desk.press_in(shown, "approve")
@@ -283,9 +297,9 @@ async def test_decline_from_the_inbox_declines_the_card_in_its_thread(
 
     answer = await desk.press_in(await desk.inbox_of(), "decline")
 
-    assert texts(answer.body["value"])[1] == "❌ Declined by Bob: **refund**"
+    assert texts(answer.body["value"])[1] == "**refund**: ❌ Declined by Bob"
     (updated,) = asked.updates()
-    assert card_text(updated)[0] == "❌ Declined by Bob"
+    assert "❌ Declined by Bob" in card_text(updated)
     assert desk.ran == []
 
 
@@ -296,12 +310,12 @@ async def test_the_requester_sees_their_request_and_someone_else_nothing(
     await desk.ask_refund()
 
     alices = texts((await desk.inbox_of(act.ALICE)).card or {})
-    assert teams_texts.INBOX_NONE_WAITING in alices
+    assert core_texts.INBOX_NONE_WAITING in alices
     assert "Your requests (1)" in alices
 
     carols = await desk.inbox_of(act.CAROL)
     assert carols.card is not None
-    assert teams_texts.INBOX_NONE_WAITING in texts(carols.card)
+    assert core_texts.INBOX_NONE_WAITING in texts(carols.card)
     assert buttons(carols.card) == []
 
 
@@ -359,7 +373,8 @@ async def test_approvals_revoke_ends_the_grants_you_gave_and_the_next_call_asks_
     desk = await make_desk(WITH_GRANTS)
     asked = await desk.ask_refund()
     await press_grant(asked, "1h")
-    assert texts((await desk.inbox_of()).card or {})[-1] == teams_texts.INBOX_GRANTS.format(count=1)
+    granted = core_texts.INBOX_GRANTS.format(count=1, revoke=REVOKE)
+    assert texts((await desk.inbox_of()).card or {})[-1] == granted
 
     (said,) = await desk.command("approvals revoke")
 
@@ -393,8 +408,8 @@ async def test_an_inbox_button_through_the_submit_fallback_decides_and_says_so(
 
     assert desk.ran == [ASKED]
     (updated,) = asked.updates()
-    assert card_text(updated)[0] == "✅ Approved by Bob"
-    assert desk.connector.texts(personal(act.BOB)["id"])[-1] == "✅ Approved by Bob: **refund**"
+    assert "✅ Approved by Bob" in card_text(updated)
+    assert desk.connector.texts(personal(act.BOB)["id"])[-1] == "**refund**: ✅ Approved by Bob"
 
 
 async def test_a_reply_in_a_thread_the_bot_follows_is_the_command_there_too(

@@ -34,8 +34,10 @@ async def test_an_mcp_tool_that_changes_data_runs_once_its_card_is_approved(
         await teams.bot.drain()
         (posted,) = connector.cards(thread)
         assert posted.card is not None
-        texts = [e["text"] for e in posted.card["body"] if e["type"] == "TextBlock"]
-        assert "**ops → tickets** wants to run **close\\_ticket (MCP server tickets)**" in texts
+        assert posted.card_text.splitlines()[:2] == [
+            "🔒 **Approval needed:** **close\\_ticket (MCP server tickets)**",
+            "Agent: ops › tickets",
+        ]
         assert json.loads(tickets.read_text())["T-101"]["status"] == "open"
 
         await teams.post(

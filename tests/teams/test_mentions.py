@@ -8,7 +8,7 @@ from typing import Any
 
 from adapters.teams import mentions
 from adapters.teams.messenger import render
-from bot import Notice, Person
+from bot import Notice, Person, people_rich
 from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 
@@ -59,7 +59,7 @@ def test_a_name_cannot_close_the_mention_or_bring_markdown_into_it() -> None:
 
 
 def test_someone_without_an_id_is_named_but_not_mentioned() -> None:
-    named = mentions.mentioning((Person(id="", name="*Ann*"), ANN))
+    named = mentions.mentioning(people_rich((Person(id="", name="*Ann*"), ANN)))
     assert named.text == r"\*Ann\*, <at>Ann</at>"
     assert named.entities == (mention("aad-ann", "Ann"),)
 

@@ -37,8 +37,10 @@ async def test_a_delete_is_approved_on_its_card_and_the_record_goes(
     await teams.bot.drain()
     (posted,) = connector.cards(thread)
     assert posted.card is not None
-    texts = [e["text"] for e in posted.card["body"] if e["type"] == "TextBlock"]
-    assert "**ops → records** wants to run **delete\\_record**" in texts
+    assert posted.card_text.splitlines()[:2] == [
+        "🔒 **Approval needed:** **delete\\_record**",
+        "Agent: ops › records",
+    ]
     assert "abc-123" in record_ids(db_path)  # nothing deleted before the approval
 
     answer = await teams.post(
@@ -75,7 +77,7 @@ async def test_a_deploy_without_a_version_asks_in_the_group_chat_and_the_reply_r
     await teams.bot.drain()
     assert "Deployed web to staging" in connector.texts(act.GROUP_CHAT)[-1]
     (answered,) = [u for u in connector.updates() if u.activity_id == asked.response_id]
-    assert answered.card_text.startswith("✅ Answered by Bob")
+    assert answered.card_text.splitlines()[-1] == "✅ Answered by Bob"
 
 
 async def test_the_production_card_shows_the_checked_version_and_that_version_deploys(
@@ -158,7 +160,7 @@ async def test_a_deploy_edited_to_staging_is_reported_as_staging(
     )
     approved = answer.body["value"]
     shown = [e["text"] for e in approved["body"] if e["type"] == "TextBlock"]
-    assert "✏️ Edited by Bob: environment production → staging" in shown
+    assert "✏️ Edited by Bob: **environment**: production → staging" in shown
     await teams.bot.drain()
     said = "\n".join(connector.texts(thread))
     assert "Deployed api to staging (arguments edited before approval)" in said

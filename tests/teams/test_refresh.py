@@ -11,6 +11,7 @@ from adapters.teams import cards
 from adapters.teams import texts as teams_texts
 from adapters.teams.refresh import MAX_USER_IDS, among
 from bot import ApprovalCard, Person
+from bot import texts as core_texts
 from bot.policy import ApprovalPolicy
 
 from . import activities as act
@@ -77,7 +78,7 @@ async def test_the_approver_sees_the_buttons_and_everyone_else_the_status_only(
     assert base is not None
     assert buttons(base) == []
     assert inputs(base) == []
-    assert teams_texts.CARD_FOR_APPROVERS in lines(base)
+    assert core_texts.FOR_APPROVERS in lines(base)
     refresh = base["refresh"]
     assert refresh["userIds"] == ["29:bob", "29:alice"]
     assert refresh["action"]["type"] == "Action.Execute"
@@ -98,7 +99,7 @@ async def test_the_approver_sees_the_buttons_and_everyone_else_the_status_only(
         seen = (await refreshed(teams, connector, posted, user, trigger=trigger))["value"]
         assert buttons(seen) == []
         assert inputs(seen) == []
-        assert lines(seen)[0] == "Approval needed"
+        assert lines(seen)[0] == f"🔒 **{core_texts.APPROVAL_NEEDED}** **deploy**"
 
     assert teams.deployed == []
     assert connector.updates() == []  # looking changes nothing
@@ -127,7 +128,8 @@ async def test_an_old_card_opened_after_the_decision_reads_as_decided(
 
     for user in (act.ALICE, act.BOB, act.CAROL):
         seen = (await refreshed(teams, connector, posted, user))["value"]
-        assert lines(seen)[0] == "❌ Declined by Bob"
+        assert lines(seen)[0] == "❌ **Declined:** **deploy**"
+        assert "❌ Declined by Bob" in lines(seen)
         assert "Reason: not today" in lines(seen)
         assert buttons(seen) == []
         assert "refresh" not in seen
@@ -143,7 +145,8 @@ async def test_an_old_card_opened_after_it_expired_reads_as_expired(
     await teams.bot.drain()
 
     seen = (await refreshed(teams, connector, posted, act.BOB))["value"]
-    assert lines(seen)[0] == "⌛ Expired: nobody decided in time, nothing was run"
+    assert lines(seen)[0] == "⌛ **Expired:** **deploy**"
+    assert lines(seen)[-1] == "⌛ Expired: nobody decided in time, nothing was run"
     assert buttons(seen) == []
     assert teams.deployed == []
 

@@ -10,6 +10,7 @@ creates conversations (``POST /v3/conversations``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from botbuilder.schema import Activity
 
-from adapters.teams import cards, convert, links, notices
+from adapters.teams import cards, convert, links
 from adapters.teams import texts as teams_texts
 from adapters.teams.messenger import render
 from bot import (
@@ -31,13 +32,14 @@ from bot import (
     PromptField,
     ThreadKey,
 )
+from bot import texts as core_texts
 from bot.chat_state import CardCopy
 from bot.policy import ApprovalPolicy
 
 from . import activities as act
 from .conftest import Answer, MakeBot
 from .fake_connector import ConnectorCall, Created, FakeConnector
-from .refunds import ASKED, MESSAGE_TYPE, card_text, refunds_agent
+from .refunds import ASKED, MESSAGE_TYPE, card_text, drawn, refunds_agent
 from .signed import BOT_TOKEN, SignedBot, in_thread, signed_settings, token_for
 
 APPROVERS = "19:approvers@thread.tacv2"
@@ -106,20 +108,19 @@ def test_a_channel_thread_and_a_group_chat_have_deep_links_a_personal_chat_has_n
 
 
 def test_a_card_shown_away_from_its_thread_says_where_it_was_asked_with_a_link() -> None:
-    shown = card_text(cards.approval_card(approval(requested_in=ASKED_IN)))
-    assert f"Requested in [a channel thread]({ASKED_IN_LINK})" in shown
+    requested_in = f"{core_texts.FACT_REQUESTED_IN}: [a channel thread]({ASKED_IN_LINK})"
+    assert requested_in in card_text(drawn(approval(requested_in=ASKED_IN)))
     decided = approval(requested_in=ASKED_IN, status="approved", decided_by=(BOB,))
-    assert f"Requested in [a channel thread]({ASKED_IN_LINK})" in card_text(
-        cards.approval_card(decided)
-    )
-    assert not any(t.startswith("Requested in") for t in card_text(cards.approval_card(approval())))
+    assert requested_in in card_text(drawn(decided))
+    requested = core_texts.FACT_REQUESTED_IN
+    assert not any(t.startswith(requested) for t in card_text(drawn(approval())))
 
 
 def test_every_button_of_a_card_carries_its_ask_and_the_click_gives_it_back() -> None:
     editable = approval(
         grant_for=("1h",), editable=True, fields=(PromptField(name="order", label="Order"),)
     )
-    card = cards.approval_card(editable)
+    card = drawn(editable)
     verbs = [a["verb"] for a in act.all_actions(card) if a["type"] == "Action.Execute"]
     assert verbs == ["approve", "decline", "edit", "grant"]
     for verb in verbs:
@@ -176,6 +177,13 @@ def invoke(data: dict[str, Any]) -> Any:
 # -- the pointer and the grant notice -----------------------------------------------
 
 
+def pointer_card(pointer: CardPointer) -> dict[str, Any]:
+    """The card a settled pointer is drawn as."""
+    (attachment,) = render(pointer).attachments
+    content: dict[str, Any] = attachment.content
+    return content
+
+
 def test_the_pointer_links_to_the_card_in_the_channel_then_says_how_it_ended() -> None:
     at = Posted(
         thread=ThreadKey(platform="teams", workspace=act.TENANT, channel=APPROVERS, root="42"),
@@ -186,54 +194,72 @@ def test_the_pointer_links_to_the_card_in_the_channel_then_says_how_it_ended() -
         "https://teams.microsoft.com/l/message/19:approvers@thread.tacv2/42"
         "?tenantId=tenant-1&parentMessageId=42"
     )
-    assert notices.pointer_text(pointer) == (
-        f"⏳ **refund** is waiting for approval in [the approvers' channel]({link})."
-    )
     activity = render(pointer)
+    waiting = f"⏳ **refund** is waiting for approval in {teams_texts.APPROVERS_CHANNEL}"
     assert (activity.type, activity.text, activity.attachments) == (
         "message",
-        notices.pointer_text(pointer),
+        f"{waiting} [{core_texts.POINTER_LINK}]({link})",
         None,
     )
+    # Without the card's place, no link (nor the space before it).
+    assert render(CardPointer(card=approval(), channel=APPROVERS)).text == waiting
     carol = Person(id="aad-carol")
     sent = CardPointer(card=approval(), people=(BOB, carol))
-    assert notices.pointer_text(sent) == "⏳ **refund** was sent to Bob, aad-carol for approval."
+    assert render(sent).text == "📨 **refund** was sent to Bob, aad-carol for approval."
+
+    decided = approval(status="approved", decided_by=(BOB,))
+    settled = pointer_card(CardPointer(card=decided, channel=APPROVERS, at=at))
+    assert card_text(settled) == [
+        "✅ **Approved:** **refund**",
+        f"✅ Approved by Bob [{core_texts.POINTER_LINK}]({link})",
+    ]
 
 
 @pytest.mark.parametrize(
     ("changes", "text"),
     [
-        ({"status": "approved"}, "**refund**: ✅ Approved by Bob"),
+        ({"status": "approved"}, ["✅ **Approved:** **refund**", "✅ Approved by Bob"]),
         (
             {"status": "approved", "granted_for": "1h"},
-            "**refund**: ✅ Approved by Bob for this thread (1h)",
+            ["✅ **Approved:** **refund**", "✅ Approved by Bob for this thread (1h)"],
         ),
-        ({"status": "declined"}, "**refund**: ❌ Declined by Bob"),
-        ({"status": "declined", "reason": "*no*"}, "**refund**: ❌ Declined by Bob: \\*no\\*"),
+        ({"status": "declined"}, ["❌ **Declined:** **refund**", "❌ Declined by Bob"]),
+        (
+            {"status": "declined", "reason": "*no*"},
+            ["❌ **Declined:** **refund**", "❌ Declined by Bob", "Reason: \\*no\\*"],
+        ),
         (
             {"status": "expired", "decided_by": ()},
-            "**refund**: ⌛ Expired: nobody decided in time, nothing was run",
+            ["⌛ **Expired:** **refund**", "⌛ Expired: nobody decided in time, nothing was run"],
         ),
         (
             {"status": "approved", "previous_args": {"order": "A-1", "n": 1}, "edited_by": BOB},
-            "**refund**: ✅ Approved by Bob (edited: order: A-1 → A-1001; n: 1 → (none))",
+            [
+                "✅ **Approved:** **refund**",
+                "✏️ Edited by Bob: **order**: A-1 → A-1001; **n**: 1 → (none)",
+                "✅ Approved by Bob",
+            ],
         ),
         (
             {"status": "approved", "previous_args": {"order": "A-1001"}, "edited_by": BOB},
-            "**refund**: ✅ Approved by Bob",
+            ["✅ **Approved:** **refund**", "✅ Approved by Bob"],
         ),
     ],
 )
-def test_a_decided_pointer_says_by_whom(changes: dict[str, Any], text: str) -> None:
+def test_a_decided_pointer_says_by_whom(changes: dict[str, Any], text: list[str]) -> None:
     card = approval(**{"decided_by": (BOB,), **changes})
-    assert notices.pointer_text(CardPointer(card=card, channel=APPROVERS)) == text
+    assert card_text(pointer_card(CardPointer(card=card, channel=APPROVERS))) == text
 
 
 def test_a_pointer_escapes_names_and_the_tool() -> None:
     card = approval(
         tool_name="re_fund", status="approved", decided_by=(Person(id="x", name="[x]"),)
     )
-    assert notices.pointer_text(CardPointer(card=card)) == r"**re\_fund**: ✅ Approved by \[x\]"
+    settled = pointer_card(CardPointer(card=card))
+    assert card_text(settled) == [r"✅ **Approved:** **re\_fund**", r"✅ Approved by \[x\]"]
+    assert settled["fallbackText"] == r"re\_fund: ✅ Approved by \[x\]"
+    sent = CardPointer(card=approval(tool_name="*x*"), people=(Person(id="y", name="<at>"),))
+    assert render(sent).text == r"📨 **\*x\*** was sent to \<at\> for approval."
 
 
 def test_a_pointer_escapes_what_an_edit_changed_and_keeps_a_huge_edit_short() -> None:
@@ -244,8 +270,8 @@ def test_a_pointer_escapes_what_an_edit_changed_and_keeps_a_huge_edit_short() ->
         previous_args={"order": "[a](b)"},
         edited_by=BOB,
     )
-    assert notices.pointer_text(CardPointer(card=edited)) == (
-        r"**refund**: ✅ Approved by Bob (edited: order: \[a\](b) → \*x\*)"
+    assert r"✏️ Edited by Bob: **order**: \[a\](b) → \*x\*" in card_text(
+        pointer_card(CardPointer(card=edited))
     )
     huge = approval(
         status="approved",
@@ -254,22 +280,24 @@ def test_a_pointer_escapes_what_an_edit_changed_and_keeps_a_huge_edit_short() ->
         previous_args={f"f{i}": "a" * 10_000 for i in range(60)},
         edited_by=BOB,
     )
-    text = notices.pointer_text(CardPointer(card=huge))
-    assert text.startswith("**refund**: ✅ Approved by Bob (edited: f0: aaa")
-    assert text.endswith(teams_texts.CARD_TRUNCATED + ")")
-    assert len(text) < 2_000, "a line in a thread, far within a Teams message"
+    settled = pointer_card(CardPointer(card=huge))
+    assert len(json.dumps(settled).encode()) <= cards.CARD_BUDGET_BYTES
+    (line,) = [t for t in card_text(settled) if t.startswith("✏️ Edited by Bob: **f0**: aaa")]
+    assert line.endswith("more")
+    assert render(CardPointer(card=huge)).summary.endswith(teams_texts.TRUNCATED)
 
 
 def test_a_notice_of_a_run_under_a_grant_has_an_end_grant_button() -> None:
     notice = Notice(text="`refund` ran under your grant", also=(BOB,), revoke=("run-1", "call-2"))
     activity = render(notice)
-    (attachment,) = activity.attachments
-    card = attachment.content
-    assert card_text(card) == ["<at>Bob</at>: `refund` ran under your grant"]
-    assert card["msteams"]["entities"] == [
+    assert activity.text == "<at>Bob</at>: `refund` ran under your grant"
+    assert activity.serialize()["entities"] == [
         {"type": "mention", "text": "<at>Bob</at>", "mentioned": {"id": "aad-bob", "name": "Bob"}}
     ]
-    assert card["fallbackText"] == "Bob: `refund` ran under your grant"
+    (attachment,) = activity.attachments
+    card = attachment.content
+    assert card["body"] == []
+    assert card["fallbackText"] == core_texts.END_GRANT
     (button,) = card["actions"]
     assert (button["type"], button["title"], button["verb"]) == (
         "Action.Execute",
@@ -410,7 +438,7 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
     (card,) = connector.cards(created.conversation_id)
     assert card.card_kind == "approval"
     requested_in = (
-        f"Requested in [a channel thread](https://teams.microsoft.com/l/message/"
+        f"{core_texts.FACT_REQUESTED_IN}: [a channel thread](https://teams.microsoft.com/l/message/"
         f"{act.CHANNEL}/{root}?tenantId={act.TENANT}&parentMessageId={root})"
     )
     assert requested_in in card.card_text
@@ -425,10 +453,12 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
     assert connector.cards(in_thread(root)) == []
     (pointer,) = connector.messages(in_thread(root))
     post_id = created.activity_id
+    to_the_card = (
+        f"[{core_texts.POINTER_LINK}](https://teams.microsoft.com/l/message/{APPROVERS}/{post_id}"
+        f"?tenantId={act.TENANT}&parentMessageId={post_id})"
+    )
     assert pointer.text == (
-        "⏳ **refund** is waiting for approval in [the approvers' channel]"
-        f"(https://teams.microsoft.com/l/message/{APPROVERS}/{post_id}"
-        f"?tenantId={act.TENANT}&parentMessageId={post_id})."
+        f"⏳ **refund** is waiting for approval in {teams_texts.APPROVERS_CHANNEL} {to_the_card}"
     )
 
     # The copy is where clicks there come from, and the bot can post there later.
@@ -444,13 +474,16 @@ async def test_a_card_for_the_approvers_channel_is_a_new_post_there_and_decides_
 
     assert answer.body["type"] == cards.CONTENT_TYPE
     shown = card_text(answer.body["value"])
-    assert shown[0] == "✅ Approved by Bob"
+    assert "✅ Approved by Bob" in shown
     assert requested_in in shown
     assert router.ran == [ASKED]
     (in_channel,) = router.updates_of(card)
-    assert card_text(in_channel["attachments"][0]["content"])[0] == "✅ Approved by Bob"
+    assert "✅ Approved by Bob" in card_text(in_channel["attachments"][0]["content"])
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "**refund**: ✅ Approved by Bob"
+    assert card_text(pointed["attachments"][0]["content"]) == [
+        "✅ **Approved:** **refund**",
+        f"✅ Approved by Bob {to_the_card}",
+    ]
     assert any("refunded 150 EUR on A-1001" in t for t in connector.texts(in_thread(root)))
     assert connector.texts(created.conversation_id) == ["a reminder"]  # the answer is not there
 
@@ -485,7 +518,10 @@ async def test_a_decline_in_the_channel_shows_on_the_pointer_with_its_reason(
 
     pointer, *_ = router.connector.messages(in_thread(root))
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "**refund**: ❌ Declined by Carol: not today"
+    settled = card_text(pointed["attachments"][0]["content"])
+    assert settled[0] == "❌ **Declined:** **refund**"
+    assert settled[1].startswith(f"❌ Declined by Carol [{core_texts.POINTER_LINK}](https://")
+    assert settled[2:] == ["Reason: not today"]
     assert router.ran == []
 
 
@@ -527,7 +563,7 @@ async def test_each_approver_gets_the_card_in_their_chat_and_one_click_decides_f
     assert bobs.body["recipient"]["id"] == "aad-bob"
     assert f"{act.CHANNEL}/{root}?" in bobs.card_text  # the link to the request
     (pointer,) = connector.messages(in_thread(root))
-    assert pointer.text == "⏳ **refund** was sent to aad-bob, aad-carol for approval."
+    assert pointer.text == "📨 **refund** was sent to aad-bob, aad-carol for approval."
 
     bob_copy, carol_copy = sorted(await router.copies(bobs), key=lambda c: c.thread.channel)
     assert bob_copy.thread == thread_of(dm(to_bob))
@@ -538,13 +574,16 @@ async def test_each_approver_gets_the_card_in_their_chat_and_one_click_decides_f
 
     answer = await router.press(bobs, "approve", conversation=dm(to_bob), user=act.BOB)
 
-    assert card_text(answer.body["value"])[0] == "✅ Approved by Bob"
+    assert "✅ Approved by Bob" in card_text(answer.body["value"])
     assert router.ran == [ASKED]
     for posted in (bobs, carols):
         (updated,) = router.updates_of(posted)
-        assert card_text(updated["attachments"][0]["content"])[0] == "✅ Approved by Bob"
+        assert "✅ Approved by Bob" in card_text(updated["attachments"][0]["content"])
     (pointed,) = router.updates_of(pointer)
-    assert pointed["text"] == "**refund**: ✅ Approved by Bob"
+    assert card_text(pointed["attachments"][0]["content"]) == [
+        "✅ **Approved:** **refund**",
+        "✅ Approved by Bob",
+    ]
 
     assert carols.card is not None
     late = await router.press(
@@ -566,7 +605,7 @@ async def test_an_approver_the_bot_cannot_reach_is_left_out_of_the_pointer(
     (to_bob,) = router.connector.created
     assert to_bob.members == ["aad-bob"]
     (pointer,) = router.connector.messages(in_thread(root))
-    assert pointer.text == "⏳ **refund** was sent to aad-bob for approval."
+    assert pointer.text == "📨 **refund** was sent to aad-bob for approval."
 
 
 async def test_nobody_reachable_keeps_the_card_in_the_thread(make_router: MakeRouter) -> None:
@@ -578,7 +617,7 @@ async def test_nobody_reachable_keeps_the_card_in_the_thread(make_router: MakeRo
     assert router.connector.created == []
     (card,) = router.connector.cards(in_thread(root))
     assert card.card_kind == "approval"
-    assert not any(t.startswith("Requested in") for t in card.card_text.split("\n"))
+    assert not any(t.startswith(core_texts.FACT_REQUESTED_IN) for t in card.card_text.split("\n"))
 
 
 async def test_a_teams_policy_passes_the_start_check_and_a_slack_channel_does_not(
