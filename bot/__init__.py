@@ -58,7 +58,14 @@ from .document import (
     When,
     rich_plain,
 )
-from .documents import VIEW_VERSION, ViewDocumentError, dump_view, load_view
+from .documents import (
+    VIEW_VERSION,
+    ViewDocumentError,
+    dump_document,
+    dump_view,
+    load_document,
+    load_view,
+)
 from .inbox import inbox_document, inbox_note
 from .inputs import has_lone_surrogate, is_loopback_url
 from .intake import Overloaded
@@ -227,11 +234,13 @@ __all__ = [
     "changes_text",
     "compose",
     "decision_buttons",
+    "dump_document",
     "dump_view",
     "has_lone_surrogate",
     "inbox_document",
     "inbox_note",
     "is_loopback_url",
+    "load_document",
     "load_from_env",
     "load_settings",
     "load_view",

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from agents import (
     DEFAULT_LEASE,
     Agent,
-    AuditEntry,
     RunNotFoundError,
     RunSnapshot,
     StandingAsk,
@@ -35,6 +34,7 @@ from agents.mcp import mcp_servers
 from . import texts
 from .chat_state import ChatState, IntakeEntry, ThreadNote, open_chat_state
 from .decisions import Decisions
+from .feedback import Feedback
 from .following import Following
 from .grants import Grants
 from .housekeeping import Housekeeping
@@ -62,10 +62,6 @@ from .types import (
 
 log = logging.getLogger(__name__)
 
-FEEDBACK = "feedback"
-"""The audit event of a person's 👍 / 👎 on an answer (``result``: the rating)."""
-FEEDBACK_HELPFUL = "helpful"
-FEEDBACK_UNHELPFUL = "unhelpful"
 SWEEP_INTERVAL = 30.0
 """The longest pause between two housekeeping passes (expiry, crash recovery)."""
 CLICK_WAIT = 2.5
@@ -117,6 +113,7 @@ class ChatBot:
         self.dedupe_ttl = dedupe_ttl
         self.tasks = TaskTracker()
         self.metrics = Metrics(background_tasks=lambda: float(self.tasks.running))
+        self.feedback = Feedback(agent=agent, metrics=self.metrics)
         self.mcp_servers = mcp_servers(agent)
         """The agent tree's MCP connections (fixed with the agents), for health and metrics."""
         self.metrics.watch_mcp(self.mcp_servers)
@@ -290,30 +287,7 @@ class ChatBot:
     ) -> Text:
         """Keep a person's 👍 / 👎 on an answer: once per person and rating, in the audit
         log (event ``feedback``, ``result`` the rating) and the metrics."""
-        try:
-            snap = await self.agent.get_run(run_id)
-        except RunNotFoundError:
-            return (texts.FEEDBACK_UNKNOWN,)
-        if snap.thread_id != thread.id:
-            return (texts.FEEDBACK_UNKNOWN,)
-        rating = FEEDBACK_HELPFUL if helpful else FEEDBACK_UNHELPFUL
-        given = await self.agent.audit(run_id=run_id)
-        if any(e.event == FEEDBACK and e.actor == user_id and e.result == rating for e in given):
-            return (texts.FEEDBACK_THANKS,)
-        await self.agent.record(
-            AuditEntry(
-                event=FEEDBACK,
-                run_id=run_id,
-                thread_id=thread.id,
-                tool_call_id="",
-                tool_name="",
-                requester=snap.resource_id,
-                actor=user_id,
-                result=rating,
-            )
-        )
-        self.metrics.feedback.labels(rating=rating).inc()
-        return (texts.FEEDBACK_THANKS,)
+        return await self.feedback.rate(thread, user_id, run_id, helpful=helpful)
 
     async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
         """Stop a run of the thread (``run_id``; else each one working or waiting) for

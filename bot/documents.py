@@ -1,9 +1,10 @@
-"""Views as stored documents: plain, versioned JSON.
+"""Views and their documents as stored data: plain, versioned JSON.
 
-A view the core composed (a card, a question, a reply, a notice, a pointer) is plain
-data: it can be kept (a post that waits for a platform's rate limit, a delivery made
-later on another replica) and drawn from its stored form exactly as from the original.
-Each stored view names its ``kind`` and the format's ``version``; a version this code
+A view the core keeps (a card, a question, a reply, a notice, a pointer) and the
+document composed from it (``bot.compose``) are plain data: either can be kept (a
+post that waits for a platform's rate limit, a delivery made later on another
+replica) and drawn from its stored form exactly as from the original. Each stored
+form names the format's ``version`` (a view also its ``kind``); a version this code
 does not know is refused, never guessed at.
 """
 
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from .document import Document
 from .types import View
 
 VIEW_VERSION: Final = 1
@@ -50,4 +52,26 @@ def load_view(document: str | bytes) -> View:
         raise ViewDocumentError(f"not a stored view: {exc.error_count()} problem(s)") from exc
 
 
+def dump_document(document: Document) -> bytes:
+    """A composed document in its stored form (JSON)."""
+    data = {"version": VIEW_VERSION, "document": _COMPOSED.dump_python(document, mode="json")}
+    return _DOCUMENT.dump_json(data)
+
+
+def load_document(stored: str | bytes) -> Document:
+    """The document a stored form holds.
+
+    Raises:
+        ViewDocumentError: It is not one, or of a version this code does not read.
+    """
+    try:
+        data = _DOCUMENT.validate_json(stored)
+        if data.get("version") != VIEW_VERSION:
+            raise ViewDocumentError(f"a stored document of version {data.get('version')!r}")
+        return _COMPOSED.validate_python(data.get("document"))
+    except ValidationError as exc:
+        raise ViewDocumentError(f"not a stored document: {exc.error_count()} problem(s)") from exc
+
+
 _DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_COMPOSED: TypeAdapter[Document] = TypeAdapter(Document)

@@ -18,7 +18,10 @@ from bot import (
     ThreadKey,
     View,
     ViewDocumentError,
+    compose,
+    dump_document,
     dump_view,
+    load_document,
     load_view,
 )
 
@@ -88,3 +91,23 @@ def test_a_stored_view_names_its_kind_and_version() -> None:
 def test_what_is_not_a_stored_view_of_this_version_is_refused(document: bytes) -> None:
     with pytest.raises(ViewDocumentError):
         load_view(document)
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=lambda v: type(v).__name__)
+def test_every_composed_document_reads_back_as_it_was_stored(view: View) -> None:
+    document = compose(view)
+    assert load_document(dump_document(document)) == document
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        b'{"version": 2, "document": {"kind": "reply", "summary": ["hi"]}}',
+        b'{"version": 1, "document": {"kind": "banner", "summary": ["hi"]}}',
+        b'{"version": 1, "document": {"kind": "reply", "body": [{"type": "poster"}]}}',
+        b"not json",
+    ],
+)
+def test_what_is_not_a_stored_document_of_this_version_is_refused(stored: bytes) -> None:
+    with pytest.raises(ViewDocumentError):
+        load_document(stored)
