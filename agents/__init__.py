@@ -31,7 +31,7 @@ from .errors import (
     ToolCallNotPendingError,
 )
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
-from .models.base import Model, ModelError
+from .models.base import Model, ModelError, Reachable
 from .models.demo import DEMO_HELP, DEMO_REQUESTS, DemoModel
 from .models.function import FunctionModel, ModelResponse, ToolCall
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
@@ -72,6 +72,7 @@ __all__ = [
     "ModelResponse",
     "PendingCall",
     "PendingInfo",
+    "Reachable",
     "RecoveredRun",
     "ResumeDataInvalidError",
     "RunChangedError",

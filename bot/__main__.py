@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import inspect
 import logging
 import os
 import signal
@@ -21,15 +20,16 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 
-from agents import Agent, Model, Store, open_store
+from agents import Model, ModelError, Reachable, Store, open_store
 
 from .audit import AuditFormat, audit_rows, since_of, write
-from .config import BotConfig, ConfigError, load_config
+from .checks import OTHER_VARIABLES, LiveCheck, live_problems, unknown_variables, variables_of
+from .config import BotConfig, ConfigError, load_agent, load_config
 from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
 from .server import Adapter, build_app
@@ -83,55 +83,6 @@ def build_model(settings: Settings) -> Model:
         raise SettingsError([str(exc)]) from exc
 
 
-async def load_agent(ref: str, model: Model, store: Store) -> Agent:
-    """Import ``BOT_AGENT`` (``module:attribute``): an ``Agent``, or a factory building one.
-
-    A factory is called with as many of ``(model, store)`` as it takes
-    positionally (``build_agent(model, store)`` is the convention); it may be async.
-
-    Raises:
-        SettingsError: The reference cannot be imported or does not give an Agent.
-    """
-    module_name, _, attribute = ref.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SettingsError([f"BOT_AGENT={ref}: cannot import {module_name!r} ({exc})"]) from exc
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            problem = f"BOT_AGENT={ref}: {module_name!r} has no {attribute!r}"
-            raise SettingsError([problem]) from None
-    if isinstance(target, Agent):
-        agent = target
-        if agent.store is None:
-            agent.store = store
-        else:
-            log.info("BOT_AGENT=%s brings its own store; STORE_URL is not used", ref)
-        return agent
-    if not callable(target):
-        raise SettingsError([f"BOT_AGENT={ref}: not an Agent or a function returning one"])
-    try:
-        built = target(*(model, store)[: _positional_arity(target)])
-        if inspect.isawaitable(built):
-            built = await built
-    except Exception as exc:
-        log.debug("BOT_AGENT factory failed", exc_info=True)
-        raise SettingsError([f"BOT_AGENT={ref}: building the agent failed: {exc}"]) from exc
-    if not isinstance(built, Agent):
-        raise SettingsError([f"BOT_AGENT={ref}: returned {type(built).__name__}, not an Agent"])
-    return built
-
-
-def _positional_arity(fn: Any) -> int:
-    kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
-    if inspect.Parameter.VAR_POSITIONAL in kinds:
-        return 2
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return min(2, sum(1 for kind in kinds if kind in positional))
-
-
 def load_policy(settings: Settings) -> ApprovalPolicy:
     """The policy file ``APPROVAL_POLICY`` names, or the permissive default."""
     if settings.approval_policy is None:
@@ -142,8 +93,9 @@ def load_policy(settings: Settings) -> ApprovalPolicy:
 
 PLATFORMS: tuple[str, ...] = ("adapters.slack", "adapters.teams")
 """Every platform the bot can serve: the adapter packages, each offering
-``configured()`` and ``from_env(bot)`` (the adapter, or ``None`` when the
-environment does not configure it). Adding a platform is one entry here."""
+``configured()``, ``from_env(bot)`` (the adapter, or ``None`` when the environment
+does not configure it), ``variables()`` (the environment it reads) and
+``live_checks()`` (``check --live``). Adding a platform is one entry here."""
 
 
 class _Platform(Protocol):
@@ -151,9 +103,21 @@ class _Platform(Protocol):
 
     def from_env(self, bot: ChatBot) -> Adapter | None: ...
 
+    def variables(self) -> frozenset[str]: ...
+
+    def live_checks(self) -> list[LiveCheck]: ...
+
 
 def _platforms() -> list[tuple[str, _Platform]]:
     return [(name, cast(_Platform, importlib.import_module(name))) for name in PLATFORMS]
+
+
+def known_variables() -> frozenset[str]:
+    """Every environment variable the bot reads, its platforms' included."""
+    known = variables_of(Settings) | OTHER_VARIABLES
+    for _, platform in _platforms():
+        known |= platform.variables()
+    return known
 
 
 def platforms_configured() -> bool:
@@ -265,13 +229,14 @@ class StartupError(Exception):
         self.lines = lines
 
 
-def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
-    """The policy and the model, or every problem with them or the platforms' settings.
+def _policy_and_model(settings: Settings, problems: list[str]) -> tuple[ApprovalPolicy, Model]:
+    """The policy and the model, or every problem with them or the platforms' settings
+    (after ``problems`` found before).
 
     Platform settings are checked in every mode, the console included: a
     half-configured platform is a deployment that cannot work.
     """
-    problems: list[str] = []
+    problems = list(problems)
     for _, platform in _platforms():
         try:
             platform.configured()
@@ -290,31 +255,66 @@ def _policy_and_model(settings: Settings) -> tuple[ApprovalPolicy, Model]:
     return policy, model
 
 
-async def check(settings: Settings, bot: ChatBot, *, agent: str, model: str, store: str) -> None:
-    """Build the adapters too, say the configuration is fine, and stop them again."""
+async def check(
+    settings: Settings, bot: ChatBot, *, agent: str, model: Model, store: str, live: bool
+) -> None:
+    """Build the adapters too, reach each platform and the model once (``live``), say
+    the configuration is fine, and stop them again."""
     adapters = build_adapters(bot)
     try:
         for adapter in adapters:
             bot.register(adapter.platform, adapter.messenger)
         await bot.check_places()
+        problems = await live_problems(_live_checks(model)) if live else []
     finally:
         for adapter in adapters:
             await adapter.stop()
+    if problems:
+        raise StartupError(problems)
     platforms = ", ".join(a.platform for a in adapters) or "none"
     policy = bot.policy.source or "(none: anyone decides)"
+    reached = ""
+    if live:
+        names = ", ".join(check.name for check in _live_checks(model)) or "nothing to reach"
+        reached = f" (live: {names})"
     print(
-        f"approval-bot: configuration OK: agent {agent}, model {model}, "
+        f"approval-bot: configuration OK{reached}: agent {agent}, model {model.name}, "
         f"store {_redact(store)}, policy {policy}, platforms: {platforms}"
     )
 
 
-async def run(command: str, settings: Settings, *, thread: str | None = None) -> None:
+def _live_checks(model: Model) -> list[LiveCheck]:
+    """What ``check --live`` reaches: each configured platform, and the model's service."""
+    checks = [check for _, platform in _platforms() for check in platform.live_checks()]
+    if isinstance(model, Reachable):
+        reachable = model
+
+        async def answers() -> list[str]:
+            try:
+                await reachable.check()
+            except ModelError as exc:
+                return [f"model {model.name}: {exc}"]
+            return []
+
+        checks.append(LiveCheck(name=f"model {model.name}", run=answers))
+    return checks
+
+
+async def run(
+    command: str, settings: Settings, *, thread: str | None = None, live: bool = False
+) -> None:
     """Wire store, model, agent, policy and bot, then run ``command``.
 
-    ``check`` stops once everything is built and validated (adapters included),
-    saying so on stdout, before anything listens or any chat starts.
+    ``check`` stops once everything is built and validated (adapters included; with
+    ``live``, each service reached once), saying so on stdout, before anything listens
+    or any chat starts. A variable that looks like the bot's but is unknown is a
+    problem for ``check``, and a warning otherwise.
     """
-    policy, model = _policy_and_model(settings)
+    unknown = unknown_variables(os.environ, known_variables())
+    if command != "check":
+        for line in unknown:
+            log.warning("%s", line)
+    policy, model = _policy_and_model(settings, unknown if command == "check" else [])
     store = open_store(settings.store_url)
     config: BotConfig | None = None
     try:
@@ -335,7 +335,7 @@ async def run(command: str, settings: Settings, *, thread: str | None = None) ->
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:
             if command == "check":
-                await check(settings, bot, agent=described, model=model.name, store=store.url)
+                await check(settings, bot, agent=described, model=model, store=store.url, live=live)
             elif command == "console":
                 await console(settings, bot, thread)
             else:
@@ -424,6 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--since", metavar="DURATION", help="audit: only entries this recent (30m, 24h, 7d)"
     )
     parser.add_argument(
+        "--live",
+        action="store_true",
+        help="check: also reach each configured platform and the model once",
+    )
+    parser.add_argument(
         "--format",
         choices=("table", "csv", "jsonl"),
         default="table",
@@ -436,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--thread needs a name")
     if args.command != "audit" and (args.since is not None or args.format != "table"):
         parser.error("--since and --format are for the audit")
+    if args.live and args.command != "check":
+        parser.error("--live is for check")
     try:
         since = since_of(args.since, datetime.now(UTC))
     except ValueError as exc:
@@ -446,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "audit":
             asyncio.run(audit(settings, thread=args.thread, since=since, fmt=args.format))
             return 0
-        asyncio.run(run(args.command, settings, thread=args.thread))
+        asyncio.run(run(args.command, settings, thread=args.thread, live=args.live))
     except (SettingsError, PolicyError, ConfigError, StartupError) as exc:
         for line in exc.lines:
             print(f"approval-bot: {line}", file=sys.stderr)

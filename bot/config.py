@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -49,8 +51,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents import Agent, AgentOptions, Model, Store, Tool
 from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
 
-from .tomlfile import FileProblems, Problem, parse, read_text
+from .settings import SettingsError
+from .tomlfile import FileProblems, Problem, parse_lenient, read_text
 from .types import SuggestedPrompt
+
+log = logging.getLogger(__name__)
 
 MCP_START_WAIT = 20.0
 """Seconds each MCP server has to answer at start."""
@@ -138,14 +143,26 @@ def read_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     Raises:
         ConfigError: Every problem found, one per line.
     """
-    source = str(path)
-    config = parse(ConfigFile, read_text(path, ConfigError), source=source, error=ConfigError)
-    problems = _tree_problems(config)
-    config, unset = _with_environment(config, os.environ if env is None else env)
-    problems += unset
-    if problems:
-        raise ConfigError(source, problems)
+    config, problems = _read(path, env)
+    if problems or config is None:
+        raise ConfigError(str(path), problems)
     return config
+
+
+def _read(
+    path: str | Path, env: Mapping[str, str] | None
+) -> tuple[ConfigFile | None, list[Problem]]:
+    """The file and every problem found in it: a value the schema refuses is left out
+    (its default instead), so what else is wrong is found in the same run."""
+    source = str(path)
+    text = read_text(path, ConfigError)
+    config, problems = parse_lenient(ConfigFile, text, source=source, error=ConfigError)
+    if config is None:
+        return None, problems
+    # With values left out, who reaches whom is not what the file says: not judged.
+    problems += _tree_problems(config, reach=not problems)
+    config, unset = _with_environment(config, os.environ if env is None else env)
+    return config, problems + unset
 
 
 async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig:
@@ -155,8 +172,9 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
         ConfigError: Every problem found, one per line; nothing is left running.
     """
     source = str(path)
-    config = read_config(path)
-    problems: list[Problem] = []
+    config, problems = _read(path, None)
+    if config is None:
+        raise ConfigError(source, problems)
     python_tools: dict[str, list[Tool]] = {}
     for key, section in config.agents.items():
         found: list[Tool] = []
@@ -169,9 +187,9 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
         names = [t.name for t in found]
         for name in sorted({n for n in names if names.count(n) > 1}):
             problems.append((f"agents.{key}.tools", f"two tools are named {name!r}"))
-    servers = {name: McpTools(_server(name, section)) for name, section in config.mcp.items()}
     if problems:
         raise ConfigError(source, problems)
+    servers = {name: McpTools(_server(name, section)) for name, section in config.mcp.items()}
     started = await asyncio.gather(
         *(server.start(wait=MCP_START_WAIT) for server in servers.values()),
         return_exceptions=True,
@@ -276,8 +294,9 @@ def _server(name: str, section: McpSection) -> McpServer:
     )
 
 
-def _tree_problems(config: ConfigFile) -> list[Problem]:
-    """Names that point nowhere, agents nobody reaches, cycles, servers nobody uses."""
+def _tree_problems(config: ConfigFile, *, reach: bool = True) -> list[Problem]:
+    """Names that point nowhere, and (``reach``) agents nobody reaches, cycles, servers
+    nobody uses."""
     problems: list[Problem] = []
     agents, servers = set(config.agents), set(config.mcp)
     if config.bot.root not in agents:
@@ -300,7 +319,7 @@ def _tree_problems(config: ConfigFile) -> list[Problem]:
             problems.append((f"mcp.{name}", "args, env and cwd are for a command, not a url"))
         if server.command is not None and server.headers:
             problems.append((f"mcp.{name}.headers", "headers are for a url, not a command"))
-    if problems:
+    if problems or not reach:
         return problems
     reached: set[str] = set()
 
@@ -356,3 +375,52 @@ def _with_environment(
 
 def _known(names: set[str]) -> str:
     return f"known: {', '.join(sorted(names))}" if names else "none declared"
+
+
+async def load_agent(ref: str, model: Model, store: Store) -> Agent:
+    """Import ``BOT_AGENT`` (``module:attribute``): an ``Agent``, or a factory building one.
+
+    A factory is called with as many of ``(model, store)`` as it takes
+    positionally (``build_agent(model, store)`` is the convention); it may be async.
+
+    Raises:
+        SettingsError: The reference cannot be imported or does not give an Agent.
+    """
+    module_name, _, attribute = ref.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SettingsError([f"BOT_AGENT={ref}: cannot import {module_name!r} ({exc})"]) from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            problem = f"BOT_AGENT={ref}: {module_name!r} has no {attribute!r}"
+            raise SettingsError([problem]) from None
+    if isinstance(target, Agent):
+        agent = target
+        if agent.store is None:
+            agent.store = store
+        else:
+            log.info("BOT_AGENT=%s brings its own store; STORE_URL is not used", ref)
+        return agent
+    if not callable(target):
+        raise SettingsError([f"BOT_AGENT={ref}: not an Agent or a function returning one"])
+    try:
+        built = target(*(model, store)[: _positional_arity(target)])
+        if inspect.isawaitable(built):
+            built = await built
+    except Exception as exc:
+        log.debug("BOT_AGENT factory failed", exc_info=True)
+        raise SettingsError([f"BOT_AGENT={ref}: building the agent failed: {exc}"]) from exc
+    if not isinstance(built, Agent):
+        raise SettingsError([f"BOT_AGENT={ref}: returned {type(built).__name__}, not an Agent"])
+    return built
+
+
+def _positional_arity(fn: Any) -> int:
+    kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return 2
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return min(2, sum(1 for kind in kinds if kind in positional))

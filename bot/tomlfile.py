@@ -60,18 +60,69 @@ def parse(
 
     ``unknown`` words the message for a field or section the model does not have.
     """
+    parsed, problems = parse_lenient(model, text, source=source, error=error, unknown=unknown)
+    if problems or parsed is None:
+        raise error(source, problems)
+    return parsed
+
+
+_PRUNING_ROUNDS = 5
+"""How many times a file with invalid values is validated again without them."""
+
+
+def parse_lenient(
+    model: type[M],
+    text: str,
+    *,
+    source: str,
+    error: type[FileProblems],
+    unknown: Callable[[ErrorDetails], str] = lambda _: "unknown field",
+) -> tuple[M | None, list[Problem]]:
+    """TOML ``text`` validated as ``model``: every problem of the schema, and the file
+    as it reads without the values that have one (their defaults instead), so that
+    what else is wrong with it can be found in the same run (``None`` when even that
+    does not validate: a required section is what is wrong).
+
+    Raises:
+        FileProblems: ``error``, when the text is not TOML at all.
+    """
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(source, [(None, f"not valid TOML: {exc}")]) from exc
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems: list[Problem] = []
-        for err in exc.errors():
+    problems: list[Problem] = []
+    for _ in range(_PRUNING_ROUNDS):
+        try:
+            return model.model_validate(data), problems
+        except ValidationError as exc:
+            errors = exc.errors()
+        for err in errors:
             field = ".".join(str(part) for part in err["loc"]) or None
             message = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 message = unknown(err)
-            problems.append((field, message))
-        raise error(source, problems) from exc
+            if (field, message) not in problems:
+                problems.append((field, message))
+        if not all(_prune(data, err["loc"]) for err in errors):
+            break
+    return None, problems
+
+
+def _prune(data: dict[str, Any], loc: tuple[int | str, ...]) -> bool:
+    """Remove the value at ``loc`` from ``data`` (a list's item: the whole list, so the
+    other items' places hold); whether there was one."""
+    if not loc:
+        return False
+    node: Any = data
+    for depth, part in enumerate(loc[:-1]):
+        if isinstance(node, list):
+            return _prune(data, loc[:depth])
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    if isinstance(node, list):
+        return _prune(data, loc[:-1])
+    if isinstance(node, dict) and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False

@@ -297,6 +297,21 @@ class AnthropicModel:
             user_message=USER_MESSAGES["no_structured_answer"],
         )
 
+    async def check(self) -> None:
+        """Ask the API about this model once, without retries: the key is accepted, the
+        model exists and the host answers (``ModelError`` says which did not)."""
+        self._check_ready()
+        client = self._client.with_options(max_retries=0, timeout=CHECK_TIMEOUT)
+        try:
+            await client.models.retrieve(self._model_name)
+        except anthropic.APIStatusError as err:
+            raise ModelError(
+                f"{self._model_name} at {self._client.base_url}: HTTP {err.status_code} "
+                f"({_error_type(err)})"
+            ) from err
+        except anthropic.APIConnectionError as err:
+            raise ModelError(f"cannot reach {self._client.base_url} ({err})") from err
+
     def _check_ready(self) -> None:
         _guard.check_allowed(str(self._client.base_url))
         # Without credentials the SDK raises a bare TypeError while building headers.
@@ -311,6 +326,20 @@ class AnthropicModel:
 
 
 _Number = TypeVar("_Number", int, float)
+
+CHECK_TIMEOUT: Final = 10.0
+"""Seconds ``check`` waits for the API (no retries: a check says what happens now)."""
+
+
+def _error_type(err: anthropic.APIStatusError) -> str:
+    """The API's error type (``authentication_error``, ``not_found_error``), else its text."""
+    body = err.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            return str(error["type"])
+    return err.message
+
 
 _MAX_RETRIES_RULE: Final = "ANTHROPIC_MAX_RETRIES must be a whole number, 0 or more"
 _TIMEOUT_RULE: Final = "ANTHROPIC_TIMEOUT must be a number of seconds above 0"

@@ -100,3 +100,14 @@ class Model(Protocol):
     async def structured(self, request: StructuredRequest) -> dict[str, Any]:
         """Return one object matching ``request.schema``."""
         ...
+
+
+@runtime_checkable
+class Reachable(Protocol):
+    """A model behind a service that can be asked, once, whether it would answer
+    (``python -m bot check --live``)."""
+
+    async def check(self) -> None:
+        """Reach the service once: raises ``ModelError`` saying why it would not answer
+        (a refused key, an unknown model, no connection)."""
+        ...

@@ -181,6 +181,26 @@ async def test_tool_paths_that_do_not_import_are_one_line_each(tmp_path: Path) -
     ]
 
 
+async def test_a_value_the_schema_refuses_hides_no_other_problem(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[bot]\nroot = 'a'\n[agents.a]\nrequire_approval = 'sometimes'\nmax_steps = 0\n"
+        "agents = ['b', 'nobody']\ntools = ['no.such.module:tools']\n[agents.b]\n"
+        "tools = 7\n[mcp.desk]\nurl = 'http://127.0.0.1:9/mcp'\ncommand = 'desk'\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        await load_config(path, DemoModel(), MemoryStore())
+    assert [line.removeprefix(f"config {path}: ") for line in info.value.lines] == [
+        "agents.a.require_approval: Input should be a valid boolean, unable to interpret input",
+        "agents.a.max_steps: Input should be greater than or equal to 1",
+        "agents.b.tools: Input should be a valid list",
+        "agents.a.agents: no agent 'nobody' (known: a, b)",
+        "mcp.desk: give exactly one of url and command",
+        "agents.a.tools[0]: 'no.such.module:tools': cannot import 'no.such.module' "
+        "(No module named 'no')",
+    ]
+
+
 @pytest.mark.parametrize(
     ("agents", "problem"),
     [

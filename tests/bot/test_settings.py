@@ -14,7 +14,8 @@ from agents import DEFAULT_LEASE, Agent, FunctionModel, MemoryStore, Model, Stor
 from agents.models.anthropic import AnthropicModel
 from agents.models.demo import DemoModel
 from bot import DEFAULT_AGENT, SettingsError, load_settings
-from bot.__main__ import build_model, load_agent, main, platforms_configured
+from bot.__main__ import build_model, main, platforms_configured
+from bot.config import load_agent
 from bot.intake import DEFAULT_WORKERS
 
 ENV = [

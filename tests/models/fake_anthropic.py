@@ -217,8 +217,13 @@ class FakeAnthropic:
         self.requests: list[RecordedRequest] = []
         self._replies: deque[Reply] = deque()
         self._held: list[asyncio.Event] = []
+        self.models: set[str] = {"claude-sonnet-5-5"}
+        """The models ``GET /v1/models/{id}`` knows."""
+        self.keys: set[str] | None = None
+        """The API keys the models endpoint accepts (``None``: any)."""
         app = web.Application()
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/v1/models/{model}", self._model)
         self._server = TestServer(app, host="127.0.0.1")
 
     @property
@@ -249,6 +254,25 @@ class FakeAnthropic:
         for hold in self._held:
             hold.set()  # a failed test may leave a stream waiting
         await self._server.close()
+
+    async def _model(self, request: web.Request) -> web.Response:
+        """One model's description, as the Models API answers it (401 for a key not in
+        ``keys``, 404 for a model not in ``models``)."""
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        key = request.headers.get("x-api-key", bearer)
+        if self.keys is not None and key not in self.keys:
+            return _api_error(401, "authentication_error", "invalid x-api-key")
+        model = request.match_info["model"]
+        if model not in self.models:
+            return _api_error(404, "not_found_error", f"model: {model}")
+        return web.json_response(
+            {
+                "type": "model",
+                "id": model,
+                "display_name": model,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        )
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -289,6 +313,14 @@ class FakeAnthropic:
             return response
         await response.write_eof()
         return response
+
+
+def _api_error(status: int, error_type: str, message: str) -> web.Response:
+    return web.json_response(
+        {"type": "error", "error": {"type": error_type, "message": message}},
+        status=status,
+        headers={"x-should-retry": "false", "request-id": "req_error"},
+    )
 
 
 def _fake_error(status: int, message: str) -> web.Response:
