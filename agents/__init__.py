@@ -37,7 +37,7 @@ from .models.function import FunctionModel, ModelResponse, ToolCall
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot, StopRequest
 from .spec import AgentOptions, AgentSpec
-from .stores import LockTimeout, MemoryStore, Store, StoreConflict, open_store
+from .stores import LockTimeout, MemoryStore, Pruned, Store, StoreConflict, open_store
 from .stream import AgentStream
 from .tools import Tool, ToolContext, ToolSource, tool
 from .usage import Usage
@@ -72,6 +72,7 @@ __all__ = [
     "ModelResponse",
     "PendingCall",
     "PendingInfo",
+    "Pruned",
     "Reachable",
     "RecoveredRun",
     "ResumeDataInvalidError",

@@ -19,7 +19,7 @@ from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
 from .spec import AgentOptions, AgentSpec, tools_by_name
-from .stores.base import Store
+from .stores.base import PRUNE_BATCH, Pruned, Store
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import LiveTools, Tool, ToolSource
@@ -406,6 +406,15 @@ class Agent:
     async def ping(self) -> bool:
         """Whether the store answers."""
         return await self.engine.store.ping()
+
+    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """Remove up to ``limit`` finished runs last changed before ``before``, with
+        their sub-agent runs, and the history of threads left with no run.
+
+        Runs that wait for a person or work are kept, however old; the audit log is
+        kept. Call again until it returns nothing (see ``Store.prune``).
+        """
+        return await self.engine.store.prune(before, limit=limit)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every pending call past its expiry, each exactly once across processes.

@@ -96,7 +96,7 @@ from .settings import (
     load_from_env,
     load_settings,
 )
-from .tasks import TaskTracker
+from .tasks import KeyedLocks, TaskTracker
 from .texts import APPROVALS_USAGE
 from .types import (
     ApprovalCard,
@@ -178,6 +178,7 @@ __all__ = [
     "InboxDecision",
     "IncomingMessage",
     "Item",
+    "KeyedLocks",
     "Link",
     "Live",
     "Markdown",

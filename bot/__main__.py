@@ -330,6 +330,7 @@ async def run(
             policy=policy,
             lease=settings.bot_lease,
             workers=settings.bot_workers,
+            run_retention=settings.run_retention,
             suggested_prompts=_prompts(settings, config),
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))

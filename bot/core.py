@@ -37,7 +37,7 @@ from .decisions import Decisions
 from .feedback import Feedback
 from .following import Following
 from .grants import Grants
-from .housekeeping import Housekeeping
+from .housekeeping import DEFAULT_RUN_RETENTION, Housekeeping
 from .inbox import Inboxes
 from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
 from .metrics import Metrics
@@ -83,6 +83,8 @@ class ChatBot:
             at once; the rest wait in the intake queue.
         suggested_prompts: Requests to offer a person starting a conversation, where
             the platform offers them (Slack's assistant view).
+        run_retention: How long finished runs and idle threads' history are kept; the
+            sweeper prunes them hourly (``Housekeeping.prune_finished``).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class ChatBot:
         lease: timedelta = DEFAULT_LEASE,
         workers: int = DEFAULT_WORKERS,
         suggested_prompts: tuple[SuggestedPrompt, ...] = (),
+        run_retention: timedelta = DEFAULT_RUN_RETENTION,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -163,6 +166,7 @@ class ChatBot:
             tasks=self.tasks,
             threads=self._threads,
             metrics=self.metrics,
+            retention=run_retention,
         )
         self.intake = Intake(
             self.chat,
@@ -198,6 +202,7 @@ class ChatBot:
     def register(self, platform: str, messenger: Messenger) -> None:
         """Answer threads of ``platform`` through ``messenger``."""
         self.presenter.register(platform, messenger)
+        self.metrics.watch_platform(platform, messenger)
 
     def messenger(self, platform: str) -> Messenger:
         """The messenger registered for a platform (``LookupError`` if none)."""

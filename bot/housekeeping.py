@@ -1,4 +1,5 @@
-"""Housekeeping: the expiry sweep and crash recovery, with what people are told."""
+"""Housekeeping: the expiry sweep, crash recovery and the retention prune, with what
+people are told."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from agents import Agent, ExpiredCall, PendingInfo, RecoveredRun, RunNotFoundError
+from agents import (
+    Agent,
+    ExpiredCall,
+    PendingCall,
+    PendingInfo,
+    RecoveredRun,
+    RunNotFoundError,
+)
 
 from . import texts
 from .chat_state import CardPlace, ShownState, ask_of
@@ -20,6 +29,15 @@ from .types import Messenger, Notice, ThreadKey
 from .views import thread_of
 
 log = logging.getLogger(__name__)
+
+DEFAULT_RUN_RETENTION = timedelta(days=30)
+"""How long finished runs and an idle thread's history are kept (``RUN_RETENTION``)."""
+PRUNE_INTERVAL = 3600.0
+"""Seconds between two retention prunes of one replica: old records are no hurry, and
+replicas that overlap only repeat idempotent deletes."""
+PRUNE_BATCHES = 50
+"""Batches (``Agent.prune``'s default size each) one prune pass removes at most; the
+rest waits for the next pass, so a backlog never holds the sweep up for long."""
 
 
 class Housekeeping:
@@ -33,6 +51,8 @@ class Housekeeping:
         tasks: Where the follow-up work runs.
         threads: The per-thread locks that keep a thread's replies in order.
         metrics: Expiries are counted here.
+        retention: How long finished runs, and a thread's history once it has no
+            newer run, are kept before the prune removes them.
     """
 
     def __init__(
@@ -45,8 +65,10 @@ class Housekeeping:
         tasks: TaskTracker,
         threads: KeyedLocks,
         metrics: Metrics,
+        retention: timedelta = DEFAULT_RUN_RETENTION,
     ) -> None:
         self._agent = agent
+        self.retention = retention
         self._policy = policy
         self._chat = chat
         self._presenter = presenter
@@ -54,6 +76,7 @@ class Housekeeping:
         self._threads = threads
         self._metrics = metrics
         self._hold_off_until = 0.0
+        self._next_prune = 0.0
 
     # -- expiry -----------------------------------------------------------------
 
@@ -126,6 +149,8 @@ class Housekeeping:
         except RunNotFoundError:
             return 0
         call = snap.find_pending(job.tool_call_id)
+        if job.kind == "repost":
+            return await self._repost(job, call, snap.metadata)
         if call is None or call.state != "pending" or call.kind != "approval":
             return 0  # decided (or gone) since
         info = PendingInfo.of(job.run_id, call)
@@ -152,6 +177,19 @@ class Housekeeping:
             named = tuple(self._presenter.people.who(thread, user) for user in mine if user)
             notice = Notice(text=text, also=named)
             await self._presenter.say(messenger, copy.thread, notice, follow=False)
+        return 1
+
+    async def _repost(self, job: Timer, call: PendingCall | None, metadata: dict[str, Any]) -> int:
+        """Post again a card or question whose post failed, if its call still waits and
+        it has not been posted since (a failure again keeps it for later)."""
+        if call is None or call.state != "pending":
+            return 0
+        info = PendingInfo.of(job.run_id, call)
+        thread = thread_of(metadata)
+        messenger = self._presenter.messenger_of(thread)
+        if thread is None or messenger is None or await self._presenter.card_place(info):
+            return 0
+        await self._presenter.show_pending(messenger, thread, info, attempt=job.attempt + 1)
         return 1
 
     async def _send_to_escalation(
@@ -222,8 +260,37 @@ class Housekeeping:
             )
             await self._presenter.say(messenger, thread, notice)
 
+    # -- retention --------------------------------------------------------------
+
+    async def prune_finished(self, now: datetime | None = None) -> int:
+        """Remove finished runs older than the retention, and the chat state's records
+        of them and of threads left with no run, in batches (see ``Agent.prune``).
+
+        Returns:
+            How many runs (sub-agent runs included) were removed.
+        """
+        before = (now or datetime.now(UTC)) - self.retention
+        removed = 0
+        for _ in range(PRUNE_BATCHES):
+            pruned = await self._agent.prune(before)
+            if not pruned.run_ids and not pruned.thread_ids:
+                break
+            await self._chat.forget(pruned.run_ids, pruned.thread_ids)
+            removed += len(pruned.run_ids)
+        if removed:
+            log.info("removed %d runs finished over %s ago", removed, self.retention)
+        return removed
+
+    async def _prune_when_due(self) -> None:
+        """The retention prune, at most once per ``PRUNE_INTERVAL`` in this process."""
+        if time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + PRUNE_INTERVAL
+        await self.prune_finished()
+
     async def run_once(self) -> None:
-        """One pass: expire what is due, then recover what a crash left.
+        """One pass: expire what is due, then recover what a crash left, then (hourly)
+        prune what the retention let go.
 
         Not right after trouble with the store (a failed or slow sweep): other
         processes' heartbeats may have failed as ours did, and they are alive.
@@ -242,3 +309,4 @@ class Housekeeping:
             log.info("crash recovery waits a lease after trouble with the store")
             return
         await self.recover_interrupted()
+        await self._prune_when_due()

@@ -7,7 +7,7 @@ benchmarks) count apart; ``GET /metrics`` renders it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -37,6 +37,16 @@ DecisionOutcome = Literal[
 approval counted towards a quorum not yet reached; ``refused``: the
 policy said no (or the person already voted); ``stale``: the call was already
 decided, expired or unknown at click time; ``expired``: resolved by the expiry sweep."""
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A messenger that paces its calls to the platform (rate limits, retries)."""
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting now on a limit or a retry."""
+        ...
 
 
 class Metrics:
@@ -80,6 +90,19 @@ class Metrics:
             "approval_bot_background_tasks", "Background tasks running now.", registry=self.registry
         )
         self.background_tasks.set_function(background_tasks)
+        self.platform_waiting = Gauge(
+            "approval_bot_platform_calls_waiting",
+            "Calls to a chat platform waiting now on its rate limit or a retry.",
+            ("platform",),
+            registry=self.registry,
+        )
+
+    def watch_platform(self, platform: str, messenger: object) -> None:
+        """Expose how many of a platform's calls wait on its limits, when its messenger
+        says (a ``Paced`` one)."""
+        if isinstance(messenger, Paced):
+            paced = messenger
+            self.platform_waiting.labels(platform).set_function(lambda: float(paced.waiting))
 
     def watch_mcp(self, servers: Sequence[McpTools]) -> None:
         """Expose each MCP server's calls, errors and seconds spent, read at every scrape."""

@@ -8,6 +8,7 @@ other parts (messages, decisions, housekeeping) speak only through it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -56,17 +57,24 @@ MAX_DIRECT = 25
 
 @dataclass(frozen=True, kw_only=True)
 class Timer:
-    """A reminder or an escalation due for one waiting call (kept in the chat state)."""
+    """A job due for one waiting call (kept in the chat state): a reminder, an
+    escalation, or posting again a card or question whose post failed (``attempt``:
+    how many posts failed so far)."""
 
-    kind: Literal["remind", "escalate"]
+    kind: Literal["remind", "escalate", "repost"]
     run_id: str
     tool_call_id: str
+    attempt: int = 0
 
     def key(self, ask: str) -> str:
         return f"{self.kind}:{self.run_id}:{ask}"
 
 
 TIMER: TypeAdapter[Timer] = TypeAdapter(Timer)
+REPOST_FIRST = 30.0
+REPOST_MOST = 900.0
+"""A card or question whose post failed is posted again after 30 s, 1 min, 2 min...
+at most 15 min apart, for as long as its call waits."""
 
 
 class Presenter:
@@ -162,9 +170,16 @@ class Presenter:
         return ("channel", f"{channel!r} is no channel the bot can post in ({platforms})")
 
     async def show_pending(
-        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, error: str | None = None
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        info: PendingInfo,
+        error: str | None = None,
+        *,
+        attempt: int = 0,
     ) -> None:
-        """Post a waiting call's card (or question) and remember where it is.
+        """Post a waiting call's card (or question) and remember where it is; when the
+        post fails, it is posted again later (``attempt``: the posts failed before).
 
         ``error``: why the last answer to the question did not fit (it is asked again).
         """
@@ -177,6 +192,7 @@ class Presenter:
             )
             ref = await self.say(messenger, thread, view)
             if ref is None:
+                await self._post_later(info, attempt)
                 return
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
@@ -325,6 +341,17 @@ class Presenter:
             await messenger.inboxes_changed(thread, people)
         except Exception:
             log.warning("showing inboxes again in %s failed", thread.id, exc_info=True)
+
+    async def _post_later(self, info: PendingInfo, attempt: int) -> None:
+        """Post a call's card or question again later: it must not wait unseen."""
+        job = Timer(
+            kind="repost", run_id=info.run_id, tool_call_id=info.tool_call_id, attempt=attempt
+        )
+        due = time.time() + min(REPOST_MOST, REPOST_FIRST * 2**attempt)
+        try:
+            await self._chat.set_timer(job.key(ask_of(info)), due, TIMER.dump_json(job).decode())
+        except Exception:
+            log.exception("could not keep %s/%s to post later", info.run_id, info.tool_call_id)
 
     async def _set_timers(self, info: PendingInfo) -> None:
         """The reminder and the escalation the policy asks for, if still ahead (a card

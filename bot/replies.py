@@ -150,7 +150,7 @@ class Replies:
             return None
         self._metrics.runs_started.inc()
         return await self._agent.stream(
-            message.text,
+            _run_input(message),
             thread_id=thread.id,
             resource_id=message.user_id,
             auto_resume_suspended_tools=False,
@@ -253,3 +253,10 @@ def _cancels(text: str, question: PendingInfo) -> bool:
         return False
     choices = {c.lower() for f in prompt(question).fields for c in f.choices}
     return said not in choices
+
+
+def _run_input(message: IncomingMessage) -> str:
+    """What a new run is given: the message's text, after what the person is looking at."""
+    if not message.context:
+        return message.text
+    return f"{texts.LOOKING_AT.format(context=message.context)}\n\n{message.text}"

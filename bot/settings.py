@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from agents import DEFAULT_LEASE
 from agents.stores import store_kind
 
+from .housekeeping import DEFAULT_RUN_RETENTION
 from .intake import DEFAULT_WORKERS
 from .policy import Duration
 
@@ -94,6 +95,10 @@ class Settings(BaseSettings):
     """How long a replica's work outlives its last heartbeat: after a crash, its runs
     are recovered (retried when safe, else reported as interrupted) and the messages
     and clicks it had taken are taken over once this lapsed. The same on every replica."""
+    run_retention: Duration = DEFAULT_RUN_RETENTION
+    """How long a finished run is kept (``30d``), and a thread's history once it has no
+    newer run; then both are removed. Waiting and working runs are always kept, and the
+    audit log is never pruned."""
 
     @field_validator("bot_agent")
     @classmethod

@@ -46,6 +46,9 @@ DELAYED: Final = (
     "I can't reach my storage right now. Your request is queued and goes ahead as soon "
     "as it's back; no need to send it again."
 )
+LOOKING_AT: Final = "[The person is looking at {context}.]"
+"""Put before a new request's text for the agent (never shown to people), when the
+platform says what the person is looking at (``IncomingMessage.context``)."""
 RUN_FAILED: Final = "I couldn't finish this: {error}"
 INTERNAL_ERROR: Final = (
     "Something went wrong on my side; the details are in the bot's log. Please try again."

@@ -65,6 +65,9 @@ class IncomingMessage:
     mentioned: bool = False
     """The person @mentioned the bot where a plain reply would do (a new request): a
     question waiting in the thread is not answered by it without asking."""
+    context: str | None = None
+    """What the person is looking at as they write, in words (``the channel <#C1>``),
+    when the platform says: a new run is given it before the text."""
 
 
 ClickAction = Literal["approve", "decline", "edit", "grant", "answer", "cancel", "revoke"]

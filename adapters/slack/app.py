@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -57,10 +58,13 @@ from .convert import (
     Ignored,
     Inbound,
     MessageIn,
+    MessagesOpenedIn,
     Passthrough,
     StopIn,
     ViewIn,
+    ViewingIn,
     command_thread,
+    is_event,
     is_home,
     modal_metadata,
     parse,
@@ -69,17 +73,21 @@ from .convert import (
     to_decline_click,
     to_form_click,
     to_incoming,
+    without_lone_surrogates,
 )
 from .home import HomeTab
 from .messenger import SlackMessenger
 from .modals import answer_modal, decline_modal, edit_modal, form_error
 from .settings import SlackSettings
+from .viewing import Viewing
 from .wire import (
     ANSWER_ACTION,
     ANSWER_VIEW,
     APPROVALS_COMMAND,
     APPROVE_ACTION,
+    ASSISTANT_CONTEXT_EVENT,
     ASSISTANT_STARTED_EVENT,
+    CONTEXT_CHANGED_EVENT,
     DECLINE_ACTION,
     DECLINE_VIEW,
     EDIT_ACTION,
@@ -100,8 +108,12 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 MESSAGE_EVENTS = ("app_mention", "message")
-LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT, ASSISTANT_STARTED_EVENT)
+LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT, CONTEXT_CHANGED_EVENT)
 """Event types the adapter acts on; the manifest subscribes to exactly these."""
+ASSISTANT_VIEW_EVENTS = (ASSISTANT_STARTED_EVENT, ASSISTANT_CONTEXT_EVENT)
+"""Event types the adapter also acts on for an app still on Slack's assistant view
+(``features.assistant_view``), whose manifest subscribes to them; agent messaging sends
+none of them."""
 RATE_LIMIT_RETRIES = 2
 _INBOUND = "approval_bot_inbound"
 _OVERLOADED = "approval_bot_overloaded"
@@ -150,6 +162,7 @@ class SlackAdapter:
         self.home = HomeTab(bot, self.client, permalink=self.messenger.permalink, tasks=self.tasks)
         self.messenger.home = self.home
         self.assistant = AssistantThreads(bot, self.client, tasks=self.tasks)
+        self.viewing = Viewing(bot, tasks=self.tasks)
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
         self._socket: AsyncSocketModeHandler | None = None
@@ -157,9 +170,11 @@ class SlackAdapter:
         for event in MESSAGE_EVENTS:
             self.app.event(event)(self._on_message)
         self.app.event(HOME_OPENED_EVENT)(self._on_home_opened)
-        # A listener of our own, not Bolt's ``app.assistant``: that one would claim
+        self.app.event(CONTEXT_CHANGED_EVENT)(self._on_viewing)
+        # Listeners of our own, not Bolt's ``app.assistant``: that one would claim
         # every threaded DM message before the message listeners see it.
         self.app.event(ASSISTANT_STARTED_EVENT)(self._on_assistant_started)
+        self.app.event(ASSISTANT_CONTEXT_EVENT)(self._on_viewing)
         # Approve, "Approve for this thread", a question's Decline and Cancel, and a
         # grant's End grant decide at once; a card's Decline asks for a reason first;
         # Answer… opens the question's form, and a card's Edit the form of its
@@ -253,10 +268,16 @@ class SlackAdapter:
                 inbound, workspace=_workspace(context), bot_user_id=context.bot_user_id
             )
             if incoming is not None:
+                direct = inbound.kind == "direct"  # agent and assistant threads are DMs
+                if direct and incoming.context is None:
+                    viewing = await self.viewing.now(incoming.thread.workspace, inbound.user)
+                    incoming = replace(incoming, context=viewing)
                 if not await _kept(context, self.bot.on_message(incoming)):
                     return
-                if inbound.kind == "direct":  # the assistant view's threads are DMs
-                    self.assistant.requested(incoming.thread, incoming.text)
+                if direct:
+                    self.assistant.requested(
+                        incoming.thread, incoming.text, new=inbound.thread_ts is None
+                    )
         await ack()
 
     async def _on_assistant_started(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
@@ -264,14 +285,30 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, AssistantStartedIn):
-            self.assistant.started(inbound, workspace=_workspace(context) or inbound.team)
+            workspace = _workspace(context) or inbound.team
+            self.assistant.started(inbound, workspace=workspace)
+            self.viewing.seen(workspace, inbound.user, inbound.context)
+
+    async def _on_viewing(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
+        """What a person looks at changed: acked at once, kept behind for their next
+        request."""
+        await ack()
+        inbound = context.get(_INBOUND)
+        if isinstance(inbound, ViewingIn):
+            self.viewing.seen(_workspace(context) or inbound.team, inbound.user, inbound.context)
 
     async def _on_home_opened(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
-        """The Home tab opened: acked at once (it only reads), published behind."""
+        """The Home tab opened: acked at once (it only reads), published behind; or the
+        direct message (agent messaging's conversations): the prompts offered behind."""
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, HomeOpenedIn):
             self.home.opened(_workspace(context) or inbound.team, inbound.user)
+        elif isinstance(inbound, MessagesOpenedIn):
+            workspace = _workspace(context) or inbound.team
+            self.assistant.opened(inbound.channel)
+            if inbound.context is not None:
+                self.viewing.seen(workspace, inbound.user, inbound.context)
 
     async def _on_click(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
@@ -475,7 +512,8 @@ class SlackAdapter:
 
 
 class _ParsePayload(AsyncMiddleware):
-    """Right after the signature check: malformed -> 400, not ours -> 200, else parsed."""
+    """Right after the signature check: a malformed event -> 200 (logged), another
+    malformed request -> 400, not ours -> 200, else parsed."""
 
     async def async_process(
         self,
@@ -484,17 +522,27 @@ class _ParsePayload(AsyncMiddleware):
         resp: BoltResponse,
         next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
-        if has_lone_surrogate(req.body):
+        repaired = has_lone_surrogate(req.body)
+        if repaired:
             # Slack sends UTF-8; a lone surrogate (JSON "\ud800") can be stored or
-            # sent nowhere, so the request is refused whole rather than half kept.
-            return BoltResponse(status=400, body=texts.BAD_PAYLOAD)
+            # sent nowhere. In an event it is replaced (a word of a message may then
+            # read "\ufffd"; an id that has one names nobody, and the event is
+            # ignored); any other request is refused whole, and its sender sees it.
+            if not is_event(req.body):
+                return BoltResponse(status=400, body=texts.BAD_PAYLOAD)
+            req.body = without_lone_surrogates(req.body)
         try:
             inbound: Inbound = parse(req.body)
         except PayloadError as exc:
             return BoltResponse(status=400, body=exc.text)
         if isinstance(inbound, Ignored):
-            log.debug("acknowledged and ignored: %s", inbound.why)
+            if inbound.malformed:
+                log.warning("acknowledged and ignored a %s", inbound.why)
+            else:
+                log.debug("acknowledged and ignored: %s", inbound.why)
             return BoltResponse(status=200, body="")
+        if repaired:
+            log.warning("kept an event whose text had lone surrogates, replaced")
         if not isinstance(inbound, Passthrough):
             req.context[_INBOUND] = inbound
         return await next()

@@ -1,9 +1,19 @@
-"""Slack's assistant view: suggested prompts when a person opens a thread there, and
-the thread's title from the first request in it.
+"""The bot's conversations in its direct message: suggested prompts when a person opens
+one, and each thread's title from the first request in it.
 
-Both are cosmetic: they run behind the ack, and Slack's refusals are only logged.
+Slack shapes them two ways. Agent messaging (``features.agent_view``, the only way
+for new apps): the person opens the direct message itself (``app_home_opened`` on its
+``messages`` tab), where the prompts are set at the top, for no thread (Slack drops
+prompts set for one there); each message they write there is a thread of its own,
+titled from that message. The assistant view (``features.assistant_view``, apps
+created before): opening the view starts a thread (``assistant_thread_started``),
+which gets the prompts and is titled from the first request in it.
 
-"First request" is known on every replica: the replica Slack sends
+Both are cosmetic: they run behind the ack, and Slack's refusals are only logged. A
+direct message where Slack refused to title a thread of its own (an app still on the
+assistant view, whose direct message has none) is not asked again by this process.
+
+An assistant thread's "first request" is known on every replica: the replica Slack sends
 ``assistant_thread_started`` to notes the thread in the chat state
 (``slack-assistant:<team>:<channel>:<thread_ts>`` = ``started``, for
 ``ASSISTANT_NOTE_TTL``), and whichever replica the core keeps the first direct
@@ -21,7 +31,7 @@ from __future__ import annotations
 import logging
 
 from cachetools import LRUCache
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ChatCore, SuggestedPrompt, TaskTracker, ThreadKey, Undeliverable
@@ -55,6 +65,8 @@ _TITLED = "titled"
 _KNOWN_CACHE = 10_000
 """Threads each process remembers (started here and still without a request, or
 settled): the oldest are forgotten, and their note is read again."""
+_UNTITLED_CACHE = 10_000
+"""Direct messages each process remembers Slack refused a title in."""
 
 
 def prompts_payload(prompts: tuple[SuggestedPrompt, ...]) -> list[dict[str, str]]:
@@ -80,7 +92,8 @@ def title_of(request: str) -> str:
 
 
 class AssistantThreads:
-    """The assistant view's threads: prompts when one starts, a title on its first request.
+    """The direct message's conversations: prompts when one opens, a title on its first
+    request.
 
     Args:
         bot: The chat core, whose ``suggested_prompts`` are offered.
@@ -94,6 +107,14 @@ class AssistantThreads:
         self.tasks = tasks
         self._started_here: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
         self._settled: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
+        self._untitled: LRUCache[str, bool] = LRUCache(maxsize=_UNTITLED_CACHE)
+
+    def opened(self, channel: str) -> None:
+        """A person opened their direct message with the bot (``channel``; agent
+        messaging): offer the prompts at its top (none configured: nothing)."""
+        prompts = prompts_payload(self.bot.suggested_prompts)
+        if prompts:
+            self.tasks.spawn(self._suggest(channel, None, prompts), name=f"slack-prompts:{channel}")
 
     def started(self, thread: AssistantStartedIn, *, workspace: str) -> None:
         """A person opened the view in ``workspace``: offer the prompts (none
@@ -112,14 +133,22 @@ class AssistantThreads:
                 name=f"slack-prompts:{thread.channel}:{thread.thread_ts}",
             )
 
-    def requested(self, thread: ThreadKey, request: str) -> None:
-        """The core kept a direct message in ``thread``: the first in a started thread
-        titles it."""
+    def requested(self, thread: ThreadKey, request: str, *, new: bool) -> None:
+        """The core kept a direct message in ``thread``: one that starts its thread
+        (``new``: agent messaging's) titles it, as does the first in a started assistant
+        thread."""
         key = (thread.workspace, thread.channel, thread.root)
         title = title_of(request)
         if not title or key in self._settled:
             return
         self._settled[key] = True  # only the first request this replica sees reads the note
+        if new:
+            if thread.channel not in self._untitled:
+                self.tasks.spawn(
+                    self._title(thread.channel, thread.root, title, new=True),
+                    name=f"slack-title:{thread.channel}:{thread.root}",
+                )
+            return
         self.tasks.spawn(
             self._title_first(key, title, started_here=self._started_here.pop(key, False)),
             name=f"slack-title:{thread.channel}:{thread.root}",
@@ -144,9 +173,12 @@ class AssistantThreads:
             # Cosmetic: only the replicas that did not see it cannot tell.
             log.warning("could not note that %s/%s was %s", key[1], key[2], state, exc_info=True)
 
-    async def _suggest(self, channel: str, thread_ts: str, prompts: list[dict[str, str]]) -> None:
+    async def _suggest(
+        self, channel: str, thread_ts: str | None, prompts: list[dict[str, str]]
+    ) -> None:
         try:
             async with _reaching():
+                # None is left out: under agent messaging Slack drops a call naming a thread.
                 await self.client.assistant_threads_setSuggestedPrompts(
                     channel_id=channel,
                     thread_ts=thread_ts,
@@ -154,14 +186,18 @@ class AssistantThreads:
                     prompts=prompts,
                 )
         except (SlackClientError, Undeliverable) as exc:
-            log.info("no suggested prompts in %s/%s: %s", channel, thread_ts, exc)
+            log.info("no suggested prompts in %s/%s: %s", channel, thread_ts or "-", exc)
 
-    async def _title(self, channel: str, thread_ts: str, title: str) -> None:
+    async def _title(self, channel: str, thread_ts: str, title: str, *, new: bool = False) -> None:
         try:
             async with _reaching():
                 await self.client.assistant_threads_setTitle(
                     channel_id=channel, thread_ts=thread_ts, title=title
                 )
+        except SlackApiError as exc:
+            if new:  # no threads of its own here (the assistant view): not asked again
+                self._untitled[channel] = True
+            log.info("no title for %s/%s: %s", channel, thread_ts, exc)
         except (SlackClientError, Undeliverable) as exc:
             log.info("no title for %s/%s: %s", channel, thread_ts, exc)
 

@@ -2,7 +2,9 @@
 
 ``parse`` runs right after Bolt checked the signature and before anything else
 reads the body: it validates the shape (``PayloadError`` -> HTTP 400) and sorts
-the request into what the adapter acts on and what it only acknowledges.
+the request into what the adapter acts on and what it only acknowledges. A
+malformed event is acknowledged too (``Ignored.malformed``): Slack would only send
+it again, then drop it, and in the end turn the app's events off.
 ``to_incoming``/``to_click`` then build the chat-neutral types once Bolt knows who
 the bot is (its user id for mention stripping, its workspace for thread keys).
 """
@@ -11,19 +13,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from bot import Click, ClickAction, IncomingMessage, ThreadKey
 
 from . import texts
+from .viewing import describe, describe_assistant
 from .wire import (
     ANSWER_ACTION,
     ANSWER_VIEW,
     APPROVALS_COMMAND,
     APPROVE_ACTION,
+    ASSISTANT_CONTEXT_EVENT,
     ASSISTANT_STARTED_EVENT,
+    CONTEXT_CHANGED_EVENT,
     DECLINE_ACTION,
     DECLINE_VIEW,
     EDIT_ACTION,
@@ -35,6 +40,8 @@ from .wire import (
     GRANT_ACTION_ID,
     HOME_CHANNEL,
     HOME_OPENED_EVENT,
+    HOME_TAB,
+    MESSAGES_TAB,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
@@ -59,6 +66,11 @@ PLATFORM = "slack"
 _PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _PASSTHROUGH_TYPES = frozenset({"url_verification", "ssl_check"})
 _UNESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate (JSON may spell one, ``"\\ud800"``): no store and no platform takes
+one. A pair is one character once parsed, so every surrogate left is a lone one."""
+_REPLACEMENT = "\ufffd"
+"""What stands for an unreadable character in a person's words (as in any UTF-8 decoder)."""
 _ACTIONS: dict[str, ClickAction] = {
     APPROVE_ACTION: "approve",
     DECLINE_ACTION: "decline",
@@ -82,9 +94,11 @@ class Passthrough:
 
 @dataclass(frozen=True, kw_only=True)
 class Ignored:
-    """Valid, acknowledged, not for the agent (a bot's message, an edit, ...)."""
+    """Acknowledged, not for the agent: a bot's message, an edit, ..., or (``malformed``)
+    an event the bot cannot read."""
 
     why: str
+    malformed: bool = False
 
 
 MessageKind = Literal["mention", "direct", "thread_reply", "group"]
@@ -108,6 +122,9 @@ class MessageIn:
     thread_ts: str | None
     user: str
     text: str
+    context: str | None = None
+    """What the person looked at as they wrote, when Slack folded it into the message
+    (agent messaging's ``app_context``), in words."""
 
     @property
     def root(self) -> str:
@@ -156,14 +173,38 @@ class HomeOpenedIn:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MessagesOpenedIn:
+    """A person opened their direct message with the bot (its Messages tab), where agent
+    messaging holds their conversations; ``context``: what they look at beside it, in
+    words, when Slack said (``""``: nothing in particular)."""
+
+    team: str
+    user: str
+    channel: str
+    context: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewingIn:
+    """What a person looks at beside the bot's direct message changed (agent messaging's
+    ``app_context_changed``, the assistant view's ``assistant_thread_context_changed``):
+    ``context`` in words, ``""`` for nothing in particular."""
+
+    team: str
+    user: str
+    context: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class AssistantStartedIn:
     """A person opened the bot's assistant view: a new thread (``thread_ts``) in their
-    direct message with the bot (``channel``)."""
+    direct message with the bot (``channel``), looking at ``context`` (in words)."""
 
     team: str
     user: str
     channel: str
     thread_ts: str
+    context: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,6 +280,8 @@ Inbound = (
     | MessageIn
     | ActionIn
     | HomeOpenedIn
+    | MessagesOpenedIn
+    | ViewingIn
     | AssistantStartedIn
     | FeedbackIn
     | StopIn
@@ -256,10 +299,22 @@ class _Shape(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+def _plain(value: str) -> str:
+    if not value.isascii():
+        raise ValueError("a Slack id or timestamp is ASCII")
+    return value
+
+
+_Id = Annotated[str, AfterValidator(_plain)]
+"""A Slack id or timestamp in an event: one with a character an id never has (such as a
+lone surrogate, replaced) names nobody and nothing, and the event is not read."""
+
+
 class _AssistantThread(_Shape):
-    user_id: str
-    channel_id: str
-    thread_ts: str
+    user_id: _Id
+    channel_id: _Id
+    thread_ts: _Id
+    context: Any = None
 
 
 class _Event(_Shape):
@@ -267,20 +322,24 @@ class _Event(_Shape):
     subtype: str | None = None
     bot_id: str | None = None
     hidden: bool = False
-    user: str | None = None
+    user: _Id | None = None
     text: str | None = None
-    channel: str | None = None
+    channel: _Id | None = None
     channel_type: str | None = None
-    ts: str | None = None
-    thread_ts: str | None = None
+    ts: _Id | None = None
+    thread_ts: _Id | None = None
     tab: str | None = None
     assistant_thread: _AssistantThread | None = None
+    context: Any = None
+    """What the person looks at (``app_context_changed``, ``app_home_opened``)."""
+    app_context: Any = None
+    """The same, folded into a direct message."""
 
 
 class _EventCallback(_Shape):
     type: Literal["event_callback"]
-    event_id: str
-    team_id: str
+    event_id: _Id
+    team_id: _Id
     event: _Event
 
 
@@ -367,7 +426,7 @@ def parse(body: Any) -> Inbound:
         if kind in _PASSTHROUGH_TYPES:
             return Passthrough()
         if kind == "event_callback":
-            return _parse_event(_EventCallback.model_validate(body))
+            return _parse_event_callback(body)
         if kind == "block_actions":
             return _parse_action(_BlockActions.model_validate(body))
         if kind == "view_submission":
@@ -377,12 +436,51 @@ def parse(body: Any) -> Inbound:
     return Ignored(why=f"payload type {kind}")
 
 
+def is_event(body: Any) -> bool:
+    """Whether a request body is an Events API delivery (``event_callback``)."""
+    return isinstance(body, dict) and body.get("type") == "event_callback"
+
+
+def without_lone_surrogates(body: Any) -> Any:
+    """A parsed JSON body with each lone surrogate replaced by ``_REPLACEMENT``, in keys
+    and values at any depth."""
+    if isinstance(body, str):
+        return _SURROGATE.sub(_REPLACEMENT, body)
+    if isinstance(body, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [without_lone_surrogates(item) for item in body]
+    return body
+
+
+def _parse_event_callback(body: Any) -> Inbound:
+    """An event, or (malformed) ``Ignored``: never a ``PayloadError``, as Slack retries an
+    event answered with one, then drops it."""
+    try:
+        return _parse_event(_EventCallback.model_validate(body))
+    except (ValidationError, PayloadError):
+        return Ignored(why=f"malformed event {_event_type(body)}", malformed=True)
+
+
+def _event_type(body: dict[str, Any]) -> str:
+    """An event's ``type`` fit for a log line (``"?"`` when it has none that is)."""
+    event = body.get("event")
+    kind = event.get("type") if isinstance(event, dict) else None
+    if isinstance(kind, str) and kind.isascii() and kind.isprintable() and len(kind) <= 60:
+        return kind
+    return "?"
+
+
 def _parse_event(callback: _EventCallback) -> Inbound:
     event = callback.event
     if event.type == HOME_OPENED_EVENT:
         return _parse_home_opened(callback)
+    if event.type == CONTEXT_CHANGED_EVENT:
+        return _parse_context_changed(callback)
     if event.type == ASSISTANT_STARTED_EVENT:
         return _parse_assistant_started(callback)
+    if event.type == ASSISTANT_CONTEXT_EVENT:
+        return _parse_assistant_context(callback)
     if event.type not in ("app_mention", "message"):
         return Ignored(why=f"event {event.type}")
     if event.bot_id or event.hidden or (event.subtype and event.subtype not in _PERSON_SUBTYPES):
@@ -410,16 +508,33 @@ def _parse_event(callback: _EventCallback) -> Inbound:
         thread_ts=event.thread_ts,
         user=event.user,
         text=event.text or "",
+        context=(describe(event.app_context) or None) if kind == "direct" else None,
     )
 
 
-def _parse_home_opened(callback: _EventCallback) -> HomeOpenedIn | Ignored:
+def _parse_home_opened(callback: _EventCallback) -> HomeOpenedIn | MessagesOpenedIn | Ignored:
     event = callback.event
-    if event.tab != "home":
+    if event.tab not in (HOME_TAB, MESSAGES_TAB):
         return Ignored(why=f"{event.type} on the {event.tab} tab")
     if not event.user:
         raise PayloadError(texts.BAD_PAYLOAD)
-    return HomeOpenedIn(team=callback.team_id, user=event.user)
+    if event.tab == HOME_TAB:
+        return HomeOpenedIn(team=callback.team_id, user=event.user)
+    if not event.channel:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return MessagesOpenedIn(
+        team=callback.team_id,
+        user=event.user,
+        channel=event.channel,
+        context=None if event.context is None else describe(event.context),
+    )
+
+
+def _parse_context_changed(callback: _EventCallback) -> ViewingIn:
+    event = callback.event
+    if not event.user:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return ViewingIn(team=callback.team_id, user=event.user, context=describe(event.context))
 
 
 def _parse_assistant_started(callback: _EventCallback) -> AssistantStartedIn:
@@ -431,6 +546,16 @@ def _parse_assistant_started(callback: _EventCallback) -> AssistantStartedIn:
         user=thread.user_id,
         channel=thread.channel_id,
         thread_ts=thread.thread_ts,
+        context=describe_assistant(thread.context),
+    )
+
+
+def _parse_assistant_context(callback: _EventCallback) -> ViewingIn:
+    thread = callback.event.assistant_thread
+    if thread is None:
+        raise PayloadError(texts.BAD_PAYLOAD)
+    return ViewingIn(
+        team=callback.team_id, user=thread.user_id, context=describe_assistant(thread.context)
     )
 
 
@@ -649,6 +774,7 @@ def to_incoming(
         only_if_followed=message.kind == "thread_reply" or not addressed,
         # "@bot ..." in a thread: a new request, not a plain reply (both events say so).
         mentioned=bool(bot_user_id) and message.text.lstrip().startswith(f"<@{bot_user_id}"),
+        context=message.context,
     )
 
 

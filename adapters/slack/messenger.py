@@ -12,6 +12,7 @@ import aiohttp
 from cachetools import LRUCache, TTLCache
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import (
     ApprovalCard,
@@ -32,6 +33,7 @@ from ._reach import reaching as _reaching
 from .blocks import SlackMessage, render
 from .convert import is_home, message_ref, thread_key
 from .home import HomeTab
+from .limits import Pacer
 from .live import SlackLive
 from .mrkdwn import is_group_id, text_mrkdwn
 
@@ -63,8 +65,10 @@ class SlackMessenger:
     elsewhere starts a thread of its own (``post_elsewhere``). An answer streams into
     the thread where Slack allows it (``start_live``), else it is posted whole.
 
-    Network failures raise ``Undeliverable``; Slack's refusals (``SlackApiError``)
-    are the core's to log.
+    Posts and updates go through one ``Pacer`` (``limits``): in order per channel,
+    within Slack's rate limits, passing failures tried again. What still cannot be
+    sent raises ``Undeliverable``; Slack's lasting refusals (``SlackApiError``) are
+    the core's to log.
 
     ``home`` (set by the adapter) shows people's Home tabs: what changes in them, and
     what a person is told about a click made there. ``clock`` (monotonic seconds;
@@ -72,9 +76,14 @@ class SlackMessenger:
     """
 
     def __init__(
-        self, client: AsyncWebClient, *, clock: Callable[[], float] = time.monotonic
+        self,
+        client: AsyncWebClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        pacer: Pacer | None = None,
     ) -> None:
         self.client = client
+        self.pacer = pacer or Pacer()
         self.home: HomeTab | None = None
         # Channels where Slack refused a status (not an assistant thread, no
         # scope): asking again per message would only cost a round trip.
@@ -90,6 +99,11 @@ class SlackMessenger:
         )
         self._direct: LRUCache[str, str] = LRUCache(maxsize=_DIRECT_CHANNEL_CACHE)
 
+    @property
+    def waiting(self) -> int:
+        """Calls waiting now on Slack's limits or a retry (a metric)."""
+        return self.pacer.waiting
+
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         """Post a view (several messages for a long answer); return where the first lives."""
         first: MessageRef | None = None
@@ -102,10 +116,14 @@ class SlackMessenger:
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         """Replace a posted view for everyone (``chat.update``)."""
         first, *rest = render(view, link=await self._link(view))
-        async with _reaching():
-            await self.client.chat_update(
-                channel=ref["channel"], ts=ref["ts"], **first.fields(replacing=True)
+        channel = ref["channel"]
+
+        async def change() -> object:
+            return await self.client.chat_update(
+                channel=channel, ts=ref["ts"], **first.fields(replacing=True)
             )
+
+        await self.pacer.call(channel, f"update:{thread.workspace}", change)
         for message in rest:
             await self._post(thread, message)
 
@@ -177,13 +195,7 @@ class SlackMessenger:
         else:
             raise ValueError("a destination names a channel or a person")
         first, *rest = render(view, link=await self._link(view))
-        async with _reaching():
-            response = await self.client.chat_postMessage(
-                channel=channel,
-                **first.fields(),
-                unfurl_links=False,
-                unfurl_media=False,
-            )
+        response = await self._send(channel, None, first)
         # Slack answers with the channel's id, which clicks there carry.
         posted_in, ts = str(response["channel"]), str(response["ts"])
         thread = thread_key(near.workspace, posted_in, ts)
@@ -296,12 +308,21 @@ class SlackMessenger:
         raise LookupError(f"Slack has no user group @{handle}")
 
     async def _post(self, thread: ThreadKey, message: SlackMessage) -> MessageRef:
-        async with _reaching():
-            response = await self.client.chat_postMessage(
-                channel=thread.channel,
-                thread_ts=thread.root,
+        response = await self._send(thread.channel, thread.root, message)
+        return message_ref(str(response["channel"]), str(response["ts"]))
+
+    async def _send(
+        self, channel: str, thread_ts: str | None, message: SlackMessage
+    ) -> AsyncSlackResponse:
+        """``chat.postMessage``, in the channel's turn and within its limit."""
+
+        async def post() -> AsyncSlackResponse:
+            return await self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
                 **message.fields(),
                 unfurl_links=False,
                 unfurl_media=False,
             )
-        return message_ref(str(response["channel"]), str(response["ts"]))
+
+        return await self.pacer.call(channel, f"post:{channel}", post)

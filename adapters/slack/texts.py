@@ -1,13 +1,25 @@
-"""Every string the Slack adapter shows to people or answers to Slack, in one place."""
+"""Every string the Slack adapter shows to people, tells the agent or answers to Slack, in
+one place."""
 
 from __future__ import annotations
 
-# -- assistant view ---------------------------------------------------------------
+# -- agent messaging and the assistant view ---------------------------------------
 
 LOADING_MESSAGES = ("Checking…", "Thinking…", "Working on it…")
-"""What the assistant view rotates through while the bot works (under its status)."""
+"""What Slack rotates through under the status while the bot works."""
 SUGGESTED_PROMPTS_TITLE = "Try asking"
-"""Above the suggested prompts of a new assistant thread."""
+"""Above the suggested prompts (a new assistant thread's, the top of the agent's direct
+message)."""
+
+# -- what a person is looking at, for the agent (never shown to people) -----------
+
+VIEWING_CHANNEL = "the channel <#{channel}>"
+VIEWING_CANVAS = "the canvas {canvas}"
+VIEWING_LIST = "the list {list}"
+VIEWING_MESSAGE = "a message in <#{channel}> (ts {ts})"
+VIEWING_OTHER = "{kind} {value}"
+"""Something Slack names by a kind the bot does not know yet (``thread ts 1712.5``)."""
+VIEWING_SEPARATOR = "; "
 
 # -- how Slack draws a document's pieces (the words are the core's, ``bot.texts``) ---
 

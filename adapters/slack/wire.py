@@ -43,8 +43,19 @@ Stop button's value of any other shape is none the bot issued."""
 
 HOME_OPENED_EVENT = "app_home_opened"
 """A person opened the bot's App Home (its Home tab, or its Messages tab)."""
+CONTEXT_CHANGED_EVENT = "app_context_changed"
+"""Agent messaging: what a person looks at in Slack changed while the bot's direct
+message was open beside it."""
 ASSISTANT_STARTED_EVENT = "assistant_thread_started"
-"""A person opened the bot's assistant view: a new thread in their direct message."""
+"""A person opened the bot's assistant view (apps still on ``assistant_view``): a new
+thread in their direct message."""
+ASSISTANT_CONTEXT_EVENT = "assistant_thread_context_changed"
+"""The assistant view's ``app_context_changed``: the channel a person looks at changed."""
+MESSAGES_TAB = "messages"
+"""The App Home tab of the bot's direct message (``app_home_opened``'s ``tab``), which
+agent messaging opens a conversation with."""
+HOME_TAB = "home"
+"""The bot's Home tab (``app_home_opened``'s ``tab``): each person's approvals inbox."""
 HOME_CHANNEL = "home"
 """The channel of the place a click in someone's Home tab happened (root ``""``): the
 Home is no conversation, and no Slack channel id is lowercase."""

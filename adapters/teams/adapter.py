@@ -13,6 +13,7 @@ from bot import ChatCore, TaskTracker, ThreadKey
 from .auth import TeamsAuth
 from .convert import PLATFORM
 from .handler import MessagesHandler
+from .limits import Limits
 from .messenger import TeamsMessenger
 from .people import Directory
 from .settings import TeamsSettings
@@ -46,15 +47,22 @@ class TeamsAdapter:
                 "for local testing only)"
             )
         self._bot = bot
-        self.auth = TeamsAuth(settings)
+        self.limits = Limits()
+        """Teams' limits (throttling, bad moments), kept by every call the adapter makes."""
+        self.auth = TeamsAuth(settings, limits=self.limits)
         self.tasks = TaskTracker()
         """Work the adapter does behind a request (a Stop pressed on a streamed answer)."""
         self._cloud = CloudAdapter(self.auth.framework)
         people = Directory()
         self.messenger = TeamsMessenger(
-            self._cloud, bot.chat, self.auth, people=people, stop_pressed=self._stop_pressed
+            self._cloud,
+            bot.chat,
+            self.auth,
+            people=people,
+            stop_pressed=self._stop_pressed,
+            limits=self.limits,
         )
-        logic = TeamsBot(bot, bot.chat, self.auth, people)
+        logic = TeamsBot(bot, bot.chat, self.auth, people, limits=self.limits)
         self._handler = MessagesHandler(self._cloud, self.auth, logic)
 
     def routes(self) -> list[web.RouteDef]:

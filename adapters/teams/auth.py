@@ -14,7 +14,9 @@ fetch itself gets a timeout (``METADATA_HTTP``).
 Outbound, the SDK builds new credentials (a new MSAL app with an empty token
 cache) for every connector, i.e. a blocking token request per message sent.
 ``ReusedCredentials`` keeps them per app id and scope, and ``prefetch_token``
-refreshes the token in a worker thread before a send.
+refreshes the token in a worker thread before a send. The connectors themselves
+come out of the SDK's authentication too: tuned for the adapter's limits
+(``limits.TunedConnectors``).
 """
 
 from __future__ import annotations
@@ -40,14 +42,17 @@ from botframework.connector.auth import (
     AuthenticateRequestResult,
     AuthenticationConstants,
     ChannelValidation,
+    ClaimsIdentity,
+    ConnectorFactory,
     EmulatorValidation,
     ServiceClientCredentialsFactory,
     SkillValidation,
 )
 from botframework.connector.auth import jwt_token_extractor as _sdk_extractor
 
-from bot import is_loopback_url
+from bot import Undeliverable, is_loopback_url
 
+from .limits import Limits, TunedConnectors
 from .settings import TeamsSettings
 
 log = logging.getLogger(__name__)
@@ -109,9 +114,13 @@ class LocalToken:
 
 
 class TeamsAuth:
-    """Authentication for one bot registration (or none, for local testing)."""
+    """Authentication for one bot registration (or none, for local testing).
 
-    def __init__(self, settings: TeamsSettings) -> None:
+    Args:
+        limits: What the connectors the SDK makes keep to (see ``limits``).
+    """
+
+    def __init__(self, settings: TeamsSettings, *, limits: Limits | None = None) -> None:
         self.app_id = settings.microsoft_app_id or ""
         self.enabled = bool(self.app_id)
         configuration = _SdkConfiguration(
@@ -123,8 +132,8 @@ class TeamsAuth:
         self.credentials = ReusedCredentials(
             ConfigurationServiceClientCredentialFactory(configuration)
         )
-        self.framework = ConfigurationBotFrameworkAuthentication(
-            configuration, credentials_factory=self.credentials
+        self.framework = _Framework(
+            configuration, credentials_factory=self.credentials, limits=limits or Limits()
         )
         self.check_timeout = SDK_AUTH_TIMEOUT
         """Seconds a request waits for the SDK's check before it is refused."""
@@ -133,16 +142,20 @@ class TeamsAuth:
             install_metadata_timeout()
 
     async def prefetch_token(self) -> None:
-        """Make sure the bot's outbound token is fresh, fetching it off the event loop.
+        """Make sure the bot's outbound token is fresh, fetching it off the event loop,
+        before anything is sent with it.
 
-        A failure is logged, not raised: the send that follows reports it.
+        Raises:
+            Undeliverable: Entra gave no token (a wrong app password or tenant, Entra
+                out of reach): nothing can be sent.
         """
         if not self.enabled:
             return
         try:
             await self.credentials.prefetch(self.app_id)
-        except Exception as exc:
-            log.warning("could not get a Bot Framework token for app %s: %r", self.app_id, exc)
+        except Exception as exc:  # MSAL and the SDK raise many kinds: each is one line
+            reason = str(exc) or type(exc).__name__
+            raise Undeliverable(f"no Bot Framework token for app {self.app_id}: {reason}") from None
 
     def precheck(self, auth_header: str) -> None:
         """Reject what can be rejected without the network or the request body.
@@ -200,6 +213,34 @@ class TeamsAuth:
     def close(self) -> None:
         """Stop taking checks; a thread still hanging ends with its fetch's timeout."""
         self.checks.close()
+
+
+class _Framework(ConfigurationBotFrameworkAuthentication):  # type: ignore[misc]
+    """The SDK's authentication, whose connectors (for a turn's replies and for every
+    proactive call) are made by ``TunedConnectors``."""
+
+    def __init__(
+        self,
+        configuration: _SdkConfiguration,
+        *,
+        credentials_factory: ServiceClientCredentialsFactory,
+        limits: Limits,
+    ) -> None:
+        super().__init__(configuration, credentials_factory=credentials_factory)
+        self._limits = limits
+
+    async def authenticate_request(
+        self, activity: Activity, auth_header: str
+    ) -> AuthenticateRequestResult:
+        result: AuthenticateRequestResult = await super().authenticate_request(
+            activity, auth_header
+        )
+        if result.connector_factory is not None:
+            result.connector_factory = TunedConnectors(result.connector_factory, self._limits)
+        return result
+
+    def create_connector_factory(self, claims_identity: ClaimsIdentity) -> ConnectorFactory:
+        return TunedConnectors(super().create_connector_factory(claims_identity), self._limits)
 
 
 class CheckPool:

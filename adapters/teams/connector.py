@@ -39,7 +39,8 @@ def addressed(activity: Activity, reference: ConversationReference) -> Activity:
 
 
 class StreamChannel:
-    """Where a streamed answer's requests go: straight to the connector, like posts."""
+    """Where a streamed answer's requests go: straight to the connector, like posts (and
+    under the same limits: ``run`` keeps to them)."""
 
     def __init__(self, run: Run, reference: ConversationReference) -> None:
         self._run = run
@@ -49,15 +50,15 @@ class StreamChannel:
         """``POST`` it; the id Teams answered with (``StreamRefused`` on an error)."""
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> Any:
-            try:
-                response = await connector.conversations.send_to_conversation(
-                    reference.conversation.id, addressed(activity, reference)
-                )
-            except ErrorResponseException as exc:
-                raise refused(exc) from None
+            response = await connector.conversations.send_to_conversation(
+                reference.conversation.id, addressed(activity, reference)
+            )
             return getattr(response, "id", None)
 
-        sent: str | None = await self._run(self._reference, send)
+        try:
+            sent: str | None = await self._run(self._reference, send)
+        except ErrorResponseException as exc:  # what the limits do not wait out
+            raise refused(exc) from None
         return sent
 
     async def replace(self, activity_id: str, activity: Activity) -> None:
@@ -66,14 +67,14 @@ class StreamChannel:
         async def send(connector: ConnectorClient, reference: ConversationReference) -> None:
             updated = addressed(activity, reference)
             updated.id = activity_id
-            try:
-                await connector.conversations.update_activity(
-                    reference.conversation.id, activity_id, updated
-                )
-            except ErrorResponseException as exc:
-                raise refused(exc) from None
+            await connector.conversations.update_activity(
+                reference.conversation.id, activity_id, updated
+            )
 
-        await self._run(self._reference, send)
+        try:
+            await self._run(self._reference, send)
+        except ErrorResponseException as exc:
+            raise refused(exc) from None
 
 
 async def members(

@@ -3,8 +3,10 @@
 Replaces ``CloudAdapter.process``, which answers 500 for every invoke response
 with a body (it serializes an already serialized dict): that is every
 Action.Execute click. Status codes: 400 for a body that is not an activity,
-401 for any authentication failure (never a 5xx), the invoke's own status and
-JSON body for invokes, 200 otherwise.
+401 for any authentication failure (never a 5xx), 200 when what the turn had to
+send cannot go out (no token, the service out of reach: sending the activity
+again would not help), the invoke's own status and JSON body for invokes, 200
+otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import Activity
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from bot import Overloaded, has_lone_surrogate
+from bot import Overloaded, Undeliverable, has_lone_surrogate
 
 from .auth import TeamsAuth, Unauthorized
 from .turns import TeamsBot
@@ -64,6 +66,10 @@ class MessagesHandler:
         except Overloaded:
             log.warning("the bot cannot keep more requests while its store is down: 503")
             return web.Response(status=503, headers={"Retry-After": RETRY_AFTER})
+        except Undeliverable as exc:
+            # Teams sending it again cannot mend a service or a token the bot cannot use.
+            log.warning("a Teams %s activity could not be answered: %s", activity.type, exc)
+            return web.Response(status=200)
         except Exception:
             log.exception("a Teams %s activity failed", activity.type)
             return web.Response(status=500)

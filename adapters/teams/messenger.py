@@ -13,12 +13,16 @@ URL, with the bot and tenant, of the requester's thread: a new post in a channel
 with a person (``members`` with their Entra object id: the bot must be installed
 for them). Its reference is stored like any thread's, so later posts and updates
 there work the same way.
+
+Every call to Teams keeps to its limits (``limits``): waited for when throttled, tried
+again a bounded while, in order within a conversation; one that cannot be made raises
+``Undeliverable``, as does a token Entra will not give.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final
 
@@ -35,7 +39,6 @@ from botbuilder.schema import (
 )
 from botframework.connector.aio import ConnectorClient
 from cachetools import TTLCache
-from msrest.exceptions import ClientRequestError
 
 from bot import (
     AdapterState,
@@ -49,7 +52,6 @@ from bot import (
     Reply,
     Text,
     ThreadKey,
-    Undeliverable,
     View,
     compose,
     plain_text,
@@ -59,8 +61,9 @@ from . import cards, feedback, links, mentions, notices, refresh
 from .auth import TeamsAuth
 from .connector import Send, StreamChannel, addressed, members
 from .convert import CHAT_ROOT, PLATFORM, is_personal, message_ref
+from .limits import Limits
 from .links import MESSAGE_ID, NO_TENANT
-from .people import Directory
+from .people import LOOKUP_TIMEOUT, Directory
 from .streaming import StreamPace, StreamRefused, open_stream, split_text
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ class TeamsMessenger:
     Args:
         stop_pressed: Called at once (not awaited) when the person a streamed answer
             is addressed to presses Teams' Stop on it, while its run still goes on.
+        limits: Teams' limits, shared with everything else the adapter sends.
     """
 
     def __init__(
@@ -99,10 +103,12 @@ class TeamsMessenger:
         people: Directory | None = None,
         pace: StreamPace | None = None,
         stop_pressed: StopPressed = _no_stop,
+        limits: Limits | None = None,
     ) -> None:
         self._cloud = cloud
         self._chat = chat
         self._auth = auth
+        self.limits = limits or Limits()
         self.people = people or Directory()
         self.pace = pace or StreamPace()
         """How often a streamed answer sends (tests make it quick)."""
@@ -111,10 +117,16 @@ class TeamsMessenger:
         """1:1 chats with a streamed answer under way (Teams streams one at a time)."""
         self._no_streaming: TTLCache[str, bool] = TTLCache(maxsize=10_000, ttl=NO_STREAMING_TTL)
 
+    @property
+    def waiting(self) -> int:
+        """Calls to Teams waiting now on a limit or a retry (the core's metrics read it)."""
+        return self.limits.waiting
+
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
         """Post a view in the thread; return its activity id and conversation (an answer
         too long for one Teams message goes in several: the last one's)."""
         reference = await self._reference(thread)
+        await self._auth.prefetch_token()  # before the lookups of who sees what
         if isinstance(view, Reply) and len(parts := split_text(view.text)) > 1:
             for part in parts[:-1]:
                 await self.post(thread, replace(view, text=part, feedback=None, stop=None))
@@ -144,15 +156,16 @@ class TeamsMessenger:
         if not activity_id:
             raise ValueError(f"cannot update a message without its activity id: {ref!r}")
         reference = await self._reference(thread)
+        await self._auth.prefetch_token()
         activity = render(view, await self._audience(reference, view))
+        conversation_id = ref.get("conversation_id") or reference.conversation.id
 
         async def send(connector: ConnectorClient, reference: ConversationReference) -> None:
-            conversation_id = ref.get("conversation_id") or reference.conversation.id
             updated = addressed(activity, reference)
             updated.id = activity_id
             await connector.conversations.update_activity(conversation_id, activity_id, updated)
 
-        await self._send(reference, send)
+        await self._send(reference, send, conversation=conversation_id)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something meant for one person.
@@ -174,7 +187,8 @@ class TeamsMessenger:
             typing = addressed(Activity(type=ActivityTypes.typing), reference)
             await connector.conversations.send_to_conversation(reference.conversation.id, typing)
 
-        await self._continue(thread, send)
+        # One try, queued behind nothing: a typing indicator that comes late says nothing.
+        await self._send(await self._reference(thread), send, ordered=False, budget=0.0)
 
     async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
         """A streamed answer in a Teams 1:1 chat (``streaming``); ``None`` in group chats
@@ -230,6 +244,7 @@ class TeamsMessenger:
             Undeliverable: The service did not answer.
         """
         near_ref = await self._reference(near)
+        await self._auth.prefetch_token()
         if to.channel is not None:
             if not (links.is_channel_id(to.channel) or links.is_chat_id(to.channel)):
                 raise ValueError(f"{to.channel!r} is no Teams channel or chat id")
@@ -269,8 +284,7 @@ class TeamsMessenger:
             tenant_id=tenant,
             activity=activity,
         )
-        created = await self._create(near_ref, parameters, None)
-        conversation_id, activity_id = created
+        conversation_id, activity_id = await self._create(near_ref, parameters, queue=channel)
         # Teams answers ``<channel>;messageid=<post id>`` and the post's id.
         root = conversation_id.partition(MESSAGE_ID)[2] or activity_id or ""
         if not root:
@@ -321,27 +335,16 @@ class TeamsMessenger:
             channel_data=_tenant_data(tenant),
             tenant_id=tenant,
         )
-        sent: list[Any] = []
+        chat, _ = await self._create(near_ref, parameters, queue=f"1:1 with {user_id}")
+        account = ConversationAccount(id=chat, conversation_type="personal", tenant_id=tenant)
+        reference = _reference(
+            near_ref, account, user=ChannelAccount(id=user_id, aad_object_id=user_id)
+        )
 
-        async def send(context: TurnContext) -> None:
-            connector: ConnectorClient = context.turn_state[BotAdapter.BOT_CONNECTOR_CLIENT_KEY]
-            conversation_id = context.activity.conversation.id
-            account = ConversationAccount(
-                id=conversation_id, conversation_type="personal", tenant_id=tenant
-            )
-            to = _reference(
-                near_ref, account, user=ChannelAccount(id=user_id, aad_object_id=user_id)
-            )
-            response = await connector.conversations.send_to_conversation(
-                conversation_id, addressed(activity, to)
-            )
-            sent.append((to, response))
+        async def send(connector: ConnectorClient, to: ConversationReference) -> Any:
+            return await connector.conversations.send_to_conversation(chat, addressed(activity, to))
 
-        await self._create(near_ref, parameters, send)
-        if not sent:
-            raise ValueError(f"Teams created no 1:1 chat with {user_id!r}")
-        reference, response = sent[0]
-        chat = reference.conversation.id
+        response = await self._send(reference, send)
         thread = ThreadKey(
             platform=PLATFORM, workspace=near.workspace, channel=chat, root=CHAT_ROOT
         )
@@ -349,22 +352,18 @@ class TeamsMessenger:
         return Posted(thread=thread, ref=message_ref(getattr(response, "id", None), chat))
 
     async def _create(
-        self,
-        near_ref: ConversationReference,
-        parameters: ConversationParameters,
-        then: Callable[[TurnContext], Awaitable[None]] | None,
+        self, near_ref: ConversationReference, parameters: ConversationParameters, *, queue: str
     ) -> tuple[str, str | None]:
         """``POST /v3/conversations`` on ``near_ref``'s service; the new conversation's id
-        and its first activity's id (``then`` runs with the connector meanwhile)."""
+        and its first activity's id. ``queue``: what the new conversation is for (a
+        channel's new posts go out in order)."""
         await self._auth.prefetch_token()
         created: list[tuple[str, str | None]] = []
 
         async def callback(context: TurnContext) -> None:
             created.append((context.activity.conversation.id, context.activity.id))
-            if then is not None:
-                await then(context)
 
-        try:
+        async def attempt() -> None:
             await self._cloud.create_conversation(
                 self._auth.app_id,
                 callback,
@@ -373,11 +372,11 @@ class TeamsMessenger:
                 near_ref.service_url,
                 None,
             )
-        except (ClientRequestError, OSError) as exc:
-            raise Undeliverable(f"{near_ref.service_url} is unreachable: {exc}") from None
+
+        await self.limits.call(queue, attempt, service_url=near_ref.service_url)
         if not created:
             raise ValueError("Teams created no conversation")
-        return created[0]
+        return created[-1]
 
     async def _keep(self, thread: ThreadKey, reference: ConversationReference) -> None:
         """Remember how to post in a conversation the bot started. The view is out already,
@@ -393,9 +392,6 @@ class TeamsMessenger:
             raise MissingReference(f"no conversation reference stored for {thread.id}")
         reference: ConversationReference = ConversationReference().deserialize(stored)
         return reference
-
-    async def _continue(self, thread: ThreadKey, send: Send) -> Any:
-        return await self._send(await self._reference(thread), send)
 
     async def _audience(
         self, reference: ConversationReference, view: View
@@ -416,27 +412,50 @@ class TeamsMessenger:
             async def lookup(connector: ConnectorClient, _: ConversationReference) -> Any:
                 return await members(connector, conversation, missing)
 
-            found: dict[str, str | None] = await self._send(reference, lookup)
+            # Never behind posts, nor waiting longer than the lookup may take.
+            found: dict[str, str | None] = await self._send(
+                reference, lookup, conversation=conversation, ordered=False, budget=LOOKUP_TIMEOUT
+            )
             return found
 
         found = await self.people.find(users, conversation=conversation, fetch=fetch)
         return refresh.among(view, found.ids, unknown=found.unknown)
 
-    async def _send(self, reference: ConversationReference, send: Send) -> Any:
+    async def _send(
+        self,
+        reference: ConversationReference,
+        send: Send,
+        *,
+        conversation: str | None = None,
+        ordered: bool = True,
+        budget: float | None = None,
+    ) -> Any:
+        """``send`` with a connector to ``reference``'s service, under Teams' limits for
+        ``conversation`` (the reference's own unless given; see ``Limits.call``).
+
+        Raises:
+            Undeliverable: No token, the service cannot be reached, or Teams did not
+                take the call within its budget.
+        """
         await self._auth.prefetch_token()
+        return await self.limits.call(
+            conversation or reference.conversation.id,
+            lambda: self._connected(reference, send),
+            ordered=ordered,
+            budget=budget,
+            service_url=reference.service_url or "Teams",
+        )
+
+    async def _connected(self, reference: ConversationReference, send: Send) -> Any:
+        """One try: ``send`` with the connector of a proactive turn in ``reference``'s
+        conversation."""
         result: list[Any] = []
 
         async def callback(context: TurnContext) -> None:
             connector: ConnectorClient = context.turn_state[BotAdapter.BOT_CONNECTOR_CLIENT_KEY]
             result.append(await send(connector, reference))
 
-        try:
-            await self._cloud.continue_conversation(
-                reference, callback, bot_app_id=self._auth.app_id
-            )
-        except (ClientRequestError, OSError) as exc:
-            # The serviceUrl did not answer (closed port, no such host, a network cut).
-            raise Undeliverable(f"{reference.service_url} is unreachable: {exc}") from None
+        await self._cloud.continue_conversation(reference, callback, bot_app_id=self._auth.app_id)
         return result[0] if result else None
 
 

@@ -18,8 +18,9 @@ two minutes (``STREAM_TIME_LIMIT``); a message within Teams' size limit (a longe
 answer ends the streamed message at the limit and goes on in plain messages);
 one stream per chat at a time (the messenger starts no second one).
 
-When Teams refuses on the way (429: the next update waits longer; anything else:
-the stream is given up, the text keeps being collected), ``finish`` shows the
+Throttling (429) and Teams' bad moments are waited out where every call to Teams
+is (``limits``, through the channel). When Teams refuses on the way all the same
+(the stream is given up, the text keeps being collected), ``finish`` shows the
 whole text anyway: in the streamed message replaced in place (``PUT``, as a plain
 message) when some text was streamed, else (or when Teams keeps the message as it
 is) in plain messages below it; only when those fail too does it raise
@@ -83,11 +84,6 @@ class StreamRefused(Exception):
         self.status = status
         self.code = code
         self.message = message
-
-    @property
-    def throttled(self) -> bool:
-        """Too many requests: the next one may pass after a while."""
-        return self.status == 429
 
     @property
     def stopped_by_user(self) -> bool:
@@ -306,9 +302,6 @@ class TeamsStream:
         try:
             await self._request(kind, text)
         except StreamRefused as exc:
-            if exc.throttled:
-                self._answered = self._clock() + self._pace.every  # back off
-                return
             if exc.stopped_by_user:
                 self._stop_pressed(exc, run_over=False)
                 return
@@ -348,20 +341,13 @@ class TeamsStream:
             self._answered = self._clock()
 
     async def _final(self, text: str, *, last: bool) -> None:
-        """The final request (throttled once: tried again a little later); ``last``: the
-        answer ends with it."""
-        for attempt in (1, 2):
-            await self._sleep_until(self._answered + self._pace.gap, wake=False)
-            info = StreamInfo(stream_type="final", stream_id=self._stream_id)
-            try:
-                await self._channel.send(self._shown(text, last=last, entities=[info]))
-                break
-            except StreamRefused as exc:
-                if not exc.throttled or attempt == 2:
-                    raise
-                self._answered = self._clock() + self._pace.every
-            finally:
-                self._answered = max(self._answered, self._clock())
+        """The final request; ``last``: the answer ends with it."""
+        await self._sleep_until(self._answered + self._pace.gap, wake=False)
+        info = StreamInfo(stream_type="final", stream_id=self._stream_id)
+        try:
+            await self._channel.send(self._shown(text, last=last, entities=[info]))
+        finally:
+            self._answered = self._clock()
         if last:
             await self._kept(self._stream_id)  # a streamed message keeps the stream's id
 

@@ -2,7 +2,9 @@
 
 Runs inside the SDK's turn, which holds the HTTP request open, so every branch
 returns fast: the core does agent work in the background and answers later
-through the messenger.
+through the messenger. A reply the turn makes itself waits on Teams' limits only
+a few seconds (``RetryPolicy.reply_budget``); when it cannot go out, one line says
+so and what the activity did stands.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from botbuilder.core import InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Attachment
+from msrest.exceptions import HttpOperationError
 
 from bot import (
     AdapterState,
@@ -27,6 +30,7 @@ from bot import (
     Prompt,
     Text,
     ThreadKey,
+    Undeliverable,
     approvals_command,
     compose,
     inbox_note,
@@ -34,6 +38,7 @@ from bot import (
 
 from . import blocks, cards, convert, feedback, inbox, refresh, texts
 from .auth import TeamsAuth
+from .limits import Limits
 from .people import Directory
 
 log = logging.getLogger(__name__)
@@ -47,12 +52,19 @@ class TeamsBot:
     """The bot logic handed to ``CloudAdapter.process_activity``."""
 
     def __init__(
-        self, bot: ChatCore, chat: AdapterState, auth: TeamsAuth, people: Directory | None = None
+        self,
+        bot: ChatCore,
+        chat: AdapterState,
+        auth: TeamsAuth,
+        people: Directory | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> None:
         self._bot = bot
         self._chat = chat
         self._auth = auth
         self._people = people or Directory()
+        self._limits = limits or Limits()
 
     async def on_turn(self, context: TurnContext) -> None:
         """Handle one activity; invokes leave their answer on the turn."""
@@ -207,9 +219,8 @@ class TeamsBot:
             log.exception("the approvals command failed")
             await self._reply(context, texts.ACTION_FAILED)
             return
-        await self._auth.prefetch_token()
-        await context.send_activity(
-            _card_activity(inbox.inbox_card(shown), summary=inbox.summary(shown))
+        await self._reply(
+            context, _card_activity(inbox.inbox_card(shown), summary=inbox.summary(shown))
         )
 
     async def _inbox_answer(self, click: Click, result: ClickResult) -> dict[str, Any]:
@@ -269,9 +280,23 @@ class TeamsBot:
             # The list itself stays as it was: say how the click went under it.
             await self._reply(context, blocks.markdown(inbox_note(result.card), card=False))
 
-    async def _reply(self, context: TurnContext, text: str) -> None:
-        await self._auth.prefetch_token()
-        await context.send_activity(text)
+    async def _reply(self, context: TurnContext, activity: Activity | str) -> None:
+        """Answer in the activity's conversation from inside the turn, within the
+        policy's ``reply_budget``; when it cannot go out, one line says why (no token,
+        no service, throttled, refused) and the turn goes on."""
+        conversation = context.activity.conversation.id
+        try:
+            await self._auth.prefetch_token()
+            await self._limits.call(
+                conversation,
+                lambda: context.send_activity(activity),
+                budget=self._limits.policy.reply_budget,
+                service_url=context.activity.service_url or "Teams",
+            )
+        except (Undeliverable, HttpOperationError) as exc:
+            log.warning(
+                "could not answer a Teams %s in %s: %s", context.activity.type, conversation, exc
+            )
 
     async def _click(self, click: Click) -> ClickResult:
         try:

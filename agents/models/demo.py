@@ -185,6 +185,9 @@ DEMO_NOT_UNDERSTOOD = (
 """The answer to a request the demo model does not know, once the conversation has the list."""
 
 _HELP = re.compile(r"^\s*(?:help|\?|what can you do\??)\s*$", re.IGNORECASE)
+_NOTES = re.compile(r"\A\s*(?:\[[^\n]*\]\s*\n)+")
+"""Bracketed lines before a request (what the person is looking at, which a chat layer
+puts first): context for a model that reads it, not part of the request."""
 
 
 class DemoModel:
@@ -223,7 +226,7 @@ def _respond(messages: list[Message], tools: Sequence[ToolSpec]) -> tuple[str, l
     last = messages[-1] if messages else Message.user("")
     if last.role == "user" and last.tool_results:
         return _answer(messages, last.tool_results), []
-    text = last.text.strip()
+    text = _NOTES.sub("", last.text).strip()
     if not text or _HELP.match(text):
         return DEMO_HELP, []
     for intent in _INTENTS:

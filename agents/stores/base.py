@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -29,6 +30,23 @@ class StoreConflict(Exception):
 
 class LockTimeout(Exception):
     """A named lock could not be acquired in time."""
+
+
+PRUNE_BATCH = 100
+"""Root runs one ``Store.prune`` call removes at most: short writes, repeated until done."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    """What one ``Store.prune`` removed (the chat layer forgets its own records of them).
+
+    Attributes:
+        run_ids: Every run removed: the finished root runs and their sub-agent runs.
+        thread_ids: The threads left with no run at all, whose history went with them.
+    """
+
+    run_ids: tuple[str, ...] = ()
+    thread_ids: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -118,6 +136,17 @@ class Store(Protocol):
         self, *, run_id: str | None = None, thread_id: str | None = None
     ) -> list[AuditEntry]:
         """Audit entries of a run or a thread, oldest first."""
+        ...
+
+    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """Remove up to ``limit`` finished root runs last changed before ``before``, oldest
+        first, with their sub-agent runs; then the history of each of their threads
+        left with no run at all (a thread's conversation is kept while it is active).
+
+        A run that waits for a person or works (``RunIndex.live``) is never removed,
+        however old. Deletes are idempotent: processes may prune at once. The audit
+        log is kept. Returns what was removed (empty: nothing is due).
+        """
         ...
 
     async def ping(self) -> bool:

@@ -16,7 +16,7 @@ from ..snapshot import (
     next_revision,
     run_index,
 )
-from .base import LockTimeout, StoreConflict, check_audit
+from .base import PRUNE_BATCH, LockTimeout, Pruned, StoreConflict, check_audit
 
 
 class MemoryStore:
@@ -36,6 +36,10 @@ class MemoryStore:
         self._audit: list[AuditEntry] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._alive: dict[str, datetime] = {}
+        self._changed: dict[str, datetime] = {}
+        """Each root run's last change (``updated_at``)."""
+        self._children: dict[str, set[str]] = {}
+        """Each root run's sub-agent runs."""
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         data = self._saved.get(run_id)
@@ -58,6 +62,10 @@ class MemoryStore:
         _reindex(self._paused, run_id, old if was_paused else None, index.paused, index)
         _reindex(self._live, run_id, old if was_live else None, index.live, index)
         self._audit.extend(audit)
+        if saved.is_root:
+            self._changed[run_id] = saved.updated_at
+        else:
+            self._children.setdefault(saved.root_run_id, set()).add(run_id)
         if not saved.in_flight:
             self._alive.pop(run_id, None)
         return load_snapshot(data)
@@ -127,6 +135,30 @@ class MemoryStore:
             if (run_id is None or e.run_id == run_id)
             and (thread_id is None or e.thread_id == thread_id)
         ]
+
+    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        due = sorted(
+            (changed, run_id)
+            for run_id, changed in self._changed.items()
+            if changed < before and not self._index[run_id].live
+        )[:limit]
+        removed: list[str] = []
+        threads: set[str] = set()
+        for _, root in due:
+            if (thread_id := self._index[root].thread_id) is not None:
+                threads.add(thread_id)
+            del self._changed[root]
+            for run_id in (*sorted(self._children.pop(root, set())), root):
+                self._saved.pop(run_id, None)
+                self._revisions.pop(run_id, None)
+                self._index.pop(run_id, None)
+                self._alive.pop(run_id, None)
+                removed.append(run_id)
+        kept = {ix.thread_id for run_id, ix in self._index.items() if run_id in self._changed}
+        gone = sorted(threads - kept)
+        for thread_id in gone:
+            self._history.pop(thread_id, None)
+        return Pruned(run_ids=tuple(removed), thread_ids=tuple(gone))
 
     async def ping(self) -> bool:
         return True

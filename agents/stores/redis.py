@@ -35,18 +35,21 @@ from ..snapshot import (
 )
 from . import redis_keys as k
 from ._lease import hold_lease
-from .base import StoreConflict, check_audit
+from .base import PRUNE_BATCH, Pruned, StoreConflict, check_audit
 from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
-# KEYS: run hash, expiring index, in-flight index[, paused index and live index of
-# the thread], then the audit lists the entries go to (from KEYS[ARGV[11]] on).
+# KEYS: run hash, expiring index, in-flight index, done index[, paused index, live
+# index and runs index of the thread], then the audit lists the entries go to (from
+# KEYS[ARGV[11]] on).
 # ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # what the paused index's name has before and after the thread id (to drop the
 # run from a thread it no longer belongs to; the same shard group on a cluster),
 # the index of the first audit list in KEYS, '1' if a live root run (paused or in
-# flight), what the live index's name has before and after the thread id, then the
-# audit entries' JSON.
+# flight), what the live index's name has before and after the thread id, the
+# last-change score if a finished root run or '', the last-change score if a root
+# run or '', what the runs index's name has before and after the thread id, then
+# the audit entries' JSON.
 # Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
 _SAVE_RUN_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], '$REV')
@@ -61,19 +64,21 @@ redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT'
 if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
   redis.call('ZREM', ARGV[9] .. old_thread .. ARGV[10], run_id)
   redis.call('ZREM', ARGV[13] .. old_thread .. ARGV[14], run_id)
+  redis.call('ZREM', ARGV[17] .. old_thread .. ARGV[18], run_id)
 end
 local lists = tonumber(ARGV[11])
-if lists == 6 then
+if lists == 8 then
   if ARGV[5] == '1' then
-    redis.call('ZADD', KEYS[4], ARGV[6], run_id)
-  else
-    redis.call('ZREM', KEYS[4], run_id)
-  end
-  if ARGV[12] == '1' then
     redis.call('ZADD', KEYS[5], ARGV[6], run_id)
   else
     redis.call('ZREM', KEYS[5], run_id)
   end
+  if ARGV[12] == '1' then
+    redis.call('ZADD', KEYS[6], ARGV[6], run_id)
+  else
+    redis.call('ZREM', KEYS[6], run_id)
+  end
+  if ARGV[16] ~= '' then redis.call('ZADD', KEYS[7], ARGV[16], run_id) end
 end
 if ARGV[5] == '1' and ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[7], run_id)
@@ -85,7 +90,12 @@ if ARGV[8] == '1' then
 else
   redis.call('ZREM', KEYS[3], run_id)
 end
-for i = 15, #ARGV do
+if ARGV[15] ~= '' then
+  redis.call('ZADD', KEYS[4], ARGV[15], run_id)
+else
+  redis.call('ZREM', KEYS[4], run_id)
+end
+for i = 19, #ARGV do
   for j = lists, #KEYS do redis.call('RPUSH', KEYS[j], ARGV[i]) end
 end
 return {1, current}
@@ -95,6 +105,18 @@ _SAVE_RUN = (
     .replace("$THREAD", k.RUN_THREAD_FIELD)
     .replace("$SNAPSHOT", k.RUN_SNAPSHOT_FIELD)
 )
+
+# KEYS: a root run's hash, the done index[, the runs index of its thread]. ARGV: the
+# run id, the cut-off score. Removes the run if it is still finished and last changed
+# before the cut-off (a save since moved it out of the done index); 1 if removed.
+_PRUNE_ROOT = """
+local changed = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not changed or tonumber(changed) >= tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if #KEYS > 2 then redis.call('ZREM', KEYS[3], ARGV[1]) end
+return 1
+"""
 
 # KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
 # so a holder whose lease ran out cannot free the next holder's lock.
@@ -138,6 +160,7 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE_LOCK)
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
+        self._prune_root = self._redis.register_script(_PRUNE_ROOT)
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         """The snapshot of a run, or ``None``."""
@@ -155,10 +178,17 @@ class RedisStore:
         index = run_index(saved)
         paused, expiry, in_flight = index.paused, index.expires_at, index.in_flight
         shard = self.keys.shard(run_id)
-        keys = [self.keys.run(run_id), self.keys.expiring(shard), self.keys.in_flight(shard)]
+        keys = [
+            self.keys.run(run_id),
+            self.keys.expiring(shard),
+            self.keys.in_flight(shard),
+            self.keys.done(shard),
+        ]
         if saved.thread_id is not None:
             keys.append(self.keys.paused(saved.thread_id, shard))
             keys.append(self.keys.live(saved.thread_id, shard))
+            keys.append(self.keys.thread_runs(saved.thread_id, shard))
+        changed = repr(saved.updated_at.timestamp())
         args: list[str | int] = [
             snapshot.revision,
             data,
@@ -172,10 +202,16 @@ class RedisStore:
             len(keys) + 1,
             "1" if index.live else "0",
             *self.keys.live_affixes(shard),
+            changed if saved.is_root and not index.live else "",
+            changed if saved.is_root else "",
+            *self.keys.thread_runs_affixes(shard),
             *(entry.model_dump_json() for entry in audit),
         ]
         if audit:
             keys += self._audit_keys(run_id, saved.thread_id, shard)
+        if not saved.is_root and snapshot.revision == 0:
+            # Before the child exists: a tree pruned later finds every child it has.
+            await self._redis.sadd(self.keys.children(saved.root_run_id, shard), run_id)
         done, actual = await self._save(keys=keys, args=args)
         if not done:
             raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
@@ -293,6 +329,60 @@ class RedisStore:
         if run_id is not None and thread_id is not None:
             entries = [e for e in entries if e.thread_id == thread_id]
         return entries
+
+    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """The oldest due roots from the done index (of every group), each removed after
+        its children (a crash in between leaves the root to prune again, never an
+        orphan); then the history of their threads with no root run left."""
+        cutoff = before.timestamp()
+        upper = f"({cutoff!r}"
+        due = (
+            await self._merged(
+                lambda shard: self._redis.zrangebyscore(
+                    self.keys.done(shard), "-inf", upper, start=0, num=limit, withscores=True
+                )
+            )
+        )[:limit]
+        removed: list[str] = []
+        threads: set[str] = set()
+        for root in due:
+            thread_id = cast(
+                str | None, await self._redis.hget(self.keys.run(root), k.RUN_THREAD_FIELD)
+            )
+            children = await self._remove_children(root)
+            shard = self.keys.shard(root)
+            keys = [self.keys.run(root), self.keys.done(shard)]
+            if thread_id:
+                keys.append(self.keys.thread_runs(thread_id, shard))
+                threads.add(thread_id)
+            if await self._prune_root(keys=keys, args=[root, repr(cutoff)]):
+                await self._redis.delete(self.keys.alive(root))
+                removed += [*children, root]
+        gone = [t for t in sorted(threads) if await self._left_alone(t)]
+        for thread_id in gone:
+            await self._redis.delete(self.keys.history(thread_id))
+        return Pruned(run_ids=tuple(removed), thread_ids=tuple(gone))
+
+    async def _remove_children(self, root: str) -> list[str]:
+        """Delete a root run's sub-agent runs (group by group on a cluster)."""
+        removed: list[str] = []
+        for shard in self.keys.groups:
+            index = self.keys.children(root, shard)
+            children = sorted(_strings(await self._redis.smembers(index)))
+            # One key at a time: a cluster refuses a multi-key command across slots.
+            for child in children:
+                await self._redis.delete(self.keys.run(child))
+            await self._redis.delete(index)
+            removed += children
+        return removed
+
+    async def _left_alone(self, thread_id: str) -> bool:
+        """Whether a thread has no root run left (nor one indexed only as waiting or
+        working, as runs saved before the runs index are)."""
+        counts = await asyncio.gather(
+            *(self._redis.zcard(self.keys.thread_runs(thread_id, g)) for g in self.keys.groups)
+        )
+        return not any(counts) and not await self.thread_runs(thread_id)
 
     async def ping(self) -> bool:
         """Whether the server answers ``PING``."""

@@ -45,8 +45,18 @@ EXPIRING = "expiring"
 # by creation time: what a restarted replica must recover. Sorted for a stable order.
 IN_FLIGHT = "in-flight"
 
+# Finished root runs (neither waiting nor working), scored by their last change: what
+# the retention prune reads, oldest first, without a scan. One set (per group).
+DONE = "done"
+# Sorted set per thread of all its root runs, scored by their last change, so a
+# prune knows when a thread has no run left (its history then goes too).
+THREAD_RUNS = "thread-runs"
+# Set per root run of its sub-agent runs (of one group on a cluster: a child's
+# group), written before a child's first save, so a pruned tree leaves no child.
+CHILDREN = "children"
+
 # List per thread of JSON messages, trimmed to the caller's window on append.
-# No TTL: thread memory lasts as long as the other stores keep it.
+# No TTL: it is removed with the thread's last run (``prune``), however long that lives.
 HISTORY = "history"
 # Append-only audit lists: per run, per thread, and one for the whole
 # deployment. Never expire and never trimmed: they are the record of decisions.
@@ -157,6 +167,23 @@ class RedisKeys(ShardedKeys):
         """What ``live`` puts before and after the thread id (the Lua script needs it)."""
         before, _, after = self.live("\0", shard).partition("\0")
         return before, after
+
+    def thread_runs(self, thread_id: str, shard: int = 0) -> str:
+        """The index of all a thread's root runs (of one group on a cluster)."""
+        return self._own(THREAD_RUNS, thread_id, shard)
+
+    def thread_runs_affixes(self, shard: int) -> tuple[str, str]:
+        """What ``thread_runs`` puts before and after the thread id (for the Lua script)."""
+        before, _, after = self.thread_runs("\0", shard).partition("\0")
+        return before, after
+
+    def children(self, root_run_id: str, shard: int = 0) -> str:
+        """The sub-agent runs of a root run (those in one group on a cluster)."""
+        return self._own(CHILDREN, root_run_id, shard)
+
+    def done(self, shard: int = 0) -> str:
+        """The index of finished root runs by their last change."""
+        return self._index(DONE, shard)
 
     def expiring(self, shard: int = 0) -> str:
         """The index of paused root runs by earliest expiry."""

@@ -24,20 +24,28 @@ from ..snapshot import (
     run_index,
 )
 from ._lease import hold_lease
-from .base import StoreConflict, check_audit
+from .base import PRUNE_BATCH, Pruned, StoreConflict, check_audit
 from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
 3: ``runs.alive_until``, the heartbeat of the process driving a run.
-4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``)."""
+4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``).
+5: ``runs.updated_at`` and ``runs.root_run_id``, so finished runs are pruned (``prune``)."""
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
 _LIVE = "(paused = 1 OR in_flight = 1)"
 """A root run that waits or works; queries repeat it exactly, so SQLite uses the index."""
 _LIVE_INDEX = f"CREATE INDEX runs_live_by_thread ON runs (thread_id, created_at) WHERE {_LIVE}"
+_DONE = "(is_root = 1 AND paused = 0 AND in_flight = 0)"
+"""A finished root run (neither waits nor works): what ``prune`` may remove, once old."""
+_PRUNE_INDEXES = (
+    f"CREATE INDEX runs_done_by_change ON runs (updated_at) WHERE {_DONE}",
+    "CREATE INDEX runs_by_root ON runs (root_run_id)",
+    "CREATE INDEX runs_roots_by_thread ON runs (thread_id) WHERE is_root = 1",
+)
 _RUN_INDEXES = (
     "CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at) WHERE paused = 1",
     "CREATE INDEX runs_paused_by_expiry ON runs (next_expiry) WHERE paused = 1",
@@ -55,10 +63,13 @@ _SCHEMA = (
         in_flight INTEGER NOT NULL,
         created_at REAL NOT NULL,
         snapshot TEXT NOT NULL,
-        alive_until REAL
+        alive_until REAL,
+        updated_at REAL,
+        root_run_id TEXT
     )""",
     *_RUN_INDEXES,
     _LIVE_INDEX,
+    *_PRUNE_INDEXES,
     """CREATE TABLE history (
         seq INTEGER PRIMARY KEY,
         thread_id TEXT NOT NULL,
@@ -95,23 +106,39 @@ _FROM_VERSION_1 = (
 # Version 3 keeps heartbeats beside the snapshot, so a beat never touches it.
 _FROM_VERSION_2 = ("ALTER TABLE runs ADD COLUMN alive_until REAL",)
 # Version 4 finds a thread's live runs through an index of their own.
-_FROM_VERSION_3 = (_LIVE_INDEX, f"PRAGMA user_version = {SCHEMA_VERSION}")
+_FROM_VERSION_3 = (_LIVE_INDEX,)
+# Version 5 keeps each run's last change and root beside it, so old finished trees
+# are found and removed through indexes; older rows take them from their snapshot.
+_FROM_VERSION_4 = (
+    "ALTER TABLE runs ADD COLUMN updated_at REAL",
+    "ALTER TABLE runs ADD COLUMN root_run_id TEXT",
+    """UPDATE runs SET
+        updated_at = (julianday(json_extract(snapshot, '$.updated_at')) - 2440587.5) * 86400.0,
+        root_run_id = coalesce(json_extract(snapshot, '$.root_run_id'), run_id)""",
+    *_PRUNE_INDEXES,
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
 
 _RUN_COLUMNS = (
     "run_id, revision, thread_id, status, is_root, paused, next_expiry, in_flight, created_at,"
-    " snapshot"
+    " snapshot, updated_at, root_run_id"
 )
 _INSERT_RUN = f"""INSERT INTO runs ({_RUN_COLUMNS})
     VALUES (:run_id, :revision, :thread_id, :status, :is_root, :paused, :next_expiry,
-            :in_flight, :created_at, :snapshot)
+            :in_flight, :created_at, :snapshot, :updated_at, :root_run_id)
     ON CONFLICT (run_id) DO NOTHING"""
 _UPDATE_RUN = """UPDATE runs SET revision = :revision, thread_id = :thread_id,
         status = :status, is_root = :is_root, paused = :paused, next_expiry = :next_expiry,
-        in_flight = :in_flight, created_at = :created_at, snapshot = :snapshot
+        in_flight = :in_flight, created_at = :created_at, snapshot = :snapshot,
+        updated_at = :updated_at, root_run_id = :root_run_id
     WHERE run_id = :run_id AND revision = :expected"""
 _TAKE_LOCK = """INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?)
     ON CONFLICT (name) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
     WHERE locks.expires_at <= ?"""
+# Queries repeat ``_DONE`` exactly, so SQLite uses its partial index.
+_DUE_ROOTS = f"""SELECT run_id, thread_id FROM runs WHERE {_DONE} AND updated_at < ?
+    ORDER BY updated_at, rowid LIMIT ?"""
+_LEFT_ALONE = "SELECT 1 FROM runs WHERE thread_id = ? AND is_root = 1 LIMIT 1"
 _TRIM_HISTORY = """DELETE FROM history WHERE thread_id = ? AND seq <= (
     SELECT seq FROM history WHERE thread_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)"""
 
@@ -265,6 +292,30 @@ class SQLiteStore:
         )
         return [AUDIT_ADAPTER.validate_json(row[0]) for row in rows]
 
+    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """One write transaction: the oldest due roots, their trees, then the history
+        of each of their threads with no root run left; see ``Store.prune``."""
+
+        async def work(db: aiosqlite.Connection) -> Pruned:
+            due = list(await db.execute_fetchall(_DUE_ROOTS, (before.timestamp(), limit)))
+            if not due:
+                return Pruned()
+            roots = [str(row[0]) for row in due]
+            marks = ",".join("?" * len(roots))
+            removed = await db.execute_fetchall(
+                f"DELETE FROM runs WHERE root_run_id IN ({marks}) RETURNING run_id", roots
+            )
+            gone: list[str] = []
+            for thread_id in sorted({str(row[1]) for row in due if row[1] is not None}):
+                if not list(await db.execute_fetchall(_LEFT_ALONE, (thread_id,))):
+                    await changes(db, "DELETE FROM history WHERE thread_id = ?", (thread_id,))
+                    gone.append(thread_id)
+            return Pruned(
+                run_ids=tuple(sorted(str(row[0]) for row in removed)), thread_ids=tuple(gone)
+            )
+
+        return await self._run(work, transaction=True)
+
     async def ping(self) -> bool:
         """Whether the database file opens and answers a query."""
         return await self._file.ping()
@@ -278,9 +329,10 @@ class SQLiteStore:
         version = int(rows[0][0])
         steps = {
             0: _SCHEMA,
-            1: (*_FROM_VERSION_1, *_FROM_VERSION_2, *_FROM_VERSION_3),
-            2: (*_FROM_VERSION_2, *_FROM_VERSION_3),
-            3: _FROM_VERSION_3,
+            1: (*_FROM_VERSION_1, *_FROM_VERSION_2, *_FROM_VERSION_3, *_FROM_VERSION_4),
+            2: (*_FROM_VERSION_2, *_FROM_VERSION_3, *_FROM_VERSION_4),
+            3: (*_FROM_VERSION_3, *_FROM_VERSION_4),
+            4: _FROM_VERSION_4,
         }.get(version, ())
         for statement in steps:
             await db.execute(statement)
@@ -311,4 +363,6 @@ def _run_params(saved: RunSnapshot, data: str, *, expected: int) -> dict[str, An
         "in_flight": int(index.in_flight),
         "created_at": saved.created_at.timestamp(),
         "snapshot": data,
+        "updated_at": saved.updated_at.timestamp(),
+        "root_run_id": saved.root_run_id,
     }

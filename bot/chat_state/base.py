@@ -253,6 +253,17 @@ class TimerState(Protocol):
         ...
 
 
+class RetentionState(Protocol):
+    """Forgetting what the chat layer kept about runs and threads the runtime removed."""
+
+    async def forget(self, run_ids: Sequence[str], thread_ids: Sequence[str]) -> None:
+        """Remove the records of runs and threads the runtime pruned (``Agent.prune``):
+        the runs' card places, votes and waiting-index entries, and the threads'
+        follow marks, conversation references and standing approvals. Idempotent:
+        processes may forget the same runs at once."""
+        ...
+
+
 class IntakeState(Protocol):
     """The durable intake queue: deliveries written before the ack, worked off once."""
 
@@ -298,7 +309,16 @@ class IntakeState(Protocol):
 
 
 @runtime_checkable
-class ChatState(ThreadState, CardState, GrantState, NoteState, TimerState, IntakeState, Protocol):
+class ChatState(
+    ThreadState,
+    CardState,
+    GrantState,
+    NoteState,
+    TimerState,
+    IntakeState,
+    RetentionState,
+    Protocol,
+):
     """What the chat layer keeps, shared by every process of one deployment: one port
     per concern, and each part of the bot is given only the ports it uses."""
 
@@ -317,5 +337,6 @@ class InboxState(CardState, GrantState, NoteState, Protocol):
     gave, and their kept decisions."""
 
 
-class ShownState(CardState, TimerState, Protocol):
-    """What showing cards needs: where each card is, its lock and index, its timers."""
+class ShownState(CardState, TimerState, RetentionState, Protocol):
+    """What showing cards needs: where each card is, its lock and index, its timers, and
+    forgetting them once their runs are pruned."""

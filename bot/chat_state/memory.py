@@ -150,6 +150,8 @@ class MemoryChatState:
         if note is not None and note.only_if_followed and note.thread_id not in self._followed:
             return None
         now = time.monotonic()
+        if len(self._seen) > _NOTES_PRUNED_AT:  # lapsed claims go now and then, as notes do
+            self._seen = {k: until for k, until in self._seen.items() if until > now}
         if any(self._seen.get(key, 0.0) > now for key in keys):
             return None
         self._seen.update(dict.fromkeys(keys, now + ttl))
@@ -185,6 +187,20 @@ class MemoryChatState:
 
     async def done(self, entry_id: str) -> None:
         self._inbox.pop(entry_id, None)
+
+    async def forget(self, run_ids: Sequence[str], thread_ids: Sequence[str]) -> None:
+        runs, threads = set(run_ids), set(thread_ids)
+        for pair in [pair for pair in self._cards if pair[0] in runs]:
+            del self._cards[pair]
+        for pair in [pair for pair in self._votes if pair[0] in runs]:
+            del self._votes[pair]
+        for waiting in self._waiting.values():
+            waiting -= runs
+        self._waiting = {key: waiting for key, waiting in self._waiting.items() if waiting}
+        self._followed -= threads
+        for thread_id in threads:
+            self._refs.pop(thread_id, None)
+            self._grants.pop(thread_id, None)
 
     async def close(self) -> None:
         return None

@@ -161,7 +161,11 @@ class RedisChatState:
 
     async def set_card(self, run_id: str, ask: str, place: CardPlace) -> None:
         text = CARD_PLACE.dump_json(place).decode()
-        await self._redis.set(self.keys.card(run_id, ask), text)
+        # One slot (the run's tag): the ask is indexed with its card, for ``forget``.
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(self.keys.asks(run_id), ask)
+            pipe.set(self.keys.card(run_id, ask), text)
+            await pipe.execute()
 
     async def card_of(self, run_id: str, ask: str) -> CardPlace | None:
         data = await self._redis.get(self.keys.card(run_id, ask))
@@ -169,6 +173,7 @@ class RedisChatState:
 
     async def add_vote(self, run_id: str, ask: str, voter: Person) -> list[Person]:
         key = self.keys.votes(run_id, ask)
+        await self._redis.sadd(self.keys.asks(run_id), ask)  # before the vote: none unindexed
         rows = await self._add_vote(keys=[key], args=[voter.id, PERSON.dump_json(voter).decode()])
         return [PERSON.validate_json(row) for row in cast(list[str], rows)]
 
@@ -195,9 +200,12 @@ class RedisChatState:
         return int(count)
 
     async def index_waiting(self, scope: str, names: Sequence[str], run_id: str) -> None:
+        sets = [self.keys.waiting(scope, name) for name in names]
+        if sets:  # the run's own record of them first: ``forget`` finds every one
+            await self._redis.sadd(self.keys.waiting_of(run_id), *sets)
         async with self._redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.sadd(self.keys.waiting(scope, name), run_id)
+            for name in sets:
+                pipe.sadd(name, run_id)
             await pipe.execute()
 
     async def waiting_for(self, scope: str, names: Sequence[str]) -> set[str]:
@@ -418,6 +426,29 @@ class RedisChatState:
         """``XACK`` and ``XDEL`` in one script."""
         shard, stream_id = self._locate(entry_id)
         await self._done(keys=[self.keys.inbox(shard)], args=[k.INBOX_GROUP, stream_id])
+
+    async def forget(self, run_ids: Sequence[str], thread_ids: Sequence[str]) -> None:
+        """Each run's keys (one slot: its tag) through its asks and waiting-of sets; each
+        thread's keys one by one (a cluster refuses multi-key commands across slots)."""
+        for run_id in run_ids:
+            asks = cast(set[str], await self._redis.smembers(self.keys.asks(run_id)))
+            sets = cast(set[str], await self._redis.smembers(self.keys.waiting_of(run_id)))
+            for name in sorted(sets):
+                await self._redis.srem(name, run_id)
+            keys = [
+                *(self.keys.card(run_id, ask) for ask in asks),
+                *(self.keys.votes(run_id, ask) for ask in asks),
+                self.keys.waiting_of(run_id),
+                self.keys.asks(run_id),
+            ]
+            await self._redis.delete(*keys)
+        for thread_id in thread_ids:
+            for key in (
+                self.keys.follow(thread_id),
+                self.keys.reference(thread_id),
+                self.keys.grants(thread_id),
+            ):
+                await self._redis.delete(key)
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -35,6 +35,13 @@ CARD_LOCK = "card-lock"
 # add-vote script, which keeps each person once. No TTL, like the audit log.
 VOTES = "votes"
 
+# The asks of a run that have a card or votes (a set, in the run's slot), so a
+# pruned run's cards and votes are found without a scan. No TTL: it goes with them.
+ASKS = "asks"
+# The waiting-index sets a run was put in (a set of their key names, in the run's
+# slot), so a pruned run leaves none of its entries behind.
+WAITING_OF = "waiting-of"
+
 # Timed jobs (reminders, escalations): a sorted set of keys by due time and a hash
 # of their data, in one slot (one hash tag) so the take script may touch both.
 TIMERS = "timers"
@@ -108,6 +115,14 @@ class ChatKeys(ShardedKeys):
     def votes(self, run_id: str, ask: str) -> str:
         """The votes on a quorum card."""
         return f"{self.prefix}:{VOTES}:{{{run_id}}}:{ask}"
+
+    def asks(self, run_id: str) -> str:
+        """The asks of a run with a card or votes."""
+        return f"{self.prefix}:{ASKS}:{{{run_id}}}"
+
+    def waiting_of(self, run_id: str) -> str:
+        """The waiting-index sets a run is in."""
+        return f"{self.prefix}:{WAITING_OF}:{{{run_id}}}"
 
     def grants(self, thread_id: str) -> str:
         """A thread's standing approvals."""

@@ -74,6 +74,20 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS votes (
         seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
         user_id TEXT NOT NULL, voter TEXT NOT NULL, UNIQUE (run_id, call_id, user_id))""",
+    # A pruned run's entries are found without reading the whole waiting index.
+    "CREATE INDEX IF NOT EXISTS waiting_by_run ON waiting_index (run_id)",
+    "CREATE INDEX IF NOT EXISTS notes_by_expiry ON notes (expires_at)",
+)
+# What ``forget`` removes: a pruned run's rows, then a pruned thread's.
+_FORGET_RUN = (
+    "DELETE FROM cards WHERE run_id = ?",
+    "DELETE FROM votes WHERE run_id = ?",
+    "DELETE FROM waiting_index WHERE run_id = ?",
+)
+_FORGET_THREAD = (
+    "DELETE FROM followed_threads WHERE thread_id = ?",
+    "DELETE FROM thread_refs WHERE thread_id = ?",
+    "DELETE FROM grants WHERE thread_id = ?",
 )
 _TAKE_CARD_LOCK = """INSERT INTO card_locks (name, token, until) VALUES (?, ?, ?)
     ON CONFLICT (name) DO UPDATE SET token = excluded.token, until = excluded.until
@@ -115,6 +129,7 @@ class SQLiteChatState:
         else:
             self._file, self._owns_file = SQLiteFile(url, _migrate), True
         self._next_seen_sweep = 0.0
+        self._next_note_sweep = 0.0
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0
@@ -222,6 +237,9 @@ class SQLiteChatState:
 
     async def set_note(self, key: str, value: str, *, ttl: float) -> None:
         now = time.time()
+        if now >= self._next_note_sweep:  # lapsed notes would grow the file forever
+            self._next_note_sweep = now + SEEN_SWEEP_INTERVAL
+            await self._file.changes("DELETE FROM notes WHERE expires_at <= ?", (now,))
         await self._file.changes(_SET_NOTE, (key, value, now + ttl))
 
     async def note(self, key: str) -> str | None:
@@ -330,6 +348,21 @@ class SQLiteChatState:
 
     async def done(self, entry_id: str) -> None:
         await self._file.changes("DELETE FROM inbox WHERE seq = ?", (int(entry_id),))
+
+    async def forget(self, run_ids: Sequence[str], thread_ids: Sequence[str]) -> None:
+        """Every pruned run's and thread's rows, in one write transaction."""
+        rows = [
+            *((sql, run_id) for run_id in run_ids for sql in _FORGET_RUN),
+            *((sql, thread_id) for thread_id in thread_ids for sql in _FORGET_THREAD),
+        ]
+        if not rows:
+            return
+
+        async def work(db: aiosqlite.Connection) -> None:
+            for sql, name in rows:
+                await changes(db, sql, (name,))
+
+        await self._file.run(work, transaction=True)
 
     async def close(self) -> None:
         if self._owns_file:  # a shared connection is the store's to close

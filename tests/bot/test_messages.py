@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -215,6 +216,24 @@ async def test_a_platform_hiccup_does_not_stop_the_run() -> None:
     await bot.drain()
     assert len(messenger.views(ApprovalCard)) == 1
     assert [s for _, s in messenger.statuses] == ["is thinking…", None]
+
+
+async def test_a_card_whose_post_failed_is_posted_again_while_its_call_waits() -> None:
+    ran = Counter()
+    bot, messenger = wired(restart_agent(ran))
+    messenger.failing_posts = 3  # the text before the card, the card, its first repost
+    await bot.on_message(message("restart"))
+    await bot.drain()
+    assert messenger.views(ApprovalCard) == []
+    now = datetime.now(UTC)
+    assert await bot.send_reminders(now + timedelta(seconds=10)) == 0  # not yet due
+    assert await bot.send_reminders(now + timedelta(seconds=31)) == 1  # fails again
+    assert messenger.views(ApprovalCard) == []
+    assert await bot.send_reminders(now + timedelta(seconds=50)) == 0  # backs off: 1 min
+    assert await bot.send_reminders(now + timedelta(seconds=62)) == 1
+    (card,) = messenger.views(ApprovalCard)
+    assert card.status == "pending"
+    assert await bot.send_reminders(now + timedelta(hours=1)) == 0  # posted: nothing more
 
 
 async def test_a_message_for_an_unregistered_platform_is_a_wiring_error() -> None:

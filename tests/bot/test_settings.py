@@ -38,6 +38,7 @@ ENV = [
     "BOT_HOST",
     "BOT_PORT",
     "BOT_LEASE",
+    "RUN_RETENTION",
     "BOT_WORKERS",
 ]
 

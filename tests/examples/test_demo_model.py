@@ -213,3 +213,12 @@ def test_pydantic_schemas_with_optional_and_enum_fields_are_understood() -> None
 
     schema = Order.model_json_schema()
     assert extract_fields("a large one, quantity 3", schema) == {"size": "large", "quantity": 3}
+
+
+async def test_a_note_of_what_the_person_looks_at_is_not_part_of_the_request() -> None:
+    noted = "[The person is looking at the channel <#C0OPS>.]\n\n"
+    assert text_of(await respond([Message.user(noted + "help")])).startswith(
+        text_of(await respond([Message.user("help")]))
+    )
+    events = await respond([Message.user(noted + "nonsense")])
+    assert "looking at" not in text_of(events)

@@ -14,9 +14,10 @@ messages of the thread like any other: their ``text`` is the Markdown streamed s
 far, and their ``chunks`` every chunk in order (``tasks``: each task as it is now).
 Streaming can be refused everywhere or in one channel (``refuse_streaming``).
 
-The assistant view's calls (``assistant.threads.setSuggestedPrompts`` / ``setTitle`` /
+The agent and assistant calls (``assistant.threads.setSuggestedPrompts`` / ``setTitle`` /
 ``setStatus``) are checked against Slack's limits, and each thread's prompts and
-title kept as its person would see them (``prompts``, ``titles``).
+title kept as its person would see them (``prompts``, ``titles``); prompts may name no
+thread (agent messaging: the top of the direct message).
 
 Home tabs (``views.publish``) are kept per person as they would see them, each
 checked against the limits of a Home view (100 blocks, 250 kB).
@@ -89,6 +90,8 @@ class ApiCall:
 
     method: str
     args: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic``)."""
 
 
 @dataclass
@@ -223,7 +226,8 @@ class FakeSlack:
     ephemerals: list[Ephemeral] = field(default_factory=list)
     homes: dict[str, HomeTab] = field(default_factory=dict)
     prompts: dict[tuple[str, str], list[dict[str, str]]] = field(default_factory=dict)
-    """Each assistant thread's suggested prompts, by ``(channel, thread_ts)``."""
+    """Each assistant thread's suggested prompts, by ``(channel, thread_ts)``; those at the
+    top of a direct message (agent messaging: no thread) by ``(channel, "")``."""
     titles: dict[tuple[str, str], str] = field(default_factory=dict)
     """Each assistant thread's title, by ``(channel, thread_ts)``."""
     """Each person's Home tab, by user id, once published."""
@@ -421,6 +425,8 @@ class FakeSlack:
                 return web.json_response(
                     {"ok": False, "error": "ratelimited"}, status=429, headers=headers
                 )
+            if answer.status >= 500:
+                return web.Response(status=answer.status, text="upstream trouble")
             if answer.error:
                 return _fail(answer.error)
         handler = getattr(self, "_" + method.replace(".", "_"), None)
@@ -628,7 +634,7 @@ class FakeSlack:
             args.get("thread_ts"),
             args.get("prompts"),
         )
-        if not channel or not thread_ts:
+        if not channel:
             return _fail("invalid_arguments")
         if not isinstance(prompts, list) or not 0 < len(prompts) <= PROMPTS_LIMIT:
             return self._problem(f"prompts not a list of 1-{PROMPTS_LIMIT}: {prompts!r}")
@@ -640,7 +646,8 @@ class FakeSlack:
                 return self._problem(f"bad prompt title {title!r}")
             if not isinstance(message, str) or not 0 < len(message) <= PROMPT_MESSAGE_LIMIT:
                 return self._problem(f"bad prompt message {message!r}")
-        self.prompts[(str(channel), str(thread_ts))] = prompts
+        # No thread: the top of the direct message (agent messaging).
+        self.prompts[(str(channel), str(thread_ts or ""))] = prompts
         return _ok()
 
     def _assistant_threads_setTitle(self, args: dict[str, Any]) -> web.Response:

@@ -9,6 +9,7 @@ from adapters.slack.convert import (
     HomeOpenedIn,
     Ignored,
     MessageIn,
+    MessagesOpenedIn,
     is_home,
     modal_metadata,
     parse,
@@ -173,7 +174,11 @@ def test_a_press_of_ours_where_the_bot_puts_none_is_malformed(payload: dict[str,
         parse(payload)
 
 
-def test_opening_the_home_tab_is_read_and_the_messages_tab_ignored() -> None:
+def test_opening_the_home_tab_and_the_messages_tab_are_read_and_another_tab_ignored() -> None:
     opened = parse(event_body(home_opened_event("U0BOB0001")))
     assert opened == HomeOpenedIn(team=TEAM_ID, user="U0BOB0001")
-    assert isinstance(parse(event_body(home_opened_event("U0BOB0001", tab="messages"))), Ignored)
+    messages = home_opened_event("U0BOB0001", tab="messages")
+    assert parse(event_body(messages)) == MessagesOpenedIn(
+        team=TEAM_ID, user="U0BOB0001", channel=messages["channel"]
+    )
+    assert isinstance(parse(event_body(home_opened_event("U0BOB0001", tab="about"))), Ignored)

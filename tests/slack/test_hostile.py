@@ -1,8 +1,12 @@
-"""Hostile input at the Slack edge: every answer is 2xx or 4xx, nothing changes unasked."""
+"""Hostile input at the Slack edge: every answer is 2xx or 4xx, nothing changes unasked,
+and an event Slack signed is acknowledged, however malformed (Slack would only send it
+again, then drop it)."""
 
 from __future__ import annotations
 
 import json
+import logging
+from urllib.parse import urlencode
 
 import pytest
 
@@ -11,6 +15,7 @@ from adapters.slack.wire import APPROVE_ACTION
 from .fake_slack import BOT_USER_ID, FakeSlack
 from .harness import (
     ALICE,
+    DM_CHANNEL,
     BotServer,
     block_actions,
     event_body,
@@ -46,17 +51,82 @@ async def test_a_malformed_timestamp_header_is_a_401(bot: BotServer, timestamp: 
     assert status == 401
 
 
-@pytest.mark.parametrize("where", ["user", "channel", "text"])
-async def test_lone_surrogates_are_refused_with_400_and_store_nothing(
-    bot: BotServer, slack: FakeSlack, where: str
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("kind", ["mention", "direct"])
+async def test_a_lone_surrogate_in_a_messages_text_is_acked_and_the_message_answered(
+    bot: BotServer, slack: FakeSlack, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    if kind == "mention":
+        event = mention_event("hello \ud800there")
+    else:
+        event = message_event("hello \ud800there", channel=DM_CHANNEL, channel_type="im")
+    body = json.dumps(event_body(event))  # escapes the surrogate as \\ud800
+    with caplog.at_level(logging.WARNING):
+        status, _ = await bot.post(body)
+        await bot.idle()
+    assert status == 200
+    (answer,) = slack.in_thread(event["channel"], event["ts"])
+    assert answer.text == "You said: hello \ufffdthere"
+    assert len(warnings(caplog)) == 1, warnings(caplog)
+
+
+@pytest.mark.parametrize("where", ["user", "channel", "ts"])
+async def test_a_lone_surrogate_in_an_id_is_acked_and_the_event_ignored(
+    bot: BotServer, slack: FakeSlack, caplog: pytest.LogCaptureFixture, where: str
 ) -> None:
     event = mention_event("deploy api")
     event[where] = event[where] + "\ud800"
-    body = json.dumps(event_body(event))  # escapes the surrogate as \\ud800
-    status, _ = await bot.post(body)
+    body = json.dumps(event_body(event))
+    with caplog.at_level(logging.WARNING):
+        status, _ = await bot.post(body)
+        await bot.idle()
+    assert status == 200
+    assert slack.of("chat.postMessage") == []
+    assert slack.of("chat.startStream") == []
+    assert warnings(caplog) == ["acknowledged and ignored a malformed event app_mention"]
+
+
+async def test_a_bare_assistant_thread_started_is_acked_and_ignored(
+    bot: BotServer, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    bare = {"type": "assistant_thread_started", "event_ts": "1700000000.000100"}
+    with caplog.at_level(logging.WARNING):
+        status, _ = await bot.post(json.dumps(event_body(bare)))
+        await bot.idle()
+    assert status == 200
+    assert [c.method for c in slack.calls if c.method != "auth.test"] == []
+    assert warnings(caplog) == [
+        "acknowledged and ignored a malformed event assistant_thread_started"
+    ]
+
+
+async def test_a_lone_surrogate_in_an_interaction_is_still_refused_with_400(
+    bot: BotServer, slack: FakeSlack
+) -> None:
+    # Slack does not resend an interaction: the person who pressed sees the refusal.
+    card = await ask_for_deploy(bot, slack)
+    pressed = block_actions(card, APPROVE_ACTION, user=ALICE)
+    pressed["user"]["id"] += "\ud800"
+    status, _ = await bot.post(
+        urlencode({"payload": json.dumps(pressed)}),
+        content_type="application/x-www-form-urlencoded",
+    )
     assert status == 400
     await bot.idle()
-    assert slack.of("chat.postMessage") == []
+    assert card.updates == 0
+    assert has_buttons(card)
+
+
+async def test_forged_and_unparsable_events_are_still_refused(bot: BotServer) -> None:
+    body = json.dumps(event_body(mention_event("hello \ud800there")))
+    status, _ = await bot.post(body, headers=signed_headers(body, secret="not-the-secret"))
+    assert status == 401
+    cut = body[: len(body) // 2]
+    status, _ = await bot.post(cut)
+    assert status == 400
 
 
 async def test_the_bot_never_answers_its_own_messages(bot: BotServer, slack: FakeSlack) -> None:

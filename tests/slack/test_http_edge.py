@@ -95,17 +95,6 @@ def _interaction(payload: Any) -> str:
         ),
         pytest.param("[1, 2, 3]", "application/json", id="json-array"),
         pytest.param("{}", "application/json", id="no-type"),
-        pytest.param('{"type": "event_callback"}', "application/json", id="no-event"),
-        pytest.param(
-            json.dumps({**event_body(mention_event("x")), "event": "not an object"}),
-            "application/json",
-            id="event-not-object",
-        ),
-        pytest.param(
-            json.dumps(event_body({"type": "app_mention", "text": "hi", "ts": "1.2"})),
-            "application/json",
-            id="mention-without-user-and-channel",
-        ),
         pytest.param(
             _interaction({"type": "block_actions", "user": {"id": BOB}}),
             "application/x-www-form-urlencoded",
@@ -127,6 +116,42 @@ async def test_malformed_payloads_get_400_with_a_short_text(
     assert "Traceback" not in text
     await bot.idle()
     assert slack.of("chat.postMessage") == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param('{"type": "event_callback"}', id="no-event"),
+        pytest.param(
+            json.dumps({**event_body(mention_event("x")), "event": "not an object"}),
+            id="event-not-object",
+        ),
+        pytest.param(
+            json.dumps(event_body({"type": "app_mention", "text": "hi", "ts": "1.2"})),
+            id="mention-without-user-and-channel",
+        ),
+        pytest.param(
+            json.dumps(event_body({"type": "app_home_opened", "tab": "messages", "user": BOB})),
+            id="messages-tab-without-channel",
+        ),
+        pytest.param(
+            json.dumps(event_body({"type": "app_context_changed", "context": {}})),
+            id="context-of-nobody",
+        ),
+    ],
+)
+async def test_malformed_events_are_acknowledged_ignored_and_logged(
+    bot: BotServer, slack: FakeSlack, body: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Slack resends an event answered with anything but a 2xx, then drops it (and, when
+    # most of an app's events fail, turns its events off).
+    with caplog.at_level(logging.WARNING, logger="adapters.slack.app"):
+        status, _ = await bot.post(body)
+        await bot.idle()
+    assert status == 200
+    assert [c.method for c in slack.calls if c.method != "auth.test"] == []
+    (logged,) = caplog.records
+    assert logged.getMessage().startswith("acknowledged and ignored a malformed event")
 
 
 async def test_an_action_that_is_not_ours_gets_400_and_changes_nothing(

@@ -10,13 +10,25 @@ from typing import Any
 import yaml
 
 from adapters.slack import EVENTS_PATH, LISTENED_EVENTS
+from adapters.slack.app import ASSISTANT_VIEW_EVENTS
 from adapters.slack.wire import APPROVALS_COMMAND, APPROVE_ACTION, DECLINE_ACTION
 from agents import Store
-from bot import ApprovalPolicy
+from bot import ApprovalPolicy, SuggestedPrompt
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack
-from .harness import BOB, BotServer, block_actions, mention_event, view_submission
+from .harness import (
+    ALICE,
+    BOB,
+    DM_CHANNEL,
+    BotServer,
+    block_actions,
+    home_opened_event,
+    mention_event,
+    message_event,
+    new_ts,
+    view_submission,
+)
 from .scripted import Ran, build_agent
 from .test_approvals import ask_for_deploy
 
@@ -27,6 +39,8 @@ ADAPTER = ROOT / "adapters" / "slack"
 # What each Web API method and bot event needs (https://docs.slack.dev/reference).
 METHOD_SCOPES: dict[str, frozenset[str]] = {
     "auth.test": frozenset(),
+    # With the app-level token (connections:write), no bot scope: check --live.
+    "apps.connections.open": frozenset(),
     "chat.postMessage": frozenset({"chat:write"}),
     "chat.update": frozenset({"chat:write"}),
     "chat.postEphemeral": frozenset({"chat:write"}),
@@ -47,9 +61,9 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
 }
 COMMAND_SCOPE = "commands"
 EVENT_SCOPES: dict[str, frozenset[str]] = {
+    "app_context_changed": frozenset(),
     "app_home_opened": frozenset(),
     "app_mention": frozenset({"app_mentions:read"}),
-    "assistant_thread_started": frozenset(),
     "message.channels": frozenset({"channels:history"}),
     "message.groups": frozenset({"groups:history"}),
     "message.im": frozenset({"im:history"}),
@@ -107,11 +121,16 @@ def test_events_and_interactivity_go_to_the_adapter_route() -> None:
     assert manifest()["features"]["app_home"]["messages_tab_enabled"] is True
 
 
-def test_the_assistant_view_is_on_and_its_event_subscribed() -> None:
-    view = manifest()["features"]["assistant_view"]
-    assert 0 < len(view["assistant_description"]) <= 200
-    assert "assistant_thread_started" in manifest()["settings"]["event_subscriptions"]["bot_events"]
+def test_agent_messaging_is_on_with_its_events_and_the_assistant_view_is_gone() -> None:
+    features = manifest()["features"]
+    assert 0 < len(features["agent_view"]["agent_description"]) <= 300
+    assert "assistant_view" not in features, "new apps can only use agent messaging"
+    events = set(manifest()["settings"]["event_subscriptions"]["bot_events"])
+    assert {"app_home_opened", "app_context_changed", "message.im"} <= events
     assert "assistant:write" in manifest()["oauth_config"]["scopes"]["bot"]
+    # Handled for apps still on the assistant view; agent messaging sends none of them.
+    assert not events & set(ASSISTANT_VIEW_EVENTS)
+    assert not set(LISTENED_EVENTS) & set(ASSISTANT_VIEW_EVENTS)
 
 
 def test_the_home_tab_is_on_and_its_event_subscribed() -> None:
@@ -139,6 +158,31 @@ async def test_a_whole_conversation_calls_only_methods_the_manifest_allows(
     assert {"chat.update", "chat.postEphemeral", "assistant.threads.setStatus"} <= called
     assert called <= set(METHOD_SCOPES), called - set(METHOD_SCOPES)
     assert called <= methods_in_source() | {"auth.test"}
+
+
+async def test_an_agent_messaging_conversation_calls_only_methods_the_manifest_allows(
+    serve: StartBot, slack: FakeSlack, store: Store, ran: Ran
+) -> None:
+    bot = await serve(build_agent(store, ran), prompts=(SuggestedPrompt(title="Hi", message="hi"),))
+    assert await bot.send_event(home_opened_event(ALICE, tab="messages")) == 200
+    viewing = {
+        "type": "app_context_changed",
+        "user": ALICE,
+        "channel": DM_CHANNEL,
+        "context": {"entities": [{"type": "slack#/types/channel_id", "value": "C0CHAN001"}]},
+        "event_ts": new_ts(),
+    }
+    assert await bot.send_event(viewing) == 200
+    request = message_event("hello", channel=DM_CHANNEL, channel_type="im")
+    assert await bot.send_event(request) == 200
+    await bot.idle()
+
+    called = {c.method for c in slack.calls}
+    assert {"assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle"} <= called
+    assert "assistant.threads.setStatus" in called
+    assert called <= methods_in_source() | {"auth.test"}
+    granted = set(manifest()["oauth_config"]["scopes"]["bot"])
+    assert {scope for m in called for scope in METHOD_SCOPES[m]} <= granted
 
 
 async def test_routing_groups_and_the_inbox_call_only_methods_the_manifest_allows(

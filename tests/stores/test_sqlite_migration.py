@@ -107,7 +107,7 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path: Path) -> None:
@@ -116,6 +116,7 @@ async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path:
     waiting = await store.save_run(paused_run())
     await store.close()
     with closing(sqlite3.connect(path)) as conn:
+        back_to_version_4(conn)
         conn.execute("DROP INDEX runs_live_by_thread")
         conn.execute("PRAGMA user_version = 3")
         conn.commit()
@@ -133,3 +134,40 @@ async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path:
             ("t",),
         ).fetchall()
         assert "runs_live_by_thread" in " ".join(str(row) for row in plan)
+
+
+def back_to_version_4(conn: sqlite3.Connection) -> None:
+    """Undo version 5 in a file this code wrote: its columns and indexes go."""
+    for index in ("runs_done_by_change", "runs_by_root", "runs_roots_by_thread"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute("ALTER TABLE runs DROP COLUMN updated_at")
+    conn.execute("ALTER TABLE runs DROP COLUMN root_run_id")
+    conn.execute("PRAGMA user_version = 4")
+
+
+async def test_a_version_4_file_prunes_its_old_finished_runs_by_their_snapshots(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    root = await store.save_run(paused_run().model_copy(update={"status": "finished"}))
+    child = paused_run(parent_run_id=root.run_id).model_copy(
+        update={"root_run_id": root.run_id, "status": "finished"}
+    )
+    await store.save_run(child)
+    waiting = await store.save_run(paused_run())
+    await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        back_to_version_4(conn)
+        conn.commit()
+
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        assert (await store.prune(utcnow() - timedelta(minutes=1))).run_ids == ()
+        pruned = await store.prune(utcnow() + timedelta(seconds=1))
+        assert sorted(pruned.run_ids) == sorted([root.run_id, child.run_id])
+        assert await store.load_run(waiting.run_id) is not None
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from adapters.teams import StreamPace, TeamsAdapter, TeamsSettings, load_teams_settings
+from adapters.teams.limits import RetryPolicy
 from agents import Agent, MemoryStore, Store
 from bot import Settings
 from bot.core import ChatBot
@@ -119,6 +120,11 @@ MakeBot = Callable[..., Awaitable[TeamsBot]]
 TEST_PACE = StreamPace(every=0.05, gap=0.02)
 """Streamed answers in tests: Teams' pace (1.5 s, 1 s) made quick, the same proportions."""
 
+TEST_LIMITS = RetryPolicy(
+    budget=3.0, reply_budget=1.0, first_wait=0.05, longest_wait=0.4, attempt_timeout=5.0
+)
+"""Teams' limits in tests: the same policy made quick (a ``Retry-After`` is kept as sent)."""
+
 
 @pytest.fixture
 async def connector() -> AsyncIterator[FakeConnector]:
@@ -143,6 +149,7 @@ async def start_teams_bot(
     bot = ChatBot(agent, policy=policy)
     adapter = TeamsAdapter(bot, settings)
     adapter.messenger.pace = TEST_PACE
+    adapter.limits.policy = TEST_LIMITS
     runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -13,13 +13,20 @@ Streaming requests (activities with a ``streaminfo`` entity) are checked against
 Teams' documented rules ("Stream bot messages") and refused as Teams refuses
 them; ``streams`` keeps each stream with every request it accepted, ``refused``
 every request it turned down and why.
+
+Teams' limits on demand: ``fail_next`` answers the next writes (``POST``/``PUT``)
+with 429 and ``Retry-After``, a 5xx, or no answer in time, as Teams does when it
+throttles or has a bad moment; ``attempts`` records every write that arrived,
+answered or not, with when it arrived.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,6 +182,30 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One write that reached the connector (``POST``/``PUT``), answered or not."""
+
+    method: str
+    conversation_id: str
+    at: float
+    """When it arrived (``time.monotonic()``, the bot's clock too)."""
+    status: int
+    retry_after: float | None = None
+    """Seconds the connector asked the bot to wait (``Retry-After``), with a 429."""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How the connector answers one write it is told to fail (``fail_next``)."""
+
+    status: int
+    retry_after: str | None = None
+    delay: float = 0.0
+    """Seconds before it answers (longer than the bot waits: a time-out)."""
+
+
+@dataclass(frozen=True)
 class Refusal:
     """A request the connector turned down, and the error it answered with."""
 
@@ -214,6 +245,9 @@ class FakeConnector:
         self.time_out_after: int | None = None
         """After this many requests of a stream, its two minutes are over early: later
         requests get 403 "Content stream finished due to exceeded streaming time"."""
+        self.attempts: list[Attempt] = []
+        """Every write that arrived, in order, with how it was answered."""
+        self._failures: deque[Failure] = deque()
         self.url = ""
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -233,9 +267,26 @@ class FakeConnector:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def fail_next(
+        self, status: int, *, retry_after: str | None = None, times: int = 1, delay: float = 0.0
+    ) -> None:
+        """Answer the next ``times`` writes (after those already told to fail) with
+        ``status`` (and ``Retry-After``), ``delay`` seconds after they arrive; none of
+        them is kept."""
+        self._failures.extend([Failure(status, retry_after, delay)] * times)
+
+    def attempts_in(self, conversation_id: str) -> list[Attempt]:
+        """The writes that arrived for one conversation (``POST /v3/conversations``: its
+        own entry, ``""``), in order."""
+        return [a for a in self.attempts if a.conversation_id == conversation_id]
+
     async def _handle(self, request: web.Request) -> web.Response:
         # request.path is percent-decoded: conversation ids keep their ':' ';' '@'.
         parts = request.path.strip("/").split("/")
+        if request.method in ("POST", "PUT"):
+            failed = await self._failed(request, parts)
+            if failed is not None:
+                return failed
         if parts == ["v3", "conversations"] and request.method == "POST":
             return await self._create(request)
         if len(parts) == 5 and parts[3] == "members" and request.method == "GET":
@@ -272,6 +323,27 @@ class FakeConnector:
             return web.json_response({"error": error}, status=413)
         self.calls.append(call)
         return web.json_response({"id": call.response_id})
+
+    async def _failed(self, request: web.Request, parts: list[str]) -> web.Response | None:
+        """The scripted failure for this write, if one is due (every write is recorded)."""
+        arrived = time.monotonic()
+        body = await request.json() if request.can_read_body else {}
+        conversation = parts[2] if len(parts) > 2 else ""
+        text = str(body.get("text") or "") if isinstance(body, dict) else ""
+        if not self._failures:
+            self.attempts.append(Attempt(request.method, conversation, arrived, 200, text=text))
+            return None
+        failure = self._failures.popleft()
+        wait = float(failure.retry_after) if failure.retry_after is not None else None
+        self.attempts.append(
+            Attempt(request.method, conversation, arrived, failure.status, wait, text)
+        )
+        if failure.delay:
+            await asyncio.sleep(failure.delay)
+        headers = {"Retry-After": failure.retry_after} if failure.retry_after is not None else {}
+        code = {429: "Throttled"}.get(failure.status, "ServiceError")
+        error = {"error": {"code": code, "message": f"scripted {failure.status}"}}
+        return web.json_response(error, status=failure.status, headers=headers)
 
     # -- streaming, as Teams checks it -------------------------------------------
 

@@ -7,7 +7,9 @@ import logging
 import pytest
 
 from adapters.teams import TeamsAdapter, TeamsNotConfigured, TeamsSettings, load_teams_settings
+from adapters.teams.turns import TeamsBot
 from agents import MemoryStore
+from bot import Undeliverable
 from bot.core import ChatBot
 
 from . import activities as act
@@ -107,6 +109,27 @@ async def test_an_activity_the_bot_cannot_keep_gets_503(
     assert answer.status == 503  # the Bot Framework sends it again
     await bot.bot.drain()
     assert connector.calls == []
+
+
+async def test_a_turn_that_cannot_send_is_answered_200_not_500(
+    make_bot: MakeBot,
+    connector: FakeConnector,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    teams = await make_bot()
+
+    async def cannot_send(self: TeamsBot, context: object) -> None:
+        raise Undeliverable("http://127.0.0.1:9/ is unreachable")
+
+    monkeypatch.setattr(TeamsBot, "on_turn", cannot_send)
+    activity = act.message(connector.url, "hello", conversation=act.chat_conversation())
+    answer = await teams.post(activity)
+
+    assert answer.status == 200  # Teams sending it again would not mend the service
+    (said,) = [r for r in caplog.records if r.name == "adapters.teams.handler"]
+    assert "unreachable" in said.getMessage()
+    assert not said.exc_info
 
 
 def test_the_msrest_retry_fix_keeps_the_same_retry_policy() -> None:
