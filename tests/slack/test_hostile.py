@@ -11,8 +11,10 @@ from urllib.parse import urlencode
 import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
+from agents import Store
 
-from .fake_slack import BOT_USER_ID, FakeSlack
+from .conftest import StartBot
+from .fake_slack import BOT_USER_ID, FakeSlack, Scripted
 from .harness import (
     ALICE,
     DM_CHANNEL,
@@ -23,6 +25,7 @@ from .harness import (
     message_event,
     signed_headers,
 )
+from .scripted import build_agent
 from .test_approvals import ask_for_deploy, has_buttons
 
 
@@ -157,3 +160,21 @@ async def test_a_button_value_the_bot_never_issued_is_answered_privately(
     assert all("not a valid approval card" in t for t in told)
     assert card.updates == 0
     assert has_buttons(card)
+
+
+async def test_a_token_slack_refuses_gets_no_5xx_for_any_request(
+    serve: StartBot, store: Store, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The bot token was revoked (or mistyped) before the bot started: every Web API
+    # call says invalid_auth.
+    for method in ("auth.test", "chat.postMessage", "chat.postEphemeral"):
+        slack.script(method, Scripted(error="invalid_auth", times=1000))
+    bot = await serve(build_agent(store))
+    statuses = [
+        await bot.send_event(mention_event("deploy api")),
+        await bot.send_event(message_event("hello", channel=DM_CHANNEL)),
+        (await bot.command("", user=ALICE))[0],
+    ]
+    await bot.idle()
+    assert all(status < 500 for status in statuses), statuses
+    assert "Traceback" not in caplog.text
