@@ -10,7 +10,7 @@ does not know is refused, never guessed at.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -21,6 +21,8 @@ VIEW_VERSION: Final = 1
 """The stored form's version; a change to a view that old documents cannot be read
 as raises it, with the code to read the old ones."""
 
+T = TypeVar("T")
+
 _VIEW: TypeAdapter[View] = TypeAdapter(Annotated[View, Field(discriminator="kind")])
 
 
@@ -30,8 +32,7 @@ class ViewDocumentError(ValueError):
 
 def dump_view(view: View) -> bytes:
     """``view`` as a stored document (JSON)."""
-    data = {"version": VIEW_VERSION, "view": _VIEW.dump_python(view, mode="json")}
-    return _DOCUMENT.dump_json(data)
+    return _dump("view", _VIEW, view)
 
 
 def load_view(document: str | bytes) -> View:
@@ -40,22 +41,12 @@ def load_view(document: str | bytes) -> View:
     Raises:
         ViewDocumentError: It is not one, or of a version this code does not read.
     """
-    try:
-        data = _DOCUMENT.validate_json(document)
-    except ValidationError as exc:
-        raise ViewDocumentError(f"not a stored view: {exc.error_count()} problem(s)") from exc
-    if data.get("version") != VIEW_VERSION:
-        raise ViewDocumentError(f"a stored view of version {data.get('version')!r}")
-    try:
-        return _VIEW.validate_python(data.get("view"))
-    except ValidationError as exc:
-        raise ViewDocumentError(f"not a stored view: {exc.error_count()} problem(s)") from exc
+    return _load("view", _VIEW, document)
 
 
 def dump_document(document: Document) -> bytes:
     """A composed document in its stored form (JSON)."""
-    data = {"version": VIEW_VERSION, "document": _COMPOSED.dump_python(document, mode="json")}
-    return _DOCUMENT.dump_json(data)
+    return _dump("document", _COMPOSED, document)
 
 
 def load_document(stored: str | bytes) -> Document:
@@ -64,13 +55,24 @@ def load_document(stored: str | bytes) -> Document:
     Raises:
         ViewDocumentError: It is not one, or of a version this code does not read.
     """
+    return _load("document", _COMPOSED, stored)
+
+
+def _dump(key: str, adapter: TypeAdapter[T], value: T) -> bytes:
+    return _DOCUMENT.dump_json(
+        {"version": VIEW_VERSION, key: adapter.dump_python(value, mode="json")}
+    )
+
+
+def _load(key: str, adapter: TypeAdapter[T], stored: str | bytes) -> T:
+    """What ``stored`` holds under ``key``, of this code's version."""
     try:
         data = _DOCUMENT.validate_json(stored)
         if data.get("version") != VIEW_VERSION:
-            raise ViewDocumentError(f"a stored document of version {data.get('version')!r}")
-        return _COMPOSED.validate_python(data.get("document"))
+            raise ViewDocumentError(f"a stored {key} of version {data.get('version')!r}")
+        return adapter.validate_python(data.get(key))
     except ValidationError as exc:
-        raise ViewDocumentError(f"not a stored document: {exc.error_count()} problem(s)") from exc
+        raise ViewDocumentError(f"not a stored {key}: {exc.error_count()} problem(s)") from exc
 
 
 _DOCUMENT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])

@@ -19,7 +19,6 @@ from bot import (
     Person,
     ThreadKey,
     ask_of,
-    open_chat_state,
 )
 from bot.housekeeping import DEFAULT_RUN_RETENTION
 from bot.settings import load_settings
@@ -27,22 +26,12 @@ from tests.agents.helpers import Counter
 from tests.stores.conftest import STORE_KINDS, store_url
 
 from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, click, message, restart_agent
+from .test_chat_state import chat
+
+__all__ = ["chat"]  # the chat state beside each store, for every test here
 
 PLACE = CardPlace(thread=THREAD, ref={"channel": "C1", "ts": "m1"})
 ASK = "call-1@2024-01-01T00:00:00+00:00"
-
-
-@pytest.fixture(params=STORE_KINDS)
-async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatState]:
-    """The chat state beside each store: memory, SQLite, Redis, Redis Cluster."""
-    async with store_url(request.param, tmp_path) as url:
-        store = open_store(url)
-        state = open_chat_state(store)
-        try:
-            yield state
-        finally:
-            await state.close()
-            await store.close()
 
 
 async def remember_run(chat: ChatState, run_id: str, thread: ThreadKey) -> None:
