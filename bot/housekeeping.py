@@ -273,7 +273,7 @@ class Housekeeping:
         removed = 0
         for _ in range(PRUNE_BATCHES):
             pruned = await self._agent.prune(before)
-            if not pruned.run_ids and not pruned.thread_ids:
+            if not pruned.run_ids and not pruned.thread_ids and not pruned.more:
                 break
             await self._chat.forget(pruned.run_ids, pruned.thread_ids)
             removed += len(pruned.run_ids)

@@ -43,10 +43,13 @@ class Pruned:
     Attributes:
         run_ids: Every run removed: the finished root runs and their sub-agent runs.
         thread_ids: The threads left with no run at all, whose history went with them.
+        more: The store has work left before it can prune all that is due (an index
+            still being built): call again even though nothing was removed.
     """
 
     run_ids: tuple[str, ...] = ()
     thread_ids: tuple[str, ...] = ()
+    more: bool = False
 
 
 @runtime_checkable

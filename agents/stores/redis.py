@@ -4,7 +4,8 @@ Values are JSON (never pickle); key names and their lifetimes are in
 ``redis_keys``. Each state change that must happen once is one Lua script or one
 script: ``save_run`` checks the revision and moves the run between its indexes
 atomically, and a lock is ``SET NX PX`` released by compare-and-delete. Nothing
-on a hot path scans the keyspace.
+on a hot path scans the keyspace (only the one-time backfill of the retention
+indexes after an upgrade does, a bounded step per ``prune``).
 
 ``redis+cluster://`` runs the same scripts on a Redis Cluster: each touches the
 keys of one shard group (see ``redis_keys``), and a deployment-wide index is read
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import cast
+from typing import Literal, cast
 
 from redis.exceptions import RedisError
 
@@ -36,7 +38,19 @@ from ..snapshot import (
 from . import redis_keys as k
 from ._lease import hold_lease
 from .base import PRUNE_BATCH, Pruned, StoreConflict, check_audit
-from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
+from .redis_url import POOL_SIZE, is_cluster, primaries, redis_client, scan_primary, split_prefix
+
+log = logging.getLogger(__name__)
+
+BACKFILL_BATCH = 5000
+"""Keys the backfill of the indexes looks at per ``prune`` call at most (SCAN counts)."""
+_SCAN_COUNT = 1000
+
+# The backfill's phases, in order. ``children``: each sub-agent run joins its root's
+# set and each root run its thread's runs index; ``done``: each finished root run joins
+# the done index. A root becomes prunable only once every child anywhere is indexed.
+_Phase = Literal["children", "done"]
+_BACKFILL_PHASES: tuple[_Phase, ...] = ("children", "done")
 
 # KEYS: run hash, expiring index, in-flight index, done index[, paused index, live
 # index and runs index of the thread], then the audit lists the entries go to (from
@@ -118,6 +132,23 @@ if #KEYS > 2 then redis.call('ZREM', KEYS[3], ARGV[1]) end
 return 1
 """
 
+# KEYS: a run's hash, an index of its group. ARGV: the revision read, the run id, its
+# score. Adds the run to the index unless it is there or the run was saved since (that
+# save indexed it). The backfill's write: the same slot as the run on a cluster.
+_INDEX_UNCHANGED = """
+if redis.call('HGET', KEYS[1], '$REV') ~= ARGV[1] then return 0 end
+return redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
+""".replace("$REV", k.RUN_REVISION_FIELD)
+
+# KEYS: the backfill's hash. ARGV: a cursor's field, its value as read ('' before the
+# first step), the next. Moves it on only from what was read: replicas never move a
+# scan back.
+_ADVANCE_CURSOR = """
+if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
 # KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
 # so a holder whose lease ran out cannot free the next holder's lock.
 _RELEASE_LOCK = """
@@ -151,8 +182,12 @@ class RedisStore:
         keys: The key names under this store's prefix.
     """
 
-    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = POOL_SIZE, backfill_batch: int = BACKFILL_BATCH
+    ) -> None:
         self.url = url
+        self._backfill_batch = backfill_batch
+        self._backfilled = False
         server_url, prefix = split_prefix(url)
         self.keys = k.RedisKeys(prefix, k.SHARDS if is_cluster(url) else 0)
         self._redis = redis_client(server_url, pool_size=pool_size)
@@ -161,6 +196,8 @@ class RedisStore:
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
         self._prune_root = self._redis.register_script(_PRUNE_ROOT)
+        self._index_unchanged = self._redis.register_script(_INDEX_UNCHANGED)
+        self._advance_cursor = self._redis.register_script(_ADVANCE_CURSOR)
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         """The snapshot of a run, or ``None``."""
@@ -333,7 +370,12 @@ class RedisStore:
     async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
         """The oldest due roots from the done index (of every group), each removed after
         its children (a crash in between leaves the root to prune again, never an
-        orphan); then the history of their threads with no root run left."""
+        orphan); then the history of their threads with no root run left.
+
+        First a step of the one-time backfill of runs saved before these indexes
+        (``_backfill``); until every child is indexed, nothing is removed."""
+        if not await self._backfill():
+            return Pruned(more=True)
         cutoff = before.timestamp()
         upper = f"({cutoff!r}"
         due = (
@@ -375,6 +417,77 @@ class RedisStore:
             await self._redis.delete(index)
             removed += children
         return removed
+
+    async def _backfill(self) -> bool:
+        """One bounded step of indexing the runs saved before the ``thread-runs``,
+        ``children`` and ``done`` indexes (an upgrade), resumed from the cursors in the
+        backfill's hash, until the marker says every primary was scanned.
+
+        Idempotent: replicas may step at once. Returns whether the ``children`` phase
+        is complete, so a root can be pruned with every child it has.
+        """
+        if self._backfilled:
+            return True
+        state = cast(dict[str, str], await self._redis.hgetall(self.keys.backfill()))
+        if state.get(k.BACKFILL_COMPLETE_FIELD):
+            self._backfilled = True
+            return True
+        nodes = await primaries(self._redis)
+        budget = self._backfill_batch
+        for phase in _BACKFILL_PHASES:
+            for node in nodes:
+                field = k.backfill_cursor(phase, node)
+                cursor = state.get(field, "")
+                while cursor != k.BACKFILL_END:
+                    if budget <= 0:
+                        return phase != "children"
+                    count = min(budget, _SCAN_COUNT)
+                    budget -= count
+                    following, keys = await scan_primary(
+                        self._redis,
+                        node,
+                        int(cursor or 0),
+                        match=self.keys.run_pattern(),
+                        count=count,
+                    )
+                    await asyncio.gather(*(self._index_old_run(phase, key) for key in keys))
+                    moved = str(following) if following else k.BACKFILL_END
+                    step = [field, cursor, moved]
+                    if not await self._advance_cursor(keys=[self.keys.backfill()], args=step):
+                        return phase != "children"  # another replica is further on
+                    cursor = moved
+        await self._redis.hset(self.keys.backfill(), k.BACKFILL_COMPLETE_FIELD, "1")
+        self._backfilled = True
+        return True
+
+    async def _index_old_run(self, phase: _Phase, key: str) -> None:
+        """Index one run found by the backfill as ``save_run`` indexes it now."""
+        revision, data = cast(
+            list[str | None],
+            await self._redis.hmget(key, [k.RUN_REVISION_FIELD, k.RUN_SNAPSHOT_FIELD]),
+        )
+        if revision is None or data is None:
+            return  # removed since the scan found it
+        try:
+            snap = load_snapshot(data)
+        except ValueError:
+            log.warning("%s holds no snapshot this version reads; not indexed", key)
+            return
+        run_id = snap.run_id
+        if self.keys.run(run_id) != key:
+            return  # not a run hash of this store
+        shard = self.keys.shard(run_id)
+        changed = repr(snap.updated_at.timestamp())
+        if phase == "children":
+            if not snap.is_root:
+                if await self._redis.exists(self.keys.run(snap.root_run_id)):
+                    await self._redis.sadd(self.keys.children(snap.root_run_id, shard), run_id)
+            elif snap.thread_id is not None:
+                index = self.keys.thread_runs(snap.thread_id, shard)
+                await self._index_unchanged(keys=[key, index], args=[revision, run_id, changed])
+        elif snap.is_root and not run_index(snap).live:
+            index = self.keys.done(shard)
+            await self._index_unchanged(keys=[key, index], args=[revision, run_id, changed])
 
     async def _left_alone(self, thread_id: str) -> bool:
         """Whether a thread has no root run left (nor one indexed only as waiting or

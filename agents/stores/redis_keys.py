@@ -16,6 +16,7 @@ slot range, hence over the primaries of a cluster that splits it evenly.
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from functools import cache
@@ -54,6 +55,16 @@ THREAD_RUNS = "thread-runs"
 # Set per root run of its sub-agent runs (of one group on a cluster: a child's
 # group), written before a child's first save, so a pruned tree leaves no child.
 CHILDREN = "children"
+
+# Hash of the one-time backfill of ``thread-runs``, ``children`` and ``done`` from runs
+# saved before those indexes existed (an upgrade): a SCAN cursor per phase and primary
+# (``backfill_cursor``), so each prune resumes where the last one stopped, and the
+# ``complete`` marker once every primary was scanned in both phases. No TTL: removing
+# it only repeats idempotent writes.
+BACKFILL = "backfill"
+BACKFILL_COMPLETE_FIELD = "complete"
+BACKFILL_END = "end"
+"""The cursor of a phase and primary whose scan came back to 0."""
 
 # List per thread of JSON messages, trimmed to the caller's window on append.
 # No TTL: it is removed with the thread's last run (``prune``), however long that lives.
@@ -213,6 +224,23 @@ class RedisKeys(ShardedKeys):
         """A lock lease."""
         return f"{self.prefix}:{LOCK}:{name}"
 
+    def backfill(self) -> str:
+        """The state of the backfill of the indexes from runs saved before them."""
+        return f"{self.prefix}:{BACKFILL}"
+
+    def run_pattern(self) -> str:
+        """A SCAN pattern for every run hash (the backfill's, never a hot path's)."""
+        return f"{_glob_escaped(self.prefix)}:{RUN}:*"
+
     def pattern(self) -> str:
         """A SCAN pattern for every key under the prefix (tests and tools, never hot paths)."""
         return f"{self.prefix}:*"
+
+
+def backfill_cursor(phase: str, node: str) -> str:
+    """The field of the backfill's hash holding one phase's SCAN cursor on one primary."""
+    return f"{phase}:{node}"
+
+
+def _glob_escaped(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from .redis_keys import DEFAULT_PREFIX
@@ -132,3 +132,36 @@ def _cluster_client(server_url: str, *, pool_size: int) -> RedisCluster:
         decode_responses=True,
         socket_connect_timeout=CONNECT_TIMEOUT,
     )
+
+
+SINGLE_SERVER = "server"
+"""The name ``primaries`` gives the one primary of a ``redis://`` client."""
+
+
+async def primaries(client: RedisClient) -> list[str]:
+    """The primaries a deployment-wide SCAN visits, by name: each of a cluster's
+    (``host:port``, as it names them), or ``SINGLE_SERVER``."""
+    from redis.asyncio.cluster import RedisCluster
+
+    if not isinstance(client, RedisCluster):
+        return [SINGLE_SERVER]
+    await client.initialize()  # a no-op once the client knows the layout
+    return sorted(node.name for node in client.get_primaries())
+
+
+async def scan_primary(
+    client: RedisClient, node: str, cursor: int, *, match: str, count: int
+) -> tuple[int, list[str]]:
+    """One ``SCAN`` step on one primary (named as ``primaries`` names it): the next
+    cursor (0: done) and the keys found."""
+    from redis.asyncio.cluster import RedisCluster
+
+    if not isinstance(client, RedisCluster):
+        following, keys = await client.scan(cursor, match=match, count=count)
+        return int(following), cast(list[str], keys)  # this client always decodes
+    target = client.get_node(node_name=node)
+    if target is None:
+        raise ConnectionError(f"{node} is no longer a node of the cluster")
+    cursors, keys = await client.scan(cursor, match=match, count=count, target_nodes=target)
+    # redis-py's cluster client answers a cursor per node it asked, typed as one.
+    return int(cast(dict[str, int], cursors)[node]), cast(list[str], keys)
