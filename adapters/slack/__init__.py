@@ -57,7 +57,9 @@ def live_checks() -> list[LiveCheck]:
     """Slack's ``auth.test`` with the bot token, and, for Socket Mode, opening a
     connection with the app token (``check --live``), when Slack is on."""
     settings = load_slack_settings()
-    if not settings.enabled:
+    if not settings.enabled or settings.distributed:
+        # Many workspaces: each installation's token is the bot's to check, not the
+        # environment's (not done yet).
         return []
     api = settings.slack_api_url
 

@@ -22,6 +22,8 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
+from slack_bolt.oauth.async_callback_options import AsyncCallbackOptions, AsyncFailureArgs
+from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -76,6 +78,7 @@ from .convert import (
     without_lone_surrogates,
 )
 from .home import HomeTab
+from .installations import SlackInstallations, SlackOAuthStates, Tokens
 from .messenger import SlackMessenger
 from .modals import answer_modal, decline_modal, edit_modal, form_error
 from .settings import SlackSettings
@@ -107,6 +110,26 @@ from .wire import (
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+INSTALL_PATH = "/slack/install"
+REDIRECT_PATH = "/slack/oauth_redirect"
+BOT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "chat:write",
+    "assistant:write",
+    "commands",
+    "im:write",
+    "channels:read",
+    "groups:read",
+    "usergroups:read",
+)
+"""The bot scopes an installation asks for: the manifests' ``oauth_config.scopes.bot``."""
+REVOCATION_EVENTS = ("app_uninstalled", "tokens_revoked")
+"""Events Bolt's own listeners answer when the app is installed in many workspaces:
+they delete the installation, or its bot token."""
 MESSAGE_EVENTS = ("app_mention", "message")
 LISTENED_EVENTS = (*MESSAGE_EVENTS, HOME_OPENED_EVENT, CONTEXT_CHANGED_EVENT)
 """Event types the adapter acts on; the manifest subscribes to exactly these."""
@@ -134,20 +157,30 @@ class SlackAdapter:
 
     def __init__(self, bot: ChatCore, settings: SlackSettings) -> None:
         token, secret = settings.slack_bot_token, settings.slack_signing_secret
-        if not token or not secret:
-            raise ValueError("Slack needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
+        if not settings.enabled or not secret:
+            raise ValueError(
+                "Slack needs SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN, or "
+                "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET"
+            )
         self.bot = bot
+        self.distributed = settings.distributed
+        installations = SlackInstallations(bot.chat) if self.distributed else None
         self.app = AsyncApp(
             name="approval-bot",
             # The token, not a client of our own: given a client, Bolt still reads
             # SLACK_BOT_TOKEN from the environment and warns that it goes unused.
-            token=token,
+            token=None if self.distributed else token,
             signing_secret=secret,
             # Listeners only ack and spawn, so answering after them is as fast as
             # Bolt's default, without Bolt's untracked listener tasks and ack polling.
             process_before_response=True,
-            before_authorize=_ParsePayload(),
+            before_authorize=_ParsePayload(revocations=self.distributed),
+            installation_store=installations,
+            installation_store_bot_only=True if self.distributed else None,
+            oauth_settings=_oauth_settings(settings, bot, installations),
         )
+        if self.distributed:
+            self.app.enable_token_revocation_listeners()
         # One client for Bolt and the adapter; Bolt copies its address, session and
         # retry handlers into the client of every request.
         self.client: AsyncWebClient = self.app.client
@@ -156,12 +189,13 @@ class SlackAdapter:
             *async_default_handlers(),
             AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
         ]
-        self.messenger = SlackMessenger(self.client)
+        self.tokens = Tokens(self.client, installations)
+        self.messenger = SlackMessenger(self.client, tokens=self.tokens)
         self.approvals = Approvals(bot, self.messenger, self.client)
         self.tasks = TaskTracker()
-        self.home = HomeTab(bot, self.client, permalink=self.messenger.permalink, tasks=self.tasks)
+        self.home = HomeTab(bot, self.tokens, permalink=self.messenger.permalink, tasks=self.tasks)
         self.messenger.home = self.home
-        self.assistant = AssistantThreads(bot, self.client, tasks=self.tasks)
+        self.assistant = AssistantThreads(bot, self.tokens, tasks=self.tasks)
         self.viewing = Viewing(bot, tasks=self.tasks)
         self._app_token = settings.slack_app_token
         self._verifier = SignatureVerifier(secret)
@@ -200,8 +234,30 @@ class SlackAdapter:
     # -- composition-root contract ------------------------------------------------
 
     def routes(self) -> list[web.RouteDef]:
-        """``POST /slack/events``: Events API and interactivity."""
-        return [web.post(EVENTS_PATH, self.handle)]
+        """``POST /slack/events``: Events API and interactivity; with many workspaces,
+        ``GET /slack/install`` and ``GET /slack/oauth_redirect`` too (Bolt's OAuth flow)."""
+        routes = [web.post(EVENTS_PATH, self.handle)]
+        if self.distributed:
+            routes += [
+                web.get(INSTALL_PATH, self._install),
+                web.get(REDIRECT_PATH, self._installed),
+            ]
+        return routes
+
+    async def _install(self, request: web.Request) -> web.Response:
+        """Off to Slack's consent page, with a new OAuth state (Bolt's flow)."""
+        flow = self.app.oauth_flow
+        assert flow is not None  # routed only with many workspaces
+        return await to_aiohttp_response(
+            await flow.handle_installation(await to_bolt_request(request))
+        )
+
+    async def _installed(self, request: web.Request) -> web.Response:
+        """Back from Slack: the state checked and consumed, the code exchanged, the
+        installation kept (Bolt's flow)."""
+        flow = self.app.oauth_flow
+        assert flow is not None  # routed only with many workspaces
+        return await to_aiohttp_response(await flow.handle_callback(await to_bolt_request(request)))
 
     async def start(self) -> None:
         """Share one HTTP session for Web API calls; connect Socket Mode if configured."""
@@ -306,7 +362,7 @@ class SlackAdapter:
             self.home.opened(_workspace(context) or inbound.team, inbound.user)
         elif isinstance(inbound, MessagesOpenedIn):
             workspace = _workspace(context) or inbound.team
-            self.assistant.opened(inbound.channel)
+            self.assistant.opened(inbound.channel, workspace=workspace)
             if inbound.context is not None:
                 self.viewing.seen(workspace, inbound.user, inbound.context)
 
@@ -400,7 +456,8 @@ class SlackAdapter:
             await self._tell(click, refusal, metadata.response_url)
             return
         # trigger_id is valid for 3 s: the check above reads the store only.
-        await self.client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
+        client = await self.tokens.client_for(click.thread.workspace)
+        await client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
     async def _open_form(self, action: ActionIn, metadata: ModalMetadata) -> None:
         """Open a question's form (its fields as they are now), or a card's edit form
@@ -417,7 +474,8 @@ class SlackAdapter:
             await self._tell(click, (texts.EDIT_TOO_BIG,), metadata.response_url)
             return
         # trigger_id is valid for 3 s: the lookup above reads the store only.
-        await self.client.views_open(trigger_id=action.trigger_id, view=view)
+        client = await self.tokens.client_for(click.thread.workspace)
+        await client.views_open(trigger_id=action.trigger_id, view=view)
 
     async def _on_decline_submitted(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         inbound = context.get(_INBOUND)
@@ -513,7 +571,11 @@ class SlackAdapter:
 
 class _ParsePayload(AsyncMiddleware):
     """Right after the signature check: a malformed event -> 200 (logged), another
-    malformed request -> 400, not ours -> 200, else parsed."""
+    malformed request -> 400, not ours -> 200, else parsed. With ``revocations``, an
+    uninstall or a revocation goes on to Bolt's listeners."""
+
+    def __init__(self, *, revocations: bool = False) -> None:
+        self.revocations = revocations
 
     async def async_process(
         self,
@@ -522,6 +584,8 @@ class _ParsePayload(AsyncMiddleware):
         resp: BoltResponse,
         next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
+        if self.revocations and _event_type(req.body) in REVOCATION_EVENTS:
+            return await next()
         repaired = has_lone_surrogate(req.body)
         if repaired:
             # Slack sends UTF-8; a lone surrogate (JSON "\ud800") can be stored or
@@ -579,6 +643,47 @@ def _workspace(context: AsyncBoltContext) -> str | None:
     result = context.authorize_result
     team = result.team_id if result is not None else None
     return team if isinstance(team, str) and team else None
+
+
+def _oauth_settings(
+    settings: SlackSettings, bot: ChatCore, installations: SlackInstallations | None
+) -> AsyncOAuthSettings | None:
+    """Bolt's OAuth flow on the bot's own state, or ``None`` with one bot token."""
+    if installations is None:
+        return None
+    return AsyncOAuthSettings(
+        client_id=settings.slack_client_id,
+        client_secret=settings.slack_client_secret,
+        scopes=list(BOT_SCOPES),
+        install_path=INSTALL_PATH,
+        redirect_uri_path=REDIRECT_PATH,
+        # Straight to Slack's consent page: the bot serves no page of its own.
+        install_page_rendering_enabled=False,
+        installation_store=installations,
+        installation_store_bot_only=True,
+        state_store=SlackOAuthStates(bot.chat),
+        callback_options=AsyncCallbackOptions(success=_succeeded, failure=_failed),
+    )
+
+
+async def _succeeded(args: Any) -> BoltResponse:
+    response: BoltResponse = await args.default.success(args)
+    return response
+
+
+async def _failed(args: AsyncFailureArgs) -> BoltResponse:
+    """Bolt's page saying why an installation failed; a bad, lapsed or reused state or
+    code is the browser's fault (400), never the bot's."""
+    response: BoltResponse = await args.default.failure(args)
+    if 400 <= response.status < 500:
+        response.status = 400
+    return response
+
+
+def _event_type(body: Any) -> str | None:
+    event = body.get("event") if isinstance(body, dict) else None
+    kind = event.get("type") if isinstance(event, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _api_base(url: str) -> str:

@@ -32,13 +32,13 @@ import logging
 
 from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ChatCore, SuggestedPrompt, TaskTracker, ThreadKey, Undeliverable
 
 from . import texts
 from ._reach import reaching as _reaching
 from .convert import AssistantStartedIn
+from .installations import Tokens
 from .mrkdwn import clip
 
 log = logging.getLogger(__name__)
@@ -97,24 +97,26 @@ class AssistantThreads:
 
     Args:
         bot: The chat core, whose ``suggested_prompts`` are offered.
-        client: The adapter's Web API client.
+        tokens: Each workspace's Web API client.
         tasks: Where the calls run, behind the ack.
     """
 
-    def __init__(self, bot: ChatCore, client: AsyncWebClient, *, tasks: TaskTracker) -> None:
+    def __init__(self, bot: ChatCore, tokens: Tokens, *, tasks: TaskTracker) -> None:
         self.bot = bot
-        self.client = client
+        self.tokens = tokens
         self.tasks = tasks
         self._started_here: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
         self._settled: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_CACHE)
         self._untitled: LRUCache[str, bool] = LRUCache(maxsize=_UNTITLED_CACHE)
 
-    def opened(self, channel: str) -> None:
+    def opened(self, channel: str, *, workspace: str | None) -> None:
         """A person opened their direct message with the bot (``channel``; agent
         messaging): offer the prompts at its top (none configured: nothing)."""
         prompts = prompts_payload(self.bot.suggested_prompts)
         if prompts:
-            self.tasks.spawn(self._suggest(channel, None, prompts), name=f"slack-prompts:{channel}")
+            self.tasks.spawn(
+                self._suggest(workspace, channel, None, prompts), name=f"slack-prompts:{channel}"
+            )
 
     def started(self, thread: AssistantStartedIn, *, workspace: str) -> None:
         """A person opened the view in ``workspace``: offer the prompts (none
@@ -129,7 +131,7 @@ class AssistantThreads:
         prompts = prompts_payload(self.bot.suggested_prompts)
         if prompts:
             self.tasks.spawn(
-                self._suggest(thread.channel, thread.thread_ts, prompts),
+                self._suggest(workspace, thread.channel, thread.thread_ts, prompts),
                 name=f"slack-prompts:{thread.channel}:{thread.thread_ts}",
             )
 
@@ -145,7 +147,7 @@ class AssistantThreads:
         if new:
             if thread.channel not in self._untitled:
                 self.tasks.spawn(
-                    self._title(thread.channel, thread.root, title, new=True),
+                    self._title(key, title, new=True),
                     name=f"slack-title:{thread.channel}:{thread.root}",
                 )
             return
@@ -164,7 +166,7 @@ class AssistantThreads:
         if noted == _STARTED or (noted is None and started_here):
             # Noted before Slack is asked: another replica's next request leaves it alone.
             await self._note(key, _TITLED)
-            await self._title(key[1], key[2], title)
+            await self._title(key, title)
 
     async def _note(self, key: _Key, state: str) -> None:
         try:
@@ -174,31 +176,38 @@ class AssistantThreads:
             log.warning("could not note that %s/%s was %s", key[1], key[2], state, exc_info=True)
 
     async def _suggest(
-        self, channel: str, thread_ts: str | None, prompts: list[dict[str, str]]
+        self,
+        workspace: str | None,
+        channel: str,
+        thread_ts: str | None,
+        prompts: list[dict[str, str]],
     ) -> None:
         try:
             async with _reaching():
+                client = await self.tokens.client_for(workspace)
                 # None is left out: under agent messaging Slack drops a call naming a thread.
-                await self.client.assistant_threads_setSuggestedPrompts(
+                await client.assistant_threads_setSuggestedPrompts(
                     channel_id=channel,
                     thread_ts=thread_ts,
                     title=texts.SUGGESTED_PROMPTS_TITLE,
                     prompts=prompts,
                 )
-        except (SlackClientError, Undeliverable) as exc:
+        except (SlackClientError, Undeliverable, LookupError) as exc:
             log.info("no suggested prompts in %s/%s: %s", channel, thread_ts or "-", exc)
 
-    async def _title(self, channel: str, thread_ts: str, title: str, *, new: bool = False) -> None:
+    async def _title(self, key: _Key, title: str, *, new: bool = False) -> None:
+        workspace, channel, thread_ts = key
         try:
             async with _reaching():
-                await self.client.assistant_threads_setTitle(
+                client = await self.tokens.client_for(workspace)
+                await client.assistant_threads_setTitle(
                     channel_id=channel, thread_ts=thread_ts, title=title
                 )
         except SlackApiError as exc:
             if new:  # no threads of its own here (the assistant view): not asked again
                 self._untitled[channel] = True
             log.info("no title for %s/%s: %s", channel, thread_ts, exc)
-        except (SlackClientError, Undeliverable) as exc:
+        except (SlackClientError, Undeliverable, LookupError) as exc:
             log.info("no title for %s/%s: %s", channel, thread_ts, exc)
 
 

@@ -25,12 +25,12 @@ from typing import Any
 import aiohttp
 from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ApprovalCard, ChatCore, Click, ClickResult, Rich, TaskTracker, inbox_note
 
 from .convert import home_thread
 from .inbox import HOME, Permalink, home_unavailable_view, home_view, inbox_links
+from .installations import Tokens
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class HomeTab:
 
     Args:
         bot: The chat core (``inbox``).
-        client: For ``views.publish``.
+        tokens: Each workspace's client, for ``views.publish``.
         permalink: The permalink of a message, for the requests the tab links to.
         tasks: Where publishing runs (the adapter's, drained with it).
     """
@@ -67,13 +67,13 @@ class HomeTab:
     def __init__(
         self,
         bot: ChatCore,
-        client: AsyncWebClient,
+        tokens: Tokens,
         *,
         permalink: Permalink,
         tasks: TaskTracker,
     ) -> None:
         self._bot = bot
-        self._client = client
+        self._tokens = tokens
         self._permalink = permalink
         self._tasks = tasks
         # Who opened their Home tab, each with the note shown at its top: what their
@@ -194,10 +194,11 @@ class HomeTab:
             links = await inbox_links(inbox, self._permalink, HOME)
             view = home_view(inbox, links=links, note=self._known.get(key, ()))
         try:
-            await self._client.views_publish(user_id=user, view=view)
+            client = await self._tokens.client_for(workspace)
+            await client.views_publish(user_id=user, view=view)
         except SlackApiError as exc:
             log.warning("Slack refused the Home tab of %s: %s", user, exc.response.get("error"))
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        except (SlackClientError, aiohttp.ClientError, TimeoutError, LookupError) as exc:
             log.warning("could not publish the Home tab of %s: %s", user, exc)
 
 

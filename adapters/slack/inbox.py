@@ -28,8 +28,8 @@ HEADER_LIMIT = 150
 
 Links = Mapping[tuple[str, str], str]
 """Permalinks of threads, by ``(channel, root)``."""
-Permalink = Callable[[str, str], Awaitable[str | None]]
-"""The permalink of a message (channel, ts), or ``None`` when Slack gives none."""
+Permalink = Callable[[str, str, str], Awaitable[str | None]]
+"""The permalink of a message (channel, ts, workspace), or ``None`` when Slack gives none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +81,9 @@ def links_wanted(inbox: Inbox, layout: Layout = COMMAND) -> list[ThreadKey]:
 async def inbox_links(inbox: Inbox, permalink: Permalink, layout: Layout = COMMAND) -> Links:
     """The permalinks the list shows, asked for together (those Slack gives)."""
     threads = links_wanted(inbox, layout)
-    found = await asyncio.gather(*(permalink(thread.channel, thread.root) for thread in threads))
+    found = await asyncio.gather(
+        *(permalink(thread.channel, thread.root, thread.workspace) for thread in threads)
+    )
     return {
         (thread.channel, thread.root): link
         for thread, link in zip(threads, found, strict=True)

@@ -33,6 +33,7 @@ from ._reach import reaching as _reaching
 from .blocks import SlackMessage, render
 from .convert import is_home, message_ref, thread_key
 from .home import HomeTab
+from .installations import Tokens
 from .limits import Pacer
 from .live import SlackLive
 from .mrkdwn import is_group_id, text_mrkdwn
@@ -73,6 +74,11 @@ class SlackMessenger:
     ``home`` (set by the adapter) shows people's Home tabs: what changes in them, and
     what a person is told about a click made there. ``clock`` (monotonic seconds;
     tests may pass their own) times how long a missing permalink is believed.
+    ``tokens`` gives each workspace's client when the app is installed in many (OAuth);
+    else every call goes through ``client``. Asked by channel or group alone
+    (``knows_channel``, ``group_members``, ``permalink`` without a workspace), a bot of
+    many workspaces cannot tell whose it is: it knows no such channel or group, and
+    shows no link.
     """
 
     def __init__(
@@ -81,8 +87,10 @@ class SlackMessenger:
         *,
         clock: Callable[[], float] = time.monotonic,
         pacer: Pacer | None = None,
+        tokens: Tokens | None = None,
     ) -> None:
         self.client = client
+        self.tokens = tokens or Tokens(client)
         self.pacer = pacer or Pacer()
         self.home: HomeTab | None = None
         # Channels where Slack refused a status (not an assistant thread, no
@@ -117,9 +125,10 @@ class SlackMessenger:
         """Replace a posted view for everyone (``chat.update``)."""
         first, *rest = render(view, link=await self._link(view))
         channel = ref["channel"]
+        client = await self._client(thread.workspace)
 
         async def change() -> object:
-            return await self.client.chat_update(
+            return await client.chat_update(
                 channel=channel, ts=ref["ts"], **first.fields(replacing=True)
             )
 
@@ -137,10 +146,12 @@ class SlackMessenger:
                 return
             # No Home tab to show it in: the bot's direct message with them.
             async with _reaching():
-                await self.client.chat_postMessage(channel=user_id, text=text_mrkdwn(text))
+                client = await self._client(thread.workspace)
+                await client.chat_postMessage(channel=user_id, text=text_mrkdwn(text))
             return
         async with _reaching():
-            await self.client.chat_postEphemeral(
+            client = await self._client(thread.workspace)
+            await client.chat_postEphemeral(
                 channel=thread.channel,
                 user=user_id,
                 thread_ts=thread.root or None,
@@ -153,7 +164,8 @@ class SlackMessenger:
         if thread.channel in self._no_status:
             return
         try:
-            await self.client.assistant_threads_setStatus(
+            client = await self._client(thread.workspace)
+            await client.assistant_threads_setStatus(
                 channel_id=thread.channel,
                 thread_ts=thread.root,
                 status=status or "",
@@ -166,7 +178,7 @@ class SlackMessenger:
             if error not in _STATUS_NOT_ALLOWED:
                 return  # a passing refusal (rate limit, a bad thread): try again next time
             self._no_status[thread.channel] = True
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        except (SlackClientError, aiohttp.ClientError, TimeoutError, LookupError) as exc:
             log.debug("no status in %s this time: %s", thread.channel, exc)
 
     async def start_live(self, thread: ThreadKey, to: Person | None) -> Live | None:
@@ -178,7 +190,8 @@ class SlackMessenger:
             return None
         if to is None and not thread.channel.startswith("D"):
             return None
-        return SlackLive(self.client, thread, to, refused=self._refuse_streams)
+        client = await self._client(thread.workspace)
+        return SlackLive(client, thread, to, refused=self._refuse_streams)
 
     def _refuse_streams(self, channel: str) -> None:
         log.info("Slack does not stream in %s: answers there are posted whole", channel)
@@ -191,11 +204,11 @@ class SlackMessenger:
         if to.channel is not None:
             channel = to.channel
         elif to.user_id is not None:
-            channel = await self._direct_channel(to.user_id)
+            channel = await self._direct_channel(near.workspace, to.user_id)
         else:
             raise ValueError("a destination names a channel or a person")
         first, *rest = render(view, link=await self._link(view))
-        response = await self._send(channel, None, first)
+        response = await self._send(near.workspace, channel, None, first)
         # Slack answers with the channel's id, which clicks there carry.
         posted_in, ts = str(response["channel"]), str(response["ts"])
         thread = thread_key(near.workspace, posted_in, ts)
@@ -212,6 +225,8 @@ class SlackMessenger:
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` (an id) is a channel the bot is in and may post to
         (``conversations.info``); not for an archived one, or one the bot is not in."""
+        if self.tokens.many:
+            return False
         try:
             async with _reaching():
                 response = await self.client.conversations_info(channel=channel)
@@ -232,6 +247,8 @@ class SlackMessenger:
             LookupError: Slack has no such group (or no user groups at all).
             Undeliverable: Slack could not be reached.
         """
+        if self.tokens.many and (name.startswith("@") or is_group_id(name)):
+            raise LookupError(f"a bot of many Slack workspaces cannot tell whose group {name} is")
         if name.startswith("@"):
             group = await self._group_of_handle(name.removeprefix("@"))
         elif is_group_id(name):
@@ -248,17 +265,20 @@ class SlackMessenger:
         users = response.get("users") or []
         return frozenset(str(user) for user in users)
 
-    async def permalink(self, channel: str, ts: str) -> str | None:
+    async def permalink(self, channel: str, ts: str, workspace: str | None = None) -> str | None:
         """A link to the message ``ts`` in ``channel`` (``chat.getPermalink``), or ``None``
         when Slack gives none (the caller names the channel instead)."""
         key = (channel, ts)
         if key in self._no_permalink:
             return None
         if key not in self._permalinks:
+            if self.tokens.many and workspace is None:
+                return None
             try:
                 async with _reaching():
-                    response = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
-            except (SlackApiError, Undeliverable) as exc:
+                    client = await self._client(workspace)
+                    response = await client.chat_getPermalink(channel=channel, message_ts=ts)
+            except (SlackApiError, Undeliverable, LookupError) as exc:
                 log.debug("no permalink for %s/%s: %s", channel, ts, exc)
                 self._no_permalink[key] = True
                 return None
@@ -272,24 +292,27 @@ class SlackMessenger:
     async def _link(self, view: View) -> str | None:
         """The permalink a view shows: a card's request, a pointer's card."""
         if isinstance(view, ApprovalCard) and view.requested_in is not None:
-            return await self.permalink(view.requested_in.channel, view.requested_in.root)
+            at = view.requested_in
+            return await self.permalink(at.channel, at.root, at.workspace)
         if isinstance(view, CardPointer) and view.at is not None:
             ref = view.at.ref
             channel, ts = ref.get("channel"), ref.get("ts")
             if isinstance(channel, str) and isinstance(ts, str):
-                return await self.permalink(channel, ts)
+                return await self.permalink(channel, ts, view.at.thread.workspace)
         return None
 
-    async def _direct_channel(self, user_id: str) -> str:
+    async def _direct_channel(self, workspace: str, user_id: str) -> str:
         """The bot's direct message channel with ``user_id`` (opened if need be)."""
-        if user_id not in self._direct:
+        key = f"{workspace}:{user_id}"  # the bot of each workspace has its own
+        if key not in self._direct:
             async with _reaching():
-                response = await self.client.conversations_open(users=user_id)
+                client = await self._client(workspace)
+                response = await client.conversations_open(users=user_id)
             channel = response.get("channel")
             if not isinstance(channel, dict) or not isinstance(channel.get("id"), str):
                 raise RuntimeError(f"conversations.open gave no channel for {user_id}")
-            self._direct[user_id] = channel["id"]
-        return self._direct[user_id]
+            self._direct[key] = channel["id"]
+        return self._direct[key]
 
     async def _group_of_handle(self, handle: str) -> str:
         """The id of the enabled user group whose handle is ``handle``."""
@@ -307,17 +330,23 @@ class SlackMessenger:
                 return str(group["id"])
         raise LookupError(f"Slack has no user group @{handle}")
 
+    async def _client(self, workspace: str | None) -> AsyncWebClient:
+        """The client that speaks for the bot in ``workspace`` (``LookupError``: the app is
+        not installed there)."""
+        return await self.tokens.client_for(workspace)
+
     async def _post(self, thread: ThreadKey, message: SlackMessage) -> MessageRef:
-        response = await self._send(thread.channel, thread.root, message)
+        response = await self._send(thread.workspace, thread.channel, thread.root, message)
         return message_ref(str(response["channel"]), str(response["ts"]))
 
     async def _send(
-        self, channel: str, thread_ts: str | None, message: SlackMessage
+        self, workspace: str, channel: str, thread_ts: str | None, message: SlackMessage
     ) -> AsyncSlackResponse:
         """``chat.postMessage``, in the channel's turn and within its limit."""
+        client = await self._client(workspace)
 
         async def post() -> AsyncSlackResponse:
-            return await self.client.chat_postMessage(
+            return await client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread_ts,
                 **message.fields(),

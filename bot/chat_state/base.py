@@ -239,6 +239,30 @@ class NoteState(Protocol):
         ...
 
 
+class RecordState(Protocol):
+    """Permanent records by key (an adapter's installations), and notes taken once.
+
+    Records are JSON text the caller owns; nothing lapses until ``drop_records``.
+    """
+
+    async def put_record(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` for good (replacing what was there)."""
+        ...
+
+    async def record(self, key: str) -> str | None:
+        """The record under ``key`` (``None``: none)."""
+        ...
+
+    async def drop_records(self, keys: Sequence[str]) -> int:
+        """Remove the records under ``keys``; how many there were."""
+        ...
+
+    async def take_note(self, key: str) -> str | None:
+        """The note under ``key`` (see ``NoteState.set_note``), removed in the same
+        atomic step: of callers racing for one note, one gets it (a one-time state)."""
+        ...
+
+
 class TimerState(Protocol):
     """Timed jobs (reminders, escalations), each handed out once."""
 
@@ -314,6 +338,7 @@ class ChatState(
     CardState,
     GrantState,
     NoteState,
+    RecordState,
     TimerState,
     IntakeState,
     RetentionState,
@@ -327,9 +352,15 @@ class ChatState(
         ...
 
 
-class AdapterState(ThreadState, NoteState, Protocol):
+class AdapterState(ThreadState, NoteState, RecordState, Protocol):
     """What an adapter keeps and finds again on any replica: each thread's conversation
-    reference, whether the bot follows it, and notes (``ChatCore.chat``)."""
+    reference, whether the bot follows it, notes, and records such as its installations
+    (``ChatCore.chat``)."""
+
+
+class InstallationState(RecordState, NoteState, Protocol):
+    """What a platform's installations need: permanent records, and one-time notes
+    (OAuth states)."""
 
 
 class InboxState(CardState, GrantState, NoteState, Protocol):

@@ -41,6 +41,7 @@ class MemoryChatState:
         self._waiting: dict[tuple[str, str], set[str]] = {}
         self._notes: dict[str, tuple[float, str]] = {}
         self._recent: dict[str, list[str]] = {}
+        self._records: dict[str, str] = {}
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0
@@ -88,6 +89,19 @@ class MemoryChatState:
     async def note(self, key: str) -> str | None:
         until, value = self._notes.get(key, (0.0, ""))
         return value if until > time.time() else None
+
+    async def take_note(self, key: str) -> str | None:
+        until, value = self._notes.pop(key, (0.0, ""))
+        return value if until > time.time() else None
+
+    async def put_record(self, key: str, value: str) -> None:
+        self._records[key] = value
+
+    async def record(self, key: str) -> str | None:
+        return self._records.get(key)
+
+    async def drop_records(self, keys: Sequence[str]) -> int:
+        return sum(self._records.pop(key, None) is not None for key in set(keys))
 
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         self._recent[key] = [item, *self._recent.get(key, ())][:keep]

@@ -249,6 +249,22 @@ class RedisChatState:
         value = await self._redis.get(self.keys.note(key))
         return None if value is None else str(value)
 
+    async def take_note(self, key: str) -> str | None:
+        value = await self._redis.getdel(self.keys.note(key))
+        return None if value is None else str(value)
+
+    async def put_record(self, key: str, value: str) -> None:
+        await self._redis.set(self.keys.record(key), value)
+
+    async def record(self, key: str) -> str | None:
+        value = await self._redis.get(self.keys.record(key))
+        return None if value is None else str(value)
+
+    async def drop_records(self, keys: Sequence[str]) -> int:
+        # One key at a time: each record has a slot of its own on a cluster.
+        dropped = [await self._redis.delete(self.keys.record(key)) for key in set(keys)]
+        return sum(int(n) for n in dropped)
+
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         name = self.keys.recent(key)
         async with self._redis.pipeline(transaction=True) as pipe:

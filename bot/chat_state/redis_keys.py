@@ -50,6 +50,9 @@ TIMERS = "timers"
 GRANTS = "grants"
 # Notes adapters keep for a while: a string with its TTL, in a slot of its own.
 NOTE = "note"
+# Permanent records (an adapter's installations, JSON): a string, no TTL, in a slot of
+# its own; removed only when the platform says the installation is gone.
+RECORD = "record"
 # Short lists (a person's recent decisions): a list, newest first, trimmed on each push.
 RECENT = "recent"
 # Who each waiting run waits for: a set of run ids per workspace and name (user id,
@@ -139,6 +142,10 @@ class ChatKeys(ShardedKeys):
     def note(self, key: str) -> str:
         """A note an adapter keeps for a while (``set_note``), in a slot of its own."""
         return f"{self.prefix}:{NOTE}:{{{key}}}"
+
+    def record(self, key: str) -> str:
+        """A permanent record (``put_record``)."""
+        return f"{self.prefix}:{RECORD}:{{{key}}}"
 
     def recent(self, key: str) -> str:
         """A short list kept newest first (``push_recent``), in a slot of its own."""

@@ -64,6 +64,8 @@ _SCHEMA = (
     # Notes adapters keep for a while (``set_note``); a lapsed one is ignored, then replaced.
     """CREATE TABLE IF NOT EXISTS notes (
         key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL NOT NULL)""",
+    # Permanent records by key (``put_record``): an adapter's installations, as JSON.
+    """CREATE TABLE IF NOT EXISTS records (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
     # Short lists by key, newest last (``push_recent``): a person's recent decisions.
     """CREATE TABLE IF NOT EXISTS recent (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, item TEXT NOT NULL)""",
@@ -97,6 +99,9 @@ _TRIM_RECENT = """DELETE FROM recent WHERE key = ? AND seq NOT IN
 _SET_NOTE = """INSERT INTO notes (key, value, expires_at) VALUES (?, ?, ?)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"""
 _NOTE = "SELECT value FROM notes WHERE key = ? AND expires_at > ?"
+_TAKE_NOTE = "DELETE FROM notes WHERE key = ? RETURNING value, expires_at"
+_PUT_RECORD = """INSERT INTO records (key, value) VALUES (?, ?)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value"""
 _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
     WHERE seen.expires_at <= ?"""
@@ -245,6 +250,31 @@ class SQLiteChatState:
     async def note(self, key: str) -> str | None:
         rows = await self._file.fetch(_NOTE, (key, time.time()))
         return str(rows[0][0]) if rows else None
+
+    async def take_note(self, key: str) -> str | None:
+        async def work(db: aiosqlite.Connection) -> str | None:
+            rows = list(await db.execute_fetchall(_TAKE_NOTE, (key,)))
+            return str(rows[0][0]) if rows and float(rows[0][1]) > time.time() else None
+
+        return await self._file.run(work, transaction=True)
+
+    async def put_record(self, key: str, value: str) -> None:
+        await self._file.changes(_PUT_RECORD, (key, value))
+
+    async def record(self, key: str) -> str | None:
+        rows = await self._file.fetch("SELECT value FROM records WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    async def drop_records(self, keys: Sequence[str]) -> int:
+        async def work(db: aiosqlite.Connection) -> int:
+            return sum(
+                [
+                    await changes(db, "DELETE FROM records WHERE key = ?", (key,))
+                    for key in set(keys)
+                ]
+            )
+
+        return await self._file.run(work, transaction=True)
 
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         async def work(db: aiosqlite.Connection) -> None:

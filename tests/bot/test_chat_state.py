@@ -516,6 +516,32 @@ async def test_a_note_is_found_until_it_lapses_and_a_new_one_replaces_it(
     assert await chat.note("answer:2") == "run-4"
 
 
+async def test_a_note_taken_is_gone_and_only_one_taker_gets_it(chat: ChatState) -> None:
+    await chat.set_note("oauth-state:s1", "issued", ttl=60)
+    takers = await asyncio.gather(*(chat.take_note("oauth-state:s1") for _ in range(5)))
+    assert takers.count("issued") == 1
+    assert takers.count(None) == 4
+    assert await chat.note("oauth-state:s1") is None
+    await chat.set_note("oauth-state:s2", "issued", ttl=0.05)
+    await asyncio.sleep(0.1)
+    assert await chat.take_note("oauth-state:s2") is None  # lapsed before it was taken
+
+
+# Records
+
+
+async def test_a_record_is_kept_until_dropped_and_a_new_one_replaces_it(chat: ChatState) -> None:
+    assert await chat.record("slack:bot:T1") is None
+    await chat.put_record("slack:bot:T1", '{"token": "a"}')
+    await chat.put_record("slack:bot:T2", '{"token": "b"}')
+    await chat.put_record("slack:bot:T1", '{"token": "c"}')
+    assert await chat.record("slack:bot:T1") == '{"token": "c"}'
+    assert await chat.drop_records(["slack:bot:T1", "slack:bot:T3"]) == 1
+    assert await chat.record("slack:bot:T1") is None
+    assert await chat.record("slack:bot:T2") == '{"token": "b"}'
+    assert await chat.drop_records([]) == 0
+
+
 async def test_a_recent_list_keeps_its_newest_items_newest_first(chat: ChatState) -> None:
     assert await chat.recent("decided:U1") == []
     for i in range(5):

@@ -21,11 +21,17 @@ thread (agent messaging: the top of the direct message).
 
 Home tabs (``views.publish``) are kept per person as they would see them, each
 checked against the limits of a Home view (100 blocks, 250 kB).
+
+Many workspaces (OAuth): ``oauth.v2.access`` exchanges a code a test gave it
+(``installs``) for that workspace's bot token, once, given the app's client id and
+secret; the fake then accepts that token too, and ``auth.test`` answers the workspace
+of the token it is called with. Each call records the token it came with.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import re
@@ -41,6 +47,9 @@ APP_TOKEN = "xapp-test-token"
 TEAM_ID = "T0TEAM001"
 BOT_USER_ID = "U0BOT0001"
 BOT_ID = "B0BOT0001"
+CLIENT_ID = "1111.2222"
+CLIENT_SECRET = "test-client-secret"
+APP_ID = "A0APP0001"
 
 SECTION_TEXT_LIMIT = 3000
 BUTTON_VALUE_LIMIT = 2000
@@ -92,6 +101,10 @@ class ApiCall:
     args: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
     """When it arrived (``time.monotonic``)."""
+    token: str | None = None
+    """The bearer token it came with (``None``: none, or the client's id and secret)."""
+    client: tuple[str, str] | None = None
+    """The client id and secret it came with (HTTP basic auth: ``oauth.v2.access``)."""
 
 
 @dataclass
@@ -233,6 +246,10 @@ class FakeSlack:
     """Each person's Home tab, by user id, once published."""
     refused_streams: dict[str | None, str] = field(default_factory=dict)
     """Channels where ``chat.startStream`` answers with an error (``None``: everywhere)."""
+    installs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """OAuth codes ``oauth.v2.access`` exchanges (once each), for ``(team_id, bot_token)``."""
+    issued: dict[str, str] = field(default_factory=dict)
+    """Bot tokens ``oauth.v2.access`` gave, with their workspace."""
     url: str = ""
     base: str = ""
     _ts: Any = field(default_factory=lambda: itertools.count(1))
@@ -410,9 +427,16 @@ class FakeSlack:
         # Arguments come as the query (GET, and some POSTs: conversations.open), or the body.
         args = {**request.query, **(await _args(request) if request.method == "POST" else {})}
         auth = request.headers.get("Authorization", "")
-        self.calls.append(ApiCall(method, args))
-        expected = APP_TOKEN if method == "apps.connections.open" else TOKEN
-        if auth != f"Bearer {expected}":
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        client = _basic(auth)
+        self.calls.append(ApiCall(method, args, token=token, client=client))
+        if method == "oauth.v2.access":
+            return self._oauth_v2_access(args, client)
+        if method == "apps.connections.open":
+            known = token == APP_TOKEN
+        else:
+            known = token == TOKEN or token in self.issued
+        if not known:
             return _fail("invalid_auth")
         pending = self.scripted.get(method)
         if pending:
@@ -432,17 +456,44 @@ class FakeSlack:
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return _fail("unknown_method")
+        if method == "auth.test":
+            return self._auth_test(args, token=token)
         result: web.Response = handler(args)
         return result
 
-    def _auth_test(self, args: dict[str, Any]) -> web.Response:
+    def _auth_test(self, args: dict[str, Any], *, token: str | None = None) -> web.Response:
         return _ok(
             url="https://fake.slack.com/",
             team="Fake Team",
             user="approval-bot",
-            team_id=TEAM_ID,
+            team_id=self.issued.get(token or "", TEAM_ID),
             user_id=BOT_USER_ID,
             bot_id=BOT_ID,
+        )
+
+    def _oauth_v2_access(
+        self, args: dict[str, Any], client: tuple[str, str] | None
+    ) -> web.Response:
+        """A code for its workspace's bot token, given the app's id and secret."""
+        if client is None or client[0] != CLIENT_ID:
+            return _fail("invalid_client_id")
+        if client[1] != CLIENT_SECRET:
+            return _fail("bad_client_secret")
+        found = self.installs.pop(str(args.get("code", "")), None)
+        if found is None:
+            return _fail("invalid_code")
+        team, token = found
+        self.issued[token] = team
+        return _ok(
+            access_token=token,
+            token_type="bot",
+            scope="chat:write,commands",
+            bot_user_id=BOT_USER_ID,
+            app_id=APP_ID,
+            team={"id": team, "name": f"Team {team}"},
+            enterprise=None,
+            is_enterprise_install=False,
+            authed_user={"id": "U0INSTALL1"},
         )
 
     def _chat_postMessage(self, args: dict[str, Any]) -> web.Response:
@@ -901,6 +952,18 @@ def permalink(channel: str, ts: str) -> str:
 
 def _flag(value: Any) -> bool:
     return str(value).lower() in ("1", "true")
+
+
+def _basic(auth: str) -> tuple[str, str] | None:
+    """The id and secret of HTTP basic auth, if that is what ``auth`` is."""
+    if not auth.startswith("Basic "):
+        return None
+    try:
+        decoded = base64.b64decode(auth.removeprefix("Basic ")).decode()
+    except ValueError:
+        return None
+    client_id, _, secret = decoded.partition(":")
+    return client_id, secret
 
 
 async def _args(request: web.Request) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from adapters.slack import EVENTS_PATH, LISTENED_EVENTS
-from adapters.slack.app import ASSISTANT_VIEW_EVENTS
+from adapters.slack.app import ASSISTANT_VIEW_EVENTS, BOT_SCOPES, REDIRECT_PATH, REVOCATION_EVENTS
 from adapters.slack.wire import APPROVALS_COMMAND, APPROVE_ACTION, DECLINE_ACTION
 from agents import Store
 from bot import ApprovalPolicy, SuggestedPrompt
@@ -209,3 +209,32 @@ async def test_routing_groups_and_the_inbox_call_only_methods_the_manifest_allow
     assert called <= methods_in_source() | {"auth.test"}
     granted = set(manifest()["oauth_config"]["scopes"]["bot"])
     assert {scope for m in called for scope in METHOD_SCOPES[m]} <= granted
+
+
+DISTRIBUTED = ROOT / "manifest" / "slack-distributed.yaml"
+
+
+def distributed() -> dict[str, Any]:
+    data = yaml.safe_load(DISTRIBUTED.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_an_installation_asks_for_the_manifests_scopes() -> None:
+    assert set(manifest()["oauth_config"]["scopes"]["bot"]) == set(BOT_SCOPES)
+    assert set(distributed()["oauth_config"]["scopes"]["bot"]) == set(BOT_SCOPES)
+
+
+def test_the_distributed_manifest_is_the_same_app_installed_through_oauth() -> None:
+    single, many = manifest(), distributed()
+    assert many["features"] == single["features"]
+    assert many["oauth_config"]["redirect_urls"] == ["https://YOUR-HOST" + REDIRECT_PATH]
+    settings = many["settings"]
+    events = set(settings["event_subscriptions"]["bot_events"])
+    assert events == set(single["settings"]["event_subscriptions"]["bot_events"]) | set(
+        REVOCATION_EVENTS
+    )
+    assert settings["interactivity"] == single["settings"]["interactivity"]
+    assert settings["org_deploy_enabled"] is True
+    assert settings["token_rotation_enabled"] is True
+    assert settings["socket_mode_enabled"] is False

@@ -1,0 +1,245 @@
+"""Many workspaces at the HTTP edge: Bolt's OAuth flow installs each workspace, each
+workspace's requests are answered with its own token, and an uninstall ends it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from slack_sdk.oauth import OAuthStateUtils
+
+from adapters.slack import SlackAdapter, SlackSettings
+from adapters.slack.installations import SlackInstallations
+from adapters.slack.wire import APPROVE_ACTION
+from agents import Store
+from bot import ChatBot, Settings, build_app
+
+from .fake_slack import CLIENT_ID, CLIENT_SECRET, FakeSlack, Posted
+from .harness import (
+    ALICE,
+    BOB,
+    CHANNEL,
+    SIGNING_SECRET,
+    BotServer,
+    block_actions,
+    event_body,
+    mention_event,
+)
+from .scripted import Ran, build_agent
+from .test_approvals import has_buttons
+
+TEAM_A, TOKEN_A = "T0TEAMA01", "xoxb-team-a"
+TEAM_B, TOKEN_B = "T0TEAMB01", "xoxb-team-b"
+CHANNEL_A, CHANNEL_B = CHANNEL, "C0CHANB01"
+STATE_COOKIE = OAuthStateUtils.default_cookie_name
+
+# slack_sdk sends the client id and secret of oauth.v2.access with aiohttp.BasicAuth,
+# which aiohttp 3.14 deprecates (aio-libs/aiohttp#12499): under "error" the exchange
+# would fail in the library, not in the bot.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:BasicAuth is deprecated:DeprecationWarning:slack_sdk"
+)
+
+
+class Workspaces:
+    """The bot installed through OAuth, served over HTTP, spoken to from many workspaces."""
+
+    def __init__(self, slack: FakeSlack, server: BotServer) -> None:
+        self.slack = slack
+        self.server = server
+        self.installations = SlackInstallations(server.bot.chat)
+
+    def url(self, path: str) -> str:
+        return str(self.server.server.make_url(path))
+
+    async def get(
+        self, path: str, *, cookie: str | None = None, **query: str
+    ) -> aiohttp.ClientResponse:
+        """A browser's GET (with ``cookie``), redirects not followed; the body read."""
+        async with self.server.session.get(
+            self.url(path) + ("?" + urlencode(query) if query else ""),
+            allow_redirects=False,
+            headers={"Cookie": cookie} if cookie is not None else {},
+        ) as resp:
+            await resp.read()
+            return resp
+
+    async def start_install(self) -> str:
+        """``GET /slack/install``: the state on the way to Slack's consent page."""
+        resp = await self.get("/slack/install")
+        assert resp.status == 302
+        location = urlsplit(resp.headers["Location"])
+        assert (location.netloc, location.path) == ("slack.com", "/oauth/v2/authorize")
+        query = parse_qs(location.query)
+        assert query["client_id"] == [CLIENT_ID]
+        (state,) = query["state"]
+        assert resp.cookies[STATE_COOKIE].value == state
+        return state
+
+    async def install(self, team: str, token: str) -> aiohttp.ClientResponse:
+        """A person installs the app in ``team``: consent page, then back with a code."""
+        code = f"code-{team}"
+        self.slack.installs[code] = (team, token)
+        state = await self.start_install()
+        return await self.get(
+            "/slack/oauth_redirect", code=code, state=state, cookie=f"{STATE_COOKIE}={state}"
+        )
+
+    async def send_event(self, team: str, event: dict[str, Any]) -> int:
+        """An event from ``team``, signed."""
+        body = event_body(event)
+        body["team_id"] = team
+        body["authorizations"][0]["team_id"] = team
+        status, _ = await self.server.post(json.dumps(body))
+        return status
+
+    async def press(self, team: str, card: Posted, *, user: str) -> int:
+        """``user`` of ``team`` presses Approve on ``card`` (as Slack would send it)."""
+        payload = block_actions(card, APPROVE_ACTION, user=user)
+        payload["team"]["id"] = team
+        payload["user"]["team_id"] = team
+        status, _ = await self.server.interact(payload)
+        return status
+
+    async def ask_for_deploy(self, team: str, channel: str, *, user: str) -> Posted:
+        """``user`` mentions the bot in ``team`` asking for a deploy; the card it posts."""
+        event = mention_event("deploy api", user=user, channel=channel)
+        assert await self.send_event(team, event) == 200
+        await self.server.idle()
+        (card,) = [m for m in self.slack.in_thread(channel, str(event["ts"])) if has_buttons(m)]
+        return card
+
+    def tokens_of(self, method: str, channel: str) -> set[str | None]:
+        """The tokens the bot called ``method`` with in ``channel``."""
+        return {c.token for c in self.slack.of(method) if c.args.get("channel") == channel}
+
+
+@pytest.fixture
+async def workspaces(slack: FakeSlack, store: Store, ran: Ran) -> AsyncIterator[Workspaces]:
+    settings = SlackSettings(
+        slack_client_id=CLIENT_ID,
+        slack_client_secret=CLIENT_SECRET,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=slack.url,
+    )
+    bot = ChatBot(build_agent(store, ran))
+    adapter = SlackAdapter(bot, settings)
+    server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
+    await server.start_server()
+    # Cookies go by hand: the state cookie is the browser's, sent back as it was set.
+    session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+    running = BotServer(slack, bot, adapter, server, session)
+    yield Workspaces(slack, running)
+    await running.close()
+
+
+async def installed(workspaces: Workspaces, team: str) -> str | None:
+    """The bot token kept for ``team``, if installed."""
+    found = await workspaces.installations.async_find_installation(enterprise_id=None, team_id=team)
+    return found.bot_token if found is not None else None
+
+
+async def test_installing_exchanges_the_code_and_keeps_each_workspace(
+    workspaces: Workspaces, slack: FakeSlack
+) -> None:
+    first = await workspaces.install(TEAM_A, TOKEN_A)
+    assert first.status == 200
+    second = await workspaces.install(TEAM_B, TOKEN_B)
+    assert second.status == 200
+    exchanges = slack.of("oauth.v2.access")
+    assert [c.args["code"] for c in exchanges] == [f"code-{TEAM_A}", f"code-{TEAM_B}"]
+    assert {c.client for c in exchanges} == {(CLIENT_ID, CLIENT_SECRET)}
+    assert await installed(workspaces, TEAM_A) == TOKEN_A
+    assert await installed(workspaces, TEAM_B) == TOKEN_B
+
+
+async def test_each_workspace_sees_its_card_posted_and_decided_with_its_own_token(
+    workspaces: Workspaces, slack: FakeSlack, ran: Ran
+) -> None:
+    await workspaces.install(TEAM_A, TOKEN_A)
+    await workspaces.install(TEAM_B, TOKEN_B)
+    card_a = await workspaces.ask_for_deploy(TEAM_A, CHANNEL_A, user=ALICE)
+    card_b = await workspaces.ask_for_deploy(TEAM_B, CHANNEL_B, user=BOB)
+    assert workspaces.tokens_of("chat.postMessage", CHANNEL_A) == {TOKEN_A}
+    assert workspaces.tokens_of("chat.postMessage", CHANNEL_B) == {TOKEN_B}
+
+    assert await workspaces.press(TEAM_A, card_a, user=ALICE) == 200
+    assert await workspaces.press(TEAM_B, card_b, user=BOB) == 200
+    await workspaces.server.idle()
+
+    assert sorted(d["service"] for d in ran.deploys) == ["api", "api"]
+    assert not has_buttons(card_a)
+    assert not has_buttons(card_b)
+    assert workspaces.tokens_of("chat.update", CHANNEL_A) == {TOKEN_A}
+    assert workspaces.tokens_of("chat.update", CHANNEL_B) == {TOKEN_B}
+    assert workspaces.tokens_of("chat.postMessage", CHANNEL_A) == {TOKEN_A}
+    assert workspaces.tokens_of("chat.postMessage", CHANNEL_B) == {TOKEN_B}
+
+
+async def test_a_click_from_another_workspace_decides_nothing(
+    workspaces: Workspaces, slack: FakeSlack, ran: Ran
+) -> None:
+    await workspaces.install(TEAM_A, TOKEN_A)
+    await workspaces.install(TEAM_B, TOKEN_B)
+    card_a = await workspaces.ask_for_deploy(TEAM_A, CHANNEL_A, user=ALICE)
+    updates, before = card_a.updates, len(slack.calls)
+
+    assert await workspaces.press(TEAM_B, card_a, user=BOB) == 200
+    await workspaces.server.idle()
+
+    assert ran.deploys == []
+    assert has_buttons(card_a)
+    assert card_a.updates == updates
+    assert TOKEN_A not in {c.token for c in slack.calls[before:]}
+    told = [(c.args.get("user"), c.token) for c in slack.of("chat.postEphemeral")]
+    assert told == [(BOB, TOKEN_B)]
+
+
+async def test_an_uninstalled_workspace_is_forgotten_and_its_mentions_ignored(
+    workspaces: Workspaces, slack: FakeSlack, ran: Ran
+) -> None:
+    await workspaces.install(TEAM_A, TOKEN_A)
+    await workspaces.install(TEAM_B, TOKEN_B)
+
+    uninstalled = {"type": "app_uninstalled", "event_ts": f"{time.time():.6f}"}
+    assert await workspaces.send_event(TEAM_B, uninstalled) == 200
+    await workspaces.server.idle()
+    assert await installed(workspaces, TEAM_B) is None
+    assert await installed(workspaces, TEAM_A) == TOKEN_A
+
+    status = await workspaces.send_event(
+        TEAM_B, mention_event("deploy api", user=BOB, channel=CHANNEL_B)
+    )
+    await workspaces.server.idle()
+    assert 200 <= status < 300
+    assert slack.of("chat.postMessage") == []
+    assert ran.deploys == []
+
+
+@pytest.mark.parametrize("cookie", [None, "bogus"], ids=["no-cookie", "cookie-of-the-state"])
+async def test_a_bogus_state_answers_400_and_installs_nothing(
+    workspaces: Workspaces, slack: FakeSlack, cookie: str | None
+) -> None:
+    slack.installs["x"] = (TEAM_A, TOKEN_A)
+    sent = f"{STATE_COOKIE}={cookie}" if cookie is not None else None
+    resp = await workspaces.get("/slack/oauth_redirect", cookie=sent, code="x", state="bogus")
+    assert resp.status == 400
+    assert slack.of("oauth.v2.access") == []
+    assert await installed(workspaces, TEAM_A) is None
+
+
+async def test_a_state_is_used_once(workspaces: Workspaces, slack: FakeSlack) -> None:
+    state = await workspaces.start_install()
+    slack.installs["first"] = (TEAM_A, TOKEN_A)
+    slack.installs["again"] = (TEAM_B, TOKEN_B)
+    cookie = f"{STATE_COOKIE}={state}"
+    first = await workspaces.get("/slack/oauth_redirect", code="first", state=state, cookie=cookie)
+    again = await workspaces.get("/slack/oauth_redirect", code="again", state=state, cookie=cookie)
+    assert (first.status, again.status) == (200, 400)
+    assert await installed(workspaces, TEAM_B) is None
