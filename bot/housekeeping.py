@@ -23,8 +23,9 @@ from . import texts
 from .chat_state import CardPlace, ShownState, ask_of
 from .metrics import Metrics
 from .policy import ApprovalPolicy
-from .presenter import TIMER, Presenter, Timer
+from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
+from .timers import TIMER, Timer
 from .types import Messenger, Notice, ThreadKey
 from .views import thread_of
 

@@ -8,14 +8,11 @@ other parts (messages, decisions, housekeeping) speak only through it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
 from typing import Any, Literal
 
 from cachetools import TTLCache
-from pydantic import TypeAdapter
 
 from agents import (
     LockTimeout,
@@ -29,6 +26,7 @@ from .metrics import Metrics
 from .people import People, scope_of
 from .policy import ApprovalPolicy, PolicyError
 from .segments import Segments
+from .timers import post_later, set_timers
 from .types import (
     ApprovalCard,
     CardPointer,
@@ -53,28 +51,6 @@ CHANNEL_TTL = 300.0
 CHANNELS_KEPT = 1_000
 MAX_DIRECT = 25
 """The most people one card is sent to by direct message (``notify = "dm"``)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timer:
-    """A job due for one waiting call (kept in the chat state): a reminder, an
-    escalation, or posting again a card or question whose post failed (``attempt``:
-    how many posts failed so far)."""
-
-    kind: Literal["remind", "escalate", "repost"]
-    run_id: str
-    tool_call_id: str
-    attempt: int = 0
-
-    def key(self, ask: str) -> str:
-        return f"{self.kind}:{self.run_id}:{ask}"
-
-
-TIMER: TypeAdapter[Timer] = TypeAdapter(Timer)
-REPOST_FIRST = 30.0
-REPOST_MOST = 900.0
-"""A card or question whose post failed is posted again after 30 s, 1 min, 2 min...
-at most 15 min apart, for as long as its call waits."""
 
 
 class Presenter:
@@ -192,14 +168,14 @@ class Presenter:
             )
             ref = await self.say(messenger, thread, view)
             if ref is None:
-                await self._post_later(info, attempt)
+                await post_later(self._chat, info, attempt)
                 return
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
         try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
             if info.kind == "approval":
-                await self._set_timers(info)
+                await set_timers(self._chat, self._policy.rule(info.tool_name), info)
                 await self._chat.index_waiting(
                     scope_of(thread), self.people.waiting_names(info), info.run_id
                 )
@@ -341,33 +317,6 @@ class Presenter:
             await messenger.inboxes_changed(thread, people)
         except Exception:
             log.warning("showing inboxes again in %s failed", thread.id, exc_info=True)
-
-    async def _post_later(self, info: PendingInfo, attempt: int) -> None:
-        """Post a call's card or question again later: it must not wait unseen."""
-        job = Timer(
-            kind="repost", run_id=info.run_id, tool_call_id=info.tool_call_id, attempt=attempt
-        )
-        due = time.time() + min(REPOST_MOST, REPOST_FIRST * 2**attempt)
-        try:
-            await self._chat.set_timer(job.key(ask_of(info)), due, TIMER.dump_json(job).decode())
-        except Exception:
-            log.exception("could not keep %s/%s to post later", info.run_id, info.tool_call_id)
-
-    async def _set_timers(self, info: PendingInfo) -> None:
-        """The reminder and the escalation the policy asks for, if still ahead (a card
-        shown again keeps what already went out)."""
-        rule = self._policy.rule(info.tool_name)
-        now = datetime.now(UTC)
-        timers: tuple[tuple[Literal["remind", "escalate"], timedelta | None], ...] = (
-            ("remind", rule.remind_after),
-            ("escalate", rule.escalate_after),
-        )
-        for kind, after in timers:
-            if after is None or info.created_at + after <= now:
-                continue
-            job = Timer(kind=kind, run_id=info.run_id, tool_call_id=info.tool_call_id)
-            due = (info.created_at + after).timestamp()
-            await self._chat.set_timer(job.key(ask_of(info)), due, TIMER.dump_json(job).decode())
 
     # -- cards ------------------------------------------------------------------
 
