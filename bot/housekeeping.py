@@ -21,12 +21,13 @@ from agents import (
 
 from . import texts
 from .chat_state import CardPlace, ShownState, ask_of
+from .documents import ViewDocumentError, load_view
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
-from .timers import TIMER, Timer
-from .types import Messenger, Notice, ThreadKey
+from .timers import DELIVER, TIMER, UNDELIVERED, Timer, Undelivered, deliver_later
+from .types import Messenger, Notice, ThreadKey, Undeliverable
 from .views import thread_of
 
 log = logging.getLogger(__name__)
@@ -137,12 +138,42 @@ class Housekeeping:
         sent = 0
         for key, data in await self._chat.take_due(now.timestamp()):
             try:
+                if key.startswith(DELIVER):
+                    sent += await self._deliver(UNDELIVERED.validate_json(data))
+                    continue
                 job = TIMER.validate_json(data)
-            except ValueError:
+            except (ValueError, ViewDocumentError):
                 log.error("a timed job %s could not be read; dropped", key)
                 continue
             sent += await self._remind(job, now)
         return sent
+
+    async def _deliver(self, kept: Undelivered) -> int:
+        """Make a post or update the platform could not take before (kept again, with
+        a longer wait, while it still cannot)."""
+        view = load_view(kept.view)
+        messenger = self._presenter.messenger_of(kept.thread)
+        if messenger is None:
+            return 0
+        try:
+            if kept.ref is not None:
+                await messenger.update(kept.thread, kept.ref, view)
+            else:
+                await messenger.post(kept.thread, view)
+        except Undeliverable as exc:
+            log.warning("posting a kept %s to %s failed again: %s", view.kind, kept.thread.id, exc)
+            await deliver_later(
+                self._chat,
+                kept.thread,
+                view,
+                ref=kept.ref,
+                attempt=kept.attempt + 1,
+            )
+            return 0
+        except Exception:
+            log.exception("posting a kept %s to %s failed", view.kind, kept.thread.id)
+            return 0
+        return 1
 
     async def _remind(self, job: Timer, now: datetime) -> int:
         try:

@@ -26,7 +26,7 @@ from .metrics import Metrics
 from .people import People, scope_of
 from .policy import ApprovalPolicy, PolicyError
 from .segments import Segments
-from .timers import post_later, set_timers
+from .timers import deliver_later, post_later, set_timers, update_key
 from .types import (
     ApprovalCard,
     CardPointer,
@@ -78,6 +78,8 @@ class Presenter:
         self._top = (agent_id,)
         self._schema_of = schema_of
         self._chat = chat
+        self._kept_updates: set[str] = set()
+        """Messages whose update this process kept for later (``update``)."""
         self._following = following
         self._policy = policy
         self._metrics = metrics
@@ -166,7 +168,7 @@ class Presenter:
             view: View = (
                 self.card(thread, info) if info.kind == "approval" else prompt(info, error=error)
             )
-            ref = await self.say(messenger, thread, view)
+            ref = await self.say(messenger, thread, view, keep=False)
             if ref is None:
                 await post_later(self._chat, info, attempt)
                 return
@@ -422,9 +424,17 @@ class Presenter:
     # -- speaking ---------------------------------------------------------------
 
     async def say(
-        self, messenger: Messenger, thread: ThreadKey, view: View, *, follow: bool = True
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        view: View,
+        *,
+        follow: bool = True,
+        keep: bool = True,
     ) -> MessageRef | None:
-        """Post a view; a platform hiccup is logged and must not stop the run.
+        """Post a view; a platform hiccup is logged and must not stop the run. A post the
+        platform could not take (``Undeliverable``) is kept and made later (``keep``;
+        a card or question is posted again its own way, ``show_pending``).
 
         ``follow``: replies in ``thread`` are for the bot from now on (not under a card
         sent to an approvers' channel: people talk there among themselves).
@@ -433,6 +443,8 @@ class Presenter:
             ref = await messenger.post(thread, view)
         except Undeliverable as exc:
             log.warning("posting a %s to %s failed: %s", type(view).__name__, thread.id, exc)
+            if keep:
+                await deliver_later(self._chat, thread, view)
             return None
         except Exception:
             log.exception("posting a %s to %s failed", type(view).__name__, thread.id)
@@ -453,13 +465,23 @@ class Presenter:
     async def update(
         self, messenger: Messenger, thread: ThreadKey, ref: MessageRef, view: View
     ) -> None:
-        """Replace a posted view (a failure is logged)."""
+        """Replace a posted view (a failure is logged; one the platform could not take is
+        kept and made later, the latest view of the message winning: a later update
+        made here replaces the kept one, so an older view never comes back)."""
+        key = update_key(thread, ref)
         try:
             await messenger.update(thread, ref, view)
         except Undeliverable as exc:
             log.warning("updating a %s in %s failed: %s", type(view).__name__, thread.id, exc)
+            self._kept_updates.add(key)
+            await deliver_later(self._chat, thread, view, ref=ref)
+            return
         except Exception:
             log.exception("updating a %s in %s failed", type(view).__name__, thread.id)
+            return
+        if key in self._kept_updates:
+            self._kept_updates.discard(key)
+            await deliver_later(self._chat, thread, view, ref=ref, due=0.0)
 
     async def status(self, messenger: Messenger, thread: ThreadKey, status: str | None) -> None:
         """Show or clear "is thinking…" (a failure is logged)."""

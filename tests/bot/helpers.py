@@ -37,6 +37,7 @@ from bot import (
     Step,
     Text,
     ThreadKey,
+    Undeliverable,
     View,
     plain_text,
 )
@@ -93,6 +94,8 @@ class RecordingMessenger:
     tells: list[tuple[ThreadKey, str, str]] = field(default_factory=list)
     statuses: list[tuple[ThreadKey, str | None]] = field(default_factory=list)
     failing_posts: int = 0
+    unreachable: int = 0
+    """Posts and updates the platform cannot take next (``Undeliverable``)."""
     elsewhere: list[tuple[Destination, View, Posted]] = field(default_factory=list)
     """Views posted as new conversations (``post_elsewhere``), in order."""
     places: bool = True
@@ -109,6 +112,7 @@ class RecordingMessenger:
     inbox_changes: list[tuple[ThreadKey, frozenset[str]]] = field(default_factory=list)
 
     async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+        self._reach()
         if self.failing_posts:
             self.failing_posts -= 1
             raise ConnectionError("the platform is down")
@@ -117,7 +121,13 @@ class RecordingMessenger:
         return ref
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+        self._reach()
         self.updates.append((thread, ref, view))
+
+    def _reach(self) -> None:
+        if self.unreachable:
+            self.unreachable -= 1
+            raise Undeliverable("the platform cannot be reached")
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         self.tells.append((thread, user_id, plain_text(text)))

@@ -19,7 +19,7 @@ from agents import (
     ToolCall,
 )
 from agents.models.base import ModelRequest, StopReason
-from bot import ApprovalCard, CardPlace, ChatBot, Notice, Prompt, Reply, ask_of
+from bot import ApprovalCard, CardPlace, ChatBot, MessageRef, Notice, Prompt, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
 from .helpers import (
@@ -27,6 +27,7 @@ from .helpers import (
     THREAD,
     RecordingMessenger,
     booking_agent,
+    click,
     message,
     restart_agent,
     weather_agent,
@@ -234,6 +235,48 @@ async def test_a_card_whose_post_failed_is_posted_again_while_its_call_waits() -
     (card,) = messenger.views(ApprovalCard)
     assert card.status == "pending"
     assert await bot.send_reminders(now + timedelta(hours=1)) == 0  # posted: nothing more
+
+
+async def test_an_answer_the_platform_could_not_take_is_posted_later() -> None:
+    bot, messenger = wired(echo_agent("Deployed."))
+    messenger.unreachable = 2  # the answer, then its first retry
+    await bot.on_message(message("deploy"))
+    await bot.drain()
+    assert messenger.views(Reply) == []
+    now = datetime.now(UTC)
+    assert await bot.send_reminders(now + timedelta(seconds=31)) == 0  # still down
+    assert messenger.views(Reply) == []
+    assert await bot.send_reminders(now + timedelta(seconds=62)) == 1
+    (answer,) = messenger.views(Reply)
+    assert answer.text == "Deployed."
+    assert await bot.send_reminders(now + timedelta(hours=1)) == 0  # made once
+
+
+async def test_an_update_the_platform_could_not_take_is_made_later_with_the_latest_view() -> None:
+    ran = Counter()
+    bot, messenger = wired(restart_agent(ran))
+    await bot.on_message(message("restart"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    messenger.unreachable = 1  # the card's update after the click
+    assert (await bot.on_click(click(card))).accepted
+    await bot.drain()
+    assert ran.count == 1
+    assert not any(isinstance(view, ApprovalCard) for _, _, view in messenger.updates)
+    assert await bot.send_reminders(datetime.now(UTC) + timedelta(seconds=31)) == 1
+    (updated,) = [view for _, _, view in messenger.updates if isinstance(view, ApprovalCard)]
+    assert updated.status == "approved"
+
+
+async def test_a_kept_update_never_brings_back_an_older_view() -> None:
+    bot, messenger = wired(echo_agent())
+    ref: MessageRef = {"channel": "C1", "ts": "m1"}
+    messenger.unreachable = 1
+    await bot.presenter.update(messenger, THREAD, ref, Reply(text="1 of 2 approvals"))
+    await bot.presenter.update(messenger, THREAD, ref, Reply(text="approved"))
+    assert await bot.send_reminders(datetime.now(UTC) + timedelta(minutes=5)) == 1
+    shown = [view.text for _, _, view in messenger.updates if isinstance(view, Reply)]
+    assert shown == ["approved", "approved"]  # the latest, made again: never the older one
 
 
 async def test_a_message_for_an_unregistered_platform_is_a_wiring_error() -> None:
