@@ -248,16 +248,27 @@ class SlackAdapter:
         """Off to Slack's consent page, with a new OAuth state (Bolt's flow)."""
         flow = self.app.oauth_flow
         assert flow is not None  # routed only with many workspaces
-        return await to_aiohttp_response(
-            await flow.handle_installation(await to_bolt_request(request))
-        )
+        try:
+            return await to_aiohttp_response(
+                await flow.handle_installation(await to_bolt_request(request))
+            )
+        except Exception as exc:  # the state could not be kept: the store is down
+            log.warning("could not start a Slack installation: %r", exc)
+            return _unavailable()
 
     async def _installed(self, request: web.Request) -> web.Response:
         """Back from Slack: the state checked and consumed, the code exchanged, the
-        installation kept (Bolt's flow)."""
+        installation kept (Bolt's flow); a store or Slack that fails meanwhile is one
+        log line and a page saying to try again, never a traceback."""
         flow = self.app.oauth_flow
         assert flow is not None  # routed only with many workspaces
-        return await to_aiohttp_response(await flow.handle_callback(await to_bolt_request(request)))
+        try:
+            return await to_aiohttp_response(
+                await flow.handle_callback(await to_bolt_request(request))
+            )
+        except Exception as exc:
+            log.warning("could not finish a Slack installation: %r", exc)
+            return _unavailable()
 
     async def start(self) -> None:
         """Share one HTTP session for Web API calls; connect Socket Mode if configured."""
@@ -643,6 +654,16 @@ def _workspace(context: AsyncBoltContext) -> str | None:
     result = context.authorize_result
     team = result.team_id if result is not None else None
     return team if isinstance(team, str) and team else None
+
+
+def _unavailable() -> web.Response:
+    """The page of an installation that could not be made right now."""
+    return web.Response(
+        status=503,
+        text=texts.INSTALL_UNAVAILABLE,
+        content_type="text/plain",
+        headers={"Retry-After": "60"},
+    )
 
 
 def _oauth_settings(

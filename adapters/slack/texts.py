@@ -76,3 +76,7 @@ UNKNOWN_ACTION = "unknown action"
 BAD_ACTION_VALUE = "malformed action value"
 NOT_OUR_CARD = "That is not a valid approval card or question, so nothing was decided."
 BAD_VIEW_METADATA = "malformed view metadata"
+INSTALL_UNAVAILABLE = (
+    "The app could not be installed right now (the bot could not keep the installation). "
+    "Please try again in a minute: nothing was half-installed."
+)

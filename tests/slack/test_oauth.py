@@ -243,3 +243,18 @@ async def test_a_state_is_used_once(workspaces: Workspaces, slack: FakeSlack) ->
     again = await workspaces.get("/slack/oauth_redirect", code="again", state=state, cookie=cookie)
     assert (first.status, again.status) == (200, 400)
     assert await installed(workspaces, TEAM_B) is None
+
+
+async def test_a_store_that_fails_during_an_install_gets_a_page_not_a_traceback(
+    workspaces: Workspaces, slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def down(installation: object) -> None:
+        raise ConnectionError("the store is down")
+
+    store = workspaces.server.adapter.app.installation_store
+    assert store is not None
+    store.async_save = down  # type: ignore[method-assign]
+    resp = await workspaces.install(TEAM_A, TOKEN_A)
+    assert resp.status == 503
+    assert "try again" in (await resp.text())
+    assert "Traceback" not in caplog.text
