@@ -18,10 +18,6 @@ from pydantic_settings import BaseSettings
 
 log = logging.getLogger(__name__)
 
-PREFIXES: Final = ("BOT_", "STORE_", "APPROVAL_", "SLACK_", "MICROSOFT_", "TEAMS_", "ANTHROPIC_")
-"""The beginnings of the bot's variable names: a variable that starts with one and is
-not known is reported (with the nearest known name)."""
-
 OTHER_VARIABLES: Final = frozenset(
     {
         "BOT_LOG_FILE",  # the console's log file (bot/__main__.py)
@@ -43,14 +39,21 @@ def variables_of(*classes: type[BaseSettings]) -> frozenset[str]:
     return frozenset(name.upper() for cls in classes for name in cls.model_fields)
 
 
+def prefixes_of(known: Collection[str]) -> tuple[str, ...]:
+    """The beginnings of the bot's variable names (``STORE_``, and each platform's, from
+    the variables it declares)."""
+    return tuple(sorted({name.partition("_")[0] + "_" for name in known if "_" in name}))
+
+
 def unknown_variables(environ: Mapping[str, str], known: Collection[str]) -> list[str]:
-    """One line per variable that starts like the bot's but is none of ``known``, with
-    the nearest known name when there is one (``STORE_UR: unknown; did you mean
-    STORE_URL?``)."""
+    """One line per variable that starts like one of ``known`` (``prefixes_of``) but is
+    none of them, with the nearest known name when there is one (``STORE_UR: unknown;
+    did you mean STORE_URL?``)."""
     lines: list[str] = []
     names = sorted(known)
+    prefixes = prefixes_of(known)
     for name in sorted(environ):
-        if not name.startswith(PREFIXES) or name in known:
+        if not name.startswith(prefixes) or name in known:
             continue
         near = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
         hint = f"; did you mean {near[0]}?" if near else "; the bot does not read it"

@@ -11,6 +11,7 @@ what an edit changed) is decided here, from the view the core keeps
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from string import Formatter
 from typing import Any, assert_never
@@ -40,7 +41,7 @@ from .document import (
     TextInput,
     When,
 )
-from .outcome import EDIT_MARK, Outcome, card_outcome, change_side, question_outcome
+from .outcome import EDIT_MARK, Outcome, card_outcome, change_side, clipped, question_outcome
 from .types import (
     ApprovalCard,
     CardPointer,
@@ -93,14 +94,17 @@ def rich(template: str, **values: str | Span | Rich) -> Rich:
     return _merged(spans)
 
 
+def joined(parts: Iterable[Rich], separator: str = ", ") -> Rich:
+    """Pieces of rich text one after the other, ``separator`` between them."""
+    spans: list[Span] = []
+    for index, part in enumerate(parts):
+        spans += [separator, *part] if index else list(part)
+    return _merged(spans)
+
+
 def people_rich(people: tuple[Person, ...], *, none: str = texts.SOMEONE) -> Rich:
     """People separated by commas (``none`` when there are none)."""
-    if not people:
-        return (none,)
-    spans: list[Span] = []
-    for index, person in enumerate(people):
-        spans += [", ", person] if index else [person]
-    return tuple(spans)
+    return joined((person,) for person in people) if people else (none,)
 
 
 # -- approval cards ---------------------------------------------------------------
@@ -283,17 +287,17 @@ def changes_rich(block: Changes, *, limit: int | None = None, most: int | None =
     """ "✏️ Edited by @x: `amount`: 150 → 120; `note`: (none) → late": an edit's changes
     on one line, each value cut to ``limit`` characters and at most ``most`` changes
     (saying how many more)."""
-    spans: list[Span] = [*block.lead, ": "]
     shown = block.changes if most is None else block.changes[:most]
-    for index, change in enumerate(shown):
-        if index:
-            spans.append(texts.CHANGE_SEPARATOR)
-        spans += rich(
+    each = (
+        rich(
             texts.CHANGE,
             name=Code(text=change.name),
-            before=_cut(change_side(change, "before"), limit),
-            after=_cut(change_side(change, "after"), limit),
+            before=clipped(change_side(change, "before"), limit),
+            after=clipped(change_side(change, "after"), limit),
         )
+        for change in shown
+    )
+    spans: list[Span] = [*block.lead, ": ", *joined(each, texts.CHANGE_SEPARATOR)]
     hidden = len(block.changes) - len(shown)
     if hidden > 0:
         spans.append(texts.CHANGE_SEPARATOR + texts.MORE.format(count=hidden))
@@ -362,10 +366,8 @@ def _answer_hint(prompt: Prompt) -> Rich:
         return (texts.QUESTION_FORM_HINT,)
     if not prompt.fields:
         return (texts.QUESTION_REPLY_HINT,)
-    names: list[Span] = []
-    for index, field in enumerate(prompt.fields):
-        names += [", ", Code(text=field.name)] if index else [Code(text=field.name)]
-    return rich(texts.QUESTION_FIELDS_HINT, fields=tuple(names))
+    names = joined((Code(text=field.name),) for field in prompt.fields)
+    return rich(texts.QUESTION_FIELDS_HINT, fields=names)
 
 
 # -- pointers, notices, answers -----------------------------------------------------
@@ -443,12 +445,6 @@ def reply_document(reply: Reply) -> Document:
         actions=actions,
         feedback=reply.feedback,
     )
-
-
-def _cut(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return text[: max(limit - 1, 0)].rstrip() + "…"
 
 
 def _merged(spans: list[Span] | tuple[Span, ...]) -> Rich:

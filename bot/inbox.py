@@ -20,7 +20,7 @@ from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
 from . import texts
 from .chat_state import InboxState, ask_of
-from .compose import agent_path, approvals_rich, args_line, decision_buttons, rich
+from .compose import agent_path, approvals_rich, args_line, decision_buttons, joined, rich
 from .document import (
     Block,
     Code,
@@ -30,7 +30,6 @@ from .document import (
     Place,
     Rich,
     Section,
-    Span,
     Strong,
     When,
 )
@@ -274,11 +273,15 @@ def _waiting_item(card: ApprovalCard) -> Item:
     details += _where_and_until(card)
     if card.quorum > 1:
         details.append((f"{texts.FACT_APPROVALS}: ", *approvals_rich(card)))
-    return Item(text=_call(card), details=_joined(details), actions=decision_buttons(card))
+    return Item(
+        text=_call(card),
+        details=joined(details, texts.INBOX_SEPARATOR),
+        actions=decision_buttons(card),
+    )
 
 
 def _requested_item(card: ApprovalCard) -> Item:
-    return Item(text=_call(card), details=_joined(_where_and_until(card)))
+    return Item(text=_call(card), details=joined(_where_and_until(card), texts.INBOX_SEPARATOR))
 
 
 def _decided_item(decision: InboxDecision) -> Item:
@@ -303,10 +306,3 @@ def _where_and_until(card: ApprovalCard) -> list[Rich]:
 
 def _call(card: ApprovalCard) -> Rich:
     return rich(texts.INBOX_CALL, tool=Code(text=tool_label(card)), args=args_line(card.args))
-
-
-def _joined(parts: list[Rich]) -> Rich:
-    spans: list[Span] = []
-    for index, part in enumerate(parts):
-        spans += [texts.INBOX_SEPARATOR, *part] if index else list(part)
-    return tuple(spans)

@@ -232,7 +232,7 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
         case "approved" if card.granted_for:
             name, fields = "granted", {"duration": card.granted_for}
         case "declined" if card.reason:
-            reason = _clipped(card.reason, REASON_SHOWN)
+            reason = clipped(card.reason, REASON_SHOWN)
             outcome = _outcome(ENDINGS["declined_why"], card.decided_by, {"reason": reason})
             plain = _outcome(ENDINGS["declined"], card.decided_by, {})
             because = texts.OUTCOME_REASON.format(reason=reason)
@@ -312,9 +312,12 @@ def _outcome(
     )
 
 
-def _clipped(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, an ellipsis where it was cut."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def clipped(text: str, limit: int | None) -> str:
+    """``text`` within ``limit`` characters (``None``: whole), an ellipsis where it was
+    cut."""
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)].rstrip() + "…"
 
 
 def _json(value: Any) -> str:
