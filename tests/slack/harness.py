@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -20,7 +22,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackAdapter, SlackSettings
 from adapters.slack.blocks import SlackMessage, render
-from agents import Agent
+from agents import Agent, Store, open_store
 from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, View, build_app
 
 from .fake_slack import (
@@ -413,3 +415,25 @@ async def start_bot(
     server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
     await server.start_server()
     return BotServer(slack, bot, adapter, server, aiohttp.ClientSession())
+
+
+@asynccontextmanager
+async def replicas_on(
+    slack: FakeSlack,
+    url: str,
+    agent: Callable[[Store], Agent],
+    *,
+    count: int = 2,
+    policy: ApprovalPolicy | None = None,
+) -> AsyncIterator[list[BotServer]]:
+    """``count`` bots, each with its own handle on the one durable store at ``url``
+    (replicas), each agent built on its own handle; closed at the end."""
+    stores = [open_store(url) for _ in range(count)]
+    bots = [await start_bot(slack, agent(store), policy=policy) for store in stores]
+    try:
+        yield bots
+    finally:
+        for server in reversed(bots):
+            await server.close()
+        for store in stores:
+            await store.close()

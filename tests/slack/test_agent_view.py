@@ -21,7 +21,6 @@ from agents import (
     Message,
     ModelResponse,
     Store,
-    open_store,
 )
 from agents.models.base import ModelRequest
 from bot import SuggestedPrompt
@@ -40,7 +39,7 @@ from .harness import (
     mention_event,
     message_event,
     new_ts,
-    start_bot,
+    replicas_on,
 )
 
 PROMPTS = (
@@ -354,16 +353,11 @@ async def replicas(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path, heard: Heard
 ) -> AsyncIterator[list[BotServer]]:
     """Two replicas, each with its own handle on one durable store."""
-    async with store_url(request.param, tmp_path) as url:
-        stores: list[Store] = [open_store(url) for _ in range(2)]
-        bots = [await start_bot(slack, heard.agent(s)) for s in stores]
-        try:
-            yield bots
-        finally:
-            for server in reversed(bots):
-                await server.close()
-            for opened in stores:
-                await opened.close()
+    async with (
+        store_url(request.param, tmp_path) as url,
+        replicas_on(slack, url, heard.agent) as bots,
+    ):
+        yield bots
 
 
 async def test_the_context_one_replica_heard_reaches_the_request_another_one_gets(

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.slack.assistant import PROMPTS_LIMIT, TITLE_LIMIT, title_of
 from adapters.slack.texts import LOADING_MESSAGES
-from agents import Store, open_store
+from agents import Store
 from bot import SuggestedPrompt
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
@@ -27,7 +27,7 @@ from .harness import (
     event_body,
     message_event,
     new_ts,
-    start_bot,
+    replicas_on,
 )
 from .scripted import Ran, build_agent
 
@@ -145,16 +145,11 @@ async def replicas(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path
 ) -> AsyncIterator[list[BotServer]]:
     """Three replicas, each with its own handle on one durable store."""
-    async with store_url(request.param, tmp_path) as url:
-        stores: list[Store] = [open_store(url) for _ in range(3)]
-        bots = [await start_bot(slack, build_agent(s)) for s in stores]
-        try:
-            yield bots
-        finally:
-            for server in reversed(bots):
-                await server.close()
-            for opened in stores:
-                await opened.close()
+    async with (
+        store_url(request.param, tmp_path) as url,
+        replicas_on(slack, url, build_agent, count=3) as bots,
+    ):
+        yield bots
 
 
 async def test_a_thread_started_on_one_replica_is_titled_by_the_one_its_first_request_reaches(

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
-from agents import Store, open_store
 from bot import ApprovalPolicy
 from bot import texts as core_texts
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .fake_slack import FakeSlack
-from .harness import ALICE, BOB, BotServer, start_bot
+from .harness import ALICE, BOB, BotServer, replicas_on
 from .scripted import Ran, build_agent
 from .test_app_home import APPROVED_BY_BOB_OR_CAROL, ask, has_home_buttons, home_text
 from .test_approvals import card_text, has_buttons
@@ -45,16 +44,11 @@ async def replicas(
 ) -> AsyncIterator[Replicas]:
     ran = Ran()
     policy = ApprovalPolicy.from_toml(APPROVED_BY_BOB_OR_CAROL)
-    async with store_url(request.param, tmp_path) as url:
-        stores: list[Store] = [open_store(url), open_store(url)]
-        bots = [await start_bot(slack, build_agent(s, ran), policy=policy) for s in stores]
-        try:
-            yield Replicas(a=bots[0], b=bots[1], ran=ran)
-        finally:
-            for bot in reversed(bots):
-                await bot.close()
-            for store in stores:
-                await store.close()
+    async with (
+        store_url(request.param, tmp_path) as url,
+        replicas_on(slack, url, lambda store: build_agent(store, ran), policy=policy) as (a, b),
+    ):
+        yield Replicas(a=a, b=b, ran=ran)
 
 
 async def published_by(bot: BotServer, user: str, before: int) -> None:
