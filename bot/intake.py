@@ -10,11 +10,14 @@ most ``workers`` entries are worked on per process at once, so a burst waits
 in the intake queue instead of failing, and acks stay fast.
 
 Outages delay work, they do not lose it. A write that fails waits in a bounded
-buffer in this process and is written once the store answers again; when even
-the buffer is full, ``Overloaded`` tells the adapter to withhold the ack (HTTP
-503), so the platform sends the request again. Work that fails is retried with
-backoff, holding its entry, for up to ``retry_for`` seconds; its last try is
-told so, to say what went wrong instead of failing again.
+buffer in this process and is written once the store answers again, each on a
+backoff of its own and behind nothing but the older deliveries of its thread, so
+a cluster shard failing over delays only the threads it holds. Nothing acked is
+dropped; when even the buffer is full, ``Overloaded`` tells the adapter to
+withhold the ack (HTTP 503), so the platform sends the request again. Work that
+fails is retried with backoff, holding its entry, for up to ``retry_for``
+seconds; its last try is told so, to say what went wrong instead of failing
+again.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import secrets
 import socket
 import time
-from collections import deque
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -49,8 +52,6 @@ RETRY_FIRST = 0.25
 RETRY_MAX = 5.0
 RETRY_FOR = 15 * 60.0
 """How long failing work is retried before its last try says it failed."""
-POISON_AFTER = 3
-"""Failed writes of the first buffered delivery before checking it is not the culprit."""
 MAX_TAKES = 5
 """An entry taken this many times (its workers kept dying) gets its last try."""
 POLL_INTERVAL = 1.0
@@ -88,6 +89,28 @@ Write = Callable[[], Awaitable[str | None]]
 """Decide whether a delivery is for the bot and write it: its entry id, or ``None``."""
 Work = Callable[[Delivery, IntakeEntry, Attempt], Awaitable[None]]
 """Do an entry's work; raise to have it retried."""
+
+
+def delivery_place(delivery: Delivery) -> str:
+    """The thread a delivery is for: its deliveries are written in arrival order."""
+    if delivery.message is not None:
+        return delivery.message.thread.id
+    if delivery.click is not None:
+        return delivery.click.thread.id
+    return ""
+
+
+@dataclass(eq=False, kw_only=True)
+class _Kept:
+    """A delivery waiting in this process for the store, on its own backoff."""
+
+    write: Write
+    place: str
+    failures: int = 0
+    due: float = 0.0
+    """When to try it again (``time.monotonic``)."""
+    singled_out: bool = False
+    """Whether it was refused while others went in (said once)."""
 
 
 def worker_name() -> str:
@@ -128,7 +151,9 @@ class Intake:
         self.retry_for = retry_for
         self.name = worker_name()
         self._held: set[str] = set()
-        self._buffer: deque[tuple[Write, Delivery]] = deque()
+        self._buffer: list[_Kept] = []
+        self._places: Counter[str] = Counter()  # threads of what is kept, and how many
+        self._away = False  # the last writes failed: keep deliveries without trying
         self._wanted = asyncio.Event()
         self._taking = False
         self._saturated = False
@@ -166,7 +191,9 @@ class Intake:
         """
         if self._closed:
             raise Overloaded("this process is shutting down")
-        if self._buffer:  # keep arrival order behind deliveries already waiting
+        # Behind the thread's kept deliveries (its order); behind all while the
+        # store is away, so the ack does not wait for a write bound to time out.
+        if self._away or self._places[delivery_place(delivery)]:
             return self._keep(write, delivery, None, say_delayed)
         try:
             # Bounded, so the ack stays within the platform's patience. A write cut
@@ -174,7 +201,9 @@ class Intake:
             entry_id = await asyncio.wait_for(write(), WRITE_TIMEOUT)
         except Exception as exc:  # TimeoutError included
             self._trouble()
+            self._away = True
             return self._keep(write, delivery, exc, say_delayed)
+        self._away = False
         if entry_id is not None:
             self.want()
         return entry_id
@@ -184,10 +213,11 @@ class Intake:
     ) -> Literal["buffered"]:
         if len(self._buffer) >= BUFFER_LIMIT:
             raise Overloaded(f"{len(self._buffer)} deliveries wait for the store already")
-        if error is not None:
-            why = str(error) or type(error).__name__
-            log.warning("the store did not take a delivery, keeping it here: %s", why)
-        self._buffer.append((write, delivery))
+        if not self._buffer:  # an outage begins: one line, not one per delivery
+            why = f": {error or type(error).__name__}" if error is not None else ""
+            log.warning("the store did not take a delivery; keeping deliveries here%s", why)
+        self._buffer.append(_Kept(write=write, place=delivery_place(delivery)))
+        self._places[self._buffer[-1].place] += 1
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="intake-flush")
         if say_delayed and self._on_delay is not None:
@@ -195,42 +225,65 @@ class Intake:
         return BUFFERED
 
     async def _flush(self) -> None:
+        """Write what is kept until none is left: pass after pass, backing off while
+        nothing goes in. Nothing kept is ever dropped (it was acked)."""
         delay = RETRY_FIRST
-        failures = 0
         while self._buffer:
-            write, _ = self._buffer[0]
-            try:
-                entry_id = await write()
-            except Exception as exc:
-                failures += 1
-                if failures >= POISON_AFTER and await self._poisoned():
-                    continue
-                log.warning("the store is still unreachable (%d waiting): %s", self.buffered, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
-                continue
-            self._buffer.popleft()
-            delay, failures = RETRY_FIRST, 0
-            if entry_id is not None:
-                self.want()
+            delay = RETRY_FIRST if await self._flush_pass() else min(delay * 2, RETRY_MAX)
+            if not self._buffer:
+                break
+            earliest = min(kept.due for kept in self._buffer) - time.monotonic()
+            await asyncio.sleep(max(earliest, delay))
         log.info("every delivery kept during the outage is in the intake queue")
 
-    async def _poisoned(self) -> bool:
-        """Whether the first buffered delivery is what fails, not the store: when the
-        one after it gets written, the first is dropped (logged) so it blocks no more."""
-        if len(self._buffer) < 2:
-            return False
-        write, _ = self._buffer[1]
-        try:
-            entry_id = await write()
-        except Exception:
-            return False
-        del self._buffer[1]
-        if entry_id is not None:
-            self.want()
-        self._buffer.popleft()
-        log.error("dropping a delivery the store keeps refusing while it takes others")
-        return True
+    async def _flush_pass(self) -> bool:
+        """Try each kept delivery that is due, oldest first; whether any went in.
+
+        A delivery refused goes on a backoff of its own, and the deliveries of its
+        thread wait behind it (their order is kept). Two refusals in a row end the
+        pass: the store is away, and trying every delivery would only wait longer. A
+        delivery refused while others go in (its shard of a cluster is failing over)
+        is tried again, never taken for the culprit and dropped.
+        """
+        now = time.monotonic()
+        behind: set[str] = set()  # threads with an older delivery still kept
+        refused = 0
+        wrote = False
+        for kept in list(self._buffer):
+            if kept.place in behind or kept.due > now:
+                behind.add(kept.place)
+                continue
+            try:
+                entry_id = await asyncio.wait_for(kept.write(), self._patience)
+            except Exception as exc:  # TimeoutError included
+                self._refused(kept, exc, others=wrote)
+                behind.add(kept.place)
+                refused += 1
+                if refused >= 2:
+                    self._away = True
+                    return wrote
+                continue
+            refused = 0
+            wrote, self._away = True, False
+            self._buffer.remove(kept)
+            self._places[kept.place] -= 1
+            if not self._places[kept.place]:
+                del self._places[kept.place]
+            if entry_id is not None:
+                self.want()
+        return wrote
+
+    def _refused(self, kept: _Kept, error: Exception, *, others: bool) -> None:
+        kept.failures += 1
+        kept.due = time.monotonic() + min(RETRY_FIRST * 2 ** (kept.failures - 1), RETRY_MAX)
+        why = str(error) or type(error).__name__
+        if others and not kept.singled_out:  # a state change of this delivery: say it once
+            kept.singled_out = True
+            log.warning(
+                "the store refuses a kept delivery while it takes others; trying it again: %s", why
+            )
+        else:
+            log.debug("a kept delivery was refused (%d times): %s", kept.failures, why)
 
     # -- taking -----------------------------------------------------------------
 

@@ -56,13 +56,45 @@ async def test_writes_that_fail_wait_and_go_in_once_the_store_answers() -> None:
     await box.aclose()
 
 
-async def test_a_write_that_always_fails_is_dropped_once_others_go_in() -> None:
+def other_thread(body: str) -> Delivery:
+    thread = ThreadKey(platform="test", workspace="w", channel="c", root=body)
+    return Delivery(message=IncomingMessage(thread=thread, user_id="U1", text=body))
+
+
+async def test_a_write_refused_while_others_go_in_is_kept_until_it_goes_in() -> None:
+    """A shard failing over refuses one thread's delivery while the others' go in:
+    it is tried again (never taken for the culprit and dropped), and its thread's
+    next delivery waits behind it."""
     worked: list[str] = []
     box = intake(worked)
-    assert await box.submit(writer(box, "poison", [-1]), Delivery()) is BUFFERED
-    assert await box.submit(writer(box, "fine", [0]), Delivery()) is BUFFERED
+    refusals = [4]
+    thread = Delivery(message=IncomingMessage(thread=THREAD, user_id="U1", text="x"))
+    assert await box.submit(writer(box, "refused a while", refusals), thread) is BUFFERED
+    assert await box.submit(writer(box, "after it", [0]), thread) is BUFFERED
+    for n in range(3):
+        body = f"elsewhere {n}"
+        await box.submit(writer(box, body, [0]), other_thread(body))
     await settled(box)
-    assert worked == ["fine"]
+    assert refusals == [0]
+    assert worked[-2:] == ["refused a while", "after it"]
+    assert sorted(worked[:3]) == ["elsewhere 0", "elsewhere 1", "elsewhere 2"]
+    await box.aclose()
+
+
+async def test_an_outage_is_one_log_line_not_one_per_delivery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worked: list[str] = []
+    box = intake(worked)
+    down = [3]  # the store refuses the first three writes, whichever they are
+    for n in range(20):
+        body = f"thread {n}"
+        assert await box.submit(writer(box, body, down), other_thread(body)) is BUFFERED
+    assert box.buffered == 20  # the first refusal keeps the rest without trying
+    await settled(box)
+    assert sorted(worked) == sorted(f"thread {n}" for n in range(20))
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == "bot.intake"]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
     await box.aclose()
 
 
