@@ -3,10 +3,13 @@
 A run counts as crashed when no process keeps its heartbeat any more (the
 lease lapsed) and it (and every sub-agent run it waits on) has not changed for
 a lease either, which covers the moment between a claim and its first beat.
-Under the run's lock, a single decided call whose owner
-still waits on it is carried out again when that is safe (a decline, an
-expiry, an idempotent tool); anything else marks the run interrupted, so no
-side effect happens twice.
+Under the run's lock, a run cut off in a model turn is driven again from its
+last save (the turn is asked again; a batch is saved before its tools run, so
+none ran for it), and one cut off in a tool batch goes on with each call
+settled (``Turns.drive``); a single decided call whose owner still waits on it
+is carried out again when that is safe (a decline, an expiry, an idempotent
+tool). Anything else (a decided call that is not safe to repeat, a sub-agent
+run in flight) marks the run interrupted, so no side effect happens twice.
 """
 
 from __future__ import annotations
@@ -48,10 +51,11 @@ class Recoverer:
     async def recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
         """Deal with a run a crash left in flight: no heartbeat and no change for ``quiet``.
 
-        A single decided call whose owner still waits on it is carried out
-        again when that is safe (a decline, an expiry, or an idempotent tool);
-        anything else marks the run interrupted, so no side effect happens
-        twice. Returns ``None`` when there is nothing to do.
+        A run cut off in a model turn or a tool batch is driven on (see the module);
+        a single decided call whose owner still waits on it is carried out again
+        when that is safe (a decline, an expiry, or an idempotent tool); anything
+        else marks the run interrupted, so no side effect happens twice. Returns
+        ``None`` when there is nothing to do.
         """
         async with self._turns.store.lock(lock_name(run_id)):
             top = await self._turns.store.load_run(run_id)
@@ -75,6 +79,14 @@ class Recoverer:
                 shown: list[PendingCall] = []
                 body = self._decider.carry_out(chain, call, decision, value, shown)
                 return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)
+            if top.status == "running" and not executing and not top.busy_children:
+                # Cut off in a model turn, or in a batch saved before its tools ran:
+                # driven again from there. The save claims it (other recoverers find
+                # it changed a moment ago), then the session's heartbeat keeps it.
+                await self._turns.save(top)
+                shown: list[PendingCall] = []
+                body = self._turns.drive(top, shown, again=True)
+                return Recovery(run=top, call=None, retry=body, dropped=[], shown=shown)
             top.status, top.finish_reason = "interrupted", "interrupted"
             top.error = (
                 texts.INTERRUPTED_TOOL.format(tool=call.tool_name)

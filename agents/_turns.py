@@ -148,84 +148,47 @@ class Turns:
     # -- the model loop -------------------------------------------------------
 
     async def drive(
-        self, snap: RunSnapshot, shown: list[PendingCall] | None = None
+        self, snap: RunSnapshot, shown: list[PendingCall] | None = None, *, again: bool = False
     ) -> AsyncIterator[Chunk]:
         """Continue a running run: model turns and tool batches until done or paused.
 
         A top run that pauses announces the calls it asked in that save and adds
         them to ``shown``: its session yields their approval or question chunks.
+
+        ``again``: the process that drove the run died (crash recovery). A model turn
+        it was in is simply asked again: the run was saved before it. A batch it left
+        open was saved before its tools ran (``started``): of those without a result,
+        an idempotent call runs again and any other gets a result saying it may or
+        may not have run; calls that never started are gated again.
         """
         agent = self.agent_at(snap.agent_path)
         path = tuple(snap.agent_path)
         try:
-            self._close_batch(snap)
+            calls: list[ToolCallPart] = []
+            if again:
+                calls, cut = self._reopen(agent, snap)
+                for call in cut:
+                    yield error_chunk(snap, call, snap.results[call.tool_call_id].content)
+            if not calls:
+                self._close_batch(snap)
             while True:
-                if self.stopping(snap):
-                    self.end_stopped(snap)
-                    break
-                if snap.steps >= snap.options.max_steps:
-                    snap.status, snap.finish_reason = "finished", "max_steps"
-                    break
-                snap.steps += 1
-                calls: list[ToolCallPart] = []
-                text = ""
-                stop = "end_turn"
-                request = ModelRequest(
-                    system=agent.instructions,
-                    messages=list(snap.messages),
-                    tools=agent.tool_specs(),
-                )
-                events = agent.model.stream(request)
-                try:
-                    async for event in events:
-                        if isinstance(event, TextDelta):
-                            text += event.text
-                            yield TextDeltaChunk(
-                                run_id=snap.run_id, agent_path=path, text=event.text
-                            )
-                        elif isinstance(event, ToolCallEvent):
-                            calls.append(event.call)
-                        elif isinstance(event, ModelFinish):
-                            stop = event.stop_reason
-                            snap.usage = snap.usage + event.usage
-                        if snap.root_run_id in self.stops:
-                            break  # stopped here: the model is cut off mid-answer
-                finally:
-                    await _close(events)
-                stopped = self.stopping(snap) is not None
-                if stopped:
-                    calls = []  # what the model asked for as it was stopped never runs
-                # The history says the answer was cut off, so the next turn knows.
-                said = text or (texts.STOPPED_REPLY if stopped else "")
-                parts: list[TextPart | ToolCallPart] = [TextPart(text=said)] if said else []
-                snap.messages.append(Message(role="assistant", parts=[*parts, *calls]))
-                snap.text += text
-                if stopped:
-                    self.end_stopped(snap)
-                    break
                 if not calls:
-                    snap.status = "finished"
-                    snap.finish_reason = _finish_reason(stop)
-                    break
-                snap.batch = calls
-                snap.tool_calls.extend(calls)
-                for call in calls:
-                    yield ToolCallChunk(
-                        run_id=snap.run_id,
-                        agent_path=path,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        args=call.args,
-                    )
+                    turn = self._turn(agent, snap)
+                    async for chunk in turn:
+                        yield chunk
+                    if snap.status != "running":
+                        break
+                    calls = snap.batch
                 outcomes: dict[str, Outcome] = {}
                 async for chunk in self._run_batch(agent, snap, calls, outcomes):
                     yield chunk
                 for call in calls:
-                    outcome = outcomes[call.tool_call_id]
-                    if outcome.result is not None:
+                    outcome = outcomes.get(call.tool_call_id)  # none: stopped before it ran
+                    if outcome is not None and outcome.result is not None:
                         snap.results[call.tool_call_id] = outcome.result
-                    else:
+                    elif outcome is not None:
                         snap.pending.extend(outcome.pending or [])
+                calls = []
                 if self.stopping(snap):
                     self.end_stopped(snap)  # what the batch asked for is never shown
                     break
@@ -234,13 +197,9 @@ class Turns:
                     break
                 self._close_batch(snap)
                 # A checkpoint per step: progress stays visible to crash recovery,
-                # which takes a run that has not changed for a while as crashed.
-                try:
-                    await self.save(snap)
-                except StoreConflict:
-                    if not await self._adopt_stop(snap):
-                        raise
-                    await self.save(snap)
+                # which takes a run that has not changed for a while as crashed, and a
+                # crash in the next model turn asks it again (no tool runs twice).
+                await self._checkpoint(snap)
         except ModelError as exc:
             log.warning("run %s: model error: %s", snap.run_id, exc)
             snap.status, snap.finish_reason, snap.error = "failed", "error", exc.user_message
@@ -269,6 +228,99 @@ class Turns:
         if snap.is_root and snap.status != "paused":
             self._predicates.pop(snap.run_id, None)
         await self.remember(snap)
+
+    async def _turn(self, agent: AgentSpec, snap: RunSnapshot) -> AsyncIterator[Chunk]:
+        """One model turn: what it says, and the calls it asks for as the run's new
+        ``batch``; or the run's end (stopped, out of steps, or answered)."""
+        path = tuple(snap.agent_path)
+        if self.stopping(snap):
+            self.end_stopped(snap)
+            return
+        if snap.steps >= snap.options.max_steps:
+            snap.status, snap.finish_reason = "finished", "max_steps"
+            return
+        snap.steps += 1
+        calls: list[ToolCallPart] = []
+        text = ""
+        stop = "end_turn"
+        request = ModelRequest(
+            system=agent.instructions, messages=list(snap.messages), tools=agent.tool_specs()
+        )
+        events = agent.model.stream(request)
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    text += event.text
+                    yield TextDeltaChunk(run_id=snap.run_id, agent_path=path, text=event.text)
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(event.call)
+                elif isinstance(event, ModelFinish):
+                    stop = event.stop_reason
+                    snap.usage = snap.usage + event.usage
+                if snap.root_run_id in self.stops:
+                    break  # stopped here: the model is cut off mid-answer
+        finally:
+            await _close(events)
+        stopped = self.stopping(snap) is not None
+        if stopped:
+            calls = []  # what the model asked for as it was stopped never runs
+        # The history says the answer was cut off, so the next turn knows.
+        said = text or (texts.STOPPED_REPLY if stopped else "")
+        parts: list[TextPart | ToolCallPart] = [TextPart(text=said)] if said else []
+        snap.messages.append(Message(role="assistant", parts=[*parts, *calls]))
+        snap.text += text
+        if stopped:
+            self.end_stopped(snap)
+            return
+        if not calls:
+            snap.status = "finished"
+            snap.finish_reason = _finish_reason(stop)
+            return
+        snap.batch = calls
+        snap.tool_calls.extend(calls)
+        for call in calls:
+            yield ToolCallChunk(
+                run_id=snap.run_id,
+                agent_path=path,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=call.args,
+            )
+
+    def _reopen(
+        self, agent: AgentSpec, snap: RunSnapshot
+    ) -> tuple[list[ToolCallPart], list[ToolCallPart]]:
+        """A batch a crash left open: the calls to run now (never started, or idempotent),
+        and those cut off (given a result saying they may or may not have run)."""
+        waiting = {p.tool_call_id for p in snap.pending}
+        again: list[ToolCallPart] = []
+        cut: list[ToolCallPart] = []
+        for call in snap.batch:
+            if call.tool_call_id in snap.results or call.tool_call_id in waiting:
+                continue
+            tool = agent.tool(call.tool_name)
+            if call.tool_call_id in snap.started and not (tool is not None and tool.idempotent):
+                text = texts.INTERRUPTED_CALL.format(tool=call.tool_name)
+                snap.results[call.tool_call_id] = ToolResultPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    content=text,
+                    is_error=True,
+                )
+                cut.append(call)
+            else:
+                again.append(call)
+        return again, cut
+
+    async def _checkpoint(self, snap: RunSnapshot) -> None:
+        """Save a run being driven; a save lost to a stop takes the stop on (the only
+        write others make to a run someone drives) and saves again."""
+        try:
+            await self.save(snap)
+        except StoreConflict:
+            if not await self._adopt_stop(snap):
+                raise
+            await self.save(snap)
 
     async def remember(self, snap: RunSnapshot) -> None:
         """Once a top run is over, add what it said and did to its thread's history."""
@@ -328,7 +380,7 @@ class Turns:
         results = [snap.results[c.tool_call_id] for c in snap.batch]
         snap.messages.append(Message(role="user", parts=list(results)))
         snap.tool_results.extend(results)
-        snap.batch, snap.results = [], {}
+        snap.batch, snap.results, snap.started = [], {}, []
 
     # -- tool batches ---------------------------------------------------------
 
@@ -339,8 +391,11 @@ class Turns:
         calls: list[ToolCallPart],
         outcomes: dict[str, Outcome],
     ) -> AsyncIterator[Chunk]:
-        """Gate every call, then run the ungated ones concurrently."""
+        """Gate every call, then run the ungated ones concurrently, once the batch is
+        saved saying they started (``RunSnapshot.started``): a crash while they run
+        is then told apart from one in a model turn, which is simply asked again."""
         runs: list[AsyncIterator[Chunk]] = []
+        starting: list[str] = []
         for call in calls:
             tool = agent.tool(call.tool_name)
             if tool is None:
@@ -359,6 +414,7 @@ class Turns:
             if isinstance(gated, Granted):
                 yield await self.granted(snap, tool, call, args, gated)
                 runs.append(self.execute(agent, snap, call, tool, args, outcomes, approved=True))
+                starting.append(call.tool_call_id)
                 continue
             if gated is not None:
                 outcomes[call.tool_call_id] = gated
@@ -366,6 +422,13 @@ class Turns:
                     yield error_chunk(snap, call, gated.result.content)
                 continue
             runs.append(self.execute(agent, snap, call, tool, args, outcomes))
+            starting.append(call.tool_call_id)
+        if not runs:
+            return
+        snap.started = [*snap.started, *(i for i in starting if i not in snap.started)]
+        await self._checkpoint(snap)
+        if self.stopping(snap):
+            return  # stopped meanwhile: none of them runs
         async for chunk in _merge(runs):
             yield chunk
 

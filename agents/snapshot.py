@@ -163,6 +163,9 @@ class RunSnapshot(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     batch: list[ToolCallPart] = Field(default_factory=list)
     results: dict[str, ToolResultPart] = Field(default_factory=dict)
+    started: list[str] = Field(default_factory=list)
+    """Calls of ``batch`` whose tools were let run, saved before they ran: after a
+    crash, the ones without a result may or may not have run (``Turns.drive``)."""
     pending: list[PendingCall] = Field(default_factory=list)
     decisions: dict[str, Decision] = Field(default_factory=dict)
     busy_children: list[str] = Field(default_factory=list)

@@ -48,6 +48,11 @@ INTERRUPTED_TOOL: Final = (
     "The bot stopped while {tool} was running, so it may or may not have finished. "
     "It was not run again; please check its effect and ask again."
 )
+INTERRUPTED_CALL: Final = (
+    "The bot stopped while {tool} was running, so it may or may not have finished; "
+    "it was not run again."
+)
+"""The result the model gets for a call a crash cut off (it tells the person)."""
 INTERRUPTED_RUN: Final = (
     "The bot stopped while working on this, so some steps may or may not have happened. "
     "Nothing was run again; please check and ask again."

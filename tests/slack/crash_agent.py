@@ -2,8 +2,9 @@
 
 ``deploy <service>`` asks for the gated ``deploy`` tool; anything else is
 echoed as ``You said: <text>``, except ``hold``, over which the model thinks
-for a minute. Every start and end of a deploy, and every hold, is appended to
-the JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
+for a minute the first time (as it does after deploying a ``hold-...``
+service). Every start and end of a deploy, and every hold, is appended to the
+JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
 really ran across processes. A service named ``slow-...`` keeps its deploy
 running for a minute: long enough to kill the process in the middle of it.
 """
@@ -29,6 +30,7 @@ from agents import (
 from agents.models.base import ModelRequest
 
 SLOW_PREFIX = "slow-"
+HOLD_PREFIX = "hold-"
 
 
 def record(event: str, **fields: str) -> None:
@@ -48,14 +50,30 @@ async def deploy(service: str, ctx: ToolContext) -> dict[str, str]:
     return {"deployed": service}
 
 
+def recorded(event: str) -> bool:
+    """Whether some process recorded ``event`` already."""
+    path = Path(os.environ["CRASH_RECORD"])
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return any(json.loads(line)["event"] == event for line in lines)
+
+
+async def _hold(event: str) -> None:
+    """Think for a minute, the first time only: the process is killed meanwhile, and
+    the model turn asked again after the restart answers at once."""
+    if not recorded(event):
+        record(event)
+        await asyncio.sleep(60)
+
+
 async def _respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
     last = messages[-1]
     if last.role == "user" and last.tool_results:
+        if any(HOLD_PREFIX in str(r.content) for r in last.tool_results):
+            await _hold("hold-after-tool")
         return ModelResponse(text="Done. " + " ".join(str(r.content) for r in last.tool_results))
     words = last.text.strip().split()
     if words == ["hold"]:
-        record("hold")
-        await asyncio.sleep(60)
+        await _hold("hold")
     if len(words) == 2 and words[0] == "deploy":
         return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
     return ModelResponse(text=f"You said: {last.text.strip()}")

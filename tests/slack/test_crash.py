@@ -93,9 +93,30 @@ async def test_every_message_acked_before_a_kill_is_answered_once(
     await bot.stop()  # anything still to come has come
     for n, event in enumerate(waiting):
         assert replies(slack, event["ts"]) == [f"You said: hello {n}"], bot.log_text()
-    # The run in flight is not started again: its thread is told, once.
-    (interrupted,) = replies(slack, held["ts"])
-    assert interrupted.endswith(INTERRUPTED_RUN)
+    # The run cut off in its model turn is driven on: the turn is asked again.
+    assert replies(slack, held["ts"]) == ["You said: hold"], bot.log_text()
+    assert len(bot.recorded("hold")) == 1
+
+
+async def test_a_kill_in_the_model_turn_after_a_deploy_answers_without_deploying_again(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    card = await settled_card_for(bot, slack, "hold-api")
+    assert await bot.press(card, APPROVE_ACTION) == 200
+    await slack.wait_for(lambda: bool(bot.recorded("hold-after-tool")), what="the model turn")
+    await bot.kill()
+    await bot.start()
+    root = card.thread_ts or ""
+    await slack.wait_for(
+        lambda: any("Done." in t for t in replies(slack, root)),
+        within=RECOVERY_WITHIN,
+        what="the answer after the restart",
+    )
+    await bot.stop()
+    assert len(bot.recorded("deploy-end")) == 1  # never run twice
+    said = replies(slack, root)
+    assert not any(INTERRUPTED_RUN in t or "may or may not" in t for t in said), said
+    assert not has_buttons(card)
 
 
 async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
