@@ -19,6 +19,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.authorization.async_authorize import AsyncInstallationStoreAuthorize
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
@@ -78,7 +79,14 @@ from .convert import (
     without_lone_surrogates,
 )
 from .home import HomeTab
-from .installations import SlackInstallations, SlackOAuthStates, Tokens
+from .installations import (
+    ROTATION_MARGIN_MINUTES,
+    BotRotator,
+    SlackInstallations,
+    SlackOAuthStates,
+    Tokens,
+    workspace_of,
+)
 from .messenger import SlackMessenger
 from .modals import answer_modal, decline_modal, edit_modal, form_error
 from .settings import SlackSettings
@@ -165,6 +173,7 @@ class SlackAdapter:
         self.bot = bot
         self.distributed = settings.distributed
         installations = SlackInstallations(bot.chat) if self.distributed else None
+        authorize = _authorize(settings, installations)
         self.app = AsyncApp(
             name="approval-bot",
             # The token, not a client of our own: given a client, Bolt still reads
@@ -175,6 +184,8 @@ class SlackAdapter:
             # Bolt's default, without Bolt's untracked listener tasks and ack polling.
             process_before_response=True,
             before_authorize=_ParsePayload(revocations=self.distributed),
+            # An AsyncAuthorize is taken as it is; the annotation names only functions.
+            authorize=authorize,  # type: ignore[arg-type]
             installation_store=installations,
             installation_store_bot_only=True if self.distributed else None,
             oauth_settings=_oauth_settings(settings, bot, installations),
@@ -189,7 +200,12 @@ class SlackAdapter:
             *async_default_handlers(),
             AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
         ]
-        self.tokens = Tokens(self.client, installations)
+        rotator = _rotator(settings, installations, self.client)
+        if authorize is not None:
+            # Requests and calls without one refresh a workspace's token through one
+            # rotator: once at a time, never with a refresh token already used up.
+            authorize.token_rotator = rotator
+        self.tokens = Tokens(self.client, installations, rotator=rotator)
         self.messenger = SlackMessenger(self.client, tokens=self.tokens)
         self.approvals = Approvals(bot, self.messenger, self.client)
         self.tasks = TaskTracker()
@@ -332,7 +348,7 @@ class SlackAdapter:
         inbound = context.get(_INBOUND)
         if isinstance(inbound, MessageIn):
             incoming = to_incoming(
-                inbound, workspace=_workspace(context), bot_user_id=context.bot_user_id
+                inbound, workspace=self._workspace(context), bot_user_id=context.bot_user_id
             )
             if incoming is not None:
                 direct = inbound.kind == "direct"  # agent and assistant threads are DMs
@@ -352,7 +368,7 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, AssistantStartedIn):
-            workspace = _workspace(context) or inbound.team
+            workspace = self._workspace(context) or inbound.team
             self.assistant.started(inbound, workspace=workspace)
             self.viewing.seen(workspace, inbound.user, inbound.context)
 
@@ -362,7 +378,9 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, ViewingIn):
-            self.viewing.seen(_workspace(context) or inbound.team, inbound.user, inbound.context)
+            self.viewing.seen(
+                self._workspace(context) or inbound.team, inbound.user, inbound.context
+            )
 
     async def _on_home_opened(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
         """The Home tab opened: acked at once (it only reads), published behind; or the
@@ -370,9 +388,9 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, HomeOpenedIn):
-            self.home.opened(_workspace(context) or inbound.team, inbound.user)
+            self.home.opened(self._workspace(context) or inbound.team, inbound.user)
         elif isinstance(inbound, MessagesOpenedIn):
-            workspace = _workspace(context) or inbound.team
+            workspace = self._workspace(context) or inbound.team
             self.assistant.opened(inbound.channel, workspace=workspace)
             if inbound.context is not None:
                 self.viewing.seen(workspace, inbound.user, inbound.context)
@@ -382,7 +400,7 @@ class SlackAdapter:
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
-            click = to_click(inbound, workspace=_workspace(context))
+            click = to_click(inbound, workspace=self._workspace(context))
             await self._hand_over(
                 ack,
                 context,
@@ -399,7 +417,9 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, FeedbackIn):
-            thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+            thread = thread_key(
+                self._workspace(context) or inbound.team, inbound.channel, inbound.root
+            )
             self._spawn(self._feedback(thread, inbound), f"slack-feedback:{inbound.run_id}")
 
     async def _feedback(self, thread: ThreadKey, feedback: FeedbackIn) -> None:
@@ -414,7 +434,9 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, StopIn):
-            thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+            thread = thread_key(
+                self._workspace(context) or inbound.team, inbound.channel, inbound.root
+            )
             self._spawn(self._stop(thread, inbound), f"slack-stop:{inbound.run_id}")
 
     async def _stop(self, thread: ThreadKey, stop: StopIn) -> None:
@@ -427,7 +449,7 @@ class SlackAdapter:
         await ack()
         inbound = context.get(_INBOUND)
         if isinstance(inbound, CommandIn):
-            place = command_thread(inbound, workspace=_workspace(context))
+            place = command_thread(inbound, workspace=self._workspace(context))
             self._spawn(self.approvals.answer(inbound, place), f"slack-approvals:{inbound.user}")
 
     async def _on_decline(self, ack: AsyncAck, context: AsyncBoltContext) -> None:
@@ -436,8 +458,8 @@ class SlackAdapter:
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
-            metadata = modal_metadata(inbound, workspace=_workspace(context))
-            click = to_click(inbound, workspace=_workspace(context))
+            metadata = modal_metadata(inbound, workspace=self._workspace(context))
+            click = to_click(inbound, workspace=self._workspace(context))
             self._spawn(
                 self._ask_reason(click, metadata, inbound.trigger_id),
                 f"slack-decline:{metadata.run}",
@@ -449,7 +471,7 @@ class SlackAdapter:
         if isinstance(inbound, ForeignActionIn):
             self._spawn(self._not_our_card(inbound, context), "slack-foreign-click")
         if isinstance(inbound, ActionIn):
-            metadata = modal_metadata(inbound, workspace=_workspace(context))
+            metadata = modal_metadata(inbound, workspace=self._workspace(context))
             name = f"slack-{inbound.action}:{metadata.run}"
             self._spawn(self._open_form(inbound, metadata), name)
 
@@ -457,7 +479,7 @@ class SlackAdapter:
         if inbound.response_url is not None:
             await self.approvals.tell(inbound.response_url, (texts.NOT_OUR_CARD,))
             return
-        thread = thread_key(_workspace(context) or inbound.team, inbound.channel, inbound.root)
+        thread = thread_key(self._workspace(context) or inbound.team, inbound.channel, inbound.root)
         await self.messenger.tell(thread, inbound.user, (texts.NOT_OUR_CARD,))
 
     async def _ask_reason(self, click: Click, metadata: ModalMetadata, trigger_id: str) -> None:
@@ -573,6 +595,21 @@ class SlackAdapter:
         else:
             await self.messenger.tell(click.thread, click.user_id, text)
 
+    def _workspace(self, context: AsyncBoltContext) -> str | None:
+        """The workspace of a request's thread keys, the same for its events and clicks:
+        with one token, the bot's own (from ``auth.test``); with many, that of the
+        installation Bolt found for it (``workspace_of``: a team, or an org-wide
+        install's enterprise, whichever of its workspaces the request comes from)."""
+        if self.distributed:
+            return workspace_of(
+                context.enterprise_id,
+                context.team_id,
+                org_wide=bool(context.is_enterprise_install),
+            )
+        result = context.authorize_result
+        team = result.team_id if result is not None else None
+        return team if isinstance(team, str) and team else None
+
     def _spawn(self, work: Awaitable[Any], name: str) -> None:
         async def run() -> None:
             await work
@@ -649,13 +686,6 @@ def _overloaded(context: AsyncBoltContext) -> None:
     context[_OVERLOADED] = True
 
 
-def _workspace(context: AsyncBoltContext) -> str | None:
-    """The bot's own workspace (from ``auth.test``): the same for events and clicks."""
-    result = context.authorize_result
-    team = result.team_id if result is not None else None
-    return team if isinstance(team, str) and team else None
-
-
 def _unavailable() -> web.Response:
     """The page of an installation that could not be made right now."""
     return web.Response(
@@ -663,6 +693,39 @@ def _unavailable() -> web.Response:
         text=texts.INSTALL_UNAVAILABLE,
         content_type="text/plain",
         headers={"Retry-After": "60"},
+    )
+
+
+def _authorize(
+    settings: SlackSettings, installations: SlackInstallations | None
+) -> AsyncInstallationStoreAuthorize | None:
+    """Bolt's authorization of each request by its workspace's bot (refreshing its token
+    when it is about to expire), or ``None`` with one bot token."""
+    if installations is None:
+        return None
+    return AsyncInstallationStoreAuthorize(
+        logger=log,
+        installation_store=installations,
+        client_id=settings.slack_client_id,
+        client_secret=settings.slack_client_secret,
+        token_rotation_expiration_minutes=ROTATION_MARGIN_MINUTES,
+        bot_only=True,
+    )
+
+
+def _rotator(
+    settings: SlackSettings, installations: SlackInstallations | None, client: AsyncWebClient
+) -> BotRotator | None:
+    """The one token rotator of Bolt and the adapter, or ``None`` with one bot token."""
+    client_id, client_secret = settings.slack_client_id, settings.slack_client_secret
+    if installations is None or not client_id or not client_secret:
+        return None
+    return BotRotator(
+        installations,
+        client_id=client_id,
+        client_secret=client_secret,
+        client=client,
+        margin_minutes=ROTATION_MARGIN_MINUTES,
     )
 
 
@@ -683,6 +746,8 @@ def _oauth_settings(
         installation_store=installations,
         installation_store_bot_only=True,
         state_store=SlackOAuthStates(bot.chat),
+        # Bolt sets it on the authorization too: the same margin as the adapter's own calls.
+        token_rotation_expiration_minutes=ROTATION_MARGIN_MINUTES,
         callback_options=AsyncCallbackOptions(success=_succeeded, failure=_failed),
     )
 

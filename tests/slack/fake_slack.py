@@ -26,6 +26,13 @@ Many workspaces (OAuth): ``oauth.v2.access`` exchanges a code a test gave it
 (``installs``) for that workspace's bot token, once, given the app's client id and
 secret; the fake then accepts that token too, and ``auth.test`` answers the workspace
 of the token it is called with. Each call records the token it came with.
+
+Enterprise Grid: a code in ``org_installs`` is exchanged for an org-wide install of an
+enterprise (no team), whose token speaks for every workspace of the organization.
+Token rotation (``token_lifetime``): each exchange also gives a refresh token, and the
+token stops working when it expires (``token_expired``); ``oauth.v2.access`` with
+``grant_type=refresh_token`` gives a new token and a new refresh token for one not used
+yet, and revokes the one it used (``invalid_refresh_token`` for it after), as Slack does.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,6 +257,22 @@ class FakeSlack:
     """OAuth codes ``oauth.v2.access`` exchanges (once each), for ``(team_id, bot_token)``."""
     issued: dict[str, str] = field(default_factory=dict)
     """Bot tokens ``oauth.v2.access`` gave, with their workspace."""
+    org_installs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """OAuth codes ``oauth.v2.access`` exchanges (once each) for an org-wide install of
+    an Enterprise Grid organization: ``(enterprise_id, bot_token)``."""
+    token_lifetime: int | None = None
+    """Token rotation: the seconds a token from a code lasts (``None``: rotation off)."""
+    refreshed_lifetime: int = 43_200
+    """The seconds a token from a refresh lasts (Slack's 12 hours)."""
+    refresh_tokens: dict[str, str] = field(default_factory=dict)
+    """Each refresh token not used yet, with the bot token it came with."""
+    expires: dict[str, float] = field(default_factory=dict)
+    """When each rotated bot token stops working (``time.time()``)."""
+    rotations: list[tuple[str, str]] = field(default_factory=list)
+    """Each refresh, in order: ``(old bot token, new bot token)``."""
+    before_refresh: Callable[[], Awaitable[None]] | None = None
+    """Awaited (once: it is cleared first) when a refresh arrives, before it is
+    answered: what happens meanwhile elsewhere (another replica refreshing first)."""
     url: str = ""
     base: str = ""
     _ts: Any = field(default_factory=lambda: itertools.count(1))
@@ -431,28 +454,22 @@ class FakeSlack:
         client = _basic(auth)
         self.calls.append(ApiCall(method, args, token=token, client=client))
         if method == "oauth.v2.access":
-            return self._oauth_v2_access(args, client)
+            meanwhile = self.before_refresh
+            if meanwhile is not None and args.get("grant_type") == "refresh_token":
+                self.before_refresh = None
+                await meanwhile()
+            return self._scripted(method) or self._oauth_v2_access(args, client)
         if method == "apps.connections.open":
             known = token == APP_TOKEN
         else:
             known = token == TOKEN or token in self.issued
         if not known:
             return _fail("invalid_auth")
-        pending = self.scripted.get(method)
-        if pending:
-            answer = pending[0]
-            answer.times -= 1
-            if answer.times <= 0:
-                pending.pop(0)
-            if answer.status == 429:
-                headers = {"Retry-After": str(answer.retry_after)}
-                return web.json_response(
-                    {"ok": False, "error": "ratelimited"}, status=429, headers=headers
-                )
-            if answer.status >= 500:
-                return web.Response(status=answer.status, text="upstream trouble")
-            if answer.error:
-                return _fail(answer.error)
+        if token in self.expires and time.time() >= self.expires[token]:
+            return _fail("token_expired")
+        scripted = self._scripted(method)
+        if scripted is not None:
+            return scripted
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return _fail("unknown_method")
@@ -461,14 +478,38 @@ class FakeSlack:
         result: web.Response = handler(args)
         return result
 
+    def _scripted(self, method: str) -> web.Response | None:
+        """The scripted answer to this call of ``method``, if any."""
+        pending = self.scripted.get(method)
+        if not pending:
+            return None
+        answer = pending[0]
+        answer.times -= 1
+        if answer.times <= 0:
+            pending.pop(0)
+        if answer.status == 429:
+            headers = {"Retry-After": str(answer.retry_after)}
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=429, headers=headers
+            )
+        if answer.status >= 500:
+            return web.Response(status=answer.status, text="upstream trouble")
+        if answer.error:
+            return _fail(answer.error)
+        return None
+
     def _auth_test(self, args: dict[str, Any], *, token: str | None = None) -> web.Response:
+        workspace = self.issued.get(token or "", TEAM_ID)
+        # An org-wide token's workspace is its enterprise.
+        org = {"enterprise_id": workspace, "is_enterprise_install": True}
         return _ok(
             url="https://fake.slack.com/",
             team="Fake Team",
             user="approval-bot",
-            team_id=self.issued.get(token or "", TEAM_ID),
+            team_id=workspace,
             user_id=BOT_USER_ID,
             bot_id=BOT_ID,
+            **(org if workspace.startswith("E") else {}),
         )
 
     def _oauth_v2_access(
@@ -479,22 +520,52 @@ class FakeSlack:
             return _fail("invalid_client_id")
         if client[1] != CLIENT_SECRET:
             return _fail("bad_client_secret")
-        found = self.installs.pop(str(args.get("code", "")), None)
+        if args.get("grant_type") == "refresh_token":
+            return self._refresh(str(args.get("refresh_token", "")))
+        code = str(args.get("code", ""))
+        org = self.org_installs.pop(code, None)
+        found = self.installs.pop(code, None) if org is None else org
         if found is None:
             return _fail("invalid_code")
-        team, token = found
-        self.issued[token] = team
+        workspace, token = found
+        self.issued[token] = workspace
         return _ok(
             access_token=token,
             token_type="bot",
             scope="chat:write,commands",
             bot_user_id=BOT_USER_ID,
             app_id=APP_ID,
-            team={"id": team, "name": f"Team {team}"},
-            enterprise=None,
-            is_enterprise_install=False,
+            **_installed_in(workspace, org=org is not None),
             authed_user={"id": "U0INSTALL1"},
+            **self._expiring(token, self.token_lifetime),
         )
+
+    def _refresh(self, refresh_token: str) -> web.Response:
+        """A new bot token for a refresh token not used yet, which it revokes."""
+        old = self.refresh_tokens.pop(refresh_token, None)
+        if old is None:
+            return _fail("invalid_refresh_token")
+        token = f"{old.partition('~')[0]}~{len(self.rotations) + 1}"
+        self.issued[token] = self.issued[old]
+        self.rotations.append((old, token))
+        return _ok(
+            access_token=token,
+            token_type="bot",
+            scope="chat:write,commands",
+            bot_user_id=BOT_USER_ID,
+            app_id=APP_ID,
+            **_installed_in(self.issued[token], org=self.issued[token].startswith("E")),
+            **self._expiring(token, self.refreshed_lifetime),
+        )
+
+    def _expiring(self, token: str, lifetime: int | None) -> dict[str, Any]:
+        """With rotation on: a refresh token for ``token``, which lasts ``lifetime``."""
+        if lifetime is None:
+            return {}
+        refresh_token = f"xoxe-1-{token}"
+        self.refresh_tokens[refresh_token] = token
+        self.expires[token] = time.time() + lifetime
+        return {"refresh_token": refresh_token, "expires_in": lifetime}
 
     def _chat_postMessage(self, args: dict[str, Any]) -> web.Response:
         problem = self._check_message(args)
@@ -976,6 +1047,22 @@ async def _args(request: web.Request) -> dict[str, Any]:
         if isinstance(args.get(key), str):
             args[key] = json.loads(args[key])
     return args
+
+
+def _installed_in(workspace: str, *, org: bool) -> dict[str, Any]:
+    """Where ``oauth.v2.access`` says an install was made: a team, or (``org``) an
+    Enterprise Grid organization as a whole."""
+    if org:
+        return {
+            "team": None,
+            "enterprise": {"id": workspace, "name": f"Org {workspace}"},
+            "is_enterprise_install": True,
+        }
+    return {
+        "team": {"id": workspace, "name": f"Team {workspace}"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+    }
 
 
 def _ok(**fields: Any) -> web.Response:
