@@ -28,7 +28,7 @@ from aiohttp import web
 from agents import Model, ModelError, Reachable, Store, open_store
 
 from .audit import AuditFormat, audit_rows, since_of, write
-from .checks import OTHER_VARIABLES, LiveCheck, live_problems, unknown_variables, variables_of
+from .checks import OTHER_VARIABLES, LiveCheck, live_report, unknown_variables, variables_of
 from .config import BotConfig, ConfigError, load_agent, load_config
 from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
@@ -95,7 +95,9 @@ PLATFORMS: tuple[str, ...] = ("adapters.slack", "adapters.teams")
 """Every platform the bot can serve: the adapter packages, each offering
 ``configured()``, ``from_env(bot)`` (the adapter, or ``None`` when the environment
 does not configure it), ``variables()`` (the environment it reads) and
-``live_checks()`` (``check --live``). Adding a platform is one entry here."""
+``live_checks(bot)`` (``check --live``: what to reach, some of it found in the bot's
+chat state, such as each workspace's installation). Adding a platform is one entry
+here."""
 
 
 class _Platform(Protocol):
@@ -105,7 +107,7 @@ class _Platform(Protocol):
 
     def variables(self) -> frozenset[str]: ...
 
-    def live_checks(self) -> list[LiveCheck]: ...
+    def live_checks(self, bot: ChatBot) -> list[LiveCheck]: ...
 
 
 def _platforms() -> list[tuple[str, _Platform]]:
@@ -265,27 +267,26 @@ async def check(
         for adapter in adapters:
             bot.register(adapter.platform, adapter.messenger)
         await bot.check_places()
-        problems = await live_problems(_live_checks(model)) if live else []
+        report = await live_report(_live_checks(bot, model)) if live else None
     finally:
         for adapter in adapters:
             await adapter.stop()
-    if problems:
-        raise StartupError(problems)
+    if report is not None and report.problems:
+        raise StartupError(report.problems)
     platforms = ", ".join(a.platform for a in adapters) or "none"
     policy = bot.policy.source or "(none: anyone decides)"
     reached = ""
-    if live:
-        names = ", ".join(check.name for check in _live_checks(model)) or "nothing to reach"
-        reached = f" (live: {names})"
+    if report is not None:
+        reached = f" (live: {', '.join(report.reached) or 'nothing to reach'})"
     print(
         f"approval-bot: configuration OK{reached}: agent {agent}, model {model.name}, "
         f"store {_redact(store)}, policy {policy}, platforms: {platforms}"
     )
 
 
-def _live_checks(model: Model) -> list[LiveCheck]:
+def _live_checks(bot: ChatBot, model: Model) -> list[LiveCheck]:
     """What ``check --live`` reaches: each configured platform, and the model's service."""
-    checks = [check for _, platform in _platforms() for check in platform.live_checks()]
+    checks = [check for _, platform in _platforms() for check in platform.live_checks(bot)]
     if isinstance(model, Reachable):
         reachable = model
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,26 +62,56 @@ def unknown_variables(environ: Mapping[str, str], known: Collection[str]) -> lis
 
 
 @dataclass(frozen=True, kw_only=True)
+class LiveAnswer:
+    """What a live check found: one line per problem, and, when its name does not say
+    it all, what it reached (``Slack app credentials and 2 installations``)."""
+
+    problems: tuple[str, ...] = ()
+    reached: str | None = None
+    """Said in place of the check's name when nothing failed."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class LiveCheck:
     """One service to reach: what it is (for the report), and the call that reaches it,
-    returning one line per problem (none when it answered)."""
+    returning one line per problem (none when it answered) or a ``LiveAnswer``."""
 
     name: str
-    run: Callable[[], Awaitable[list[str]]]
+    run: Callable[[], Awaitable[list[str] | LiveAnswer]]
+    within: float | None = LIVE_TIMEOUT
+    """Seconds the check may take; ``None`` for one that bounds each of its own calls
+    (a call per installation: as many as there are)."""
 
 
-async def live_problems(checks: Iterable[LiveCheck], *, within: float = LIVE_TIMEOUT) -> list[str]:
-    """Run every check at once; a check that raises or takes longer than ``within``
+@dataclass(frozen=True, kw_only=True)
+class LiveReport:
+    """What ``check --live`` found: every problem, one line each, and what it reached."""
+
+    problems: list[str]
+    reached: list[str]
+    """Each check's name, or what it said it reached (``LiveAnswer.reached``)."""
+
+
+async def live_report(checks: Sequence[LiveCheck]) -> LiveReport:
+    """Run every check at once; a check that raises or takes longer than its ``within``
     seconds is one problem line (never a traceback)."""
 
-    async def one(check: LiveCheck) -> list[str]:
+    async def one(check: LiveCheck) -> LiveAnswer:
         try:
-            return await asyncio.wait_for(check.run(), within)
+            async with asyncio.timeout(check.within):
+                found = await check.run()
         except TimeoutError:
-            return [f"{check.name}: no answer within {within:g} s"]
+            within = f" within {check.within:g} s" if check.within is not None else ""
+            return LiveAnswer(problems=(f"{check.name}: no answer{within}",))
         except Exception as exc:
             log.debug("live check %s failed", check.name, exc_info=True)
-            return [f"{check.name}: {exc}"]
+            return LiveAnswer(problems=(f"{check.name}: {exc}",))
+        return found if isinstance(found, LiveAnswer) else LiveAnswer(problems=tuple(found))
 
-    found = await asyncio.gather(*(one(check) for check in checks))
-    return [line for lines in found for line in lines]
+    answers = await asyncio.gather(*(one(check) for check in checks))
+    return LiveReport(
+        problems=[line for answer in answers for line in answer.problems],
+        reached=[
+            answer.reached or check.name for check, answer in zip(checks, answers, strict=True)
+        ],
+    )

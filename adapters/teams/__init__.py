@@ -60,7 +60,7 @@ def variables() -> frozenset[str]:
     return variables_of(TeamsSettings)
 
 
-def live_checks() -> list[LiveCheck]:
+def live_checks(bot: ChatCore) -> list[LiveCheck]:
     """Getting a Bot Framework token for the app (``check --live``), when Teams is on
     with authentication."""
     settings = load_teams_settings()

@@ -257,6 +257,15 @@ class RecordState(Protocol):
         """Remove the records under ``keys``; how many there were."""
         ...
 
+    async def records(self, prefix: str) -> list[tuple[str, str]]:
+        """Every record whose key starts with ``prefix``, as ``(key, value)`` sorted by key.
+
+        Keys are whole, as ``put_record`` was given them (``record`` and ``drop_records``
+        take them back). It reads every such record: for tools such as ``check --live``
+        (each installation), never for a request.
+        """
+        ...
+
     async def take_note(self, key: str) -> str | None:
         """The note under ``key`` (see ``NoteState.set_note``), removed in the same
         atomic step: of callers racing for one note, one gets it (a one-time state)."""
@@ -281,7 +290,8 @@ class RetentionState(Protocol):
     """Forgetting what the chat layer kept about runs and threads the runtime removed."""
 
     async def forget(self, run_ids: Sequence[str], thread_ids: Sequence[str]) -> None:
-        """Remove the records of runs and threads the runtime pruned (``Agent.prune``):
+        """Remove the records of runs and threads the runtime is about to prune (found
+        by ``Agent.prunable``, forgotten before ``Agent.prune`` removes them):
         the runs' card places, votes and waiting-index entries, and the threads'
         follow marks, conversation references and standing approvals. Idempotent:
         processes may forget the same runs at once."""
@@ -325,6 +335,11 @@ class IntakeState(Protocol):
 
     async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
         """Extend ``worker``'s lease on entries it still holds; others are left alone."""
+        ...
+
+    async def release(self, worker: str, ids: Sequence[str]) -> None:
+        """End ``worker``'s lease on entries it still holds: any worker may take them
+        at once (a replica shutting down hands back what it could not finish)."""
         ...
 
     async def done(self, entry_id: str) -> None:

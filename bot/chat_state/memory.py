@@ -103,6 +103,11 @@ class MemoryChatState:
     async def drop_records(self, keys: Sequence[str]) -> int:
         return sum(self._records.pop(key, None) is not None for key in set(keys))
 
+    async def records(self, prefix: str) -> list[tuple[str, str]]:
+        return sorted(
+            (key, value) for key, value in self._records.items() if key.startswith(prefix)
+        )
+
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         self._recent[key] = [item, *self._recent.get(key, ())][:keep]
 
@@ -198,6 +203,9 @@ class MemoryChatState:
             slot = self._inbox.get(entry_id)
             if slot is not None and slot.worker == worker:
                 slot.lease_until = until
+
+    async def release(self, worker: str, ids: Sequence[str]) -> None:
+        await self.renew(worker, ids, lease=-1.0)
 
     async def done(self, entry_id: str) -> None:
         self._inbox.pop(entry_id, None)

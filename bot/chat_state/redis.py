@@ -98,6 +98,19 @@ end
 return 0
 """
 
+# KEYS: the inbox stream. ARGV: the group, the worker, the idle time (ms) that makes
+# an entry any worker's to take, then entry ids. Each one the worker still holds is
+# made that idle (JUSTID: its delivery count stays), so the next take claims it.
+_HAND_BACK = """
+for i = 4, #ARGV do
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2])
+  if #held > 0 then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', ARGV[3], 'JUSTID')
+  end
+end
+return 0
+"""
+
 # KEYS: the inbox stream. ARGV: the group, the entry id. Worked off: acknowledged
 # and deleted, so the stream holds only unfinished work.
 _DONE = """
@@ -116,6 +129,14 @@ return 0
 """
 
 
+RELEASED_IDLE_MS = 86_400_000
+"""How idle a released intake entry is made: a day, longer than any lease."""
+_SCAN_COUNT = 1000
+"""Keys a ``SCAN`` step of ``records`` looks at (its ``COUNT``)."""
+_GET_BATCH = 500
+"""Records ``records`` reads per pipeline."""
+
+
 class RedisChatState:
     """The chat state on the store's Redis or Redis Cluster, under keys of its own."""
 
@@ -126,6 +147,7 @@ class RedisChatState:
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._enqueue = self._redis.register_script(_ENQUEUE)
         self._renew = self._redis.register_script(_RENEW)
+        self._hand_back = self._redis.register_script(_HAND_BACK)
         self._done = self._redis.register_script(_DONE)
         self._take_due = self._redis.register_script(_TAKE_DUE)
         self._release = self._redis.register_script(_RELEASE)
@@ -264,6 +286,28 @@ class RedisChatState:
         # One key at a time: each record has a slot of its own on a cluster.
         dropped = [await self._redis.delete(self.keys.record(key)) for key in set(keys)]
         return sum(int(n) for n in dropped)
+
+    async def records(self, prefix: str) -> list[tuple[str, str]]:
+        """``SCAN`` with ``MATCH`` (on a cluster redis-py's ``scan_iter`` walks every
+        primary), then the values in pipelines of ``_GET_BATCH``: a listing, never on a
+        request's path. SCAN may name a key twice; each is read once."""
+        pattern = self.keys.records_pattern(prefix)
+        names = {name async for name in self._redis.scan_iter(match=pattern, count=_SCAN_COUNT)}
+        keyed = sorted((self.keys.record_key(name), name) for name in names)
+        found: list[tuple[str, str]] = []
+        for start in range(0, len(keyed), _GET_BATCH):
+            batch = keyed[start : start + _GET_BATCH]
+            # Not a transaction: on a cluster each record is in a slot of its own.
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for _, name in batch:
+                    pipe.get(name)
+                values = await pipe.execute()
+            found += [
+                (key, str(value))
+                for (key, _), value in zip(batch, values, strict=True)
+                if value is not None  # dropped since the scan
+            ]
+        return found
 
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         name = self.keys.recent(key)
@@ -434,6 +478,22 @@ class RedisChatState:
         await asyncio.gather(
             *(
                 self._renew(keys=[self.keys.inbox(shard)], args=[k.INBOX_GROUP, worker, *held])
+                for shard, held in by_group.items()
+            )
+        )
+
+    async def release(self, worker: str, ids: Sequence[str]) -> None:
+        """Each entry ``worker`` holds made idle longer than any lease: taken next."""
+        by_group: dict[int, list[str]] = defaultdict(list)
+        for entry_id in ids:
+            shard, stream_id = self._locate(entry_id)
+            by_group[shard].append(stream_id)
+        await asyncio.gather(
+            *(
+                self._hand_back(
+                    keys=[self.keys.inbox(shard)],
+                    args=[k.INBOX_GROUP, worker, RELEASED_IDLE_MS, *held],
+                )
                 for shard, held in by_group.items()
             )
         )

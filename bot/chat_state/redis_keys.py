@@ -13,6 +13,7 @@ its dedupe keys and the thread's marks carry that group's tag.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from agents.stores.redis_keys import ShardedKeys, shard_of
@@ -147,6 +148,15 @@ class ChatKeys(ShardedKeys):
         """A permanent record (``put_record``)."""
         return f"{self.prefix}:{RECORD}:{{{key}}}"
 
+    def records_pattern(self, prefix: str) -> str:
+        """A SCAN pattern for the records whose key starts with ``prefix`` (a listing's,
+        never a hot path's): glob characters of either prefix stand for themselves."""
+        return f"{glob_escaped(self.record(prefix)[:-1])}*}}"
+
+    def record_key(self, name: str) -> str:
+        """The key a record was put under, from its Redis key (``record``'s inverse)."""
+        return name[len(self.record("")) - 1 : -1]
+
     def recent(self, key: str) -> str:
         """A short list kept newest first (``push_recent``), in a slot of its own."""
         return f"{self.prefix}:{RECENT}:{{{key}}}"
@@ -154,3 +164,8 @@ class ChatKeys(ShardedKeys):
     def timers(self) -> tuple[str, str]:
         """The timed jobs: their due times (sorted set) and their data (hash)."""
         return f"{self.prefix}:{{{TIMERS}}}:due", f"{self.prefix}:{{{TIMERS}}}:data"
+
+
+def glob_escaped(text: str) -> str:
+    """``text`` as a SCAN pattern matching only itself."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)

@@ -8,6 +8,7 @@ over; what else the chat layer kept before is not (README, "Upgrading").
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -102,6 +103,8 @@ _NOTE = "SELECT value FROM notes WHERE key = ? AND expires_at > ?"
 _TAKE_NOTE = "DELETE FROM notes WHERE key = ? RETURNING value, expires_at"
 _PUT_RECORD = """INSERT INTO records (key, value) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value"""
+_RECORDS_FROM = "SELECT key, value FROM records WHERE key >= ?"
+_RECORDS_BELOW = " AND key < ?"
 _MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
     WHERE seen.expires_at <= ?"""
@@ -276,6 +279,15 @@ class SQLiteChatState:
 
         return await self._file.run(work, transaction=True)
 
+    async def records(self, prefix: str) -> list[tuple[str, str]]:
+        # A range of the primary key, not LIKE: a prefix's own % and _ are no patterns.
+        above = _least_above(prefix)
+        if above is None:
+            rows = await self._file.fetch(_RECORDS_FROM, (prefix,))
+        else:
+            rows = await self._file.fetch(_RECORDS_FROM + _RECORDS_BELOW, (prefix, above))
+        return sorted((str(row[0]), str(row[1])) for row in rows)
+
     async def push_recent(self, key: str, item: str, *, keep: int) -> None:
         async def work(db: aiosqlite.Connection) -> None:
             await changes(db, "INSERT INTO recent (key, item) VALUES (?, ?)", (key, item))
@@ -376,6 +388,9 @@ class SQLiteChatState:
         sql = f"UPDATE inbox SET lease_until = ? WHERE worker = ? AND seq IN ({marks})"
         await self._file.changes(sql, (time.time() + lease, worker, *(int(i) for i in ids)))
 
+    async def release(self, worker: str, ids: Sequence[str]) -> None:
+        await self.renew(worker, ids, lease=-time.time())  # a lease that ended in 1970
+
     async def done(self, entry_id: str) -> None:
         await self._file.changes("DELETE FROM inbox WHERE seq = ?", (int(entry_id),))
 
@@ -397,6 +412,26 @@ class SQLiteChatState:
     async def close(self) -> None:
         if self._owns_file:  # a shared connection is the store's to close
             await self._file.close()
+
+
+def _least_above(prefix: str) -> str | None:
+    """The least text after every text starting with ``prefix`` (``None``: there is none).
+
+    SQLite orders text byte by byte (UTF-8), which is the order of code points:
+    the prefix with its last code point that can grow grown by one, and what
+    follows it dropped. Surrogates are skipped, as UTF-8 has none.
+    """
+    for end in range(len(prefix) - 1, -1, -1):
+        grown = ord(prefix[end]) + 1
+        if grown == _SURROGATES[0]:
+            grown = _SURROGATES[1]
+        if grown <= sys.maxunicode:
+            return prefix[:end] + chr(grown)
+    return None
+
+
+_SURROGATES = (0xD800, 0xE000)
+"""The first code point of the surrogates, and the first after them."""
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:

@@ -197,6 +197,18 @@ async def test_renewing_a_lease_keeps_the_entry_from_being_taken_over(chat: Chat
         assert await chat.take("w2", count=1, lease=0.3) == []
 
 
+async def test_an_entry_handed_back_is_taken_at_once_not_a_lease_later(chat: ChatState) -> None:
+    for body in ("unfinished", "held elsewhere"):
+        await chat.enqueue(body, keys=[], ttl=60)
+    first, second = await chat.take("leaving", count=2, lease=60)
+    await chat.release("someone else", [second.id])  # not theirs to hand back
+    await chat.release("leaving", [first.id])
+    (taken,) = await chat.take("staying", count=5, lease=60)
+    assert (taken.id, taken.body) == (first.id, "unfinished")
+    assert taken.attempts == 2  # its work may have been started: the taker catches up
+    assert await chat.take("third", count=5, lease=60) == []
+
+
 async def test_concurrent_workers_never_take_the_same_entry(chat: ChatState) -> None:
     for n in range(20):
         await chat.enqueue(str(n), keys=[], ttl=60)
@@ -540,6 +552,54 @@ async def test_a_record_is_kept_until_dropped_and_a_new_one_replaces_it(chat: Ch
     assert await chat.record("slack:bot:T1") is None
     assert await chat.record("slack:bot:T2") == '{"token": "b"}'
     assert await chat.drop_records([]) == 0
+
+
+async def test_records_are_listed_by_the_start_of_their_key_in_key_order(
+    chat: ChatState,
+) -> None:
+    for key in ("slack:bot:T2", "slack:bot:enterprise:E1", "slack:bot:T1", "slack:bot;"):
+        await chat.put_record(key, f'{{"at": "{key}"}}')
+    await chat.put_record("slack:installation:T1", "{}")
+    await chat.put_record("slack:bot:T3", "{}")
+    await chat.drop_records(["slack:bot:T3"])
+    listed = await chat.records("slack:bot:")
+    assert listed == [
+        ("slack:bot:T1", '{"at": "slack:bot:T1"}'),
+        ("slack:bot:T2", '{"at": "slack:bot:T2"}'),
+        ("slack:bot:enterprise:E1", '{"at": "slack:bot:enterprise:E1"}'),
+    ]
+    assert await chat.record(listed[0][0]) == listed[0][1]  # keys are whole
+    assert await chat.records("teams:") == []
+    assert [key for key, _ in await chat.records("")] == [
+        "slack:bot:T1",
+        "slack:bot:T2",
+        "slack:bot:enterprise:E1",
+        "slack:bot;",
+        "slack:installation:T1",
+    ]
+
+
+async def test_a_listed_prefix_is_text_not_a_pattern(chat: ChatState) -> None:
+    keys = ["a%_*?[x]\\1", "a%_*?[x]\\2", "ab_c", "a*b", "aXb", "ax", "a?b", "a%b", "a\\b"]
+    for key in keys:
+        await chat.put_record(key, key)
+    assert [key for key, _ in await chat.records("a%_*?[x]\\")] == keys[:2]
+    assert [key for key, _ in await chat.records("a*")] == ["a*b"]
+    assert [key for key, _ in await chat.records("a?")] == ["a?b"]
+    assert [key for key, _ in await chat.records("a%")] == ["a%_*?[x]\\1", "a%_*?[x]\\2", "a%b"]
+    assert [key for key, _ in await chat.records("a_")] == []
+    assert [key for key, _ in await chat.records("a[x]")] == []
+    assert [key for key, _ in await chat.records("a\\")] == ["a\\b"]
+
+
+async def test_records_beyond_ascii_are_listed_by_code_point(chat: ChatState) -> None:
+    top = chr(0x10FFFF)
+    keys = ["é1", "éz", "ê", f"z{top}a", f"z{top}", "{", "\ud7ffx", "\ue000"]
+    for key in keys:
+        await chat.put_record(key, "{}")
+    assert [key for key, _ in await chat.records("é")] == ["é1", "éz"]
+    assert [key for key, _ in await chat.records(f"z{top}")] == [f"z{top}", f"z{top}a"]
+    assert [key for key, _ in await chat.records("\ud7ff")] == ["\ud7ffx"]
 
 
 async def test_a_recent_list_keeps_its_newest_items_newest_first(chat: ChatState) -> None:
