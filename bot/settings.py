@@ -97,8 +97,11 @@ class Settings(BaseSettings):
     and clicks it had taken are taken over once this lapsed. The same on every replica."""
     run_retention: Duration = DEFAULT_RUN_RETENTION
     """How long a finished run is kept (``30d``), and a thread's history once it has no
-    newer run; then both are removed. Waiting and working runs are always kept, and the
-    audit log is never pruned."""
+    newer run; then both are removed. Waiting and working runs are always kept; the
+    audit log is kept as ``audit_retention`` says."""
+    audit_retention: Duration | None = None
+    """How long audit entries are kept (``365d``); then they are removed, oldest first.
+    Unset: the audit log is kept for ever."""
 
     @field_validator("bot_agent")
     @classmethod

@@ -1,13 +1,14 @@
 """Stores for run snapshots, the run lock, thread memory and the audit log."""
 
 from ._lease import hold_lease
-from .base import PRUNE_BATCH, LockTimeout, Pruned, Store, StoreConflict
+from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, LockTimeout, Pruned, Store, StoreConflict
 from .memory import MemoryStore
 from .redis_url import redis_client, split_prefix
 from .sqlite_file import SQLiteFile, changes, database_path
 from .url import StoreKind, open_store, store_kind
 
 __all__ = [
+    "AUDIT_PRUNE_BATCH",
     "PRUNE_BATCH",
     "LockTimeout",
     "MemoryStore",

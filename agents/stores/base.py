@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from ..messages import Message
@@ -33,20 +33,30 @@ class LockTimeout(Exception):
 
 
 PRUNE_BATCH = 100
-"""Root runs one ``Store.prune`` call removes at most: short writes, repeated until done."""
+"""Root runs one prune batch holds at most: short writes, repeated until done."""
+AUDIT_PRUNE_BATCH = 500
+"""Audit entries one ``Store.prune_audit`` call removes at most."""
+BEGINNING = datetime.min.replace(tzinfo=UTC)
+"""A cut-off nothing is older than: the batch of ``Pruned()`` removes nothing."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Pruned:
-    """What one ``Store.prune`` removed (the chat layer forgets its own records of them).
+    """One prune batch: what is due (``Store.prunable``), then what was removed
+    (``Store.prune``). The chat layer forgets its own records of a due batch before
+    the batch is removed, so a crash in between leaves nothing that is not found again.
 
     Attributes:
-        run_ids: Every run removed: the finished root runs and their sub-agent runs.
-        thread_ids: The threads left with no run at all, whose history went with them.
+        before: The cut-off: finished root runs last changed before it are due.
+        root_ids: The finished root runs of the batch, oldest first.
+        run_ids: Every run of the batch: the root runs and their sub-agent runs.
+        thread_ids: The threads with no run but the batch's, whose history goes with them.
         more: The store has work left before it can prune all that is due (an index
-            still being built): call again even though nothing was removed.
+            still being built): call again even though nothing is due.
     """
 
+    before: datetime = BEGINNING
+    root_ids: tuple[str, ...] = ()
     run_ids: tuple[str, ...] = ()
     thread_ids: tuple[str, ...] = ()
     more: bool = False
@@ -141,14 +151,37 @@ class Store(Protocol):
         """Audit entries of a run or a thread, oldest first."""
         ...
 
-    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
-        """Remove up to ``limit`` finished root runs last changed before ``before``, oldest
-        first, with their sub-agent runs; then the history of each of their threads
-        left with no run at all (a thread's conversation is kept while it is active).
+    async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """The next prune batch, changing nothing: up to ``limit`` finished root runs last
+        changed before ``before``, oldest first, with their sub-agent runs, and the
+        threads the batch would leave with no run at all (their history goes with it:
+        a thread's conversation is kept while it has a run).
 
-        A run that waits for a person or works (``RunIndex.live``) is never removed,
-        however old. Deletes are idempotent: processes may prune at once. The audit
-        log is kept. Returns what was removed (empty: nothing is due).
+        A run that waits for a person or works (``RunIndex.live``) is never due, however
+        old. Empty (and not ``more``): nothing is due.
+        """
+        ...
+
+    async def prune(self, due: Pruned) -> Pruned:
+        """Remove a batch ``prunable`` found, checking again what it checked, atomically
+        per root run and per thread: a root run still finished and last changed before
+        ``due.before`` goes with its sub-agent runs; a thread of ``due.thread_ids`` loses
+        its history only if it has no run but the batch's (a run started since keeps it).
+        No other root run or thread is touched; a store may leave the roots of a thread
+        whose history stays to a later batch (they are found again).
+
+        Deletes are idempotent: processes may prune at once, and a batch removed halfway
+        (a crash) is found again by ``prunable``. The audit log is kept (see
+        ``prune_audit``). Returns what was removed.
+        """
+        ...
+
+    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+        """Remove up to ``limit`` audit entries from the start of the log, oldest first,
+        while they are older than ``before`` (``AuditEntry.at``); from the run's and the
+        thread's entries too. The log stays a log: only ever shortened from its start.
+
+        Returns how many were removed (0: none is due).
         """
         ...
 

@@ -16,7 +16,7 @@ from ..snapshot import (
     next_revision,
     run_index,
 )
-from .base import PRUNE_BATCH, LockTimeout, Pruned, StoreConflict, check_audit
+from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, LockTimeout, Pruned, StoreConflict, check_audit
 
 
 class MemoryStore:
@@ -136,17 +136,25 @@ class MemoryStore:
             and (thread_id is None or e.thread_id == thread_id)
         ]
 
-    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
-        due = sorted(
-            (changed, run_id)
-            for run_id, changed in self._changed.items()
-            if changed < before and not self._index[run_id].live
-        )[:limit]
+    async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        roots = [run_id for _, run_id in sorted(self._due(before))[:limit]]
+        runs = [
+            run_id for root in roots for run_id in (*sorted(self._children.get(root, ())), root)
+        ]
+        threads = {self._index[root].thread_id for root in roots}
+        # A thread with a root run outside the batch keeps its history.
+        batch = set(roots)
+        busy = {self._index[run_id].thread_id for run_id in self._changed if run_id not in batch}
+        alone = sorted(t for t in threads - busy if t is not None)
+        return Pruned(
+            before=before, root_ids=tuple(roots), run_ids=tuple(runs), thread_ids=tuple(alone)
+        )
+
+    async def prune(self, due: Pruned) -> Pruned:
+        still = {run_id for _, run_id in self._due(due.before)}
         removed: list[str] = []
-        threads: set[str] = set()
-        for _, root in due:
-            if (thread_id := self._index[root].thread_id) is not None:
-                threads.add(thread_id)
+        roots = [root for root in due.root_ids if root in still]
+        for root in roots:
             del self._changed[root]
             for run_id in (*sorted(self._children.pop(root, set())), root):
                 self._saved.pop(run_id, None)
@@ -155,10 +163,29 @@ class MemoryStore:
                 self._alive.pop(run_id, None)
                 removed.append(run_id)
         kept = {ix.thread_id for run_id, ix in self._index.items() if run_id in self._changed}
-        gone = sorted(threads - kept)
+        gone = [t for t in due.thread_ids if t not in kept]
         for thread_id in gone:
             self._history.pop(thread_id, None)
-        return Pruned(run_ids=tuple(removed), thread_ids=tuple(gone))
+        return Pruned(
+            before=due.before, root_ids=tuple(roots), run_ids=tuple(removed), thread_ids=tuple(gone)
+        )
+
+    def _due(self, before: datetime) -> list[tuple[datetime, str]]:
+        """Finished root runs last changed before ``before``: (last change, id)."""
+        return [
+            (changed, run_id)
+            for run_id, changed in self._changed.items()
+            if changed < before and not self._index[run_id].live
+        ]
+
+    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+        due = 0
+        for entry in self._audit[:limit]:
+            if entry.at >= before:
+                break
+            due += 1
+        del self._audit[:due]
+        return due
 
     async def ping(self) -> bool:
         return True

@@ -5,7 +5,8 @@ Values are JSON (never pickle); key names and their lifetimes are in
 script: ``save_run`` checks the revision and moves the run between its indexes
 atomically, and a lock is ``SET NX PX`` released by compare-and-delete. Nothing
 on a hot path scans the keyspace (only the one-time backfill of the retention
-indexes after an upgrade does, a bounded step per ``prune``).
+indexes after an upgrade does, a bounded step per ``prunable``; see
+``_redis_retention``).
 
 ``redis+cluster://`` runs the same scripts on a Redis Cluster: each touches the
 keys of one shard group (see ``redis_keys``), and a deployment-wide index is read
@@ -16,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import Literal, cast
+from typing import cast
 
 from redis.exceptions import RedisError
 
@@ -37,20 +37,9 @@ from ..snapshot import (
 )
 from . import redis_keys as k
 from ._lease import hold_lease
-from .base import PRUNE_BATCH, Pruned, StoreConflict, check_audit
-from .redis_url import POOL_SIZE, is_cluster, primaries, redis_client, scan_primary, split_prefix
-
-log = logging.getLogger(__name__)
-
-BACKFILL_BATCH = 5000
-"""Keys the backfill of the indexes looks at per ``prune`` call at most (SCAN counts)."""
-_SCAN_COUNT = 1000
-
-# The backfill's phases, in order. ``children``: each sub-agent run joins its root's
-# set and each root run its thread's runs index; ``done``: each finished root run joins
-# the done index. A root becomes prunable only once every child anywhere is indexed.
-_Phase = Literal["children", "done"]
-_BACKFILL_PHASES: tuple[_Phase, ...] = ("children", "done")
+from ._redis_retention import BACKFILL_BATCH, RedisRetention
+from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, StoreConflict, check_audit
+from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
 # KEYS: run hash, expiring index, in-flight index, done index[, paused index, live
 # index and runs index of the thread], then the audit lists the entries go to (from
@@ -120,35 +109,6 @@ _SAVE_RUN = (
     .replace("$SNAPSHOT", k.RUN_SNAPSHOT_FIELD)
 )
 
-# KEYS: a root run's hash, the done index[, the runs index of its thread]. ARGV: the
-# run id, the cut-off score. Removes the run if it is still finished and last changed
-# before the cut-off (a save since moved it out of the done index); 1 if removed.
-_PRUNE_ROOT = """
-local changed = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not changed or tonumber(changed) >= tonumber(ARGV[2]) then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if #KEYS > 2 then redis.call('ZREM', KEYS[3], ARGV[1]) end
-return 1
-"""
-
-# KEYS: a run's hash, an index of its group. ARGV: the revision read, the run id, its
-# score. Adds the run to the index unless it is there or the run was saved since (that
-# save indexed it). The backfill's write: the same slot as the run on a cluster.
-_INDEX_UNCHANGED = """
-if redis.call('HGET', KEYS[1], '$REV') ~= ARGV[1] then return 0 end
-return redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
-""".replace("$REV", k.RUN_REVISION_FIELD)
-
-# KEYS: the backfill's hash. ARGV: a cursor's field, its value as read ('' before the
-# first step), the next. Moves it on only from what was read: replicas never move a
-# scan back.
-_ADVANCE_CURSOR = """
-if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
-
 # KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
 # so a holder whose lease ran out cannot free the next holder's lock.
 _RELEASE_LOCK = """
@@ -186,8 +146,6 @@ class RedisStore:
         self, url: str, *, pool_size: int = POOL_SIZE, backfill_batch: int = BACKFILL_BATCH
     ) -> None:
         self.url = url
-        self._backfill_batch = backfill_batch
-        self._backfilled = False
         server_url, prefix = split_prefix(url)
         self.keys = k.RedisKeys(prefix, k.SHARDS if is_cluster(url) else 0)
         self._redis = redis_client(server_url, pool_size=pool_size)
@@ -195,9 +153,13 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE_LOCK)
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
-        self._prune_root = self._redis.register_script(_PRUNE_ROOT)
-        self._index_unchanged = self._redis.register_script(_INDEX_UNCHANGED)
-        self._advance_cursor = self._redis.register_script(_ADVANCE_CURSOR)
+        self._retention = RedisRetention(
+            self._redis,
+            self.keys,
+            backfill_batch=backfill_batch,
+            merged=self._merged,
+            live_runs=self.thread_runs,
+        )
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         """The snapshot of a run, or ``None``."""
@@ -249,6 +211,10 @@ class RedisStore:
         if not saved.is_root and snapshot.revision == 0:
             # Before the child exists: a tree pruned later finds every child it has.
             await self._redis.sadd(self.keys.children(saved.root_run_id, shard), run_id)
+        if self.keys.shards and saved.is_root and saved.thread_id and snapshot.revision == 0:
+            # Before the run exists: a prune that missed it keeps the thread's history.
+            hold = self.keys.history_hold(saved.thread_id)
+            await self._redis.set(hold, repr(saved.created_at.timestamp()), px=k.HISTORY_HOLD_MS)
         done, actual = await self._save(keys=keys, args=args)
         if not done:
             raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
@@ -367,135 +333,25 @@ class RedisStore:
             entries = [e for e in entries if e.thread_id == thread_id]
         return entries
 
-    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
-        """The oldest due roots from the done index (of every group), each removed after
-        its children (a crash in between leaves the root to prune again, never an
-        orphan); then the history of their threads with no root run left.
+    async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """The oldest due roots from the done index (of every group), their children and
+        the threads left with no other root run; see ``Store.prunable``.
 
-        First a step of the one-time backfill of runs saved before these indexes
-        (``_backfill``); until every child is indexed, nothing is removed."""
-        if not await self._backfill():
-            return Pruned(more=True)
-        cutoff = before.timestamp()
-        upper = f"({cutoff!r}"
-        due = (
-            await self._merged(
-                lambda shard: self._redis.zrangebyscore(
-                    self.keys.done(shard), "-inf", upper, start=0, num=limit, withscores=True
-                )
-            )
-        )[:limit]
-        removed: list[str] = []
-        threads: set[str] = set()
-        for root in due:
-            thread_id = cast(
-                str | None, await self._redis.hget(self.keys.run(root), k.RUN_THREAD_FIELD)
-            )
-            children = await self._remove_children(root)
-            shard = self.keys.shard(root)
-            keys = [self.keys.run(root), self.keys.done(shard)]
-            if thread_id:
-                keys.append(self.keys.thread_runs(thread_id, shard))
-                threads.add(thread_id)
-            if await self._prune_root(keys=keys, args=[root, repr(cutoff)]):
-                await self._redis.delete(self.keys.alive(root))
-                removed += [*children, root]
-        gone = [t for t in sorted(threads) if await self._left_alone(t)]
-        for thread_id in gone:
-            await self._redis.delete(self.keys.history(thread_id))
-        return Pruned(run_ids=tuple(removed), thread_ids=tuple(gone))
+        First a step of the one-time backfill of runs saved before these indexes; until
+        every child is indexed, nothing is due (``more``)."""
+        return await self._retention.prunable(before, limit=limit)
 
-    async def _remove_children(self, root: str) -> list[str]:
-        """Delete a root run's sub-agent runs (group by group on a cluster)."""
-        removed: list[str] = []
-        for shard in self.keys.groups:
-            index = self.keys.children(root, shard)
-            children = sorted(_strings(await self._redis.smembers(index)))
-            # One key at a time: a cluster refuses a multi-key command across slots.
-            for child in children:
-                await self._redis.delete(self.keys.run(child))
-            await self._redis.delete(index)
-            removed += children
-        return removed
+    async def prune(self, due: Pruned) -> Pruned:
+        """Each listed thread's history first, each checked and deleted at once, then
+        each root run still due after its children; see ``Store.prune`` and
+        ``RedisRetention.prune``."""
+        return await self._retention.prune(due)
 
-    async def _backfill(self) -> bool:
-        """One bounded step of indexing the runs saved before the ``thread-runs``,
-        ``children`` and ``done`` indexes (an upgrade), resumed from the cursors in the
-        backfill's hash, until the marker says every primary was scanned.
-
-        Idempotent: replicas may step at once. Returns whether the ``children`` phase
-        is complete, so a root can be pruned with every child it has.
-        """
-        if self._backfilled:
-            return True
-        state = cast(dict[str, str], await self._redis.hgetall(self.keys.backfill()))
-        if state.get(k.BACKFILL_COMPLETE_FIELD):
-            self._backfilled = True
-            return True
-        nodes = await primaries(self._redis)
-        budget = self._backfill_batch
-        for phase in _BACKFILL_PHASES:
-            for node in nodes:
-                field = k.backfill_cursor(phase, node)
-                cursor = state.get(field, "")
-                while cursor != k.BACKFILL_END:
-                    if budget <= 0:
-                        return phase != "children"
-                    count = min(budget, _SCAN_COUNT)
-                    budget -= count
-                    following, keys = await scan_primary(
-                        self._redis,
-                        node,
-                        int(cursor or 0),
-                        match=self.keys.run_pattern(),
-                        count=count,
-                    )
-                    await asyncio.gather(*(self._index_old_run(phase, key) for key in keys))
-                    moved = str(following) if following else k.BACKFILL_END
-                    step = [field, cursor, moved]
-                    if not await self._advance_cursor(keys=[self.keys.backfill()], args=step):
-                        return phase != "children"  # another replica is further on
-                    cursor = moved
-        await self._redis.hset(self.keys.backfill(), k.BACKFILL_COMPLETE_FIELD, "1")
-        self._backfilled = True
-        return True
-
-    async def _index_old_run(self, phase: _Phase, key: str) -> None:
-        """Index one run found by the backfill as ``save_run`` indexes it now."""
-        revision, data = cast(
-            list[str | None],
-            await self._redis.hmget(key, [k.RUN_REVISION_FIELD, k.RUN_SNAPSHOT_FIELD]),
-        )
-        if revision is None or data is None:
-            return  # removed since the scan found it
-        try:
-            snap = load_snapshot(data)
-        except ValueError:
-            log.warning("%s holds no snapshot this version reads; not indexed", key)
-            return
-        run_id = snap.run_id
-        if self.keys.run(run_id) != key:
-            return  # not a run hash of this store
-        shard = self.keys.shard(run_id)
-        changed = repr(snap.updated_at.timestamp())
-        if phase == "children":
-            if not snap.is_root:
-                if await self._redis.exists(self.keys.run(snap.root_run_id)):
-                    await self._redis.sadd(self.keys.children(snap.root_run_id, shard), run_id)
-            elif snap.thread_id is not None:
-                index = self.keys.thread_runs(snap.thread_id, shard)
-                await self._index_unchanged(keys=[key, index], args=[revision, run_id, changed])
-        elif snap.is_root and not run_index(snap).live:
-            index = self.keys.done(shard)
-            await self._index_unchanged(keys=[key, index], args=[revision, run_id, changed])
-
-    async def _left_alone(self, thread_id: str) -> bool:
-        """Whether a thread has no root run left (nor one indexed only as waiting or
-        working, as runs saved before the runs index are)."""
-        counts = await asyncio.gather(
-            *(self._redis.zcard(self.keys.thread_runs(thread_id, g)) for g in self.keys.groups)
-        )
-        return not any(counts) and not await self.thread_runs(thread_id)
+    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+        """The oldest entries of the deployment's lists (of every group, merged by time),
+        each group's trimmed from its start with the run's and thread's lists of what
+        it removes, in one script; see ``Store.prune_audit``."""
+        return await self._retention.prune_audit(before, limit=limit)
 
     async def ping(self) -> bool:
         """Whether the server answers ``PING``."""
@@ -511,8 +367,3 @@ class RedisStore:
 
 def _milliseconds(ttl: float) -> int:
     return max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
-
-
-def _strings(members: object) -> list[str]:
-    # redis-py types replies for every decode mode; this client always decodes.
-    return cast(list[str], members)

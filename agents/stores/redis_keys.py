@@ -69,8 +69,17 @@ BACKFILL_END = "end"
 # List per thread of JSON messages, trimmed to the caller's window on append.
 # No TTL: it is removed with the thread's last run (``prune``), however long that lives.
 HISTORY = "history"
+# On a cluster, a root run starting on a thread sets this key beside the thread's
+# history to its creation time, before its first save (the thread's runs indexes are
+# in every group, out of reach of one script): a prune that checked those indexes
+# before the run was saved keeps the history while the key holds a time past its
+# cut-off. The TTL outlasts the few steps between setting it and the save, and
+# between a prune's check and its delete.
+HISTORY_HOLD = "history-hold"
+HISTORY_HOLD_MS = 10 * 60 * 1000
 # Append-only audit lists: per run, per thread, and one for the whole
-# deployment. Never expire and never trimmed: they are the record of decisions.
+# deployment. Never expire; only ever shortened from their start, by the audit
+# retention (``prune_audit``): they are the record of decisions.
 AUDIT_RUN = "audit:run"
 AUDIT_THREAD = "audit:thread"
 AUDIT_ALL = "audit:all"
@@ -207,6 +216,10 @@ class RedisKeys(ShardedKeys):
     def history(self, thread_id: str) -> str:
         """A thread's remembered conversation (one key: tagged by the thread everywhere)."""
         return f"{self.prefix}:{HISTORY}:{{{thread_id}}}"
+
+    def history_hold(self, thread_id: str) -> str:
+        """The hold a root run starting on a thread takes on its history (a cluster's)."""
+        return f"{self.prefix}:{HISTORY_HOLD}:{{{thread_id}}}"
 
     def audit_thread(self, thread_id: str, shard: int = 0) -> str:
         """The audit list of one thread (of one group on a cluster)."""

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from itertools import chain, takewhile
 from typing import Any
 
 import aiosqlite
@@ -24,16 +25,18 @@ from ..snapshot import (
     run_index,
 )
 from ._lease import hold_lease
-from .base import PRUNE_BATCH, Pruned, StoreConflict, check_audit
+from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, StoreConflict, check_audit
 from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
 3: ``runs.alive_until``, the heartbeat of the process driving a run.
 4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``).
-5: ``runs.updated_at`` and ``runs.root_run_id``, so finished runs are pruned (``prune``)."""
+5: ``runs.updated_at`` and ``runs.root_run_id``, so finished runs are pruned (``prune``).
+6: ``audit_horizon``, so the start of the audit log is pruned (``prune_audit``)."""
+_CURRENT = f"PRAGMA user_version = {SCHEMA_VERSION}"
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
 _LIVE = "(paused = 1 OR in_flight = 1)"
@@ -50,6 +53,33 @@ _RUN_INDEXES = (
     "CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at) WHERE paused = 1",
     "CREATE INDEX runs_paused_by_expiry ON runs (next_expiry) WHERE paused = 1",
     "CREATE INDEX runs_in_flight ON runs (created_at) WHERE in_flight = 1",
+)
+# The audit log only ever loses its start (``prune_audit``): ``audit_horizon`` holds the
+# last ``seq`` removed, in one row that only grows, and the audit table refuses to
+# delete a row above it, to append one at or below it, or to replace one.
+_AUDIT_HORIZON = (
+    """CREATE TABLE audit_horizon (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        seq INTEGER NOT NULL
+    )""",
+    "INSERT INTO audit_horizon (id, seq) VALUES (1, 0)",
+    """CREATE TRIGGER audit_horizon_one_row BEFORE INSERT ON audit_horizon
+        BEGIN SELECT RAISE(ABORT, 'the audit horizon is one row'); END""",
+    """CREATE TRIGGER audit_horizon_only_grows BEFORE UPDATE ON audit_horizon
+        WHEN NEW.seq < OLD.seq OR NEW.id IS NOT OLD.id
+        BEGIN SELECT RAISE(ABORT, 'the audit horizon only moves forward'); END""",
+    """CREATE TRIGGER audit_horizon_kept BEFORE DELETE ON audit_horizon
+        BEGIN SELECT RAISE(ABORT, 'the audit horizon is kept'); END""",
+    """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        WHEN OLD.seq > (SELECT seq FROM audit_horizon)
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    # INSERT OR REPLACE would delete the row it replaces without the trigger above.
+    """CREATE TRIGGER audit_no_replace BEFORE INSERT ON audit
+        WHEN EXISTS (SELECT 1 FROM audit WHERE seq = NEW.seq)
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER audit_after_horizon AFTER INSERT ON audit
+        WHEN NEW.seq <= (SELECT seq FROM audit_horizon)
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
 )
 _SCHEMA = (
     """CREATE TABLE runs (
@@ -87,10 +117,9 @@ _SCHEMA = (
     # The audit log is evidence: the database itself refuses to rewrite it.
     """CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
-    """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
-        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    *_AUDIT_HORIZON,
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
+    _CURRENT,
 )
 # Version 1 computed "paused" in its queries; version 2 stores what run_index says.
 _FROM_VERSION_1 = (
@@ -116,8 +145,11 @@ _FROM_VERSION_4 = (
         updated_at = (julianday(json_extract(snapshot, '$.updated_at')) - 2440587.5) * 86400.0,
         root_run_id = coalesce(json_extract(snapshot, '$.root_run_id'), run_id)""",
     *_PRUNE_INDEXES,
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+# Version 6 lets the audit log lose its start, and nothing else of it.
+_FROM_VERSION_5 = ("DROP TRIGGER audit_no_delete", *_AUDIT_HORIZON)
+_MIGRATIONS = (_FROM_VERSION_1, _FROM_VERSION_2, _FROM_VERSION_3, _FROM_VERSION_4, _FROM_VERSION_5)
+"""From version ``i``, the steps of ``_MIGRATIONS[i - 1:]`` in order."""
 
 _RUN_COLUMNS = (
     "run_id, revision, thread_id, status, is_root, paused, next_expiry, in_flight, created_at,"
@@ -138,7 +170,7 @@ _TAKE_LOCK = """INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?)
 # Queries repeat ``_DONE`` exactly, so SQLite uses its partial index.
 _DUE_ROOTS = f"""SELECT run_id, thread_id FROM runs WHERE {_DONE} AND updated_at < ?
     ORDER BY updated_at, rowid LIMIT ?"""
-_LEFT_ALONE = "SELECT 1 FROM runs WHERE thread_id = ? AND is_root = 1 LIMIT 1"
+_THREAD_ROOTS = "SELECT 1 FROM runs WHERE thread_id = ? AND is_root = 1"
 _TRIM_HISTORY = """DELETE FROM history WHERE thread_id = ? AND seq <= (
     SELECT seq FROM history WHERE thread_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)"""
 
@@ -292,27 +324,78 @@ class SQLiteStore:
         )
         return [AUDIT_ADAPTER.validate_json(row[0]) for row in rows]
 
-    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
-        """One write transaction: the oldest due roots, their trees, then the history
-        of each of their threads with no root run left; see ``Store.prune``."""
+    async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """The oldest due roots, their trees and the threads left with no other root
+        run; see ``Store.prunable``. Read without a transaction: ``prune`` checks again."""
 
         async def work(db: aiosqlite.Connection) -> Pruned:
             due = list(await db.execute_fetchall(_DUE_ROOTS, (before.timestamp(), limit)))
             if not due:
-                return Pruned()
+                return Pruned(before=before)
             roots = [str(row[0]) for row in due]
             marks = ",".join("?" * len(roots))
+            trees = await db.execute_fetchall(
+                f"SELECT run_id FROM runs WHERE root_run_id IN ({marks})", roots
+            )
+            alone: list[str] = []
+            for thread_id in sorted({str(row[1]) for row in due if row[1] is not None}):
+                others = f"{_THREAD_ROOTS} AND run_id NOT IN ({marks}) LIMIT 1"
+                if not list(await db.execute_fetchall(others, (thread_id, *roots))):
+                    alone.append(thread_id)
+            return Pruned(
+                before=before,
+                root_ids=tuple(roots),
+                run_ids=tuple(sorted(str(row[0]) for row in trees)),
+                thread_ids=tuple(alone),
+            )
+
+        return await self._run(work)
+
+    async def prune(self, due: Pruned) -> Pruned:
+        """One write transaction: the batch's roots still due, with their trees, then the
+        history of the batch's threads with no root run left; see ``Store.prune``."""
+        if not due.root_ids and not due.thread_ids:
+            return Pruned(before=due.before)
+
+        async def work(db: aiosqlite.Connection) -> Pruned:
+            marks = ",".join("?" * len(due.root_ids))
+            still = f"""SELECT run_id FROM runs WHERE run_id IN ({marks}) AND {_DONE}
+                AND updated_at < ?"""
+            params = (*due.root_ids, due.before.timestamp())
+            roots = {str(row[0]) for row in await db.execute_fetchall(still, params)}
             removed = await db.execute_fetchall(
-                f"DELETE FROM runs WHERE root_run_id IN ({marks}) RETURNING run_id", roots
+                f"DELETE FROM runs WHERE root_run_id IN ({','.join('?' * len(roots))})"
+                " RETURNING run_id",
+                sorted(roots),
             )
             gone: list[str] = []
-            for thread_id in sorted({str(row[1]) for row in due if row[1] is not None}):
-                if not list(await db.execute_fetchall(_LEFT_ALONE, (thread_id,))):
+            for thread_id in due.thread_ids:
+                if not list(await db.execute_fetchall(f"{_THREAD_ROOTS} LIMIT 1", (thread_id,))):
                     await changes(db, "DELETE FROM history WHERE thread_id = ?", (thread_id,))
                     gone.append(thread_id)
             return Pruned(
-                run_ids=tuple(sorted(str(row[0]) for row in removed)), thread_ids=tuple(gone)
+                before=due.before,
+                root_ids=tuple(r for r in due.root_ids if r in roots),
+                run_ids=tuple(sorted(str(row[0]) for row in removed)),
+                thread_ids=tuple(gone),
             )
+
+        return await self._run(work, transaction=True)
+
+    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+        """Moves ``audit_horizon`` past the oldest entries older than ``before``, and
+        deletes them (the triggers allow no other delete), in one transaction."""
+
+        async def work(db: aiosqlite.Connection) -> int:
+            head = await db.execute_fetchall(
+                "SELECT seq, entry FROM audit ORDER BY seq LIMIT ?", (limit,)
+            )
+            due = list(takewhile(lambda row: _entry_time(row[1]) < before, head))
+            if not due:
+                return 0
+            horizon = int(due[-1][0])
+            await changes(db, "UPDATE audit_horizon SET seq = ?", (horizon,))
+            return await changes(db, "DELETE FROM audit WHERE seq <= ?", (horizon,))
 
         return await self._run(work, transaction=True)
 
@@ -327,13 +410,12 @@ class SQLiteStore:
     async def _migrate(self, db: aiosqlite.Connection) -> None:
         rows = list(await db.execute_fetchall("PRAGMA user_version"))
         version = int(rows[0][0])
-        steps = {
-            0: _SCHEMA,
-            1: (*_FROM_VERSION_1, *_FROM_VERSION_2, *_FROM_VERSION_3, *_FROM_VERSION_4),
-            2: (*_FROM_VERSION_2, *_FROM_VERSION_3, *_FROM_VERSION_4),
-            3: (*_FROM_VERSION_3, *_FROM_VERSION_4),
-            4: _FROM_VERSION_4,
-        }.get(version, ())
+        if version == 0:
+            steps: Sequence[str] = _SCHEMA
+        elif version < SCHEMA_VERSION:
+            steps = (*chain.from_iterable(_MIGRATIONS[version - 1 :]), _CURRENT)
+        else:
+            steps = ()
         for statement in steps:
             await db.execute(statement)
         if not steps and version != SCHEMA_VERSION:
@@ -342,7 +424,15 @@ class SQLiteStore:
             )
 
 
-_INSERT_AUDIT = "INSERT INTO audit (run_id, thread_id, entry) VALUES (?, ?, ?)"
+# Appended after the last row and the horizon: SQLite would reuse the seq of a removed
+# last row, which the horizon's trigger refuses.
+_INSERT_AUDIT = """INSERT INTO audit (seq, run_id, thread_id, entry) VALUES (
+    max(coalesce((SELECT max(seq) FROM audit), 0), (SELECT seq FROM audit_horizon)) + 1,
+    ?, ?, ?)"""
+
+
+def _entry_time(data: str) -> datetime:
+    return AUDIT_ADAPTER.validate_json(data).at
 
 
 def _audit_params(entry: AuditEntry) -> tuple[str, str | None, str]:

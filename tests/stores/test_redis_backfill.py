@@ -19,7 +19,7 @@ from agents.stores.redis import RedisStore
 from ._snapshots import paused_run
 from .conftest import REDIS_KINDS, opened
 from .test_conformance import OTHER_THREAD, THREAD, finished
-from .test_prune import LATER, child_of
+from .test_prune import LATER, child_of, prune_now
 
 pytestmark = pytest.mark.parametrize("kind", REDIS_KINDS)
 
@@ -72,10 +72,10 @@ async def prune_all(store: RedisStore, before: datetime) -> Pruned:
     run_ids: list[str] = []
     thread_ids: list[str] = []
     for _ in range(PRUNES):
-        pruned = await store.prune(before)
+        pruned = await prune_now(store, before)
         run_ids += pruned.run_ids
         thread_ids += pruned.thread_ids
-        if pruned == Pruned() and await backfilled(store):
+        if pruned == Pruned(before=before) and await backfilled(store):
             return Pruned(run_ids=tuple(run_ids), thread_ids=tuple(thread_ids))
     raise AssertionError(f"the backfill did not complete in {PRUNES} prunes")
 
@@ -153,11 +153,12 @@ async def test_the_backfill_steps_a_bounded_batch_and_resumes_where_it_stopped(
         await as_before_the_upgrade(store, [tree[0]])
         stepping = RedisStore(store.url, backfill_batch=1)
         try:
-            first = await stepping.prune(utcnow() + LATER)
+            before = utcnow() + LATER
+            first = await stepping.prunable(before)
 
-            # One SCAN step of one key: children may be left to index, so no root goes,
-            # and the caller hears there is more to do.
-            assert first == Pruned(more=True)
+            # One SCAN step of one key: children may be left to index, so no root is
+            # due, and the caller hears there is more to do.
+            assert first == Pruned(before=before, more=True)
             assert not await backfilled(store)
             assert await store._redis.hlen(store.keys.backfill()) == 1  # a cursor saved
             assert await store.load_run(tree[0]) is not None
@@ -184,10 +185,10 @@ async def test_replicas_backfilling_at_once_or_twice_index_each_run_once(
 
             removed = {run_id for pruned in together for run_id in pruned.run_ids}
             assert removed == {run_id for tree in trees for run_id in tree}
-            assert again == Pruned()
+            assert again.run_ids == again.thread_ids == ()
             shard = store.keys.shard(recent.run_id)
             assert await store._redis.zrange(store.keys.done(shard), 0, -1) == [recent.run_id]
-            later = await store.prune(recent.updated_at + LATER)
+            later = await prune_now(store, recent.updated_at + LATER)
             assert later.run_ids == (recent.run_id,)
         finally:
             for replica in replicas:

@@ -7,11 +7,14 @@ from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
-from agents.snapshot import dump_snapshot, utcnow
+import pytest
+
+from agents.snapshot import AuditEntry, dump_snapshot, utcnow
 from agents.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from bot import open_chat_state
 
 from ._snapshots import paused_run
+from .test_prune import prune_now
 
 # Version 1 of the schema, verbatim as that release created it.
 VERSION_1 = (
@@ -107,7 +110,7 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path: Path) -> None:
@@ -136,8 +139,28 @@ async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path:
         assert "runs_live_by_thread" in " ".join(str(row) for row in plan)
 
 
+def back_to_version_5(conn: sqlite3.Connection) -> None:
+    """Undo version 6 in a file this code wrote: the audit log is append-only again."""
+    for trigger in (
+        "audit_horizon_one_row",
+        "audit_horizon_only_grows",
+        "audit_horizon_kept",
+        "audit_no_delete",
+        "audit_no_replace",
+        "audit_after_horizon",
+    ):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE audit_horizon")
+    conn.execute(
+        """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"""
+    )
+    conn.execute("PRAGMA user_version = 5")
+
+
 def back_to_version_4(conn: sqlite3.Connection) -> None:
-    """Undo version 5 in a file this code wrote: its columns and indexes go."""
+    """Undo versions 6 and 5 in a file this code wrote: their columns and indexes go."""
+    back_to_version_5(conn)
     for index in ("runs_done_by_change", "runs_by_root", "runs_roots_by_thread"):
         conn.execute(f"DROP INDEX {index}")
     conn.execute("ALTER TABLE runs DROP COLUMN updated_at")
@@ -163,11 +186,46 @@ async def test_a_version_4_file_prunes_its_old_finished_runs_by_their_snapshots(
 
     store = SQLiteStore(f"sqlite:///{path}")
     try:
-        assert (await store.prune(utcnow() - timedelta(minutes=1))).run_ids == ()
-        pruned = await store.prune(utcnow() + timedelta(seconds=1))
+        assert (await store.prunable(utcnow() - timedelta(minutes=1))).run_ids == ()
+        pruned = await prune_now(store, utcnow() + timedelta(seconds=1))
         assert sorted(pruned.run_ids) == sorted([root.run_id, child.run_id])
         assert await store.load_run(waiting.run_id) is not None
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_version_5_file_keeps_its_audit_log_and_may_prune_only_its_start(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v5.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    old = AuditEntry(
+        at=utcnow() - timedelta(days=400),
+        event="approved",
+        run_id="run-a",
+        tool_call_id="c",
+        tool_name="refund",
+    )
+    new = old.model_copy(update={"at": utcnow(), "event": "executed"})
+    await store.append_audit(old)
+    await store.append_audit(new)
+    await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        back_to_version_5(conn)
+        conn.commit()
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("DELETE FROM audit WHERE run_id = 'run-a'")
+
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        assert await store.list_audit(run_id="run-a") == [old, new]
+        assert await store.prune_audit(utcnow() - timedelta(days=365)) == 1
+        assert await store.list_audit(run_id="run-a") == [new]
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("DELETE FROM audit WHERE run_id = 'run-a'")
