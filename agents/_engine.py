@@ -70,6 +70,8 @@ class Engine:
         """How long a run is kept alive by one heartbeat."""
         self.driving: dict[str, int] = {}
         """Root runs this process drives now (sessions per run): never crashed."""
+        self.closing = False
+        """This process shuts down: a session cancelled now hands its run back."""
         self._ended: OrderedDict[str, RunSnapshot] = OrderedDict()
 
     # -- lookups ---------------------------------------------------------------
@@ -116,9 +118,14 @@ class Engine:
         stream being read on.
         """
         self._ended.pop(run_id, None)
-        async with self._alive(run_id):
-            async for chunk in body:
-                yield chunk
+        try:
+            async with self._alive(run_id):
+                async for chunk in body:
+                    yield chunk
+        except asyncio.CancelledError:
+            if self.closing:
+                await asyncio.shield(self._release(run_id))
+            raise
         # What this session last saved of the top run is what it did; a change by
         # another process since is that process's session to announce and report.
         top = self.turns.saved.pop(run_id, None) or await self.turns.load(run_id)
@@ -189,6 +196,24 @@ class Engine:
             log.warning("heartbeat of run %s failed: %s", run_id, exc)
             return False
         return True
+
+    async def _release(self, run_id: str) -> None:
+        """Hand a run this process stops driving back as it last saved it, for another
+        process's recovery to take on at once (``RunSnapshot.released``).
+
+        The save is a compare-and-set on that revision: if anyone wrote the run since
+        (a decision claimed elsewhere), it is not released and waits for its lease.
+        """
+        saved = self.turns.saved.get(run_id)
+        if saved is None or saved.status not in ("running", "paused"):
+            return
+        try:
+            await self.turns.save(saved.model_copy(deep=True), release=True)
+            await self.store.beat(run_id, utcnow())
+        except Exception as exc:  # changed elsewhere, or the store is away: the lease
+            log.info("run %s is left to its lease: %s", run_id, exc)
+            return
+        log.info("run %s handed back for another process to go on with", run_id)
 
     # -- stopping ----------------------------------------------------------------
 

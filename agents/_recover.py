@@ -2,7 +2,9 @@
 
 A run counts as crashed when no process keeps its heartbeat any more (the
 lease lapsed) and it (and every sub-agent run it waits on) has not changed for
-a lease either, which covers the moment between a claim and its first beat.
+a lease either, which covers the moment between a claim and its first beat; or
+at once when the process driving it shut down and released it (``released``:
+its compare-and-set proved nobody else had written it since).
 Under the run's lock, a run cut off in a model turn is driven again from its
 last save (the turn is asked again; a batch is saved before its tools run, so
 none ran for it), and one cut off in a tool batch goes on with each call
@@ -61,22 +63,17 @@ class Recoverer:
             top = await self._turns.store.load_run(run_id)
             if top is None or not top.is_root or not top.in_flight:
                 return None
-            alive_until = await self._turns.store.alive_until(run_id)
-            if alive_until is not None and alive_until > now:
-                return None
             executing = [p for p in top.pending if p.state == "executing"]
-            decided = [p.decision.decided_at for p in executing if p.decision]
-            progress = await self._busy_progress(top)
-            if max([top.updated_at, *decided, *progress]) > now - quiet:
+            if not top.released and not await self._crashed(top, executing, now, quiet):
                 return None
             call = executing[0] if executing else None
+            shown: list[PendingCall] = []
             retry = await self._plan_retry(top, executing)
             if retry is not None:
                 chain, decision, value = retry
                 for snap in reversed(chain):
                     await self._turns.save(snap)
                 assert call is not None
-                shown: list[PendingCall] = []
                 body = self._decider.carry_out(chain, call, decision, value, shown)
                 return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)
             if top.status == "running" and not executing and not top.busy_children:
@@ -84,7 +81,7 @@ class Recoverer:
                 # driven again from there. The save claims it (other recoverers find
                 # it changed a moment ago), then the session's heartbeat keeps it.
                 await self._turns.save(top)
-                shown: list[PendingCall] = []
+                shown = []
                 body = self._turns.drive(top, shown, again=True)
                 return Recovery(run=top, call=None, retry=body, dropped=[], shown=shown)
             top.status, top.finish_reason = "interrupted", "interrupted"
@@ -99,6 +96,18 @@ class Recoverer:
             await self._turns.save(top, [audit_entry(top, e, "interrupted") for e in dropped])
         log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
         return Recovery(run=top, call=call, retry=None, dropped=dropped)
+
+    async def _crashed(
+        self, top: RunSnapshot, executing: list[PendingCall], now: datetime, quiet: timedelta
+    ) -> bool:
+        """Whether nobody drives ``top`` any more: its heartbeat lapsed, and neither it,
+        its decided calls nor the sub-agent runs it waits on changed for ``quiet``."""
+        alive_until = await self._turns.store.alive_until(top.run_id)
+        if alive_until is not None and alive_until > now:
+            return False
+        decided = [p.decision.decided_at for p in executing if p.decision]
+        progress = await self._busy_progress(top)
+        return max([top.updated_at, *decided, *progress]) <= now - quiet
 
     async def _busy_progress(self, snap: RunSnapshot) -> list[datetime]:
         """When each sub-agent run this one waits on (at any depth) last saved progress."""

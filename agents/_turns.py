@@ -135,8 +135,12 @@ class Turns:
             raise RunNotFoundError(run_id)
         return snap
 
-    async def save(self, snap: RunSnapshot, audit: Sequence[AuditEntry] = ()) -> None:
-        """Save ``snap`` (compare-and-set) with the audit entries it puts on record."""
+    async def save(
+        self, snap: RunSnapshot, audit: Sequence[AuditEntry] = (), *, release: bool = False
+    ) -> None:
+        """Save ``snap`` (compare-and-set) with the audit entries it puts on record;
+        ``release`` hands it back for another process to take on (``released``)."""
+        snap.released = release
         saved = await self.store.save_run(snap, audit)
         snap.revision = saved.revision
         snap.updated_at = saved.updated_at

@@ -19,7 +19,7 @@ from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
 from .spec import AgentOptions, AgentSpec, tools_by_name
-from .stores.base import PRUNE_BATCH, Pruned, Store
+from .stores.base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, Store
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import LiveTools, Tool, ToolSource
@@ -407,14 +407,27 @@ class Agent:
         """Whether the store answers."""
         return await self.engine.store.ping()
 
-    async def prune(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
-        """Remove up to ``limit`` finished runs last changed before ``before``, with
-        their sub-agent runs, and the history of threads left with no run.
+    async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
+        """The next prune batch, changing nothing: up to ``limit`` finished runs last
+        changed before ``before``, with their sub-agent runs, and the threads it would
+        leave with no run (see ``Store.prunable``). Forget your own records of them, then
+        ``prune`` the batch: a crash in between leaves it to be found again.
 
-        Runs that wait for a person or work are kept, however old; the audit log is
-        kept. Call again until it returns nothing (see ``Store.prune``).
+        Runs that wait for a person or work are never due, however old.
         """
-        return await self.engine.store.prune(before, limit=limit)
+        return await self.engine.store.prunable(before, limit=limit)
+
+    async def prune(self, due: Pruned) -> Pruned:
+        """Remove a batch ``prunable`` found, as far as it is still due: a run saved since,
+        or a thread with a run started since, is kept (see ``Store.prune``). The audit
+        log is kept (``prune_audit``). Returns what was removed.
+        """
+        return await self.engine.store.prune(due)
+
+    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+        """Remove up to ``limit`` audit entries older than ``before`` from the start of the
+        log, oldest first (see ``Store.prune_audit``); how many were removed."""
+        return await self.engine.store.prune_audit(before, limit=limit)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every pending call past its expiry, each exactly once across processes.
@@ -449,32 +462,49 @@ class Agent:
 
         A run counts as crashed when no process has renewed its heartbeat for a
         lease (``Agent.lease``) and it has not changed for ``quiet`` (the lease by
-        default). A slow tool keeps its run alive for as long as it runs. A
-        repeatable decision is carried out again (consume the returned stream);
-        anything else marks the run ``interrupted``, so a non-idempotent side
-        effect never happens twice.
+        default), or at once when its process handed it back (``closing``). A slow
+        tool keeps its run alive for as long as it runs. A run cut off in a model
+        turn or a tool batch is driven on, and a repeatable decision is carried out
+        again (consume the returned stream); anything else marks the run
+        ``interrupted``, so a non-idempotent side effect never happens twice.
         """
         now = now or utcnow()
         quiet = self.engine.lease if quiet is None else quiet
         found: list[RecoveredRun] = []
         for run_id in await self.engine.store.runs_in_flight():
-            recovery = await self.engine.recover(run_id, now, quiet)
-            if recovery is None:
-                continue
-            run, call = recovery.run, recovery.call
-            found.append(
-                RecoveredRun(
-                    run_id=run_id,
-                    thread_id=run.thread_id,
-                    requester=run.resource_id,
-                    metadata=run.metadata,
-                    pending=PendingInfo.of(run_id, call) if call else None,
-                    stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
-                    error=run.error if recovery.retry is None else None,
-                    dropped=tuple(PendingInfo.of(run_id, p) for p in recovery.dropped),
-                )
-            )
+            recovered = await self.recover_run(run_id, now=now, quiet=quiet)
+            if recovered is not None:
+                found.append(recovered)
         return found
+
+    async def recover_run(
+        self, run_id: str, *, now: datetime | None = None, quiet: timedelta | None = None
+    ) -> RecoveredRun | None:
+        """Settle one run as ``recover_interrupted`` does, if a crash left it in flight or
+        the process driving it handed it back (``closing``); ``None`` otherwise."""
+        now = now or utcnow()
+        quiet = self.engine.lease if quiet is None else quiet
+        recovery = await self.engine.recover(run_id, now, quiet)
+        if recovery is None:
+            return None
+        run, call = recovery.run, recovery.call
+        return RecoveredRun(
+            run_id=run_id,
+            thread_id=run.thread_id,
+            requester=run.resource_id,
+            metadata=run.metadata,
+            pending=PendingInfo.of(run_id, call) if call else None,
+            stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
+            error=run.error if recovery.retry is None else None,
+            dropped=tuple(PendingInfo.of(run_id, p) for p in recovery.dropped),
+        )
+
+    def closing(self) -> None:
+        """This process is shutting down (a rolling restart): from now on, work on a run
+        that gets cancelled hands the run back as last saved, for another process's
+        recovery to go on with at once instead of after its lease. Call before
+        cancelling what still runs."""
+        self.engine.closing = True
 
     # -- internals ------------------------------------------------------------
 

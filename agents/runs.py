@@ -22,9 +22,10 @@ class ExpiredCall:
 class RecoveredRun:
     """A run a crash left in flight, dealt with by ``recover_interrupted``.
 
-    Either ``stream`` carries out again a decision that is safe to repeat (a
-    decline, an expiry, an idempotent tool): consume it; or the run is now
-    ``interrupted`` and ``error`` says so, to be told to the people waiting.
+    Either ``stream`` goes on with it (a model turn asked again, a cut-off batch
+    settled, a decision that is safe to repeat: a decline, an expiry, an
+    idempotent tool): consume it; or the run is now ``interrupted`` and
+    ``error`` says so, to be told to the people waiting.
     ``pending`` is the decided call involved, if any; ``dropped`` lists every
     call the interrupted run still showed, which nobody can decide any more.
     """

@@ -158,6 +158,10 @@ class RunSnapshot(BaseModel):
     status: RunStatus = "running"
     stop: StopRequest | None = None
     """Someone stopped the run: whoever drives it ends it at its next step (``stopped``)."""
+    released: bool = False
+    """The process driving it shut down and handed it back as last saved: crash
+    recovery takes it at once, without waiting for its lease (``Agent.closing``).
+    Any later save clears it."""
     options: RunOptions = Field(default_factory=RunOptions)
     history_len: int = 0
     messages: list[Message] = Field(default_factory=list)

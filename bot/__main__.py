@@ -332,6 +332,7 @@ async def run(
             lease=settings.bot_lease,
             workers=settings.bot_workers,
             run_retention=settings.run_retention,
+            audit_retention=settings.audit_retention,
             suggested_prompts=_prompts(settings, config),
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))

@@ -85,6 +85,7 @@ class ChatBot:
             the platform offers them (Slack's assistant view).
         run_retention: How long finished runs and idle threads' history are kept; the
             sweeper prunes them hourly (``Housekeeping.prune_finished``).
+        audit_retention: How long audit entries are kept (``None``: for ever).
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class ChatBot:
         workers: int = DEFAULT_WORKERS,
         suggested_prompts: tuple[SuggestedPrompt, ...] = (),
         run_retention: timedelta = DEFAULT_RUN_RETENTION,
+        audit_retention: timedelta | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -167,6 +169,7 @@ class ChatBot:
             threads=self._threads,
             metrics=self.metrics,
             retention=run_retention,
+            audit_retention=audit_retention,
         )
         self.intake = Intake(
             self.chat,
@@ -368,6 +371,9 @@ class ChatBot:
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         await self.intake.aclose(timeout)
+        # What is cancelled past the grace is handed back (runs and intake entries),
+        # for another replica to go on with at once rather than a lease later.
+        self.agent.closing()
         await self.tasks.aclose(timeout)
         if self._owns_chat:
             await self.chat.close()
@@ -444,6 +450,8 @@ class ChatBot:
             log.warning("could not say that a request is delayed: %s", exc)
 
     async def _handle_click(self, click: Click, entry: IntakeEntry, attempt: Attempt) -> None:
+        if attempt.retry:  # the process that took it may have handed its run back
+            await self.housekeeping.recover_run(click.run_id)
         if attempt.last:
             result = await self.decisions.on_click(click)
         else:
@@ -469,8 +477,10 @@ class ChatBot:
             return
         async with self._threads.hold(thread.id):
             try:
-                if attempt.retry and await self._run(run_id) is not None:
+                if attempt.retry and (run := await self._run(run_id)) is not None:
                     await self.replies.catch_up(thread, messenger, run_id)
+                    if run.released:  # its process shut down: go on with it now
+                        await self.housekeeping.recover_run(run_id)
                     return
                 stream = await self.replies.stream_for(
                     message, messenger, run_id, retry=attempt.retry

@@ -38,8 +38,9 @@ PRUNE_INTERVAL = 3600.0
 """Seconds between two retention prunes of one replica: old records are no hurry, and
 replicas that overlap only repeat idempotent deletes."""
 PRUNE_BATCHES = 50
-"""Batches (``Agent.prune``'s default size each) one prune pass removes at most; the
-rest waits for the next pass, so a backlog never holds the sweep up for long."""
+"""Batches (``Agent.prunable``'s or ``Agent.prune_audit``'s default size each) one prune
+pass removes at most; the rest waits for the next pass, so a backlog never holds the
+sweep up for long."""
 
 
 class Housekeeping:
@@ -55,6 +56,8 @@ class Housekeeping:
         metrics: Expiries are counted here.
         retention: How long finished runs, and a thread's history once it has no
             newer run, are kept before the prune removes them.
+        audit_retention: How long audit entries are kept before the prune removes them,
+            oldest first (``None``: for ever).
     """
 
     def __init__(
@@ -68,9 +71,11 @@ class Housekeeping:
         threads: KeyedLocks,
         metrics: Metrics,
         retention: timedelta = DEFAULT_RUN_RETENTION,
+        audit_retention: timedelta | None = None,
     ) -> None:
         self._agent = agent
         self.retention = retention
+        self.audit_retention = audit_retention
         self._policy = policy
         self._chat = chat
         self._presenter = presenter
@@ -269,6 +274,15 @@ class Housekeeping:
             self._tasks.spawn(self._after_interruption(item), name=f"recover:{item.run_id}")
         return len(found)
 
+    async def recover_run(self, run_id: str) -> bool:
+        """Take on one run now if its process handed it back or crashed (see
+        ``recover_interrupted``); whether it was."""
+        item = await self._agent.recover_run(run_id)
+        if item is None:
+            return False
+        self._tasks.spawn(self._after_interruption(item), name=f"recover:{item.run_id}")
+        return True
+
     async def _after_interruption(self, item: RecoveredRun) -> None:
         thread = await self._thread_of_run(item.run_id, item.pending)
         messenger = self._presenter.messenger_of(thread)
@@ -296,7 +310,7 @@ class Housekeeping:
 
     async def prune_finished(self, now: datetime | None = None) -> int:
         """Remove finished runs older than the retention, and the chat state's records
-        of them and of threads left with no run, in batches (see ``Agent.prune``).
+        of them and of threads left with no run, in batches (see ``Agent.prunable``).
 
         Returns:
             How many runs (sub-agent runs included) were removed.
@@ -304,21 +318,50 @@ class Housekeeping:
         before = (now or datetime.now(UTC)) - self.retention
         removed = 0
         for _ in range(PRUNE_BATCHES):
-            pruned = await self._agent.prune(before)
-            if not pruned.run_ids and not pruned.thread_ids and not pruned.more:
+            due = await self._agent.prunable(before)
+            if not due.run_ids and not due.thread_ids and not due.more:
                 break
-            await self._chat.forget(pruned.run_ids, pruned.thread_ids)
+            # Forgotten before they go: a crash in between leaves the runs for the next
+            # pass to find again, never chat records of runs nothing finds any more.
+            await self._chat.forget(due.run_ids, due.thread_ids)
+            pruned = await self._agent.prune(due)
+            unforeseen = sorted(set(pruned.run_ids) - set(due.run_ids))
+            if unforeseen:
+                await self._chat.forget(unforeseen, ())
             removed += len(pruned.run_ids)
+            if not pruned.run_ids and not pruned.thread_ids and not due.more:
+                break  # all of it was saved, or its threads started a run, since
         if removed:
             log.info("removed %d runs finished over %s ago", removed, self.retention)
         return removed
 
+    async def prune_audit(self, now: datetime | None = None) -> int:
+        """Remove audit entries older than the audit retention, oldest first, in batches
+        (see ``Agent.prune_audit``); none while it is unset.
+
+        Returns:
+            How many entries were removed.
+        """
+        if self.audit_retention is None:
+            return 0
+        before = (now or datetime.now(UTC)) - self.audit_retention
+        removed = 0
+        for _ in range(PRUNE_BATCHES):
+            batch = await self._agent.prune_audit(before)
+            removed += batch
+            if not batch:
+                break
+        if removed:
+            log.info("removed %d audit entries over %s old", removed, self.audit_retention)
+        return removed
+
     async def _prune_when_due(self) -> None:
-        """The retention prune, at most once per ``PRUNE_INTERVAL`` in this process."""
+        """The retention prunes, at most once per ``PRUNE_INTERVAL`` in this process."""
         if time.monotonic() < self._next_prune:
             return
         self._next_prune = time.monotonic() + PRUNE_INTERVAL
         await self.prune_finished()
+        await self.prune_audit()
 
     async def run_once(self) -> None:
         """One pass: expire what is due, then recover what a crash left, then (hourly)

@@ -379,6 +379,10 @@ class Intake:
             else:
                 await self._retrying(delivery, entry)
             await self._done(entry.id)
+        except asyncio.CancelledError:
+            if self._closed:  # shutting down: another replica takes it now, not a lease later
+                await asyncio.shield(self._hand_back(entry.id))
+            raise
         finally:
             self._held.discard(entry.id)
             if self._saturated:
@@ -406,6 +410,12 @@ class Intake:
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX)
 
+    async def _hand_back(self, entry_id: str) -> None:
+        try:
+            await asyncio.wait_for(self.chat.release(self.name, [entry_id]), self._patience)
+        except Exception as exc:  # the store is away: the entry waits for its lease
+            log.info("could not hand intake entry %s back: %s", entry_id, exc)
+
     async def _done(self, entry_id: str) -> None:
         """Remove a worked-off entry; if the store keeps failing, its lease lapses
         and whoever takes it finds the work done (``Attempt.retry``)."""
@@ -426,7 +436,8 @@ class Intake:
     async def aclose(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (grace period)
         """Stop taking; write what is buffered within ``timeout`` s (it was acked).
 
-        What is held is finished or cancelled with the bot's tasks; from now on
+        What is held is finished or cancelled with the bot's tasks, and what is
+        cancelled is handed back, for another replica to take at once; from now on
         ``submit`` raises ``Overloaded``, so the platform sends it elsewhere.
         """
         self._closed = True

@@ -489,3 +489,36 @@ async def test_a_run_working_longer_than_its_lease_stays_alive_until_its_process
     assert found.stream is not None  # cut off in its model turn: asked again
     gate.release.set()
     assert (await found.stream.result()).text == "done"
+
+
+async def test_a_run_cancelled_as_its_process_shuts_down_is_taken_on_at_once() -> None:
+    """A graceful shutdown hands the run back as last saved: another process goes on
+    with it now, not a lease later; without ``closing`` it waits for its lease."""
+    gate = Gate()
+    store = MemoryStore()
+
+    def build(gate: Gate) -> Agent:
+        @tool
+        def noop() -> str:
+            """Nothing."""
+            return "ok"
+
+        model = gated_model(gate, [ToolCall("noop", {})])
+        return Agent(id="a", model=model, tools=[noop], store=store)
+
+    crashed = build(gate)
+    await crash_while(asyncio.create_task(crashed.generate("go")), gate)
+    assert await build(Gate()).recover_interrupted() == []  # a crash: its lease first
+
+    closing = build(gate := Gate())
+    task = asyncio.create_task(closing.generate("go again"))
+    await asyncio.wait_for(gate.reached.wait(), timeout=5)
+    closing.closing()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    answering = Gate()
+    answering.release.set()
+    (found,) = await build(answering).recover_interrupted()
+    assert found.stream is not None
+    assert (await found.stream.result()).text == "done"

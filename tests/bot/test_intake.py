@@ -109,3 +109,27 @@ async def test_a_full_buffer_and_a_closed_intake_refuse_so_the_platform_resends(
     await box.aclose(timeout=0.1)
     with pytest.raises(Overloaded):
         await box.submit(writer(box, "after the end", [0]), Delivery())
+
+
+async def test_work_cancelled_at_shutdown_is_handed_back_for_another_replica() -> None:
+    started = asyncio.Event()
+
+    async def work(delivery: Delivery, entry: IntakeEntry, attempt: Attempt) -> None:
+        started.set()
+        await asyncio.sleep(3600)  # longer than any grace
+
+    chat = MemoryChatState()
+    tasks = TaskTracker()
+    box = Intake(chat, work, tasks=tasks, lease=60.0)
+    said = Delivery(message=IncomingMessage(thread=THREAD, user_id="U1", text="slow"))
+    body = DELIVERY.dump_json(said).decode()
+
+    async def write() -> str | None:
+        return await chat.enqueue(body, keys=(), ttl=60)
+
+    entry_id = await box.submit(write, said)
+    await asyncio.wait_for(started.wait(), 5)
+    await box.aclose(timeout=0.1)
+    await tasks.aclose(timeout=0.1)
+    (taken,) = await chat.take("another replica", count=1, lease=60.0)
+    assert taken.id == entry_id  # at once, not a lease (60 s) later

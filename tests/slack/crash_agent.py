@@ -1,9 +1,9 @@
 """The agent of a bot process the crash tests kill: ``BOT_AGENT=tests.slack.crash_agent:build``.
 
 ``deploy <service>`` asks for the gated ``deploy`` tool; anything else is
-echoed as ``You said: <text>``, except ``hold``, over which the model thinks
-for a minute the first time (as it does after deploying a ``hold-...``
-service). Every start and end of a deploy, and every hold, is appended to the
+echoed as ``You said: <text>``, except ``hold`` (or ``hold <tag>``), over
+which the model thinks for a minute the first time (as it does after deploying
+a ``hold-...`` service). Every start and end of a deploy, and every hold, is appended to the
 JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
 really ran across processes. A service named ``slow-...`` keeps its deploy
 running for a minute: long enough to kill the process in the middle of it.
@@ -50,18 +50,19 @@ async def deploy(service: str, ctx: ToolContext) -> dict[str, str]:
     return {"deployed": service}
 
 
-def recorded(event: str) -> bool:
-    """Whether some process recorded ``event`` already."""
+def recorded(event: str, **fields: str) -> bool:
+    """Whether some process recorded ``event`` (with these fields) already."""
     path = Path(os.environ["CRASH_RECORD"])
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    return any(json.loads(line)["event"] == event for line in lines)
+    wanted = {"event": event, **fields}
+    return any(json.loads(line) == wanted for line in lines)
 
 
-async def _hold(event: str) -> None:
+async def _hold(event: str, **fields: str) -> None:
     """Think for a minute, the first time only: the process is killed meanwhile, and
     the model turn asked again after the restart answers at once."""
-    if not recorded(event):
-        record(event)
+    if not recorded(event, **fields):
+        record(event, **fields)
         await asyncio.sleep(60)
 
 
@@ -74,6 +75,8 @@ async def _respond(messages: list[Message], request: ModelRequest) -> ModelRespo
     words = last.text.strip().split()
     if words == ["hold"]:
         await _hold("hold")
+    elif len(words) == 2 and words[0] == "hold":  # one hold per tag
+        await _hold("hold", tag=words[1])
     if len(words) == 2 and words[0] == "deploy":
         return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
     return ModelResponse(text=f"You said: {last.text.strip()}")
