@@ -103,18 +103,21 @@ class People:
         """Why ``name``, which looks like a user group somewhere, is none on any of
         ``messengers``' platforms, or ``None`` (a problem of the policy, for its check)."""
         unknown = False
+        why: list[str] = []
         for platform, messenger in messengers.items():
             try:
                 members = await self.groups.members(platform, messenger, name)
-            except LookupError:
+            except LookupError as exc:
                 unknown = True
+                why += [f"{platform}: {exc}"] if str(exc) else []
                 continue
             except Exception as exc:  # an outage, a refusal (a scope the app lacks)
                 return ("approvers", f"{platform} could not be asked about {name!r}: {exc}")
             if members != frozenset({name}):
                 return None
         if unknown or name.startswith("@"):
-            return ("approvers", f"{name!r} is no user group the bot can look up")
+            said = f" ({'; '.join(why)})" if why else ""
+            return ("approvers", f"{name!r} is no user group the bot can look up{said}")
         return None
 
 

@@ -77,8 +77,8 @@ class SlackMessenger:
     ``tokens`` gives each workspace's client when the app is installed in many (OAuth);
     else every call goes through ``client``. Asked by channel or group alone
     (``knows_channel``, ``group_members``, ``permalink`` without a workspace), a bot of
-    many workspaces cannot tell whose it is: it knows no such channel or group, and
-    shows no link.
+    many workspaces cannot tell whose it is: it refuses the channel or group (a policy
+    naming one stops the bot at start), and shows no link.
     """
 
     def __init__(
@@ -224,9 +224,16 @@ class SlackMessenger:
 
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` (an id) is a channel the bot is in and may post to
-        (``conversations.info``); not for an archived one, or one the bot is not in."""
+        (``conversations.info``); not for an archived one, or one the bot is not in.
+
+        Raises:
+            LookupError: The bot serves many workspaces: a channel alone names none.
+        """
         if self.tokens.many:
-            return False
+            raise LookupError(
+                f"a bot of many Slack workspaces cannot tell whose channel {channel} is; "
+                "name people instead"
+            )
         try:
             async with _reaching():
                 response = await self.client.conversations_info(channel=channel)
@@ -248,7 +255,10 @@ class SlackMessenger:
             Undeliverable: Slack could not be reached.
         """
         if self.tokens.many and (name.startswith("@") or is_group_id(name)):
-            raise LookupError(f"a bot of many Slack workspaces cannot tell whose group {name} is")
+            raise LookupError(
+                f"a bot of many Slack workspaces cannot tell whose group {name} is; "
+                "name people instead"
+            )
         if name.startswith("@"):
             group = await self._group_of_handle(name.removeprefix("@"))
         elif is_group_id(name):

@@ -221,3 +221,28 @@ async def test_a_large_install_base_is_checked_a_few_tokens_at_a_time(
     assert f"{len(teams)} installations" in out
     assert sorted(slow_slack.tokens) == sorted(f"xoxb-{i}" for i in range(len(teams)))
     assert slow_slack.most_at_once == LIVE_CALLS_AT_ONCE
+
+
+async def test_a_policy_naming_a_channel_or_group_stops_a_bot_of_many_workspaces(
+    tmp_path: Path, slack: FakeSlack
+) -> None:
+    """A channel or a user group alone names no workspace: fail closed, at start,
+    saying why (plain ``check``, no Slack call needed)."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[tools.refund]\nchannel = "C0APPROVERS"\n\n'
+        '[tools.deploy_service]\napprovers = ["@oncall"]\n'
+    )
+    code, out, err = await check_live(
+        tmp_path,
+        BOT_MODEL="demo",
+        APPROVAL_POLICY=str(policy),
+        SLACK_CLIENT_ID=CLIENT_ID,
+        SLACK_CLIENT_SECRET=CLIENT_SECRET,
+        SLACK_SIGNING_SECRET="secret",
+        SLACK_API_URL=slack.url,
+    )
+    assert code != 0, out
+    assert "cannot tell whose channel C0APPROVERS is" in err, err
+    assert "cannot tell whose group @oncall is" in err, err
+    assert "Traceback" not in err
