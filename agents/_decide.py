@@ -1,11 +1,13 @@
 """Deciding a paused run: claiming a pending call, carrying the decision out.
 
-A decision takes the top run's store lock, so exactly one decision wins per
-pending call across every process. The work it unlocks (the tool) runs outside
-the lock; its outcome is then recorded in locked passes that bring every run
-above it up to date. A run whose batch is complete is set running under the
-lock, so exactly one process continues it. Every lock and their order:
-``bot/CONCURRENCY.md``.
+A decision is claimed by a compare-and-set on the top run's revision, so exactly
+one decision wins per pending call across every process: a run of its own by
+that alone (a lost write is read again and tried again), a tree of runs under
+the top run's store lock too, as it writes several runs. The work it unlocks
+(the tool) runs outside any lock; its outcome is then recorded in passes that
+bring every run above it up to date. The pass that completes a run's batch sets
+it running, so exactly one process continues it. The protocol, every lock and
+their order: ``bot/CONCURRENCY.md``.
 
 Why a supervisor's run keeps a copy of each pending call of its sub-agents
 (any depth) in its own ``pending``: the store's indexes (a thread's waiting
@@ -50,6 +52,9 @@ from .snapshot import AuditEntry, AuditEvent, Decision, PendingCall, RunSnapshot
 from .stores.base import StoreConflict
 from .tools import Tool
 
+CLAIM_TRIES = 8
+"""Reads and compare-and-sets one claim makes before it says the run kept changing."""
+
 
 class Decider:
     """Claims decisions on pending calls and carries them out, over one ``Turns``."""
@@ -70,41 +75,64 @@ class Decider:
         call, the call and the validated resume data. Raises a typed error,
         changing nothing, when the decision cannot be taken.
         """
-        async with self._turns.store.lock(lock_name(run_id)):
-            loaded = await self._turns.store.load_run(run_id)
-            top, entry = select_pending(run_id, loaded, tool_call_id, decision)
-            chain = await self.chain(top, entry.tool_call_id)
-            value, answered = resume_data, None
-            if decision.action == "resume":
-                value, answered = self.answer(chain[-1], entry, resume_data)
-            audit = []
-            if decision.cancelled and entry.kind != "suspension":
-                # Only a question is called off; an approval is declined, as it says.
-                decision = decision.model_copy(update={"cancelled": False})
-            if decision.action == "approve" and decision.args is not None:
-                decision, edited = await self._edit(chain, entry, decision)
-                if edited is not None:
-                    audit.append(edited)
-            for snap in chain:
-                call = snap.find_pending(entry.tool_call_id)
-                assert call is not None
-                call.state, call.decision = "executing", decision
-            top.decisions[entry.tool_call_id] = decision
-            event = decision.event
-            # The top last, with the decision's audit entry: until that one write
-            # succeeds, the claim has not happened and nothing says it did.
+        # A run without sub-agent runs is claimed by compare-and-set alone: its one
+        # save either wins or finds the run changed, read again. A tree writes
+        # several runs, so it is claimed under the run lock (``CONCURRENCY.md``).
+        loaded = await self._turns.store.load_run(run_id)
+        for _ in range(CLAIM_TRIES):
+            if loaded is not None and _has_children(loaded):
+                async with self._turns.store.lock(lock_name(run_id)):
+                    loaded = await self._turns.store.load_run(run_id)
+                    return await self._claim(run_id, loaded, tool_call_id, decision, resume_data)
             try:
-                for snap in chain[:0:-1]:
-                    await self._turns.save(snap)
-                decided = audit_entry(top, entry, event, decision)
-                if answered is not None:  # an answer is on record with what it runs with
-                    decided = decided.model_copy(update={"args": answered})
-                audit.append(decided)
-                await self._turns.save(top, audit)
-            except StoreConflict as exc:
-                # Someone wrote the run without its lock (a lease that ran out):
-                # this claim lost, and the caller hears so instead of a storage error.
-                raise RunChangedError(run_id, entry.tool_call_id) from exc
+                return await self._claim(run_id, loaded, tool_call_id, decision, resume_data)
+            except RunChangedError:
+                loaded = await self._turns.store.load_run(run_id)
+        raise RunChangedError(run_id, tool_call_id or "")
+
+    async def _claim(
+        self,
+        run_id: str,
+        loaded: RunSnapshot | None,
+        tool_call_id: str | None,
+        decision: Decision,
+        resume_data: Any,
+    ) -> tuple[list[RunSnapshot], PendingCall, Any]:
+        """One try of ``claim`` on the run as ``loaded``: ``RunChangedError`` when
+        another write got there first (nothing of this claim is kept)."""
+        top, entry = select_pending(run_id, loaded, tool_call_id, decision)
+        chain = await self.chain(top, entry.tool_call_id)
+        value, answered = resume_data, None
+        if decision.action == "resume":
+            value, answered = self.answer(chain[-1], entry, resume_data)
+        audit = []
+        if decision.cancelled and entry.kind != "suspension":
+            # Only a question is called off; an approval is declined, as it says.
+            decision = decision.model_copy(update={"cancelled": False})
+        if decision.action == "approve" and decision.args is not None:
+            decision, edited = await self._edit(chain, entry, decision)
+            if edited is not None:
+                audit.append(edited)
+        for snap in chain:
+            call = snap.find_pending(entry.tool_call_id)
+            assert call is not None
+            call.state, call.decision = "executing", decision
+        top.decisions[entry.tool_call_id] = decision
+        event = decision.event
+        # The top last, with the decision's audit entry: until that one write
+        # succeeds, the claim has not happened and nothing says it did.
+        try:
+            for snap in chain[:0:-1]:
+                await self._turns.save(snap)
+            decided = audit_entry(top, entry, event, decision)
+            if answered is not None:  # an answer is on record with what it runs with
+                decided = decided.model_copy(update={"args": answered})
+            audit.append(decided)
+            await self._turns.save(top, audit)
+        except StoreConflict as exc:
+            # Someone wrote the run since it was read: this try lost, and nothing
+            # of it counts (the top's write is the claim).
+            raise RunChangedError(run_id, entry.tool_call_id) from exc
         return chain, entry, value
 
     async def _edit(
@@ -296,18 +324,16 @@ class Decider:
         record: Outcome | None = outcome
         while low >= 0:
             ids = chain_ids[: low + 1]
-            async with self._turns.store.lock(lock_name(chain_ids[0])):
-                # A top run that owns the call is usually as this process last saved
-                # it (the claim): used as it is, its save's revision check tells if
-                # another process wrote it since, and only then is it read.
-                held = self._turns.saved.pop(ids[0], None) if len(ids) == 1 else None
-                try:
-                    target = await self._pass(ids, tool_call_id, record, held, audit)
-                except StoreConflict:
-                    if held is None:
-                        raise
+            held = self._turns.saved.get(ids[0]) if len(chain_ids) == 1 else None
+            if held is not None and not _has_children(held):
+                # A run of its own (no sub-agent runs): one compare-and-set, on the run
+                # as this process last saved it (the claim); only when another
+                # process wrote it since is it read, and the pass done again.
+                target = await self._lone_pass(ids, tool_call_id, record, audit)
+            else:
+                async with self._turns.store.lock(lock_name(chain_ids[0])):
                     target = await self._pass(ids, tool_call_id, record, None, audit)
-                record, audit = None, ()
+            record, audit = None, ()
             if target is None:
                 return
             async for chunk in self._turns.drive(target, shown):
@@ -315,6 +341,23 @@ class Decider:
             low = chain_ids.index(target.run_id)
             if low == 0:
                 return
+
+    async def _lone_pass(
+        self,
+        ids: list[str],
+        tool_call_id: str,
+        record: Outcome | None,
+        audit: Sequence[AuditEntry],
+    ) -> RunSnapshot | None:
+        """``_pass`` over a lone top run by compare-and-set, read again and redone
+        while other writes (a sibling's claim, a stop) get there first."""
+        held = self._turns.saved.pop(ids[0], None)
+        for _ in range(CLAIM_TRIES):
+            try:
+                return await self._pass(ids, tool_call_id, record, held, audit)
+            except StoreConflict:
+                held = None
+        raise RunChangedError(ids[0], tool_call_id)
 
     async def _pass(
         self,
@@ -378,7 +421,6 @@ class Decider:
         for snap in reversed(snaps):
             if snap.run_id in changed:
                 await self._turns.save(snap, audit if snap is top else ())
-        await self._turns.remember(top)
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
         """Make a parent's view of a child run current: its pending calls or its answer.
@@ -522,6 +564,12 @@ def _shows_the_same(args: BaseModel, dumped: dict[str, Any], shown: dict[str, An
 
 def _sortable(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _has_children(top: RunSnapshot) -> bool:
+    """Whether a top run waits on sub-agent runs: deciding in its tree writes several
+    runs, under the run lock."""
+    return bool(top.busy_children) or any(p.child_run_id for p in top.pending)
 
 
 def _record(snap: RunSnapshot, tool_call_id: str, outcome: Outcome) -> None:

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._decide import Decider
+from ._decide import CLAIM_TRIES, Decider
 from ._recover import Recoverer, Recovery
 from ._turns import CallPredicate, StandingApproval, Turns, audit_entry, lock_name
 from .chunks import (
@@ -31,7 +31,7 @@ from .chunks import (
 from .errors import RunNotFoundError
 from .snapshot import Decision, FinishReason, PendingCall, RunSnapshot, StopRequest, utcnow
 from .spec import AgentSpec
-from .stores.base import Store
+from .stores.base import Store, StoreConflict
 from .tools import jsonable
 
 __all__ = ["DEFAULT_LEASE", "Engine", "Recovery"]
@@ -101,7 +101,7 @@ class Engine:
         Saved eagerly, like a decision's claim: a store that fails, or a run id
         that is taken (``StoreConflict``), fails the start, not its first chunk.
         """
-        await self.turns.save(snap)
+        await self.turns.start(snap)
         shown: list[PendingCall] = []
         return self._session(snap.run_id, self.turns.drive(snap, shown), shown)
 
@@ -132,12 +132,18 @@ class Engine:
         new = _unannounced(top)
         if new:  # the lock only when there is something to announce (not on every answer)
             async with self.turns.store.lock(lock_name(run_id)):
-                top = await self.turns.load(run_id)
-                new = _unannounced(top)
-                for call in new:
-                    call.announced = True
-                if new:
-                    await self.turns.save(top, [audit_entry(top, c, "requested") for c in new])
+                for _ in range(CLAIM_TRIES):  # a claim takes no lock: read again if one won
+                    top = await self.turns.load(run_id)
+                    new = _unannounced(top)
+                    for call in new:
+                        call.announced = True
+                    try:
+                        if new:
+                            audit = [audit_entry(top, c, "requested") for c in new]
+                            await self.turns.save(top, audit)
+                        break
+                    except StoreConflict:
+                        continue
         path = tuple(top.agent_path)
         for call in [*shown, *new]:
             info = PendingInfo.of(run_id, call)
@@ -229,29 +235,38 @@ class Engine:
         way the model hears nothing more, and no call it asked for runs afterwards.
         """
         async with self.store.lock(lock_name(run_id)):
-            top = await self.turns.load(run_id)
-            if not top.is_root:
-                raise RunNotFoundError(run_id)
-            if top.status not in ("running", "paused"):
-                return None
-            if top.stop is not None:
-                return top, []  # stopping already: whoever drives it ends it
-            top.stop = StopRequest(by=by)
-            dropped = [p for p in top.pending if p.state == "pending"]
-            top.pending = [p for p in top.pending if p.state != "pending"]
-            idle = top.status == "paused" and not top.pending and not top.busy_children
-            if idle:
-                self.turns.end_stopped(top)
+            for _ in range(CLAIM_TRIES - 1):  # a claim takes no lock: read again if one won
+                try:
+                    stopped = await self._stop(run_id, by)
+                    break
+                except StoreConflict:
+                    continue
             else:
-                self.turns.stops[run_id] = top.stop
-                while len(self.turns.stops) > _ENDED_KEPT:
-                    self.turns.stops.popitem(last=False)
-            audit = [
-                audit_entry(top, p, "stopped").model_copy(update={"actor": by}) for p in dropped
-            ]
-            await self.turns.save(top, audit)
-        if idle:
-            await self.turns.remember(top)
+                stopped = await self._stop(run_id, by)
+        return stopped
+
+    async def _stop(
+        self, run_id: str, by: str | None
+    ) -> tuple[RunSnapshot, list[PendingCall]] | None:
+        """One try of ``stop``, under its lock (``StoreConflict``: written meanwhile)."""
+        top = await self.turns.load(run_id)
+        if not top.is_root:
+            raise RunNotFoundError(run_id)
+        if top.status not in ("running", "paused"):
+            return None
+        if top.stop is not None:
+            return top, []  # stopping already: whoever drives it ends it
+        top.stop = StopRequest(by=by)
+        dropped = [p for p in top.pending if p.state == "pending"]
+        top.pending = [p for p in top.pending if p.state != "pending"]
+        if top.status == "paused" and not top.pending and not top.busy_children:
+            self.turns.end_stopped(top)  # it only waited for people: it ends now
+        else:
+            self.turns.stops[run_id] = top.stop
+            while len(self.turns.stops) > _ENDED_KEPT:
+                self.turns.stops.popitem(last=False)
+        audit = [audit_entry(top, p, "stopped").model_copy(update={"actor": by}) for p in dropped]
+        await self.turns.save(top, audit)
         return top, dropped
 
     # -- decisions and recovery ------------------------------------------------

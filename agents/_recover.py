@@ -27,6 +27,7 @@ from ._decide import Decider
 from ._turns import Turns, audit_entry, lock_name
 from .chunks import Chunk
 from .snapshot import Decision, PendingCall, RunSnapshot, utcnow
+from .stores.base import StoreConflict
 
 log = logging.getLogger(__name__)
 
@@ -60,40 +61,45 @@ class Recoverer:
         ``None`` when there is nothing to do.
         """
         async with self._turns.store.lock(lock_name(run_id)):
-            top = await self._turns.store.load_run(run_id)
-            if top is None or not top.is_root or not top.in_flight:
+            try:
+                return await self._recover(run_id, now, quiet)
+            except StoreConflict:  # a claim (it takes no lock) got there first: not crashed
                 return None
-            executing = [p for p in top.pending if p.state == "executing"]
-            if not top.released and not await self._crashed(top, executing, now, quiet):
-                return None
-            call = executing[0] if executing else None
-            shown: list[PendingCall] = []
-            retry = await self._plan_retry(top, executing)
-            if retry is not None:
-                chain, decision, value = retry
-                for snap in reversed(chain):
-                    await self._turns.save(snap)
-                assert call is not None
-                body = self._decider.carry_out(chain, call, decision, value, shown)
-                return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)
-            if top.status == "running" and not executing and not top.busy_children:
-                # Cut off in a model turn, or in a batch saved before its tools ran:
-                # driven again from there. The save claims it (other recoverers find
-                # it changed a moment ago), then the session's heartbeat keeps it.
-                await self._turns.save(top)
-                shown = []
-                body = self._turns.drive(top, shown, again=True)
-                return Recovery(run=top, call=None, retry=body, dropped=[], shown=shown)
-            top.status, top.finish_reason = "interrupted", "interrupted"
-            top.error = (
-                texts.INTERRUPTED_TOOL.format(tool=call.tool_name)
-                if call
-                else texts.INTERRUPTED_RUN
-            )
-            # Every call still shown goes with the run: each is audited and returned,
-            # so the caller can tell people it can no longer be decided.
-            dropped, top.pending, top.busy_children = top.pending, [], []
-            await self._turns.save(top, [audit_entry(top, e, "interrupted") for e in dropped])
+
+    async def _recover(self, run_id: str, now: datetime, quiet: timedelta) -> Recovery | None:
+        """``recover`` under the run's lock."""
+        top = await self._turns.store.load_run(run_id)
+        if top is None or not top.is_root or not top.in_flight:
+            return None
+        executing = [p for p in top.pending if p.state == "executing"]
+        if not top.released and not await self._crashed(top, executing, now, quiet):
+            return None
+        call = executing[0] if executing else None
+        shown: list[PendingCall] = []
+        retry = await self._plan_retry(top, executing)
+        if retry is not None:
+            chain, decision, value = retry
+            for snap in reversed(chain):
+                await self._turns.save(snap)
+            assert call is not None
+            body = self._decider.carry_out(chain, call, decision, value, shown)
+            return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)
+        if top.status == "running" and not executing and not top.busy_children:
+            # Cut off in a model turn, or in a batch saved before its tools ran:
+            # driven again from there. The save claims it (other recoverers find
+            # it changed a moment ago), then the session's heartbeat keeps it.
+            await self._turns.save(top)
+            shown = []
+            body = self._turns.drive(top, shown, again=True)
+            return Recovery(run=top, call=None, retry=body, dropped=[], shown=shown)
+        top.status, top.finish_reason = "interrupted", "interrupted"
+        top.error = (
+            texts.INTERRUPTED_TOOL.format(tool=call.tool_name) if call else texts.INTERRUPTED_RUN
+        )
+        # Every call still shown goes with the run: each is audited and returned,
+        # so the caller can tell people it can no longer be decided.
+        dropped, top.pending, top.busy_children = top.pending, [], []
+        await self._turns.save(top, [audit_entry(top, e, "interrupted") for e in dropped])
         log.warning("run %s was interrupted by a crash: %s", run_id, top.error)
         return Recovery(run=top, call=call, retry=None, dropped=dropped)
 

@@ -47,7 +47,7 @@ from .snapshot import (
     utcnow,
 )
 from .spec import DELEGATION_PREFIX, AgentSpec, DelegationInput
-from .stores.base import Store, StoreConflict
+from .stores.base import Remember, Store, StoreConflict
 from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,16 @@ class Turns:
         """Save ``snap`` (compare-and-set) with the audit entries it puts on record;
         ``release`` hands it back for another process to take on (``released``)."""
         snap.released = release
-        saved = await self.store.save_run(snap, audit)
+        remember = self._remember(snap)
+        try:
+            saved = await self.store.save_run(snap, audit, remember=remember)
+        except BaseException:
+            if remember is not None:
+                snap.remembered = False  # not saved: the next save remembers it
+            raise
+        self._after_save(snap, saved)
+
+    def _after_save(self, snap: RunSnapshot, saved: RunSnapshot) -> None:
         snap.revision = saved.revision
         snap.updated_at = saved.updated_at
         if snap.is_root:
@@ -170,6 +179,7 @@ class Turns:
         try:
             calls: list[ToolCallPart] = []
             if again:
+                await self.load_history(snap)
                 calls, cut = self._reopen(agent, snap)
                 for call in cut:
                     yield error_chunk(snap, call, snap.results[call.tool_call_id].content)
@@ -231,7 +241,6 @@ class Turns:
             shown.extend(fresh)
         if snap.is_root and snap.status != "paused":
             self._predicates.pop(snap.run_id, None)
-        await self.remember(snap)
 
     async def _turn(self, agent: AgentSpec, snap: RunSnapshot) -> AsyncIterator[Chunk]:
         """One model turn: what it says, and the calls it asks for as the run's new
@@ -326,14 +335,36 @@ class Turns:
                 raise
             await self.save(snap)
 
-    async def remember(self, snap: RunSnapshot) -> None:
-        """Once a top run is over, add what it said and did to its thread's history."""
-        if snap.is_root and snap.thread_id and snap.status in ("finished", "failed", "stopped"):
-            await self.store.append_history(
-                snap.thread_id,
-                snap.messages[snap.history_len :],
-                window=self.agent_at(snap.agent_path).options.history_window,
-            )
+    def _remember(self, snap: RunSnapshot) -> Remember | None:
+        """What the save that ends a top run adds to its thread's history (its own
+        messages), once: the same write marks it ``remembered``."""
+        ended = snap.status in ("finished", "failed", "stopped")
+        if not (snap.is_root and snap.thread_id and ended) or snap.remembered:
+            return None
+        snap.remembered = True
+        return Remember(
+            messages=snap.messages[snap.history_len :],
+            window=self.agent_at(snap.agent_path).options.history_window,
+        )
+
+    async def start(self, snap: RunSnapshot) -> None:
+        """Save a new top run and put its thread's history before its messages, in one
+        store call (``Store.start_run``); ``StoreConflict`` when its id is taken."""
+        snap.history_pending = snap.thread_id is not None
+        saved, history = await self.store.start_run(snap)
+        self._after_save(snap, saved)
+        self._take_history(snap, history)
+
+    async def load_history(self, snap: RunSnapshot) -> None:
+        """Put the thread's history first in a run whose first save read it but whose
+        process died before saving it again (crash recovery)."""
+        if snap.history_pending and snap.thread_id is not None:
+            self._take_history(snap, await self.store.load_history(snap.thread_id))
+
+    def _take_history(self, snap: RunSnapshot, history: list[Message]) -> None:
+        kept = clean_history(history)
+        snap.messages = [*kept, *snap.messages]
+        snap.history_len, snap.history_pending = len(kept), False
 
     # -- stopping ---------------------------------------------------------------
 
@@ -781,6 +812,14 @@ def error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorCh
         tool_name=call.tool_name,
         error=text,
     )
+
+
+def clean_history(history: list[Message]) -> list[Message]:
+    """Drop a cut-off start: remembered history must begin with a user's own words."""
+    for i, message in enumerate(history):
+        if message.role == "user" and all(isinstance(p, TextPart) for p in message.parts):
+            return history[i:]
+    return []
 
 
 def new_run_id() -> str:

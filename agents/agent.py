@@ -14,7 +14,7 @@ from ._engine import DEFAULT_LEASE, Engine
 from ._turns import CallPredicate, StandingApproval, new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
-from .messages import Message, TextPart
+from .messages import Message
 from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
@@ -190,9 +190,6 @@ class Agent:
         rule = (
             opts.require_tool_approval if require_tool_approval is None else require_tool_approval
         )
-        history = (
-            _clean_history(await self.engine.store.load_history(thread_id)) if thread_id else []
-        )
         run_id = run_id or new_run_id()
         snap = RunSnapshot(
             run_id=run_id,
@@ -205,8 +202,8 @@ class Agent:
                 require_tool_approval="predicate" if callable(rule) else bool(rule),
                 max_steps=max_steps or opts.max_steps,
             ),
-            history_len=len(history),
-            messages=[*history, *new_messages],
+            # The thread's history goes first: read with the run's first save.
+            messages=list(new_messages),
         )
         if callable(rule):
             self.engine.register_predicate(run_id, rule)
@@ -558,14 +555,6 @@ def _as_messages(messages: Input) -> list[Message]:
     if isinstance(messages, str | Message):
         messages = [messages]
     return [Message.user(m) if isinstance(m, str) else m for m in messages]
-
-
-def _clean_history(history: list[Message]) -> list[Message]:
-    """Drop a cut-off start: remembered history must begin with a user's own words."""
-    for i, message in enumerate(history):
-        if message.role == "user" and all(isinstance(p, TextPart) for p in message.parts):
-            return history[i:]
-    return []
 
 
 def _result(snap: RunSnapshot, run_id: str) -> AgentResult:

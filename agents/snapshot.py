@@ -158,6 +158,12 @@ class RunSnapshot(BaseModel):
     status: RunStatus = "running"
     stop: StopRequest | None = None
     """Someone stopped the run: whoever drives it ends it at its next step (``stopped``)."""
+    remembered: bool = False
+    """Its own messages are in its thread's history: the save that ended it added them
+    (``Store.save_run``'s ``remember``), once."""
+    history_pending: bool = False
+    """Its thread's history is not in ``messages`` yet: the first save read it
+    (``Store.start_run``) and the process that drives the run puts it first."""
     released: bool = False
     """The process driving it shut down and handed it back as last saved: crash
     recovery takes it at once, without waiting for its lease (``Agent.closing``).

@@ -1,7 +1,15 @@
 """Stores for run snapshots, the run lock, thread memory and the audit log."""
 
 from ._lease import hold_lease
-from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, LockTimeout, Pruned, Store, StoreConflict
+from .base import (
+    AUDIT_PRUNE_BATCH,
+    PRUNE_BATCH,
+    LockTimeout,
+    Pruned,
+    Remember,
+    Store,
+    StoreConflict,
+)
 from .memory import MemoryStore
 from .redis_url import redis_client, split_prefix
 from .sqlite_file import SQLiteFile, changes, database_path
@@ -13,6 +21,7 @@ __all__ = [
     "LockTimeout",
     "MemoryStore",
     "Pruned",
+    "Remember",
     "SQLiteFile",
     "Store",
     "StoreConflict",

@@ -62,6 +62,15 @@ class Pruned:
     more: bool = False
 
 
+@dataclass(frozen=True, kw_only=True)
+class Remember:
+    """What a save adds to its run's thread history: a top run's own messages, as it
+    ends; the history keeps the newest ``window`` (none when 0)."""
+
+    messages: Sequence[Message]
+    window: int
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable state shared by every process of one bot deployment."""
@@ -73,19 +82,31 @@ class Store(Protocol):
         ...
 
     async def save_run(
-        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
     ) -> RunSnapshot:
         """Store a snapshot if the stored revision still equals ``snapshot.revision``.
 
         Returns the saved copy with ``revision + 1``; raises ``StoreConflict``
         otherwise, changing nothing. ``audit`` (entries of this run) is appended
         to the log in the same atomic write: what a save decided is on record
-        exactly when it took effect. Keeps its indexes current from the
+        exactly when it took effect. ``remember`` (a top run that ends) is added to
+        its thread's history in that write too (on a Redis Cluster, right after it:
+        the history has a slot of its own). Keeps its indexes current from the
         snapshot (``run_index``), in the same write: root runs that wait for a
         person per thread (``paused_runs``), that wait or work per thread
         (``thread_runs``), by earliest expiry (``runs_expiring``), and with work
         in flight (``runs_in_flight``).
         """
+        ...
+
+    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
+        """Save a new top run (``save_run`` of revision 0: ``StoreConflict`` when its id
+        is taken) and read its thread's history (``load_history``), in one round trip
+        (two on a Redis Cluster); the saved copy and the history."""
         ...
 
     def lock(

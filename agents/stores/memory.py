@@ -16,7 +16,15 @@ from ..snapshot import (
     next_revision,
     run_index,
 )
-from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, LockTimeout, Pruned, StoreConflict, check_audit
+from .base import (
+    AUDIT_PRUNE_BATCH,
+    PRUNE_BATCH,
+    LockTimeout,
+    Pruned,
+    Remember,
+    StoreConflict,
+    check_audit,
+)
 
 
 class MemoryStore:
@@ -46,7 +54,11 @@ class MemoryStore:
         return load_snapshot(data) if data is not None else None
 
     async def save_run(
-        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
     ) -> RunSnapshot:
         check_audit(snapshot, audit)
         run_id = snapshot.run_id
@@ -68,7 +80,14 @@ class MemoryStore:
             self._children.setdefault(saved.root_run_id, set()).add(run_id)
         if not saved.in_flight:
             self._alive.pop(run_id, None)
+        if remember is not None and saved.thread_id is not None:
+            await self.append_history(saved.thread_id, remember.messages, window=remember.window)
         return load_snapshot(data)
+
+    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
+        saved = await self.save_run(snapshot)
+        thread = snapshot.thread_id
+        return saved, await self.load_history(thread) if thread is not None else []
 
     @asynccontextmanager
     async def lock(

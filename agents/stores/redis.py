@@ -38,7 +38,14 @@ from ..snapshot import (
 from . import redis_keys as k
 from ._lease import hold_lease
 from ._redis_retention import BACKFILL_BATCH, RedisRetention
-from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, StoreConflict, check_audit
+from .base import (
+    AUDIT_PRUNE_BATCH,
+    PRUNE_BATCH,
+    Pruned,
+    Remember,
+    StoreConflict,
+    check_audit,
+)
 from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
 # KEYS: run hash, expiring index, in-flight index, done index[, paused index, live
@@ -51,9 +58,12 @@ from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 # the index of the first audit list in KEYS, '1' if a live root run (paused or in
 # flight), what the live index's name has before and after the thread id, the
 # last-change score if a finished root run or '', the last-change score if a root
-# run or '', what the runs index's name has before and after the thread id, then
-# the audit entries' JSON.
-# Returns {1, old revision} when saved, {0, stored revision or -1} otherwise.
+# run or '', what the runs index's name has before and after the thread id, how
+# many audit entries follow, the audit entries' JSON, then what to do with the
+# thread's history, the last key ('' nothing, 'append': the window and the
+# messages' JSON follow, 'read').
+# Returns {1, old revision[, the history]} when saved, {0, stored revision or -1}
+# otherwise.
 _SAVE_RUN_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], '$REV')
 local current = tonumber(stored or '0')
@@ -98,8 +108,23 @@ if ARGV[15] ~= '' then
 else
   redis.call('ZREM', KEYS[4], run_id)
 end
-for i = 19, #ARGV do
-  for j = lists, #KEYS do redis.call('RPUSH', KEYS[j], ARGV[i]) end
+local entries = tonumber(ARGV[19])
+local mode = ARGV[20 + entries]
+local last_list = #KEYS
+if mode ~= '' then last_list = #KEYS - 1 end
+for i = 20, 19 + entries do
+  for j = lists, last_list do redis.call('RPUSH', KEYS[j], ARGV[i]) end
+end
+if mode == 'append' then
+  local window = tonumber(ARGV[21 + entries])
+  if window <= 0 then
+    redis.call('DEL', KEYS[#KEYS])
+  else
+    if #ARGV >= 22 + entries then redis.call('RPUSH', KEYS[#KEYS], unpack(ARGV, 22 + entries)) end
+    redis.call('LTRIM', KEYS[#KEYS], -window, -1)
+  end
+elseif mode == 'read' then
+  return {1, current, redis.call('LRANGE', KEYS[#KEYS], 0, -1)}
 end
 return {1, current}
 """
@@ -167,10 +192,30 @@ class RedisStore:
         return load_snapshot(data) if data is not None else None
 
     async def save_run(
-        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
     ) -> RunSnapshot:
-        """Compare-and-set, index upkeep and the audit entries in one Lua script (one
-        slot on a cluster: the run's shard group); see ``Store.save_run``."""
+        """Compare-and-set, index upkeep, the audit entries and the history it remembers
+        in one Lua script (on a cluster, whose history has a slot of its own, the
+        history right after); see ``Store.save_run``."""
+        saved, _ = await self._save_run(snapshot, audit, remember=remember)
+        return saved
+
+    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
+        """The save and the history's read in one script (two calls on a cluster)."""
+        return await self._save_run(snapshot, (), read_history=True)
+
+    async def _save_run(
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry],
+        *,
+        remember: Remember | None = None,
+        read_history: bool = False,
+    ) -> tuple[RunSnapshot, list[Message]]:
         check_audit(snapshot, audit)
         saved, data = next_revision(snapshot)
         run_id = saved.run_id
@@ -204,10 +249,22 @@ class RedisStore:
             changed if saved.is_root and not index.live else "",
             changed if saved.is_root else "",
             *self.keys.thread_runs_affixes(shard),
+            len(audit),
             *(entry.model_dump_json() for entry in audit),
         ]
         if audit:
             keys += self._audit_keys(run_id, saved.thread_id, shard)
+        thread = saved.thread_id
+        # One script when the history may share it: one server, no slots.
+        along = thread is not None and not self.keys.shards
+        if along and remember is not None and thread is not None:
+            keys.append(self.keys.history(thread))
+            args += ["append", remember.window, *(m.model_dump_json() for m in remember.messages)]
+        elif along and read_history and thread is not None:
+            keys.append(self.keys.history(thread))
+            args.append("read")
+        else:
+            args.append("")
         if not saved.is_root and snapshot.revision == 0:
             # Before the child exists: a tree pruned later finds every child it has.
             await self._redis.sadd(self.keys.children(saved.root_run_id, shard), run_id)
@@ -215,10 +272,17 @@ class RedisStore:
             # Before the run exists: a prune that missed it keeps the thread's history.
             hold = self.keys.history_hold(saved.thread_id)
             await self._redis.set(hold, repr(saved.created_at.timestamp()), px=k.HISTORY_HOLD_MS)
-        done, actual = await self._save(keys=keys, args=args)
-        if not done:
-            raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else int(actual))
-        return saved
+        answer = await self._save(keys=keys, args=args)
+        if not answer[0]:
+            actual = int(answer[1])
+            raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else actual)
+        history = [Message.model_validate_json(m) for m in answer[2]] if len(answer) > 2 else []
+        if not along and thread is not None:  # a cluster: the history's own slot
+            if remember is not None:
+                await self.append_history(thread, remember.messages, window=remember.window)
+            if read_history:
+                history = await self.load_history(thread)
+        return saved, history
 
     def lock(
         self, name: str, *, ttl: float = 30.0, wait: float | None = None

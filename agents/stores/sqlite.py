@@ -25,7 +25,14 @@ from ..snapshot import (
     run_index,
 )
 from ._lease import hold_lease
-from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, StoreConflict, check_audit
+from .base import (
+    AUDIT_PRUNE_BATCH,
+    PRUNE_BATCH,
+    Pruned,
+    Remember,
+    StoreConflict,
+    check_audit,
+)
 from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
@@ -175,6 +182,21 @@ _TRIM_HISTORY = """DELETE FROM history WHERE thread_id = ? AND seq <= (
     SELECT seq FROM history WHERE thread_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)"""
 
 
+_LOAD_HISTORY = "SELECT message FROM history WHERE thread_id = ? ORDER BY seq"
+
+
+async def _append_history(
+    db: aiosqlite.Connection, thread_id: str, messages: Sequence[Message], window: int
+) -> None:
+    """Append to a thread's history and keep its newest ``window`` (inside a transaction)."""
+    rows = [(thread_id, m.model_dump_json()) for m in messages]
+    await db.executemany("INSERT INTO history (thread_id, message) VALUES (?, ?)", rows)
+    if window > 0:
+        await changes(db, _TRIM_HISTORY, (thread_id, thread_id, window))
+    else:
+        await changes(db, "DELETE FROM history WHERE thread_id = ?", (thread_id,))
+
+
 class SQLiteStore:
     """The store protocol over one SQLite file, safe across processes on one host."""
 
@@ -192,31 +214,58 @@ class SQLiteStore:
         return load_snapshot(rows[0][0]) if rows else None
 
     async def save_run(
-        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
     ) -> RunSnapshot:
-        """Compare-and-set on ``revision`` (one statement), with its audit entries in the
-        same transaction; see ``Store.save_run``."""
+        """Compare-and-set on ``revision`` (one statement), with its audit entries and
+        the history it remembers in the same transaction; see ``Store.save_run``."""
+        saved, _ = await self._save(snapshot, audit, remember=remember)
+        return saved
+
+    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
+        """The insert and the history's read in one transaction."""
+        return await self._save(snapshot, (), read_history=True)
+
+    async def _save(
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry],
+        *,
+        remember: Remember | None = None,
+        read_history: bool = False,
+    ) -> tuple[RunSnapshot, list[Message]]:
         check_audit(snapshot, audit)
         saved, data = next_revision(snapshot)
         params = _run_params(saved, data, expected=snapshot.revision)
         entries = [_audit_params(entry) for entry in audit]
+        thread = saved.thread_id
+        remembered = remember if thread is not None else None
 
-        async def work(db: aiosqlite.Connection) -> tuple[bool, int | None]:
+        async def work(db: aiosqlite.Connection) -> tuple[bool, int | None, list[Any]]:
             sql = _INSERT_RUN if snapshot.revision == 0 else _UPDATE_RUN
             if await changes(db, sql, params) == 1:
                 if entries:
                     await db.executemany(_INSERT_AUDIT, entries)
-                return True, snapshot.revision
+                if remembered is not None and thread is not None:
+                    await _append_history(db, thread, remembered.messages, remembered.window)
+                history: list[Any] = []
+                if read_history and thread is not None:
+                    history = list(await db.execute_fetchall(_LOAD_HISTORY, (thread,)))
+                return True, snapshot.revision, history
             # Only for the error message; the decision was made by the statement above.
             rows = await db.execute_fetchall(
                 "SELECT revision FROM runs WHERE run_id = ?", (snapshot.run_id,)
             )
-            return False, next((int(row[0]) for row in rows), None)
+            return False, next((int(row[0]) for row in rows), None), []
 
-        done, actual = await self._run(work, transaction=bool(entries))
+        many = bool(entries) or remembered is not None
+        done, actual, rows = await self._run(work, transaction=many)
         if not done:
             raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
-        return saved
+        return saved, [Message.model_validate_json(row[0]) for row in rows]
 
     def lock(
         self, name: str, *, ttl: float = 30.0, wait: float | None = None
@@ -282,23 +331,16 @@ class SQLiteStore:
 
     async def load_history(self, thread_id: str) -> list[Message]:
         """The thread's remembered conversation, oldest first."""
-        rows = await self._fetch(
-            "SELECT message FROM history WHERE thread_id = ? ORDER BY seq", (thread_id,)
-        )
+        rows = await self._fetch(_LOAD_HISTORY, (thread_id,))
         return [Message.model_validate_json(row[0]) for row in rows]
 
     async def append_history(
         self, thread_id: str, messages: Sequence[Message], *, window: int
     ) -> None:
         """Append and trim to ``window`` in one transaction."""
-        rows = [(thread_id, m.model_dump_json()) for m in messages]
 
         async def work(db: aiosqlite.Connection) -> None:
-            await db.executemany("INSERT INTO history (thread_id, message) VALUES (?, ?)", rows)
-            if window > 0:
-                await changes(db, _TRIM_HISTORY, (thread_id, thread_id, window))
-            else:
-                await changes(db, "DELETE FROM history WHERE thread_id = ?", (thread_id,))
+            await _append_history(db, thread_id, messages, window)
 
         await self._run(work, transaction=True)
 

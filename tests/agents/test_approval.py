@@ -26,6 +26,8 @@ from agents import (
     ToolResultChunk,
     tool,
 )
+from agents._decide import CLAIM_TRIES
+from agents.stores import Remember
 
 from .helpers import Counter, call_then_answer
 
@@ -284,12 +286,16 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
         conflicts = 0
 
         async def save_run(
-            self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+            self,
+            snapshot: RunSnapshot,
+            audit: Sequence[AuditEntry] = (),
+            *,
+            remember: Remember | None = None,
         ) -> RunSnapshot:
             if self.conflicts:
                 self.conflicts -= 1
                 raise StoreConflict(snapshot.run_id, snapshot.revision, None)
-            return await super().save_run(snapshot, audit)
+            return await super().save_run(snapshot, audit, remember=remember)
 
     store = Raced()
 
@@ -305,7 +311,7 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
         store=store,
     )
     paused = await agent.generate("wipe sdb")
-    store.conflicts = 1
+    store.conflicts = CLAIM_TRIES  # the run changes under every try
     with pytest.raises(RunChangedError) as info:
         await agent.approve_tool_call(run_id=paused.run_id, tool_call_id="w-1")
     assert (info.value.run_id, info.value.tool_call_id) == (paused.run_id, "w-1")
@@ -313,8 +319,10 @@ async def test_a_decision_that_loses_a_write_race_is_a_typed_error_and_changes_n
     assert [(p.tool_call_id, p.state) for p in snap.pending] == [("w-1", "pending")]
     events = [e.event for e in await store.list_audit(run_id=paused.run_id)]
     assert events == ["requested"]  # the lost claim's entry went with its save
+    store.conflicts = 1  # a write got there first once: read again and claimed
     final = await agent.approve_tool_call_generate(run_id=paused.run_id, tool_call_id="w-1")
     assert "wipe ok: wiped" in final.text
+    assert [e.event for e in await store.list_audit(run_id=paused.run_id)].count("approved") == 1
 
 
 async def test_a_sibling_decided_by_another_process_mid_tool_is_kept_when_the_first_finishes() -> (

@@ -17,6 +17,8 @@ from agents import (
     ToolCall,
     tool,
 )
+from agents._decide import CLAIM_TRIES
+from agents.stores import Remember
 from bot import ApprovalCard, ApprovalPolicy, CardPlace, ChatBot, Notice, Person, Reply, ask_of
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
@@ -272,12 +274,16 @@ class RacedStore(MemoryStore):
         self.conflicts = 0
 
     async def save_run(
-        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry] = ()
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
     ) -> RunSnapshot:
         if self.conflicts:
             self.conflicts -= 1
             raise StoreConflict(snapshot.run_id, snapshot.revision, snapshot.revision + 1)
-        return await super().save_run(snapshot, audit)
+        return await super().save_run(snapshot, audit, remember=remember)
 
 
 async def test_a_click_that_loses_a_write_race_is_told_so_and_changes_nothing() -> None:
@@ -290,7 +296,7 @@ async def test_a_click_that_loses_a_write_race_is_told_so_and_changes_nothing() 
     await bot.drain()
     (card,) = messenger.views(ApprovalCard)
 
-    store.conflicts = 1
+    store.conflicts = CLAIM_TRIES  # the run changes under every try of the claim
     result = await bot.on_click(click(card, user="U2"))
 
     assert not result.accepted
