@@ -35,8 +35,8 @@ class Following:
             return
         try:
             await self._chat.follow(thread.id)
-        except Exception:
-            log.exception("could not follow %s", thread.id)
+        except Exception as exc:  # the store is away: the intake write marks it later
+            log.warning("could not follow %s: %s", thread.id, exc)
             return
         self._known[thread.id] = True
 

@@ -383,10 +383,18 @@ class RedisChatState:
         start, self._next_group = self._next_group, (self._next_group + 1) % len(groups)
         await self._forget_gone_workers(worker)
         taken: list[IntakeEntry] = []
+        failed: Exception | None = None
         for shard in groups[start:] + groups[:start]:
             if len(taken) >= count:
                 break
-            taken += await self._take_group(shard, worker, count - len(taken), idle)
+            try:
+                taken += await self._take_group(shard, worker, count - len(taken), idle)
+            except Exception as exc:
+                # One shard away (a failover): what the other groups gave is this
+                # worker's now, so it is returned, never stranded for a lease.
+                failed = failed or exc
+        if failed is not None and not taken:
+            raise failed
         return taken
 
     async def _take_group(
