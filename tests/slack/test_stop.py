@@ -3,7 +3,10 @@ what it waits for), the card shows it stopped; anyone else is told privately."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.slack.wire import (
     APPROVE_ACTION,
@@ -14,6 +17,7 @@ from adapters.slack.wire import (
 )
 from agents import Store
 from bot import ApprovalPolicy
+from tests.stores.conftest import STORE_KINDS, opened
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
@@ -165,3 +169,23 @@ def test_stop_names_a_run_started_from_an_intake_entry_on_a_cluster() -> None:
     # Such a run is named after its entry: a shard, a slash, a stream id.
     run_id = "run_inbox_6/1796000000000-0"
     assert decode_stop_value(encode_stop_value(run_id)) == run_id
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_stop_is_offered_and_the_stream_closed_on_every_store(
+    kind: str, serve: StartBot, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """On every store (a cluster's run ids name their shard group: ``.../...``) the
+    streamed text before a card ends with Stop for its run, and Stop stops it."""
+    async with opened(kind, tmp_path) as store:
+        bot = await serve(build_agent(store, Ran()))
+        before, card = await deploy_requested(bot, slack)
+        run_id = run_of(card)
+        assert ("/" in run_id) == (kind == "cluster")  # named after its intake entry
+        (stream_end,) = [c for c in slack.of("chat.stopStream") if c.args.get("ts") == before.ts]
+        (stop,) = stop_buttons(stream_end.args["blocks"])
+        assert decode_stop_value(stop["value"]) == run_id
+        assert await bot.press(before, STOP_ACTION, user=ALICE) == 200
+        await bot.idle()
+        assert await status_of(store, run_id) == "stopped"
+        assert not has_buttons(card)
