@@ -154,6 +154,7 @@ class Intake:
         self._buffer: list[_Kept] = []
         self._places: Counter[str] = Counter()  # threads of what is kept, and how many
         self._away = False  # the last writes failed: keep deliveries without trying
+        self._store_back = asyncio.Event()  # a write went in: a failed take tries again
         self._wanted = asyncio.Event()
         self._taking = False
         self._saturated = False
@@ -204,6 +205,7 @@ class Intake:
             self._away = True
             return self._keep(write, delivery, exc, say_delayed)
         self._away = False
+        self._store_back.set()
         if entry_id is not None:
             self.want()
         return entry_id
@@ -265,6 +267,7 @@ class Intake:
                 continue
             refused = 0
             wrote, self._away = True, False
+            self._store_back.set()
             self._buffer.remove(kept)
             self._places[kept.place] -= 1
             if not self._places[kept.place]:
@@ -316,12 +319,20 @@ class Intake:
             self._wanted.clear()
             try:
                 await self._take_all()
+                if delay > RETRY_FIRST:  # a state change: one line, as when it began
+                    log.info("taking from the intake queue again")
                 delay = RETRY_FIRST
             except Exception as exc:
                 self._trouble()
                 why = str(exc) or type(exc).__name__
-                log.warning("could not take from the intake queue, again in %.1fs: %s", delay, why)
-                await asyncio.sleep(delay)
+                if delay == RETRY_FIRST:
+                    log.warning("could not take from the intake queue, trying again: %s", why)
+                else:
+                    log.debug("still cannot take from the intake queue: %s", why)
+                # Again after the backoff, or at once when a write shows the store back.
+                self._store_back.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._store_back.wait(), delay)
                 delay = min(delay * 2, RETRY_MAX)
                 self._wanted.set()
             finally:
@@ -417,15 +428,17 @@ class Intake:
             log.info("could not hand intake entry %s back: %s", entry_id, exc)
 
     async def _done(self, entry_id: str) -> None:
-        """Remove a worked-off entry; if the store keeps failing, its lease lapses
-        and whoever takes it finds the work done (``Attempt.retry``)."""
+        """Remove a worked-off entry, trying for half a lease (a failover takes
+        seconds); if the store keeps failing, its lease lapses and whoever takes it
+        finds the work done (``Attempt.retry``)."""
         delay = RETRY_FIRST
+        give_up = time.monotonic() + self.lease / 2
         while True:
             try:
                 await self.chat.done(entry_id)
                 return
             except Exception as exc:
-                if delay >= RETRY_MAX:
+                if time.monotonic() + delay > give_up:
                     log.warning("could not mark intake entry %s done: %s", entry_id, exc)
                     return
                 await asyncio.sleep(delay)

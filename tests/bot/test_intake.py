@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -133,3 +134,38 @@ async def test_work_cancelled_at_shutdown_is_handed_back_for_another_replica() -
     await tasks.aclose(timeout=0.1)
     (taken,) = await chat.take("another replica", count=1, lease=60.0)
     assert taken.id == entry_id  # at once, not a lease (60 s) later
+
+
+async def test_a_take_that_fails_is_one_warning_and_tried_again_when_a_write_goes_in(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Failing(MemoryChatState):
+        failures = 3
+
+        async def take(
+            self, worker: str, *, count: int, lease: float, take_over: bool = True
+        ) -> list[IntakeEntry]:
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("the primary is failing over")
+            return await super().take(worker, count=count, lease=lease, take_over=take_over)
+
+    worked: list[str] = []
+
+    async def work(delivery: Delivery, entry: IntakeEntry, attempt: Attempt) -> None:
+        assert delivery.message is not None
+        worked.append(delivery.message.text)
+
+    caplog.set_level(logging.INFO, logger="bot.intake")
+    chat = Failing()
+    box = Intake(chat, work, tasks=TaskTracker(), lease=5.0)
+    assert await box.submit(writer(box, "one", [0]), Delivery()) is not BUFFERED
+    for n in range(3):  # each write that goes in wakes the failed take at once
+        await asyncio.sleep(0.05)
+        await box.submit(writer(box, f"more {n}", [0]), Delivery())
+    await settled(box)
+    assert sorted(worked) == ["more 0", "more 1", "more 2", "one"]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == "bot.intake"]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert any("taking from the intake queue again" in r.getMessage() for r in caplog.records)
+    await box.aclose()
