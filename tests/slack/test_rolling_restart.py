@@ -89,6 +89,7 @@ async def test_a_replica_stopped_mid_work_hands_everything_to_the_other(
 
     await slack.wait_for(carried_out, within=GRACE + 20, what="every request carried out")
     answered_in = time.monotonic() - asked
+    print(f"rolling restart: gone in {gone_in:.1f} s, all carried out in {answered_in:.1f} s")
     await leaving.start()  # the new replica of the rolling restart
     await asyncio.sleep(2)  # anything still to come has come
     for n, event in enumerate(holds):
