@@ -116,6 +116,8 @@ from .types import (
     Notice,
     Person,
     Posted,
+    PostKind,
+    PostMark,
     Prompt,
     PromptField,
     PromptStatus,
@@ -132,6 +134,7 @@ from .types import (
     plain_text,
     tool_label,
 )
+from .views import answer_mark, post_mark
 
 __all__ = [
     "APPROVALS_USAGE",
@@ -194,6 +197,8 @@ __all__ = [
     "Person",
     "Place",
     "PolicyError",
+    "PostKind",
+    "PostMark",
     "Posted",
     "Prompt",
     "PromptField",
@@ -222,6 +227,7 @@ __all__ = [
     "ViewDocumentError",
     "When",
     "agent_path",
+    "answer_mark",
     "approvals_command",
     "approvals_rich",
     "arg_changes",
@@ -249,6 +255,7 @@ __all__ = [
     "open_chat_state",
     "people_rich",
     "plain_text",
+    "post_mark",
     "question_outcome",
     "rich",
     "rich_plain",

@@ -28,7 +28,7 @@ from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
 from .timers import DELIVER, TIMER, UNDELIVERED, Timer, Undelivered, deliver_later
 from .types import Messenger, Notice, ThreadKey, Undeliverable
-from .views import thread_of
+from .views import post_mark, thread_of
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Housekeeping:
             if kept.ref is not None:
                 await messenger.update(kept.thread, kept.ref, view)
             else:
-                await messenger.post(kept.thread, view)
+                await messenger.post(kept.thread, view, mark=post_mark(view))
         except Undeliverable as exc:
             log.warning("posting a kept %s to %s failed again: %s", view.kind, kept.thread.id, exc)
             await deliver_later(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Literal
 
 from cachetools import TTLCache
@@ -35,6 +36,8 @@ from .types import (
     MessageRef,
     Messenger,
     Notice,
+    Posted,
+    PostMark,
     Prompt,
     PromptStatus,
     Text,
@@ -42,7 +45,7 @@ from .types import (
     Undeliverable,
     View,
 )
-from .views import approval_card, prompt
+from .views import approval_card, card_mark, post_mark, prompt, question_mark
 
 log = logging.getLogger(__name__)
 
@@ -155,20 +158,37 @@ class Presenter:
         error: str | None = None,
         *,
         attempt: int = 0,
+        look_first: bool = False,
+        cause: str | None = None,
     ) -> None:
         """Post a waiting call's card (or question) and remember where it is; when the
         post fails, it is posted again later (``attempt``: the posts failed before).
 
-        ``error``: why the last answer to the question did not fit (it is asked again).
+        ``error``: why the last answer to the question did not fit (it is asked again),
+        in the work of the intake entry whose run id is ``cause`` (``PostMark.cause``).
+        ``look_first``: this work may have been done before by a process that died
+        before recording where (a retaken message): the card (its copies and pointer)
+        or question is looked for first, and posted only where it is missing.
         """
         place: CardPlace | None = None
         if info.kind == "approval":
-            place = await self._route(messenger, thread, info)
+            place = await self._route(messenger, thread, info, look_first=look_first)
         if place is None:
-            view: View = (
-                self.card(thread, info) if info.kind == "approval" else prompt(info, error=error)
-            )
-            ref = await self.say(messenger, thread, view, keep=False)
+            view: View
+            if info.kind == "approval":
+                view = self.card(thread, info)
+                mark = card_mark(view)
+            else:
+                view = prompt(info, error=error)
+                mark = question_mark(info, cause=cause)
+            found = None
+            if look_first:
+                found = await self.find(messenger, thread, mark, since=info.created_at)
+            if found is not None:
+                ref: MessageRef | None = found.ref
+                await self._following.follow(thread)  # as its post would have
+            else:
+                ref = await self.say(messenger, thread, view, keep=False, mark=mark)
             if ref is None:
                 await post_later(self._chat, info, attempt)
                 return
@@ -186,20 +206,26 @@ class Presenter:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
 
     async def _route(
-        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo
+        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, *, look_first: bool
     ) -> CardPlace | None:
         """Send a card where the policy says (a channel, each approver's direct messages),
         with a pointer in ``thread``; ``None`` when it belongs in ``thread`` itself (the
-        policy says so, the platform has no such places, or none of them took it)."""
+        policy says so, the platform has no such places, or none of them took it).
+        ``look_first`` as on ``show_pending``."""
         destinations = await self._destinations(thread, info)
         if not destinations:
             return None
         card = self.card(thread, info)
-        copies = await self.send_copies(messenger, thread, card, destinations)
+        since = info.created_at if look_first else None
+        copies = await self.send_copies(messenger, thread, card, destinations, look_since=since)
         if not copies:
             return None
         place = CardPlace(thread=thread, ref={}, copies=copies)
-        ref = await self.say(messenger, thread, self.pointer(place, card))
+        mark = card_mark(card, pointer=True)
+        found = None if since is None else await self.find(messenger, thread, mark, since=since)
+        if found is not None:
+            return replace(place, ref=found.ref)
+        ref = await self.say(messenger, thread, self.pointer(place, card), mark=mark)
         return replace(place, ref=ref or {})
 
     async def send_copies(
@@ -208,13 +234,26 @@ class Presenter:
         thread: ThreadKey,
         card: ApprovalCard,
         destinations: list[Destination],
+        *,
+        look_since: datetime | None = None,
     ) -> tuple[CardCopy, ...]:
-        """Post ``card`` (asked in ``thread``) at each destination that takes it."""
+        """Post ``card`` (asked in ``thread``) at each destination that takes it.
+
+        ``look_since``: a copy may have been posted there since then by a process that
+        died before recording it: each is looked for first, and posted only if missing.
+        """
         copies: list[CardCopy] = []
         shown = replace(card, requested_in=thread)
+        mark = card_mark(card)
         for to in destinations:
+            found = None
+            if look_since is not None:
+                found = await self.find(messenger, thread, mark, since=look_since, to=to)
+            if found is not None:
+                copies.append(CardCopy(to=to, thread=found.thread, ref=found.ref))
+                continue
             try:
-                posted = await messenger.post_elsewhere(thread, to, shown)
+                posted = await messenger.post_elsewhere(thread, to, shown, mark=mark)
             except Undeliverable as exc:
                 log.warning("sending a card to %s failed: %s", to, exc)
                 continue
@@ -431,16 +470,19 @@ class Presenter:
         *,
         follow: bool = True,
         keep: bool = True,
+        mark: PostMark | None = None,
     ) -> MessageRef | None:
         """Post a view; a platform hiccup is logged and must not stop the run. A post the
         platform could not take (``Undeliverable``) is kept and made later (``keep``;
         a card or question is posted again its own way, ``show_pending``).
 
         ``follow``: replies in ``thread`` are for the bot from now on (not under a card
-        sent to an approvers' channel: people talk there among themselves).
+        sent to an approvers' channel: people talk there among themselves). ``mark``:
+        which post this is (``Messenger.post``); by default what the view says of
+        itself (``post_mark``: a finished run's answer, a card, a pointer).
         """
         try:
-            ref = await messenger.post(thread, view)
+            ref = await messenger.post(thread, view, mark=mark or post_mark(view))
         except Undeliverable as exc:
             log.warning("posting a %s to %s failed: %s", type(view).__name__, thread.id, exc)
             if keep:
@@ -452,6 +494,30 @@ class Presenter:
         if follow:
             await self._following.follow(thread)
         return ref
+
+    async def find(
+        self,
+        messenger: Messenger,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        """A post made before a restart, looked for before it is made again
+        (``Messenger.find_post``). A lookup that fails is logged and found nothing: the
+        post is made again (it may show twice, never not at all)."""
+        try:
+            found = await messenger.find_post(near, mark, since=since, to=to)
+        except Exception as exc:
+            log.warning("could not look for the %s of %s: %s", mark.post, mark.run_id, exc)
+            log.debug("the failed lookup", exc_info=True)
+            return None
+        if found is None:
+            log.info("found no %s of %s from before the restart: posting it", *_what(mark))
+        else:
+            log.info("found the %s of %s from before the restart: not posting it", *_what(mark))
+        return found
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something to one person only, in ``thread`` (a failure is logged)."""
@@ -497,3 +563,8 @@ class Presenter:
         if requester is None:
             return Notice(text=texts.NO_REQUESTER.format(text=text))
         return Notice(text=text, to=self.people.who(thread, requester))
+
+
+def _what(mark: PostMark) -> tuple[str, str]:
+    """A mark as the log names it: what the post is, and whose (the run, or its call)."""
+    return mark.post, f"{mark.run_id}/{mark.call}" if mark.call else mark.run_id

@@ -29,7 +29,7 @@ from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .types import IncomingMessage, Messenger, Notice, Reply, ThreadKey, tool_label
-from .views import prompt, run_metadata
+from .views import answer_mark, prompt, run_metadata
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,11 @@ class Replies:
             except ResumeDataInvalidError as exc:
                 asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
                 # Asked again below the reply: that message is the question's card now.
+                # Its mark names this message's work, which a retry looks for first.
                 error = "; ".join(exc.errors)
-                await self._presenter.show_pending(messenger, thread, asked or questions[-1], error)
+                await self._presenter.show_pending(
+                    messenger, thread, asked or questions[-1], error, look_first=retry, cause=run_id
+                )
                 return None
             except _GONE:
                 # Another replica took the answer first, or the question expired, or its
@@ -193,20 +196,31 @@ class Replies:
     async def catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
         """Show what a run started by a process that died may not have shown yet.
 
-        A card or question not recorded as posted is posted; a finished run's
-        answer is posted again (a crash between posting it and marking the
-        message done repeats it: better than losing it). A run still in flight
-        is crash recovery's, once its heartbeat lapsed.
+        That process may have died between a post and recording it: a card or question
+        not recorded as posted is looked for first (by its mark) and posted only when
+        missing; found, its place is recorded, so it is updated as ever. A finished
+        run's answer likewise: found, nothing is said again (the note after it, if any,
+        went out right after it). Where the platform cannot tell, it is posted again:
+        better twice than never. A failed run's text and error carry no mark: they are
+        said again. A run still in flight is crash recovery's, once its heartbeat lapsed.
         """
         log.info("the run of %s was started by a process that stopped; catching up", run_id)
         run = await self._agent.get_run(run_id)
         if run.status == "paused":
             for info in await self.pending(thread.id):
                 if info.run_id == run_id and await self._presenter.card_place(info) is None:
-                    await self._presenter.show_pending(messenger, thread, info)
+                    await self._presenter.show_pending(messenger, thread, info, look_first=True)
         elif run.status in ("finished", "failed"):
+            answered = run.status == "finished" and bool(run.text)
+            if answered:
+                mark = answer_mark(run_id)
+                found = await self._presenter.find(messenger, thread, mark, since=run.created_at)
+                if found is not None:
+                    return
             if run.text:
-                await self._presenter.say(messenger, thread, Reply(text=run.text))
+                # A finished run's answer as the run itself ends it: rated, and marked.
+                answer = Reply(text=run.text, feedback=run_id if answered else None)
+                await self._presenter.say(messenger, thread, answer)
             if run.status == "failed":
                 error = texts.RUN_FAILED.format(error=run.error or texts.INTERNAL_ERROR)
                 await self._presenter.say(messenger, thread, Notice(text=error))

@@ -439,11 +439,66 @@ class Undeliverable(Exception):
     """
 
 
+PostKind = Literal["answer", "card", "question", "pointer"]
+"""What a marked post is: a finished run's answer, a call's card, a call's question, or
+the line left in the requester's thread for a card sent elsewhere (``CardPointer``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostMark:
+    """Which post a message is, kept with it where the platform can, so that work taken
+    over after a crash finds what the process that died posted before recording it, and
+    does not post it again (``Messenger.find_post``). Ids only: other apps may read it.
+
+    ``call`` and ``ask`` name the call (and which asking of it, ``ask_of``) of a card,
+    question or pointer. ``cause``: the intake entry's run id whose work posted it, when
+    the same call's post may come again for another reason (a question asked again
+    after a reply that did not fit it).
+    """
+
+    run_id: str
+    post: PostKind
+    call: str | None = None
+    ask: str | None = None
+    cause: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The mark as one string (for platforms that keep marks beside their posts)."""
+        return "|".join((self.run_id, self.post, self.call or "", self.ask or "", self.cause or ""))
+
+
 class Messenger(Protocol):
     """How the core talks to one platform; each adapter provides one."""
 
-    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
-        """Post a view in the thread; return where it lives."""
+    async def post(
+        self, thread: ThreadKey, view: View, *, mark: PostMark | None = None
+    ) -> MessageRef:
+        """Post a view in the thread; return where it lives.
+
+        ``mark``: which post this is, kept with the message where the platform can (on
+        the last message of a view it splits), for ``find_post``.
+        """
+        ...
+
+    async def find_post(
+        self,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        """The message posted with ``mark`` in ``near`` (with ``to``: as the start of a
+        conversation there, ``post_elsewhere``), not before ``since``.
+
+        ``None`` when there is none, or when the platform cannot tell (it cannot read
+        its messages back, or refused to): the core then posts it, so a post may show
+        twice across a crash, never not at all. Looks only a bounded way back.
+
+        Raises:
+            Undeliverable: The platform could not be reached.
+        """
         ...
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
@@ -467,9 +522,12 @@ class Messenger(Protocol):
         """
         ...
 
-    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+    async def post_elsewhere(
+        self, near: ThreadKey, to: Destination, view: View, *, mark: PostMark | None = None
+    ) -> Posted | None:
         """Post ``view`` as the start of a new conversation in ``near``'s workspace: a new
-        message in ``to.channel``, or in ``to.user_id``'s direct chat with the bot.
+        message in ``to.channel``, or in ``to.user_id``'s direct chat with the bot
+        (``mark`` as on ``post``).
 
         Returns where it went (its thread is the one clicks and replies there come
         from), or ``None`` when the platform has no such places (the console): the

@@ -14,15 +14,21 @@ from typing import Any
 from agents import PendingInfo
 
 from . import texts
+from .chat_state import ask_of
 from .types import (
     ApprovalCard,
+    CardPointer,
     CardStatus,
     FieldKind,
     Person,
+    PostKind,
+    PostMark,
     Prompt,
     PromptField,
     PromptStatus,
+    Reply,
     ThreadKey,
+    View,
     tool_label,
 )
 
@@ -249,6 +255,42 @@ def question_text(info: PendingInfo) -> str:
     elif payload is not None:
         return f"{fallback}\n{_plain(payload)}"
     return fallback
+
+
+def answer_mark(run_id: str) -> PostMark:
+    """The mark of a finished run's answer (its last part, where it is split)."""
+    return PostMark(run_id=run_id, post="answer")
+
+
+def card_mark(card: ApprovalCard, *, pointer: bool = False) -> PostMark:
+    """The mark of a call's card (each copy the policy sends elsewhere carries it too), or
+    of the pointer to it left in the requester's thread."""
+    post: PostKind = "pointer" if pointer else "card"
+    return PostMark(run_id=card.run_id, post=post, call=card.tool_call_id, ask=card.ask)
+
+
+def question_mark(info: PendingInfo, *, cause: str | None = None) -> PostMark:
+    """The mark of a call's question; ``cause`` for one asked again (see ``PostMark``)."""
+    return PostMark(
+        run_id=info.run_id,
+        post="question",
+        call=info.tool_call_id,
+        ask=ask_of(info),
+        cause=cause,
+    )
+
+
+def post_mark(view: View) -> PostMark | None:
+    """The mark a view carries of itself: a finished run's answer (``Reply.feedback``), a
+    card, a pointer; ``None`` for anything else (a question's needs its call's ask:
+    ``question_mark``)."""
+    if isinstance(view, Reply):
+        return answer_mark(view.feedback) if view.feedback else None
+    if isinstance(view, ApprovalCard):
+        return card_mark(view)
+    if isinstance(view, CardPointer):
+        return card_mark(view.card, pointer=True)
+    return None
 
 
 def run_metadata(thread: ThreadKey) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, TextIO
 
 from bot import (
@@ -29,6 +30,7 @@ from bot import (
     MessageRef,
     Person,
     Posted,
+    PostMark,
     Prompt,
     PromptField,
     Text,
@@ -64,8 +66,11 @@ class ConsoleMessenger:
         self.questions: list[tuple[MessageRef, Prompt]] = []
         """Questions still waiting, oldest first (a reply answers the newest)."""
 
-    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
-        """Print a view; a pending card joins the cards to answer, a question the questions."""
+    async def post(
+        self, thread: ThreadKey, view: View, *, mark: PostMark | None = None
+    ) -> MessageRef:
+        """Print a view; a pending card joins the cards to answer, a question the questions.
+        (A terminal keeps no ``mark``: see ``find_post``.)"""
         ref: MessageRef = {"console_id": next(self._ids)}
         self.write(render(view))
         self._printed()
@@ -107,8 +112,22 @@ class ConsoleMessenger:
         """The console prints each part of an answer whole."""
         return None
 
-    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+    async def post_elsewhere(
+        self, near: ThreadKey, to: Destination, view: View, *, mark: PostMark | None = None
+    ) -> Posted | None:
         """There is one terminal: a card the policy sends elsewhere is shown here."""
+        return None
+
+    async def find_post(
+        self,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        """A terminal cannot be read back, and what a console that died printed is gone
+        with it: a post is never found, it is printed again."""
         return None
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:

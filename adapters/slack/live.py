@@ -20,16 +20,18 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import Person, Reply, Step, Text, ThreadKey, compose
+from bot import Person, Reply, Step, Text, ThreadKey, answer_mark, compose
 
 from ._reach import reaching
 from .blocks import closing_blocks
 from .mrkdwn import ELLIPSIS, Block, clip, escape, mention, to_markdown
+from .wire import post_metadata
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,8 @@ class SlackLive:
         self._failed = False
         self._closing: list[Block] = []
         """Blocks the stream ends with (the feedback buttons of a finished answer, Stop)."""
+        self._metadata: dict[str, Any] | None = None
+        """The mark its last message ends with: a finished run's answer (``finish``)."""
 
     async def write(self, text: str) -> None:
         """Add answer text: sent at once to start the message, then in batches."""
@@ -120,6 +124,8 @@ class SlackLive:
         question of a run still going, ``stop``)."""
         closing = compose(Reply(text="", feedback=feedback, stop=stop))
         self._closing = closing_blocks(closing)
+        # Where a crash after this leaves the message unrecorded, it is found by this.
+        self._metadata = post_metadata(answer_mark(feedback)) if feedback else None
         await self._flush(final=True)
 
     async def _flush(
@@ -149,10 +155,10 @@ class SlackLive:
         if not final:
             await self._send(chunks)
         elif self._ts is not None:
-            await self._stop(chunks, blocks=self._closing)
+            await self._stop(chunks, blocks=self._closing, metadata=self._metadata)
         elif chunks:
             await self._send(chunks)
-            await self._stop((), blocks=self._closing)
+            await self._stop((), blocks=self._closing, metadata=self._metadata)
 
     async def _send(self, chunks: Sequence[Chunk]) -> None:
         if not chunks:
@@ -192,7 +198,13 @@ class SlackLive:
             raise RuntimeError("chat.startStream gave no ts")
         self._ts, self._shown = ts, 0
 
-    async def _stop(self, chunks: Sequence[Chunk], *, blocks: Sequence[Block] = ()) -> None:
+    async def _stop(
+        self,
+        chunks: Sequence[Chunk],
+        *,
+        blocks: Sequence[Block] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         ts, self._ts, self._shown = self._ts, None, 0
         if ts is None:
             return
@@ -202,6 +214,7 @@ class SlackLive:
                 ts=ts,
                 chunks=list(chunks) or None,
                 blocks=list(blocks) or None,
+                metadata=metadata,
             )
 
     async def _abandon(self) -> None:

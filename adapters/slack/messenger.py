@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 import aiohttp
 from cachetools import LRUCache, TTLCache
@@ -22,6 +24,7 @@ from bot import (
     MessageRef,
     Person,
     Posted,
+    PostMark,
     Text,
     ThreadKey,
     Undeliverable,
@@ -37,6 +40,7 @@ from .installations import Tokens
 from .limits import Pacer
 from .live import SlackLive
 from .mrkdwn import is_group_id, text_mrkdwn
+from .wire import mark_of, post_metadata
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,14 @@ _NO_CHANNEL = frozenset({"channel_not_found", "invalid_channel", "invalid_argume
 """``conversations.info`` answers that mean "no such channel" (for this bot)."""
 _NO_GROUP = frozenset({"no_such_subteam", "invalid_usergroup", "plan_upgrade_required"})
 """``usergroups.*`` answers that mean "no such group" (a workspace without groups has none)."""
+FIND_LIMIT = 200
+"""Messages asked for per page when looking for a post (``find_post``): Slack's advice.
+Apps distributed outside the Marketplace get at most 15 a page, one page a minute."""
+FIND_PAGES = 5
+"""The most pages read looking for one post: it was made since its run or call began,
+so it is near the start of what is read; past this, it is posted again."""
+FIND_MARGIN = 600.0
+"""Seconds looked back before a post could have been made: Slack's clock and ours differ."""
 
 
 class SlackMessenger:
@@ -106,17 +118,25 @@ class SlackMessenger:
             maxsize=_PERMALINK_CACHE, ttl=NO_PERMALINK_TTL, timer=clock
         )
         self._direct: LRUCache[str, str] = LRUCache(maxsize=_DIRECT_CHANNEL_CACHE)
+        self._bot_ids: LRUCache[str, str] = LRUCache(maxsize=_DIRECT_CHANNEL_CACHE)
+        """The bot's own id in each workspace (``find_post`` trusts only its messages)."""
 
     @property
     def waiting(self) -> int:
         """Calls waiting now on Slack's limits or a retry (a metric)."""
         return self.pacer.waiting
 
-    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
-        """Post a view (several messages for a long answer); return where the first lives."""
+    async def post(
+        self, thread: ThreadKey, view: View, *, mark: PostMark | None = None
+    ) -> MessageRef:
+        """Post a view (several messages for a long answer); return where the first lives.
+        ``mark`` goes into the last message's ``metadata`` (``find_post``): found, the
+        whole view was posted."""
         first: MessageRef | None = None
-        for message in render(view, link=await self._link(view)):
-            ref = await self._post(thread, message)
+        messages = render(view, link=await self._link(view))
+        for i, message in enumerate(messages, start=1):
+            metadata = post_metadata(mark) if mark is not None and i == len(messages) else None
+            ref = await self._post(thread, message, metadata=metadata)
             first = first or ref
         assert first is not None  # render() always returns at least one message
         return first
@@ -197,24 +217,88 @@ class SlackMessenger:
         log.info("Slack does not stream in %s: answers there are posted whole", channel)
         self._no_stream[channel] = True
 
-    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
+    async def post_elsewhere(
+        self, near: ThreadKey, to: Destination, view: View, *, mark: PostMark | None = None
+    ) -> Posted:
         """Post ``view`` as a new top-level message in ``to.channel``, or in the bot's
         direct message with ``to.user_id`` (``conversations.open``); its thread is
-        the message's own, as clicks and replies there are keyed."""
-        if to.channel is not None:
-            channel = to.channel
-        elif to.user_id is not None:
-            channel = await self._direct_channel(near.workspace, to.user_id)
-        else:
-            raise ValueError("a destination names a channel or a person")
+        the message's own, as clicks and replies there are keyed. ``mark`` goes into
+        that message's ``metadata``."""
+        channel = await self._channel_of(near, to)
         first, *rest = render(view, link=await self._link(view))
-        response = await self._send(near.workspace, channel, None, first)
+        metadata = post_metadata(mark) if mark is not None else None
+        response = await self._send(near.workspace, channel, None, first, metadata=metadata)
         # Slack answers with the channel's id, which clicks there carry.
         posted_in, ts = str(response["channel"]), str(response["ts"])
         thread = thread_key(near.workspace, posted_in, ts)
         for message in rest:
             await self._post(thread, message)
         return Posted(thread=thread, ref=message_ref(posted_in, ts))
+
+    async def find_post(
+        self,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        """The bot's message whose ``metadata`` holds ``mark``: a reply in ``near``'s thread
+        (``conversations.replies``), or with ``to`` a top-level message there
+        (``conversations.history``), posted since ``since`` (less ``FIND_MARGIN``, for
+        clocks apart), among the first ``FIND_PAGES`` pages. ``None`` when none is
+        (a refusal, such as a scope the app lacks, is logged: the core posts again).
+        """
+        if to is None and not near.root:
+            return None  # no thread: nothing to read back (someone's Home tab)
+        try:
+            channel = near.channel if to is None else await self._channel_of(near, to)
+            client = await self._client(near.workspace)
+            own = await self._bot_id(near.workspace, client)
+        except (SlackApiError, LookupError) as exc:
+            log.info("cannot look for the %s of %s in Slack: %s", mark.post, mark.run_id, exc)
+            return None
+        oldest = f"{since.timestamp() - FIND_MARGIN:.6f}"
+        cursor: str | None = None
+        for _ in range(FIND_PAGES):
+
+            async def read(cursor: str | None = cursor) -> AsyncSlackResponse:
+                if to is None:
+                    return await client.conversations_replies(
+                        channel=channel,
+                        ts=near.root,
+                        oldest=oldest,
+                        limit=FIND_LIMIT,
+                        cursor=cursor,
+                        include_all_metadata=True,
+                    )
+                return await client.conversations_history(
+                    channel=channel,
+                    oldest=oldest,
+                    limit=FIND_LIMIT,
+                    cursor=cursor,
+                    include_all_metadata=True,
+                )
+
+            try:
+                response = await self.pacer.call(channel, f"read:{near.workspace}", read)
+            except SlackApiError as exc:
+                error = exc.response.get("error")
+                log.warning("Slack refused to read back %s (%s): posting again", channel, error)
+                return None
+            for message in response.get("messages") or []:
+                if not isinstance(message, dict) or message.get("bot_id") != own:
+                    continue  # only the bot's own posts: another app may copy the metadata
+                ts = message.get("ts")
+                if isinstance(ts, str) and mark_of(message.get("metadata")) == mark:
+                    thread = near if to is None else thread_key(near.workspace, channel, ts)
+                    return Posted(thread=thread, ref=message_ref(channel, ts))
+            metadata = response.get("response_metadata")
+            cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+            if not cursor:
+                return None
+        log.warning("looked through %d pages of %s for a post: posting again", FIND_PAGES, channel)
+        return None
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         """Show again the Home tabs of those of ``people`` who opened theirs, on any
@@ -311,6 +395,25 @@ class SlackMessenger:
                 return await self.permalink(channel, ts, view.at.thread.workspace)
         return None
 
+    async def _channel_of(self, near: ThreadKey, to: Destination) -> str:
+        """The channel of a destination (a person's: the bot's direct message with them)."""
+        if to.channel is not None:
+            return to.channel
+        if to.user_id is not None:
+            return await self._direct_channel(near.workspace, to.user_id)
+        raise ValueError("a destination names a channel or a person")
+
+    async def _bot_id(self, workspace: str, client: AsyncWebClient) -> str:
+        """The bot's own id in ``workspace`` (``auth.test``, asked once)."""
+        if workspace not in self._bot_ids:
+            async with _reaching():
+                response = await client.auth_test()
+            bot_id = response.get("bot_id")
+            if not isinstance(bot_id, str) or not bot_id:
+                raise LookupError(f"auth.test gave no bot id in {workspace}")
+            self._bot_ids[workspace] = bot_id
+        return self._bot_ids[workspace]
+
     async def _direct_channel(self, workspace: str, user_id: str) -> str:
         """The bot's direct message channel with ``user_id`` (opened if need be)."""
         key = f"{workspace}:{user_id}"  # the bot of each workspace has its own
@@ -345,12 +448,22 @@ class SlackMessenger:
         not installed there)."""
         return await self.tokens.client_for(workspace)
 
-    async def _post(self, thread: ThreadKey, message: SlackMessage) -> MessageRef:
-        response = await self._send(thread.workspace, thread.channel, thread.root, message)
+    async def _post(
+        self, thread: ThreadKey, message: SlackMessage, *, metadata: dict[str, Any] | None = None
+    ) -> MessageRef:
+        response = await self._send(
+            thread.workspace, thread.channel, thread.root, message, metadata=metadata
+        )
         return message_ref(str(response["channel"]), str(response["ts"]))
 
     async def _send(
-        self, workspace: str, channel: str, thread_ts: str | None, message: SlackMessage
+        self,
+        workspace: str,
+        channel: str,
+        thread_ts: str | None,
+        message: SlackMessage,
+        *,
+        metadata: dict[str, Any] | None = None,
     ) -> AsyncSlackResponse:
         """``chat.postMessage``, in the channel's turn and within its limit."""
         client = await self._client(workspace)
@@ -360,6 +473,7 @@ class SlackMessenger:
                 channel=channel,
                 thread_ts=thread_ts,
                 **message.fields(),
+                metadata=metadata,
                 unfurl_links=False,
                 unfurl_media=False,
             )

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot import PostKind, PostMark
 
 from . import texts
 
@@ -72,6 +74,10 @@ FIELD_INPUT = "value"
 
 BUTTON_VALUE_LIMIT = 2000
 PRIVATE_METADATA_LIMIT = 3000
+
+POST_EVENT = "approval_bot_post"
+"""The ``event_type`` of the message metadata each marked post carries (letters, digits,
+``_`` and ``-`` only: Slack ignores metadata of any other type, with a warning)."""
 
 
 class PayloadError(ValueError):
@@ -140,6 +146,17 @@ class FormMetadata(ModalMetadata):
 
 
 Metadata = TypeVar("Metadata", bound=ModalMetadata)
+
+
+class PostPayload(_Compact):
+    """The ``event_payload`` of a marked post: which post it is (``PostMark``), ids only,
+    since any app or person in the workspace may read a message's metadata."""
+
+    run: str = Field(min_length=1)
+    post: PostKind
+    call: str | None = Field(default=None, min_length=1)
+    ask: str | None = Field(default=None, min_length=1)
+    cause: str | None = Field(default=None, min_length=1)
 
 
 def encode_button_value(
@@ -213,3 +230,29 @@ def decode_metadata(value: str | None, model: type[Metadata]) -> Metadata:
         return model.model_validate_json(value or "")
     except ValidationError:
         raise PayloadError(texts.BAD_VIEW_METADATA) from None
+
+
+def post_metadata(mark: PostMark) -> dict[str, Any]:
+    """The ``metadata`` of a marked post (``chat.postMessage``, ``chat.stopStream``)."""
+    payload = PostPayload(
+        run=mark.run_id, post=mark.post, call=mark.call, ask=mark.ask, cause=mark.cause
+    )
+    return {"event_type": POST_EVENT, "event_payload": payload.model_dump(exclude_none=True)}
+
+
+def mark_of(metadata: object) -> PostMark | None:
+    """The mark a message's ``metadata`` holds (read back with ``include_all_metadata``),
+    or ``None``: no metadata, another app's, or not one this code wrote."""
+    if not isinstance(metadata, dict) or metadata.get("event_type") != POST_EVENT:
+        return None
+    try:
+        payload = PostPayload.model_validate(metadata.get("event_payload"))
+    except ValidationError:
+        return None
+    return PostMark(
+        run_id=payload.run,
+        post=payload.post,
+        call=payload.call,
+        ask=payload.ask,
+        cause=payload.cause,
+    )

@@ -17,6 +17,13 @@ there work the same way.
 Every call to Teams keeps to its limits (``limits``): waited for when throttled, tried
 again a bounded while, in order within a conversation; one that cannot be made raises
 ``Undeliverable``, as does a token Entra will not give.
+
+Marked posts (``PostMark``: an answer, a card, a question) are found again after a crash
+only through the chat state: the Bot Framework connector cannot read a Teams
+conversation back, and Teams picks each activity's id as it takes it (an id sent along
+is ignored). So each marked post's id is noted right after Teams took it (``MARK_TTL``),
+and ``find_post`` reads that note. A process that dies between Teams taking the post and
+the note leaves nothing to find: the post is made again (twice, never lost).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Final
 
 from botbuilder.core import BotAdapter, TurnContext
@@ -39,6 +47,7 @@ from botbuilder.schema import (
 )
 from botframework.connector.aio import ConnectorClient
 from cachetools import TTLCache
+from pydantic import TypeAdapter, ValidationError
 
 from bot import (
     AdapterState,
@@ -49,10 +58,12 @@ from bot import (
     Notice,
     Person,
     Posted,
+    PostMark,
     Reply,
     Text,
     ThreadKey,
     View,
+    answer_mark,
     compose,
     plain_text,
 )
@@ -71,6 +82,12 @@ log = logging.getLogger(__name__)
 CHANNEL_ID: Final = "msteams"
 NO_STREAMING_TTL: Final = 3600.0
 """How long (seconds) a chat where Teams refused streaming gets whole messages only."""
+MARK_NOTE_PREFIX: Final = "teams-post:"
+"""``teams-post:<thread id>:<destination>:<mark>`` -> where that marked post is (JSON)."""
+MARK_TTL: Final = 7 * 24 * 3600.0
+"""How long (seconds) a marked post is found again: work taken over after a crash looks
+within minutes, or once the store is back after an outage; a week covers both."""
+_POSTED: Final = TypeAdapter(Posted)
 
 
 StopPressed = Callable[[ThreadKey, str], None]
@@ -122,9 +139,12 @@ class TeamsMessenger:
         """Calls to Teams waiting now on a limit or a retry (the core's metrics read it)."""
         return self.limits.waiting
 
-    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+    async def post(
+        self, thread: ThreadKey, view: View, *, mark: PostMark | None = None
+    ) -> MessageRef:
         """Post a view in the thread; return its activity id and conversation (an answer
-        too long for one Teams message goes in several: the last one's)."""
+        too long for one Teams message goes in several: the last one's). ``mark``: the
+        last one's id is noted under it once Teams took it (``find_post``)."""
         reference = await self._reference(thread)
         await self._auth.prefetch_token()  # before the lookups of who sees what
         if isinstance(view, Reply) and len(parts := split_text(view.text)) > 1:
@@ -144,6 +164,8 @@ class TeamsMessenger:
             return message_ref(getattr(response, "id", None), conversation_id)
 
         ref: MessageRef = await self._send(reference, send)
+        if mark is not None:
+            await self._note_mark(thread, mark, Posted(thread=thread, ref=ref))
         if run_id is not None:
             await feedback.keep(
                 self._chat, reference.conversation.id, ref.get("activity_id"), run_id
@@ -213,6 +235,10 @@ class TeamsMessenger:
             return None
 
         async def rated(activity_id: str | None, run_id: str) -> None:
+            # The last message of a finished run's answer: its mark is noted here too.
+            if activity_id:
+                posted = Posted(thread=thread, ref=message_ref(activity_id, chat))
+                await self._note_mark(thread, answer_mark(run_id), posted)
             await feedback.keep(self._chat, chat, activity_id, run_id)
 
         # The requester; in a 1:1 chat that is the one person chatting.
@@ -233,16 +259,60 @@ class TeamsMessenger:
             log.info("no streamed answer in %s: %s", chat, exc)
             return None
 
-    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
+    async def post_elsewhere(
+        self, near: ThreadKey, to: Destination, view: View, *, mark: PostMark | None = None
+    ) -> Posted:
         """Start a new conversation with ``view`` where ``near``'s service and tenant are:
         a new post in the channel ``to.channel`` (a group chat's id: a message in that
-        chat), or the 1:1 chat with ``to.user_id`` (an Entra object id).
+        chat), or the 1:1 chat with ``to.user_id`` (an Entra object id). ``mark`` as on
+        ``post``.
 
         Raises:
             MissingReference: The bot never heard from ``near``.
             ValueError: ``to.channel`` is no Teams channel or chat id.
             Undeliverable: The service did not answer.
         """
+        posted = await self._post_elsewhere(near, to, view)
+        if mark is not None:
+            await self._note_mark(near, mark, posted, to=to)
+        return posted
+
+    async def find_post(
+        self,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        """Where the post marked ``mark`` went, as noted once Teams took it (``since`` is
+        not needed: notes lapse after ``MARK_TTL``). ``None`` also when the process died
+        between Teams taking it and the note: Teams cannot be asked, so it is posted
+        again (see the module's docstring)."""
+        stored = await self._chat.note(_mark_key(near, mark, to))
+        if stored is None:
+            return None
+        try:
+            return _POSTED.validate_json(stored)
+        except ValidationError:
+            log.warning("an unreadable note of where the %s of %s went", mark.post, mark.run_id)
+            return None
+
+    async def _note_mark(
+        self, near: ThreadKey, mark: PostMark, posted: Posted, *, to: Destination | None = None
+    ) -> None:
+        """Note where a marked post went. It is out already, so a failure is logged: after
+        a crash it would be posted again, it is not lost."""
+        if not posted.ref.get("activity_id"):
+            log.info("Teams gave the %s of %s no id: it cannot be found", mark.post, mark.run_id)
+            return
+        try:
+            value = _POSTED.dump_json(posted).decode()
+            await self._chat.set_note(_mark_key(near, mark, to), value, ttl=MARK_TTL)
+        except Exception:
+            log.exception("could not note where the %s of %s went", mark.post, mark.run_id)
+
+    async def _post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted:
         near_ref = await self._reference(near)
         await self._auth.prefetch_token()
         if to.channel is not None:
@@ -503,6 +573,12 @@ def _reference(
         channel_id=near.channel_id or CHANNEL_ID,
         service_url=near.service_url,
     )
+
+
+def _mark_key(near: ThreadKey, mark: PostMark, to: Destination | None) -> str:
+    """The note of a marked post in ``near`` (or sent from it to ``to``)."""
+    where = "" if to is None else f"channel={to.channel}" if to.channel else f"user={to.user_id}"
+    return f"{MARK_NOTE_PREFIX}{near.id}:{where}:{mark.key}"
 
 
 def _user_id(reference: ConversationReference) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -32,6 +33,7 @@ from bot import (
     Notice,
     Person,
     Posted,
+    PostMark,
     Prompt,
     Reply,
     Step,
@@ -110,15 +112,41 @@ class RecordingMessenger:
     lives: list[RecordingLive] = field(default_factory=list)
     failing_lives: bool = False
     inbox_changes: list[tuple[ThreadKey, frozenset[str]]] = field(default_factory=list)
+    marked: list[tuple[PostMark, ThreadKey, Destination | None, Posted]] = field(
+        default_factory=list
+    )
+    """Each marked post: its mark, the thread it was posted in or from, where to (for
+    ``post_elsewhere``), and where it went; ``find_post`` finds them."""
+    lookups: list[PostMark] = field(default_factory=list)
+    """The marks ``find_post`` was asked for, in order."""
 
-    async def post(self, thread: ThreadKey, view: View) -> MessageRef:
+    async def post(
+        self, thread: ThreadKey, view: View, *, mark: PostMark | None = None
+    ) -> MessageRef:
         self._reach()
         if self.failing_posts:
             self.failing_posts -= 1
             raise ConnectionError("the platform is down")
         ref: MessageRef = {"channel": thread.channel, "ts": f"m{len(self.posts) + 1}"}
         self.posts.append((thread, view, ref))
+        if mark is not None:
+            self.marked.append((mark, thread, None, Posted(thread=thread, ref=ref)))
         return ref
+
+    async def find_post(
+        self,
+        near: ThreadKey,
+        mark: PostMark,
+        *,
+        since: datetime,
+        to: Destination | None = None,
+    ) -> Posted | None:
+        self._reach()
+        self.lookups.append(mark)
+        return next(
+            (p for m, t, d, p in self.marked if (m, t, d) == (mark, near, to)),
+            None,
+        )
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         self._reach()
@@ -142,7 +170,9 @@ class RecordingMessenger:
         self.lives.append(started)
         return started
 
-    async def post_elsewhere(self, near: ThreadKey, to: Destination, view: View) -> Posted | None:
+    async def post_elsewhere(
+        self, near: ThreadKey, to: Destination, view: View, *, mark: PostMark | None = None
+    ) -> Posted | None:
         if not self.places:
             return None
         channel = to.channel or f"D-{to.user_id}"
@@ -152,6 +182,8 @@ class RecordingMessenger:
         )
         posted = Posted(thread=thread, ref={"channel": channel, "ts": root})
         self.elsewhere.append((to, view, posted))
+        if mark is not None:
+            self.marked.append((mark, near, to, posted))
         return posted
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:

@@ -9,6 +9,11 @@ messages and user groups a test gives it, and serves ``response_url``s: the
 answers to a slash command or to a click in a message only one person sees,
 kept as those people would see them.
 
+Messages keep their ``metadata`` (one Slack would ignore, of a bad ``event_type``, is a
+problem), and ``conversations.replies`` / ``conversations.history`` read them back (with
+``include_all_metadata``), a page at a time: the bot's messages only, as it posted them.
+``after_call`` lets a test act once a call was carried out, before it is answered.
+
 Streamed messages (``chat.startStream`` / ``appendStream`` / ``stopStream``) are
 messages of the thread like any other: their ``text`` is the Markdown streamed so
 far, and their ``chunks`` every chunk in order (``tasks``: each task as it is now).
@@ -96,6 +101,10 @@ LOADING_MESSAGE_LIMIT = 255
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 COLOR = re.compile(r"#[0-9A-Fa-f]{6}|good|warning|danger")
+EVENT_TYPE = re.compile(r"[A-Za-z0-9_-]+")
+"""What a message metadata ``event_type`` may hold (Slack ignores others, with a warning)."""
+HISTORY_LIMIT = 1000
+"""The most messages one ``conversations.history``/``replies`` page holds."""
 NUMBER = re.compile(r"-?\d+(\.\d+)?")
 WHOLE_NUMBER = re.compile(r"-?\d+")
 
@@ -134,6 +143,13 @@ class Posted:
     """Whether it is still being streamed (started, not stopped)."""
     started_with: dict[str, Any] | None = None
     """A streamed message's ``chat.startStream`` arguments (``None``: posted whole)."""
+    metadata: dict[str, Any] | None = None
+    """Its message metadata (``event_type``, ``event_payload``), as Slack keeps it."""
+    posted_at: float = field(default_factory=time.time)
+    """When it was posted (``time.time``): the fake's ``ts`` count, Slack's are this time,
+    so ``oldest``/``latest`` of the history methods are held against it."""
+    bot_id: str = BOT_ID
+    """The bot that posted it (a test may put another app's message in a thread)."""
 
     @property
     def tasks(self) -> dict[str, dict[str, Any]]:
@@ -273,6 +289,9 @@ class FakeSlack:
     before_refresh: Callable[[], Awaitable[None]] | None = None
     """Awaited (once: it is cleared first) when a refresh arrives, before it is
     answered: what happens meanwhile elsewhere (another replica refreshing first)."""
+    after_call: Callable[[ApiCall], Awaitable[None]] | None = None
+    """Awaited with each Web API call once it is carried out (a message kept as posted),
+    before it is answered: what happens meanwhile (the bot killed before it hears back)."""
     url: str = ""
     base: str = ""
     _ts: Any = field(default_factory=lambda: itertools.count(1))
@@ -476,6 +495,8 @@ class FakeSlack:
         if method == "auth.test":
             return self._auth_test(args, token=token)
         result: web.Response = handler(args)
+        if self.after_call is not None:
+            await self.after_call(self.calls[-1])
         return result
 
     def _scripted(self, method: str) -> web.Response | None:
@@ -576,6 +597,7 @@ class FakeSlack:
         blocks = args.get("blocks") or []
         message = Posted(channel, ts, args.get("thread_ts"), args.get("text", ""), blocks)
         message.attachments = args.get("attachments") or []
+        message.metadata = self._metadata_of(args)
         self.messages[(channel, ts)] = message
         return _ok(channel=channel, ts=ts, message={"text": message.text, "ts": ts})
 
@@ -593,6 +615,8 @@ class FakeSlack:
             message.blocks = args.get("blocks") or []
         if "attachments" in args:
             message.attachments = args["attachments"] or []
+        if "metadata" in args:
+            message.metadata = self._metadata_of(args)
         message.updates += 1
         message.updated_at = time.perf_counter()
         return _ok(channel=message.channel, ts=message.ts, text=message.text)
@@ -651,6 +675,8 @@ class FakeSlack:
                 self.problems.append(f"chat.stopStream: {problem}")
                 return _fail("invalid_blocks")
             message.blocks = list(blocks)
+        if "metadata" in args:
+            message.metadata = self._metadata_of(args)
         self._stream_into(message, chunks)
         message.streaming = False
         message.updated_at = time.perf_counter()
@@ -698,6 +724,61 @@ class FakeSlack:
         message.updates += 1
         if len(message.text) > MESSAGE_LIMIT:
             self.problems.append("a streamed message over 40,000 characters")
+
+    def _metadata_of(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        """A post's ``metadata`` as Slack keeps it: one of an ``event_type`` Slack does not
+        take is dropped (Slack warns ``invalid_metadata_schema``; here, a problem)."""
+        metadata = args.get("metadata")
+        if metadata is None:
+            return None
+        if isinstance(metadata, str):
+            metadata = json.loads(metadata)
+        kind = metadata.get("event_type") if isinstance(metadata, dict) else None
+        if not isinstance(kind, str) or not EVENT_TYPE.fullmatch(kind):
+            self.problems.append(f"metadata Slack would ignore: {metadata!r}")
+            return None
+        if not isinstance(metadata.get("event_payload"), dict):
+            self.problems.append(f"metadata without an event_payload object: {metadata!r}")
+            return None
+        return dict(metadata)
+
+    def _conversations_replies(self, args: dict[str, Any]) -> web.Response:
+        """A thread's replies the bot posted, oldest first (the fake keeps no one else's)."""
+        channel, ts = args.get("channel", ""), args.get("ts", "")
+        if not channel or not ts:
+            return _fail("invalid_arguments")
+        thread = [m for m in self.messages.values() if m.channel == channel and m.thread_ts == ts]
+        return self._history_page(args, thread)
+
+    def _conversations_history(self, args: dict[str, Any]) -> web.Response:
+        """A channel's top-level messages the bot posted, newest first."""
+        channel = args.get("channel", "")
+        if not channel:
+            return _fail("channel_not_found")
+        top = [m for m in self.messages.values() if m.channel == channel and m.thread_ts is None]
+        return self._history_page(args, list(reversed(top)))
+
+    def _history_page(self, args: dict[str, Any], messages: list[Posted]) -> web.Response:
+        """One page of ``messages`` between ``oldest`` and ``latest``, ``limit`` long, from
+        ``cursor`` on; metadata only with ``include_all_metadata``."""
+        inclusive = _flag(args.get("inclusive"))
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or "inf")
+        shown = [
+            m
+            for m in messages
+            if (oldest <= m.posted_at if inclusive else oldest < m.posted_at)
+            and (m.posted_at <= latest if inclusive else m.posted_at < latest)
+        ]
+        limit = min(int(args.get("limit") or HISTORY_LIMIT), HISTORY_LIMIT)
+        start = int(args.get("cursor") or 0)
+        page = shown[start : start + limit]
+        more = start + limit < len(shown)
+        metadata = _flag(args.get("include_all_metadata"))
+        return _ok(
+            messages=[_history_message(m, metadata=metadata) for m in page],
+            has_more=more,
+            response_metadata={"next_cursor": str(start + limit) if more else ""},
+        )
 
     def _chat_postEphemeral(self, args: dict[str, Any]) -> web.Response:
         if not args.get("channel") or not args.get("user") or not args.get("text"):
@@ -1021,6 +1102,22 @@ def permalink(channel: str, ts: str) -> str:
     return f"https://fake.slack.com/archives/{channel}/p{ts.replace('.', '')}"
 
 
+def _history_message(message: Posted, *, metadata: bool) -> dict[str, Any]:
+    """A message as ``conversations.history``/``replies`` give it (posted by the bot)."""
+    shown: dict[str, Any] = {
+        "type": "message",
+        "ts": message.ts,
+        "text": message.text,
+        "bot_id": message.bot_id,
+        "blocks": message.blocks,
+    }
+    if message.thread_ts is not None:
+        shown["thread_ts"] = message.thread_ts
+    if metadata and message.metadata is not None:
+        shown["metadata"] = message.metadata
+    return shown
+
+
 def _flag(value: Any) -> bool:
     return str(value).lower() in ("1", "true")
 
@@ -1043,7 +1140,7 @@ async def _args(request: web.Request) -> dict[str, Any]:
         return dict(data) if isinstance(data, dict) else {}
     form = await request.post()
     args: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
-    for key in ("blocks", "view", "attachments"):
+    for key in ("blocks", "view", "attachments", "metadata"):
         if isinstance(args.get(key), str):
             args[key] = json.loads(args[key])
     return args

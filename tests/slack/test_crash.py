@@ -10,7 +10,7 @@ the tools really did.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from adapters.slack.wire import APPROVE_ACTION
 from agents.texts import INTERRUPTED_RUN
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
-from .fake_slack import FakeSlack, Posted
+from .fake_slack import ApiCall, FakeSlack, Posted
 from .harness import CHANNEL, mention_event
 from .process import BotProcess, running
 from .test_approvals import card_text, has_buttons
@@ -125,10 +125,10 @@ async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
     card = await card_for(bot, slack, "api")
     await bot.kill()
     await bot.start()
-    # Killed between posting the card and recording where it is, the card is
-    # posted again once the dead process's lease lapsed: people use the newest.
+    # Killed perhaps between posting the card and recording where it is: once the
+    # dead process's lease lapsed, the card is found again (never posted twice).
     await asyncio.sleep(2.5)
-    card = newest_card(slack, card.thread_ts or "")
+    assert newest_card(slack, card.thread_ts or "") is card
     assert await bot.press(card, APPROVE_ACTION) == 200
     await slack.wait_for(
         lambda: any("Done." in text for text in replies(slack, card.thread_ts or "")),
@@ -181,3 +181,92 @@ async def test_a_kill_while_the_tool_runs_is_reported_once_the_lease_lapses(
     assert len(bot.recorded("deploy-start")) == 1  # never run twice
     assert bot.recorded("deploy-end") == []
     assert not has_buttons(card)
+
+
+def is_card(call: ApiCall) -> bool:
+    """Whether a Web API call posts an approval card."""
+    return call.method == "chat.postMessage" and any(
+        element.get("action_id") == APPROVE_ACTION
+        for block in call.args.get("blocks") or []
+        for element in block.get("elements", [])
+    )
+
+
+def kill_at(slack: FakeSlack, bot: BotProcess, picked: Callable[[ApiCall], bool]) -> asyncio.Event:
+    """Kill the bot once Slack carried out the call ``picked`` chooses, before the bot hears
+    back: what it posted is in Slack, and nowhere in its own records. Set when done."""
+    killed = asyncio.Event()
+
+    async def after(call: ApiCall) -> None:
+        if not killed.is_set() and picked(call):
+            slack.after_call = None
+            await bot.kill()
+            killed.set()
+
+    slack.after_call = after
+    return killed
+
+
+def looked_back_or_posted_again(slack: FakeSlack, posts: Callable[[], int]) -> bool:
+    """Whether the bot restarted on the killed message's work: it looked for what it had
+    posted (``conversations.replies``), or it posted it again."""
+    return bool(slack.of("conversations.replies")) or posts() > 1
+
+
+async def test_a_kill_between_posting_a_card_and_recording_it_leaves_one_card_that_works(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    killed = kill_at(slack, bot, is_card)
+    root = mention_event("deploy api")
+    assert await bot.send_event(root) == 200
+    await slack.wait_for(killed.is_set, what="the card posted and the bot killed")
+    await bot.start()
+
+    def cards() -> int:
+        return len([c for c in slack.of("chat.postMessage") if is_card(c)])
+
+    await slack.wait_for(
+        lambda: looked_back_or_posted_again(slack, cards),
+        within=RECOVERY_WITHIN,
+        what="the message taken over",
+    )
+    card = newest_card(slack, root["ts"])
+    assert await bot.press(card, APPROVE_ACTION) == 200
+    await slack.wait_for(
+        lambda: any("Done." in text for text in replies(slack, root["ts"])),
+        within=RECOVERY_WITHIN,
+        what="the answer",
+    )
+    await bot.stop()  # anything still to come has come
+    assert cards() == 1, replies(slack, root["ts"])
+    assert "Approved by" in card_text(card)
+    assert len(bot.recorded("deploy-end")) == 1
+
+
+def is_answer_end(slack: FakeSlack, text: str) -> Callable[[ApiCall], bool]:
+    """Picks the call that ends the streamed answer ``text`` starts."""
+
+    def picked(call: ApiCall) -> bool:
+        if call.method != "chat.stopStream":
+            return False
+        message = slack.messages.get((call.args.get("channel", ""), call.args.get("ts", "")))
+        return message is not None and message.text.startswith(text)
+
+    return picked
+
+
+async def test_a_kill_between_posting_an_answer_and_recording_it_answers_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    killed = kill_at(slack, bot, is_answer_end(slack, "You said: hello there"))
+    root = mention_event("hello there")
+    assert await bot.send_event(root) == 200
+    await slack.wait_for(killed.is_set, what="the answer posted and the bot killed")
+    await bot.start()
+    await slack.wait_for(
+        lambda: looked_back_or_posted_again(slack, lambda: len(replies(slack, root["ts"]))),
+        within=RECOVERY_WITHIN,
+        what="the message taken over",
+    )
+    await bot.stop()  # anything still to come has come
+    assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text()

@@ -56,6 +56,13 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "conversations.open": frozenset({"im:write"}),
     # The policy's channel may be public or private.
     "conversations.info": frozenset({"channels:read", "groups:read"}),
+    # Reading back a post made before a crash (its metadata), in any kind of conversation.
+    "conversations.replies": frozenset(
+        {"channels:history", "groups:history", "im:history", "mpim:history"}
+    ),
+    "conversations.history": frozenset(
+        {"channels:history", "groups:history", "im:history", "mpim:history"}
+    ),
     "usergroups.list": frozenset({"usergroups:read"}),
     "usergroups.users.list": frozenset({"usergroups:read"}),
 }

@@ -1,0 +1,197 @@
+"""Posted once across a crash: work taken over from a process that died looks for what
+that process posted (by the post's mark) before posting it, and records what it finds.
+
+A crash between a post and recording it is played in process: what the dead process
+recorded is forgotten (the card's place), and the message's work is done again as a
+worker taking it over does (``Replies.catch_up``, or ``stream_for`` with ``retry``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot import (
+    ApprovalCard,
+    ApprovalPolicy,
+    CardPlace,
+    CardPointer,
+    ChatBot,
+    Destination,
+    Prompt,
+    Reply,
+    ask_of,
+)
+from bot.views import card_mark
+from tests.agents.helpers import Counter
+
+from .helpers import (
+    THREAD,
+    RecordingMessenger,
+    booking_agent,
+    click,
+    message,
+    refund_agent,
+    restart_requested,
+    weather_agent,
+)
+from .test_routing import CHANNEL, DIRECT, ask, wired
+
+
+async def died_before_recording(bot: ChatBot, run_id: str) -> None:
+    """What the process that died left: its post in the chat, no place recorded for it."""
+    await bot.chat.forget([run_id], [])
+
+
+async def caught_up(bot: ChatBot, messenger: RecordingMessenger, run_id: str) -> None:
+    """What the worker taking the run's message over does first."""
+    await bot.replies.catch_up(THREAD, messenger, run_id)
+    await bot.drain()
+
+
+async def test_a_card_posted_before_a_crash_is_found_and_recorded_not_posted_again() -> None:
+    bot, messenger, card = await restart_requested(Counter())
+    await died_before_recording(bot, card.run_id)
+    await caught_up(bot, messenger, card.run_id)
+
+    assert messenger.views(ApprovalCard) == [card]
+    assert messenger.lookups == [card_mark(card)]
+    place = await bot.chat.card_of(card.run_id, card.ask)
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(card))
+
+
+async def test_a_card_not_posted_before_a_crash_is_posted() -> None:
+    bot, messenger, card = await restart_requested(Counter())
+    await died_before_recording(bot, card.run_id)
+    messenger.marked.clear()  # died before Slack took it
+    await caught_up(bot, messenger, card.run_id)
+
+    first, again = messenger.views(ApprovalCard)
+    assert again.tool_call_id == first.tool_call_id
+    place = await bot.chat.card_of(card.run_id, card.ask)
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(again))
+
+
+async def test_a_card_that_cannot_be_looked_for_is_posted_again_never_lost() -> None:
+    bot, messenger, card = await restart_requested(Counter())
+    await died_before_recording(bot, card.run_id)
+    messenger.unreachable = 1  # the lookup fails; the post after it goes out
+    await caught_up(bot, messenger, card.run_id)
+    assert len(messenger.views(ApprovalCard)) == 2
+
+
+async def test_a_card_sent_to_an_approvers_channel_is_found_there_with_its_pointer() -> None:
+    bot, messenger, _ = wired(CHANNEL)
+    await ask(bot, "A-1")
+    ((to, card, posted),) = messenger.elsewhere
+    assert isinstance(card, ApprovalCard)
+    (pointer,) = messenger.views(CardPointer, THREAD)
+    await died_before_recording(bot, card.run_id)
+    await caught_up(bot, messenger, card.run_id)
+
+    assert len(messenger.elsewhere) == 1
+    assert messenger.views(CardPointer, THREAD) == [pointer]
+    place = await bot.chat.card_of(card.run_id, card.ask)
+    assert place is not None
+    assert place.ref == messenger.ref_of(pointer)
+    assert [(c.to, c.posted) for c in place.copies] == [(to, posted)]
+
+
+async def test_only_the_direct_messages_missing_after_a_crash_are_sent() -> None:
+    bot, messenger, _ = wired(DIRECT)
+    await ask(bot, "A-1")
+    (to_u2, card, at_u2), _ = messenger.elsewhere
+    assert isinstance(card, ApprovalCard)
+    await died_before_recording(bot, card.run_id)
+    # It died once the card reached U2: before U3's, the pointer and the record.
+    messenger.elsewhere = messenger.elsewhere[:1]
+    messenger.posts = [p for p in messenger.posts if not isinstance(p[1], CardPointer)]
+    messenger.marked = [m for m in messenger.marked if m[2] == to_u2]
+    await caught_up(bot, messenger, card.run_id)
+
+    assert [to.user_id for to, _, _ in messenger.elsewhere] == ["U2", "U3"]
+    (pointer,) = messenger.views(CardPointer, THREAD)
+    place = await bot.chat.card_of(card.run_id, card.ask)
+    assert place is not None
+    assert place.ref == messenger.ref_of(pointer)
+    assert [(c.to, c.posted) for c in place.copies] == [
+        (to_u2, at_u2),
+        (Destination(user_id="U3"), messenger.elsewhere[1][2]),
+    ]
+
+
+async def test_a_question_posted_before_a_crash_is_found_not_asked_again() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("weather?"))
+    await bot.drain()
+    (question,) = messenger.views(Prompt)
+    await died_before_recording(bot, question.run_id)
+    await caught_up(bot, messenger, question.run_id)
+
+    assert messenger.views(Prompt) == [question]
+    (pending,) = await bot.replies.pending(THREAD.id)
+    place = await bot.chat.card_of(pending.run_id, ask_of(pending))
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(question))
+
+
+async def test_a_question_asked_again_before_a_crash_is_not_asked_a_third_time() -> None:
+    extracted: list[dict[str, Any]] = [{"date": "soon"}, {"date": "soon"}, {"date": "soon"}]
+    bot = ChatBot(booking_agent(extracted, Counter()))
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("book a table"))
+    await bot.drain()
+    (question,) = messenger.views(Prompt)
+    (pending,) = await bot.replies.pending(THREAD.id)
+    asked = await bot.chat.card_of(pending.run_id, ask_of(pending))
+    assert asked is not None
+
+    reply = message("whenever")
+    await bot.replies.stream_for(reply, messenger, "run_inbox_7", retry=False)
+    (again,) = messenger.views(Prompt)[1:]
+    assert again.error is not None
+    # Died before recording that the question is asked again below the reply.
+    await bot.chat.set_card(pending.run_id, ask_of(pending), asked)
+    await bot.replies.stream_for(reply, messenger, "run_inbox_7", retry=True)
+
+    assert messenger.views(Prompt) == [question, again]
+    place = await bot.chat.card_of(pending.run_id, ask_of(pending))
+    assert place == CardPlace(thread=THREAD, ref=messenger.ref_of(again))
+    # Another reply that does not fit is asked again, as ever.
+    await bot.replies.stream_for(message("later"), messenger, "run_inbox_8", retry=True)
+    assert len(messenger.views(Prompt)) == 3
+
+
+async def test_an_answer_posted_before_a_crash_is_not_posted_again() -> None:
+    ran: list[str] = []
+    bot = ChatBot(refund_agent(ran), policy=ApprovalPolicy())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("A-1"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    await bot.decisions.on_click(click(card, user="U2"))
+    await bot.drain()
+    (answer,) = messenger.views(Reply)
+    assert answer.feedback == card.run_id
+    await caught_up(bot, messenger, card.run_id)
+    assert messenger.views(Reply) == [answer]
+
+
+async def test_an_answer_lost_in_a_crash_is_posted_rated_and_marked() -> None:
+    bot = ChatBot(refund_agent([]), policy=ApprovalPolicy())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("A-1"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    await bot.decisions.on_click(click(card, user="U2"))
+    await bot.drain()
+    messenger.marked.clear()  # died before the platform took it
+    await caught_up(bot, messenger, card.run_id)
+
+    first, again = messenger.views(Reply)
+    assert (again.text, again.feedback) == (first.text, card.run_id)
+    await caught_up(bot, messenger, card.run_id)  # and found the next time
+    assert len(messenger.views(Reply)) == 2
