@@ -3,9 +3,12 @@
 The SDK's check fetches OpenID metadata with a blocking ``requests.get`` before
 it looks at expiry or audience, so a token that is plainly unacceptable
 (missing, not a JWT, expired, for another bot or another service URL) is
-rejected here without any network. The SDK check then runs off the event loop,
-on a few threads of its own (``CheckPool``): a metadata endpoint that hangs can
-tie up only those, never the default executor the rest of the bot uses
+rejected here without any network. The SDK check then runs on the event loop
+while it needs no network (the metadata and keys are cached: a check is then a
+signature check, a fraction of a millisecond), and a fetch it would make there
+is refused (``MetadataNeeded``): the check then runs off the loop, on a few
+threads of its own (``CheckPool``), so a metadata endpoint that hangs can tie up
+only those, never the loop or the default executor the rest of the bot uses
 (database tools, token prefetch). The pool refuses work when it is full rather
 than queueing it, runs one check per signing key at a time (the first one
 fetches the metadata, the others then find it cached), and the SDK's metadata
@@ -27,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -90,6 +94,14 @@ class PoolSaturated(Exception):
     """Every check thread is busy: the work is refused, not queued."""
 
 
+class MetadataNeeded(Exception):
+    """The SDK's check would fetch OpenID metadata or keys, which the event loop never does."""
+
+
+_ON_LOOP: ContextVar[bool] = ContextVar("teams_auth_on_loop", default=False)
+"""Set while the SDK's check runs on the event loop, where a metadata fetch is refused."""
+
+
 @dataclass(frozen=True)
 class _SdkConfiguration:
     """The attribute names ``ConfigurationBotFrameworkAuthentication`` reads."""
@@ -106,6 +118,8 @@ class LocalToken:
 
     header: dict[str, Any]
     claims: dict[str, Any]
+    auth_header: str = ""
+    """The ``Authorization`` header it was read from."""
 
     @property
     def signing_key(self) -> str:
@@ -138,8 +152,8 @@ class TeamsAuth:
         self.check_timeout = SDK_AUTH_TIMEOUT
         """Seconds a request waits for the SDK's check before it is refused."""
         self.checks = CheckPool(AUTH_WORKERS)
-        if self.enabled:
-            install_metadata_timeout()
+        # On the loop only where a fetch there can be refused (our ``requests`` in the SDK).
+        self._checks_on_loop = self.enabled and install_metadata_timeout()
 
     async def prefetch_token(self) -> None:
         """Make sure the bot's outbound token is fresh, fetching it off the event loop,
@@ -157,20 +171,25 @@ class TeamsAuth:
             reason = str(exc) or type(exc).__name__
             raise Undeliverable(f"no Bot Framework token for app {self.app_id}: {reason}") from None
 
-    def precheck(self, auth_header: str) -> None:
-        """Reject what can be rejected without the network or the request body.
+    def precheck(self, auth_header: str) -> LocalToken | None:
+        """Reject what can be rejected without the network or the request body; what
+        was read, for ``authenticate`` (``None`` without authentication).
 
         Raises:
             Unauthorized: The header is missing or malformed, or the token is
                 expired, not yet valid, or for another audience.
         """
-        if self.enabled:
-            check_token_locally(auth_header, self.app_id)
+        if not self.enabled:
+            return None
+        return check_token_locally(auth_header, self.app_id)
 
-    async def authenticate(self, activity: Activity, auth_header: str) -> AuthenticateRequestResult:
+    async def authenticate(
+        self, activity: Activity, auth_header: str, *, prechecked: LocalToken | None = None
+    ) -> AuthenticateRequestResult:
         """The SDK's verdict on the request (signature, issuer, endorsements, service URL).
 
         Without an app id every request is anonymous and the header is ignored.
+        ``prechecked``: what ``precheck`` read from the same header (not read again).
 
         Raises:
             Unauthorized: The token fails a local check (the service URL
@@ -183,7 +202,17 @@ class TeamsAuth:
             if not is_loopback_url(activity.service_url or ""):
                 raise Unauthorized("without authentication only a local serviceUrl is answered")
             return await self.framework.authenticate_request(activity, "")
-        token = check_token_locally(auth_header, self.app_id, service_url=activity.service_url)
+        token = prechecked
+        if token is None or token.auth_header != auth_header:
+            token = check_token_locally(auth_header, self.app_id)
+        # Before the SDK's check (it checks a channel token's service URL too): a token
+        # for another service URL is refused here, and never costs a fetch.
+        check_service_url(token, activity.service_url)
+        if self._checks_on_loop:
+            try:
+                return await self._check_on_loop(activity, auth_header)
+            except MetadataNeeded:
+                pass  # fetched in the pool, once per signing key at a time
 
         def check() -> AuthenticateRequestResult:
             # Its own event loop in a pool thread: the blocking fetch stalls only this.
@@ -197,22 +226,49 @@ class TeamsAuth:
         except PoolSaturated as exc:
             log.warning("all %d Teams token check threads are busy; refusing", self.checks.workers)
             raise Unauthorized("token checks saturated") from exc
-        except PermissionError as exc:
-            raise Unauthorized(f"refused by the Bot Framework check: {exc}") from exc
-        except jwt.PyJWTError as exc:
-            raise Unauthorized(f"invalid token: {exc}") from exc
         except TimeoutError as exc:
             log.error("verifying a Teams token took over %.1f s; refusing it", self.check_timeout)
             raise Unauthorized("token check timed out") from exc
         except Exception as exc:
-            # An unknown key id, unreachable OpenID metadata, a malformed claim...
-            log.error("could not verify a Teams token: %r", exc)
-            raise Unauthorized(f"token check failed: {exc!r}") from exc
+            raise _refusal(exc) from exc
         return result
+
+    async def _check_on_loop(
+        self, activity: Activity, auth_header: str
+    ) -> AuthenticateRequestResult:
+        """The SDK's check right here, unless it would fetch (``MetadataNeeded``).
+
+        Raises:
+            MetadataNeeded: The metadata or a key is not cached (or is stale).
+            Unauthorized: The SDK refused the token.
+        """
+        on_loop = _ON_LOOP.set(True)
+        try:
+            verdict: AuthenticateRequestResult = await self.framework.authenticate_request(
+                activity, auth_header
+            )
+        except MetadataNeeded:
+            raise
+        except Exception as exc:
+            raise _refusal(exc) from exc
+        finally:
+            _ON_LOOP.reset(on_loop)
+        return verdict
 
     def close(self) -> None:
         """Stop taking checks; a thread still hanging ends with its fetch's timeout."""
         self.checks.close()
+
+
+def _refusal(exc: Exception) -> Unauthorized:
+    """Why the SDK's check refused a token (or could not check it)."""
+    if isinstance(exc, PermissionError):
+        return Unauthorized(f"refused by the Bot Framework check: {exc}")
+    if isinstance(exc, jwt.PyJWTError):
+        return Unauthorized(f"invalid token: {exc}")
+    # An unknown key id, unreachable OpenID metadata, a malformed claim...
+    log.error("could not verify a Teams token: %r", exc)
+    return Unauthorized(f"token check failed: {exc!r}")
 
 
 class _Framework(ConfigurationBotFrameworkAuthentication):  # type: ignore[misc]
@@ -323,13 +379,16 @@ class _TimedRequests:
     """Stands in for ``requests`` in the SDK's OpenID metadata code: ``get`` with a timeout.
 
     The SDK calls ``requests.get(url)`` without one, so a metadata endpoint that
-    accepts and never answers would hold a check thread forever.
+    accepts and never answers would hold a check thread forever. On the event loop
+    (``TeamsAuth`` checks there what needs no network) it refuses to fetch at all.
     """
 
     def __init__(self, timeout: float | tuple[float, float] | None) -> None:
         self.timeout = timeout
 
     def get(self, url: str, **kwargs: Any) -> requests.Response:
+        if _ON_LOOP.get():
+            raise MetadataNeeded(url)
         kwargs.setdefault("timeout", self.timeout)
         return requests.get(url, **kwargs)
 
@@ -341,18 +400,20 @@ METADATA_HTTP: Final = _TimedRequests(METADATA_FETCH_TIMEOUT)
 """What the SDK's metadata code calls ``requests``; its ``timeout`` applies to every fetch."""
 
 
-def install_metadata_timeout() -> None:
-    """Give the SDK's OpenID metadata fetches a timeout (idempotent)."""
+def install_metadata_timeout() -> bool:
+    """Give the SDK's OpenID metadata fetches a timeout (idempotent); whether they have it
+    (and so can be refused on the event loop)."""
     current = getattr(_sdk_extractor, "requests", None)
     if current is METADATA_HTTP:
-        return
+        return True
     if current is not requests:
         log.warning(
             "botframework's OpenID metadata code no longer uses requests.get: its fetches "
             "have no timeout of ours (the check pool still bounds them)"
         )
-        return
+        return False
     _sdk_extractor.requests = METADATA_HTTP
+    return True
 
 
 def check_token_locally(
@@ -379,10 +440,11 @@ def check_token_locally(
     if scheme != "Bearer" or not token or " " in token:
         raise Unauthorized("missing or malformed Authorization header")
     try:
-        header: dict[str, Any] = jwt.get_unverified_header(token)
-        claims: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
+        decoded = jwt.decode_complete(token, options={"verify_signature": False})
     except jwt.PyJWTError as exc:
         raise Unauthorized(f"not a JWT: {exc}") from exc
+    header: dict[str, Any] = decoded["header"]
+    claims: dict[str, Any] = decoded["payload"]
     if header.get("alg") not in ALGORITHMS:
         raise Unauthorized(f"signing algorithm {header.get('alg')!r} is not accepted")
     if not header.get("kid"):
@@ -398,13 +460,24 @@ def check_token_locally(
         raise Unauthorized("token is not valid yet")
     if claims.get("aud") != app_id:
         raise Unauthorized("token is for another audience")
+    read = LocalToken(header=header, claims=claims, auth_header=auth_header)
+    return check_service_url(read, service_url)
+
+
+def check_service_url(token: LocalToken, service_url: str | None) -> LocalToken:
+    """A channel token must name the activity's ``serviceUrl`` (as the SDK requires);
+    ``None``: not known yet (the body is not read), not checked.
+
+    Raises:
+        Unauthorized: It names another.
+    """
     if (
         service_url is not None
-        and _is_channel_token(auth_header)
-        and claims.get(ChannelValidation.SERVICE_URL_CLAIM) != service_url
+        and _is_channel_token(token.auth_header)
+        and token.claims.get(ChannelValidation.SERVICE_URL_CLAIM) != service_url
     ):
         raise Unauthorized("token is for another service URL")
-    return LocalToken(header=header, claims=claims)
+    return token
 
 
 def _is_channel_token(auth_header: str) -> bool:

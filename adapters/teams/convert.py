@@ -8,11 +8,12 @@ The workspace is the tenant.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Self
 
 from botbuilder.core import TurnContext
-from botbuilder.schema import Activity, ConversationAccount, ConversationReference
+from botbuilder.schema import Activity, ConversationReference
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot import REASON_INPUT, Click, IncomingMessage, MessageRef, ThreadKey
@@ -108,7 +109,9 @@ def thread_of(activity: Activity) -> ThreadKey:
 def reference_of(activity: Activity, thread: ThreadKey) -> dict[str, Any]:
     """The conversation reference (JSON) that posts into the activity's thread later."""
     reference = TurnContext.get_conversation_reference(activity)
-    conversation = ConversationAccount().deserialize(activity.conversation.serialize())
+    # A copy to change, not the activity's own: shallow, as only its own fields change
+    # (not a JSON round trip: this runs before every message's ack).
+    conversation = copy.copy(activity.conversation)
     if is_channel(activity):
         # A new top-level post has no ``;messageid=`` yet; replies must carry it.
         conversation.id = f"{thread.channel}{MESSAGE_ID}{thread.root}"

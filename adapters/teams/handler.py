@@ -43,7 +43,7 @@ class MessagesHandler:
         auth_header = request.headers.get("Authorization", "")
         try:
             # Cheap local checks first: an anonymous caller never gets the body parsed.
-            self._auth.precheck(auth_header)
+            prechecked = self._auth.precheck(auth_header)
         except Unauthorized as exc:
             return _unauthorized(exc)
         if "json" not in request.content_type:
@@ -58,7 +58,7 @@ class MessagesHandler:
         if activity is None:
             return web.Response(status=400, text="body is not a Bot Framework activity")
         try:
-            verdict = await self._auth.authenticate(activity, auth_header)
+            verdict = await self._auth.authenticate(activity, auth_header, prechecked=prechecked)
         except Unauthorized as exc:
             return _unauthorized(exc)
         try:
