@@ -1,35 +1,39 @@
 """How fast the Slack adapter acknowledges, and how soon a click shows on the card.
 
-Run with ``python -m bench.slack_bench`` (options: ``--store sqlite|memory``,
-``--sizes 50,200``). Everything is local: the real aiohttp server with the Slack
-adapter over a ``ChatBot``, the fake Slack Web API from the tests, requests
-signed like Slack's. For each size N it sends N @mentions at once (each asks
-for a gated tool, so N cards appear), then N Approve clicks at once, and reports:
+Run with ``python -m bench.slack_bench`` (options: ``--stores memory,sqlite,redis``,
+``--sizes 50``, ``--rounds 5``). Everything is local: the real aiohttp server with
+the Slack adapter over a ``ChatBot``, the fake Slack Web API from the tests,
+requests signed like Slack's. Redis is the server at ``REDIS_URL``, under a
+private key prefix deleted afterwards. For each store and size N, each round
+sends N @mentions at once (each asks for a gated tool, so N cards appear), then
+N Approve clicks at once, and reports over all rounds:
 
 - ack: mention event: request sent -> HTTP response (Slack wants it within 3 s);
 - ack: button click: the same for ``block_actions``;
 - click -> card updated: click sent -> ``chat.update`` of that card received.
 
-The same load goes, in the same run, to a bare slack-bolt ``AsyncApp`` behind
-aiohttp whose listeners only ack (the least any Slack app can do), and each
-figure is printed with its ratio to that baseline.
+The same load goes, in the same run and right before each store's, to a bare
+slack-bolt ``AsyncApp`` behind aiohttp whose listeners only ack (the least any
+Slack app can do), and each ack's p50 and p99 is printed with its ratio to that
+baseline's (click -> card against the bare click ack).
 
 Client, server and fake Slack share one event loop and one CPU, so the numbers
 include their contention; the agent work of earlier requests runs meanwhile.
+Before each burst the garbage of what came before is collected, and one round
+per store warms up (connections, caches) unmeasured.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlencode
 
 import aiohttp
@@ -41,7 +45,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.wire import APPROVE_ACTION
-from agents import Store, open_store
+from agents import Store
 from tests.slack.fake_slack import TOKEN, FakeSlack, Posted
 from tests.slack.harness import (
     BOB,
@@ -56,13 +60,26 @@ from tests.slack.harness import (
 )
 from tests.slack.scripted import build_agent
 
+from .approval_cycle_bench import store_for
+
 ACK_BUDGET_MS = 3000.0
+STORES = ("memory", "sqlite", "redis")
+MENTION_ACK = "ack: mention event"
+CLICK_ACK = "ack: button click"
+CLICK_CARD = "click -> card updated"
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """The sample at ``fraction`` (nearest rank)."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 @dataclass
 class Row:
     """One line of the report."""
 
+    store: str
     scenario: str
     concurrent: int
     samples: list[float]
@@ -70,20 +87,25 @@ class Row:
     """The bare Bolt app's figures for the same load (click ack for click -> card)."""
 
     @property
+    def p50(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
     def p99(self) -> float:
-        ordered = sorted(self.samples)
-        return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        return percentile(self.samples, 0.99)
 
     def cells(self) -> list[str]:
-        ordered = sorted(self.samples)
         base = self.baseline
         return [
+            self.store,
             self.scenario,
             str(self.concurrent),
-            f"{statistics.median(ordered):.1f}",
+            f"{self.p50:.1f}",
             f"{self.p99:.1f}",
-            f"{ordered[-1]:.1f}",
+            f"{max(self.samples):.1f}",
+            f"{base.p50:.1f}" if base else "-",
             f"{base.p99:.1f}" if base else "-",
+            f"{self.p50 / base.p50:.2f}x" if base else "-",
             f"{self.p99 / base.p99:.2f}x" if base else "-",
         ]
 
@@ -97,77 +119,109 @@ async def timed(work: Awaitable[int]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-async def post(session: aiohttp.ClientSession, bot: BotServer, body: str, kind: str) -> int:
+async def send(session: aiohttp.ClientSession, url: str, body: str, kind: str) -> int:
+    """POST one body signed like Slack; the HTTP status."""
     headers = {"Content-Type": kind, **signed_headers(body)}
-    async with session.post(bot.url, data=body.encode(), headers=headers) as resp:
+    async with session.post(url, data=body.encode(), headers=headers) as resp:
         await resp.read()
         return resp.status
 
 
-async def verify_url(session: aiohttp.ClientSession, bot: BotServer) -> int:
-    body = json.dumps({"type": "url_verification", "challenge": "warm-up", "token": "x"})
-    return await post(session, bot, body, "application/json")
+def mention_body(text: str) -> str:
+    return json.dumps(event_body(mention_event(text)))
 
 
-async def mention(session: aiohttp.ClientSession, bot: BotServer, text: str) -> int:
-    body = json.dumps(event_body(mention_event(text)))
-    return await post(session, bot, body, "application/json")
+def click_body(card: Posted) -> str:
+    return urlencode({"payload": json.dumps(block_actions(card, APPROVE_ACTION, user=BOB))})
 
 
-async def click(session: aiohttp.ClientSession, bot: BotServer, card: Posted) -> int:
-    payload = block_actions(card, APPROVE_ACTION, user=BOB)
-    body = urlencode({"payload": json.dumps(payload)})
-    return await post(session, bot, body, "application/x-www-form-urlencoded")
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+
+
+def warm_body() -> str:
+    return json.dumps({"type": "url_verification", "challenge": "warm-up", "token": "x"})
 
 
 def pending_cards(slack: FakeSlack) -> list[Posted]:
-    return [m for m in slack.messages.values() if any(b["type"] == "actions" for b in m.blocks)]
+    """The approval cards still waiting (not the Stop button above each)."""
+    return [
+        message
+        for message in slack.messages.values()
+        if any(
+            element.get("action_id") == APPROVE_ACTION
+            for block in message.blocks
+            if block["type"] == "actions"
+            for element in block.get("elements", [])
+        )
+    ]
 
 
-async def measure(size: int, store: Store) -> list[Row]:
-    """One round: ``size`` concurrent mentions, then ``size`` concurrent clicks."""
+@dataclass
+class Round:
+    """One round's samples (milliseconds)."""
+
+    mentions: list[float]
+    clicks: list[float]
+    updated: list[float]
+
+
+async def one_round(session: aiohttp.ClientSession, bot: BotServer, size: int, n: int) -> Round:
+    """``size`` mentions at once, then (their cards posted) ``size`` clicks at once."""
+    slack = bot.slack
+    gc.collect()  # not the garbage of what came before
+    mentions = await asyncio.gather(
+        *(
+            timed(send(session, bot.url, mention_body(f"deploy r{n}s{i}"), JSON))
+            for i in range(size)
+        )
+    )
+    await bot.idle()
+    cards = pending_cards(slack)
+    if len(cards) != size:
+        raise RuntimeError(f"expected {size} cards, got {len(cards)}")
+    sent: dict[str, float] = {}
+
+    async def click_one(card: Posted) -> float:
+        sent[card.ts] = time.perf_counter()
+        return await timed(send(session, bot.url, click_body(card), FORM))
+
+    gc.collect()
+    clicks = await asyncio.gather(*(click_one(card) for card in cards))
+    await bot.idle()
+    if any(card.updates != 1 for card in cards):
+        raise RuntimeError("not every card was updated exactly once")
+    updated = [((card.updated_at or float("nan")) - sent[card.ts]) * 1000 for card in cards]
+    return Round(list(mentions), list(clicks), updated)
+
+
+async def measure(store_kind: str, store: Store, size: int, rounds: int) -> list[Row]:
+    """``rounds`` of ``size`` concurrent mentions, then ``size`` concurrent clicks."""
     slack = FakeSlack()
     await slack.start()
-    bot = await start_bot(slack, build_agent(store))
+    bot: BotServer = await start_bot(slack, build_agent(store))
     connector = aiohttp.TCPConnector(limit=0)  # no client-side queueing
+    measured: list[Round] = []
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
-            # Warm up: auth.test, and one open connection per concurrent request (so
-            # the kernel's listen backlog of 128 does not add SYN retries of 1 s).
-            await mention(session, bot, "hello")
-            await asyncio.gather(*(verify_url(session, bot) for _ in range(size)))
+            # Warm up: auth.test, the store's connections, and one open connection per
+            # concurrent request (the kernel's listen backlog of 128 adds no SYN retries).
+            await send(session, bot.url, mention_body("hello"), JSON)
+            await asyncio.gather(*(send(session, bot.url, warm_body(), JSON) for _ in range(size)))
             await bot.idle()
-
-            mentions = await asyncio.gather(
-                *(timed(mention(session, bot, f"deploy svc{i}")) for i in range(size))
-            )
-            await bot.idle()
-            cards = pending_cards(slack)
-            if len(cards) != size:
-                raise RuntimeError(f"expected {size} cards, got {len(cards)}")
-
-            sent: dict[str, float] = {}
-
-            async def click_one(card: Posted) -> float:
-                sent[card.ts] = time.perf_counter()
-                return await timed(click(session, bot, card))
-
-            clicks = await asyncio.gather(*(click_one(card) for card in cards))
-            await bot.idle()
-            updated = [((card.updated_at or float("nan")) - sent[card.ts]) * 1000 for card in cards]
-            if any(card.updates != 1 for card in cards):
-                raise RuntimeError("not every card was updated exactly once")
+            await one_round(session, bot, size, -1)
+            measured = [await one_round(session, bot, size, n) for n in range(rounds)]
     finally:
         await bot.close()
         await slack.stop()
     return [
-        Row("ack: mention event", size, list(mentions)),
-        Row("ack: button click", size, list(clicks)),
-        Row("click -> card updated", size, updated),
+        Row(store_kind, MENTION_ACK, size, [ms for r in measured for ms in r.mentions]),
+        Row(store_kind, CLICK_ACK, size, [ms for r in measured for ms in r.clicks]),
+        Row(store_kind, CLICK_CARD, size, [ms for r in measured for ms in r.updated]),
     ]
 
 
-async def bare_bolt(size: int) -> list[Row]:
+async def bare_bolt(size: int, rounds: int) -> dict[str, Row]:
     """The baseline: the same requests to a Bolt app whose listeners only ack."""
     slack = FakeSlack()
     await slack.start()
@@ -204,68 +258,71 @@ async def bare_bolt(size: int) -> list[Row]:
         ],
     )
     connector = aiohttp.TCPConnector(limit=0)
+    mentions: list[float] = []
+    clicks: list[float] = []
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
-
-            async def send(body: str, kind: str) -> int:
-                headers = {"Content-Type": kind, **signed_headers(body)}
-                async with session.post(url, data=body.encode(), headers=headers) as resp:
-                    await resp.read()
-                    return resp.status
-
-            def mention_body(text: str) -> str:
-                return json.dumps(event_body(mention_event(text)))
-
-            click_body = urlencode({"payload": json.dumps(block_actions(card, APPROVE_ACTION))})
-            form = "application/x-www-form-urlencoded"
-            await send(mention_body("hello"), "application/json")
-            await asyncio.gather(
-                *(send(mention_body("warm"), "application/json") for _ in range(size))
-            )
-            mentions = await asyncio.gather(
-                *(
-                    timed(send(mention_body(f"deploy svc{i}"), "application/json"))
-                    for i in range(size)
+            await send(session, url, mention_body("hello"), JSON)
+            await asyncio.gather(*(send(session, url, warm_body(), JSON) for _ in range(size)))
+            for n in range(rounds):
+                gc.collect()
+                mentions += await asyncio.gather(
+                    *(
+                        timed(send(session, url, mention_body(f"deploy r{n}s{i}"), JSON))
+                        for i in range(size)
+                    )
                 )
-            )
-            clicks = await asyncio.gather(*(timed(send(click_body, form)) for _ in range(size)))
+                gc.collect()
+                clicks += await asyncio.gather(
+                    *(timed(send(session, url, click_body(card), FORM)) for _ in range(size))
+                )
     finally:
         await server.close()
         await slack.stop()
-    return [
-        Row("ack: mention event", size, list(mentions)),
-        Row("ack: button click", size, list(clicks)),
-    ]
+    return {
+        MENTION_ACK: Row("bare Bolt", MENTION_ACK, size, mentions),
+        CLICK_ACK: Row("bare Bolt", CLICK_ACK, size, clicks),
+    }
 
 
-async def main(sizes: list[int], store_kind: str) -> list[Row]:
+async def main(sizes: list[int], stores: list[str], rounds: int) -> list[Row]:
+    """Each store at each size, each after the bare app's run at that size."""
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in sizes:
-            url = "memory://" if store_kind == "memory" else f"sqlite:///{Path(tmp) / f'{size}.db'}"
-            store = open_store(url)
-            try:
-                ours = await measure(size, store)
-            finally:
-                await store.close()
-            bare = {row.scenario: row for row in await bare_bolt(size)}
+    for size in sizes:
+        for store_kind in stores:
+            bare = await bare_bolt(size, rounds)
+            async with store_for(store_kind) as store:
+                ours = await measure(store_kind, store, size, rounds)
             for row in ours:
-                row.baseline = bare.get(row.scenario)
-            # Click -> card against the bare click ack: the goal compares the two.
-            ours[2].baseline = bare["ack: button click"]
+                row.baseline = bare.get(row.scenario, bare[CLICK_ACK])
             rows.extend(ours)
     return rows
 
 
-def report(rows: list[Row], store_kind: str) -> str:
-    header = ["scenario", "concurrent", "p50 ms", "p99 ms", "max ms", "bare p99", "ratio"]
+def report(rows: list[Row], rounds: int) -> str:
+    """The table, milliseconds."""
+    header = [
+        "store",
+        "scenario",
+        "concurrent",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "bare p50",
+        "bare p99",
+        "p50 ratio",
+        "p99 ratio",
+    ]
     table = [header, *(row.cells() for row in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = [f"Slack adapter, store={store_kind} (Slack's ack budget: {ACK_BUDGET_MS:.0f} ms)"]
+    lines = [
+        f"Slack adapter vs a bare Bolt app, {rounds} rounds per size "
+        f"(Slack's ack budget: {ACK_BUDGET_MS:.0f} ms)"
+    ]
     for line in table:
         lines.append(
             "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w)
+                cell.ljust(w) if i < 2 else cell.rjust(w)
                 for i, (cell, w) in enumerate(zip(line, widths, strict=True))
             )
         )
@@ -274,12 +331,18 @@ def report(rows: list[Row], store_kind: str) -> str:
 
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
-    parser.add_argument("--sizes", default="50,200", help="concurrent requests per round")
+    parser.add_argument(
+        "--stores", "--store", default=",".join(STORES), help="memory, sqlite, redis"
+    )
+    parser.add_argument("--sizes", default="50", help="concurrent requests per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per store and size")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    rows = asyncio.run(main(sizes, args.store))
-    print(report(rows, args.store))
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    if unknown := [s for s in stores if s not in STORES]:
+        parser.error(f"unknown store {unknown[0]!r}: choose from {', '.join(STORES)}")
+    rows = asyncio.run(main(sizes, stores, args.rounds))
+    print(report(rows, args.rounds))
     return 0
 
 

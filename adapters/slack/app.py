@@ -217,14 +217,10 @@ class SlackAdapter:
         self._verifier = SignatureVerifier(secret)
         self._socket: AsyncSocketModeHandler | None = None
         self._session: aiohttp.ClientSession | None = None
+        # Bolt tries listeners in the order registered, each at a cost, until one
+        # matches: messages and clicks, the bulk of requests, come first.
         for event in MESSAGE_EVENTS:
             self.app.event(event)(self._on_message)
-        self.app.event(HOME_OPENED_EVENT)(self._on_home_opened)
-        self.app.event(CONTEXT_CHANGED_EVENT)(self._on_viewing)
-        # Listeners of our own, not Bolt's ``app.assistant``: that one would claim
-        # every threaded DM message before the message listeners see it.
-        self.app.event(ASSISTANT_STARTED_EVENT)(self._on_assistant_started)
-        self.app.event(ASSISTANT_CONTEXT_EVENT)(self._on_viewing)
         # Approve, "Approve for this thread", a question's Decline and Cancel, and a
         # grant's End grant decide at once; a card's Decline asks for a reason first;
         # Answer… opens the question's form, and a card's Edit the form of its
@@ -237,6 +233,12 @@ class SlackAdapter:
             REVOKE_ACTION,
         ):
             self.app.action(action)(self._on_click)
+        self.app.event(HOME_OPENED_EVENT)(self._on_home_opened)
+        self.app.event(CONTEXT_CHANGED_EVENT)(self._on_viewing)
+        # Listeners of our own, not Bolt's ``app.assistant``: that one would claim
+        # every threaded DM message before the message listeners see it.
+        self.app.event(ASSISTANT_STARTED_EVENT)(self._on_assistant_started)
+        self.app.event(ASSISTANT_CONTEXT_EVENT)(self._on_viewing)
         self.app.action(DECLINE_ACTION)(self._on_decline)
         for action in (ANSWER_ACTION, EDIT_ACTION):
             self.app.action(action)(self._on_form_button)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
+from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from agents.stores import hold_lease, redis_client, split_prefix
@@ -26,6 +27,7 @@ from agents.stores.redis_url import is_cluster
 
 from ..types import Person
 from . import redis_keys as k
+from ._redis_intake import PipelinedScript, ScriptCall
 from .base import (
     CARD_LOCK_TTL,
     CARD_PLACE,
@@ -146,6 +148,13 @@ class RedisChatState:
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
         self._enqueue = self._redis.register_script(_ENQUEUE)
+        # Pipelined on one server only: a cluster pipeline splits by node and rides out
+        # a failover (redirections, retries) unlike the single calls the intake expects.
+        self._enqueue_together = (
+            None
+            if is_cluster(url)
+            else PipelinedScript(cast(Redis, self._redis), self._enqueue, name="redis-intake")
+        )
         self._renew = self._redis.register_script(_RENEW)
         self._hand_back = self._redis.register_script(_HAND_BACK)
         self._done = self._redis.register_script(_DONE)
@@ -357,8 +366,11 @@ class RedisChatState:
             "1" if note is not None and note.follow else "0",
             json.dumps(reference, ensure_ascii=False) if reference is not None else "",
         ]
-        stream = self.keys.inbox(shard)
-        entry_id = await self._enqueue(keys=[stream, *marks, *seen], args=args)
+        call = ScriptCall([self.keys.inbox(shard), *marks, *seen], args)
+        if self._enqueue_together is None:
+            entry_id = await self._enqueue(keys=list(call.keys), args=args)
+        else:
+            entry_id = await self._enqueue_together(call)
         return self._entry(shard, cast(str, entry_id)) if entry_id is not None else None
 
     def _entry(self, shard: int, stream_id: str) -> str:

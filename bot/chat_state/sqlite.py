@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -20,6 +20,7 @@ from agents import Store
 from agents.stores import SQLiteFile, changes, database_path, hold_lease
 
 from ..types import Person
+from ._sqlite_intake import FOLLOW, SET_REFERENCE, Delivery, IntakeBatches
 from .base import (
     CARD_LOCK_TTL,
     CARD_PLACE,
@@ -105,18 +106,12 @@ _PUT_RECORD = """INSERT INTO records (key, value) VALUES (?, ?)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value"""
 _RECORDS_FROM = "SELECT key, value FROM records WHERE key >= ?"
 _RECORDS_BELOW = " AND key < ?"
-_MARK_SEEN = """INSERT INTO seen (key, expires_at) VALUES (?, ?)
-    ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at
-    WHERE seen.expires_at <= ?"""
 _TAKE = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
     WHERE seq IN (SELECT seq FROM inbox WHERE lease_until <= ? ORDER BY seq LIMIT ?)
     RETURNING seq, body, attempts"""
 _TAKE_NEW = """UPDATE inbox SET worker = ?, lease_until = ?, attempts = attempts + 1
     WHERE seq IN (SELECT seq FROM inbox WHERE lease_until = 0 ORDER BY seq LIMIT ?)
     RETURNING seq, body, attempts"""
-_FOLLOW = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
-_SET_REFERENCE = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
-    ON CONFLICT (thread_id) DO UPDATE SET reference = excluded.reference"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = ? AND call_id = ? ORDER BY seq"
 _SET_TIMER = """INSERT INTO timers (key, due, data) VALUES (?, ?, ?)
     ON CONFLICT (key) DO UPDATE SET due = excluded.due, data = excluded.data"""
@@ -138,6 +133,7 @@ class SQLiteChatState:
             self._file, self._owns_file = SQLiteFile(url, _migrate), True
         self._next_seen_sweep = 0.0
         self._next_note_sweep = 0.0
+        self._intake = IntakeBatches(self._file)
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0
@@ -156,14 +152,14 @@ class SQLiteChatState:
         return hold_lease(f"card {name}", wait, take=take, give_back=give_back)
 
     async def follow(self, thread_id: str) -> None:
-        await self._file.changes(_FOLLOW, (thread_id,))
+        await self._file.changes(FOLLOW, (thread_id,))
 
     async def follows(self, thread_id: str) -> bool:
         sql = "SELECT 1 FROM followed_threads WHERE thread_id = ?"
         return bool(await self._file.fetch(sql, (thread_id,)))
 
     async def set_conversation_ref(self, thread_id: str, ref: dict[str, Any]) -> None:
-        await self._file.changes(_SET_REFERENCE, (thread_id, json.dumps(ref, ensure_ascii=False)))
+        await self._file.changes(SET_REFERENCE, (thread_id, json.dumps(ref, ensure_ascii=False)))
 
     async def conversation_ref(self, thread_id: str) -> dict[str, Any] | None:
         sql = "SELECT reference FROM thread_refs WHERE thread_id = ?"
@@ -318,51 +314,23 @@ class SQLiteChatState:
     async def enqueue(
         self, body: str, *, keys: Sequence[str], ttl: float, note: ThreadNote | None = None
     ) -> str | None:
-        """The follow check, the claim, the insert and the note, in one write transaction."""
-        claim = self._claim(keys, ttl)
-
-        async def work(db: aiosqlite.Connection) -> str | None:
-            if note is not None and note.only_if_followed:
-                sql = "SELECT 1 FROM followed_threads WHERE thread_id = ?"
-                if not list(await db.execute_fetchall(sql, (note.thread_id,))):
-                    return None
-            if not await claim(db):
-                return None
-            async with db.execute("INSERT INTO inbox (body) VALUES (?)", (body,)) as cursor:
-                entry_id = str(cursor.lastrowid)
-            if note is not None and note.follow:
-                await changes(db, _FOLLOW, (note.thread_id,))
-            if note is not None and note.reference is not None:
-                reference = json.dumps(note.reference, ensure_ascii=False)
-                await changes(db, _SET_REFERENCE, (note.thread_id, reference))
-            return entry_id
-
-        return await self._file.grouped(work)
-
-    def _claim(
-        self, keys: Sequence[str], ttl: float
-    ) -> Callable[[aiosqlite.Connection], Awaitable[bool]]:
-        """Look for any live key, else claim them all (run it in a write transaction)."""
+        """The follow check, the claim, the insert and the note, in one write transaction
+        with the deliveries handed in meanwhile (``IntakeBatches``)."""
         now = time.time()
         sweep = now >= self._next_seen_sweep
         if sweep:
             self._next_seen_sweep = now + SEEN_SWEEP_INTERVAL
-        marks = ",".join("?" * len(keys))
-
-        async def claim(db: aiosqlite.Connection) -> bool:
-            if sweep:
-                await changes(db, "DELETE FROM seen WHERE expires_at <= ?", (now,))
-            if not keys:
-                return True
-            live = await db.execute_fetchall(
-                f"SELECT 1 FROM seen WHERE expires_at > ? AND key IN ({marks})", (now, *keys)
-            )
-            if list(live):
-                return False
-            await db.executemany(_MARK_SEEN, [(key, now + ttl, now) for key in keys])
-            return True
-
-        return claim
+        reference = note.reference if note is not None else None
+        delivery = Delivery(
+            body=body,
+            keys=tuple(keys),
+            now=now,
+            expires_at=now + ttl,
+            note=note,
+            reference=json.dumps(reference, ensure_ascii=False) if reference is not None else None,
+            sweep=sweep,
+        )
+        return await self._intake.enqueue(delivery)
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
