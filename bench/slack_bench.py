@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import gc
 import json
-import statistics
 import sys
 import time
 from collections.abc import Awaitable
@@ -61,53 +60,13 @@ from tests.slack.harness import (
 from tests.slack.scripted import build_agent
 
 from .approval_cycle_bench import store_for
+from .versus import Row, table
 
 ACK_BUDGET_MS = 3000.0
 STORES = ("memory", "sqlite", "redis")
 MENTION_ACK = "ack: mention event"
 CLICK_ACK = "ack: button click"
 CLICK_CARD = "click -> card updated"
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    """The sample at ``fraction`` (nearest rank)."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-@dataclass
-class Row:
-    """One line of the report."""
-
-    store: str
-    scenario: str
-    concurrent: int
-    samples: list[float]
-    baseline: Row | None = None
-    """The bare Bolt app's figures for the same load (click ack for click -> card)."""
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.samples, 0.99)
-
-    def cells(self) -> list[str]:
-        base = self.baseline
-        return [
-            self.store,
-            self.scenario,
-            str(self.concurrent),
-            f"{self.p50:.1f}",
-            f"{self.p99:.1f}",
-            f"{max(self.samples):.1f}",
-            f"{base.p50:.1f}" if base else "-",
-            f"{base.p99:.1f}" if base else "-",
-            f"{self.p50 / base.p50:.2f}x" if base else "-",
-            f"{self.p99 / base.p99:.2f}x" if base else "-",
-        ]
 
 
 async def timed(work: Awaitable[int]) -> float:
@@ -301,32 +260,11 @@ async def main(sizes: list[int], stores: list[str], rounds: int) -> list[Row]:
 
 def report(rows: list[Row], rounds: int) -> str:
     """The table, milliseconds."""
-    header = [
-        "store",
-        "scenario",
-        "concurrent",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "bare p50",
-        "bare p99",
-        "p50 ratio",
-        "p99 ratio",
-    ]
-    table = [header, *(row.cells() for row in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = [
+    return table(
         f"Slack adapter vs a bare Bolt app, {rounds} rounds per size "
-        f"(Slack's ack budget: {ACK_BUDGET_MS:.0f} ms)"
-    ]
-    for line in table:
-        lines.append(
-            "  ".join(
-                cell.ljust(w) if i < 2 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-    return "\n".join(lines)
+        f"(Slack's ack budget: {ACK_BUDGET_MS:.0f} ms)",
+        rows,
+    )
 
 
 def cli(argv: list[str] | None = None) -> int:

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import gc
 import json
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -63,53 +62,13 @@ from tests.teams.signed import BOT_TOKEN, in_thread, signed_settings
 from tests.teams.signing import make_token, serve_openid
 
 from .approval_cycle_bench import store_for
+from .versus import Row, table
 
 STORES = ("memory", "sqlite", "redis")
 MESSAGE_ACK = "ack: message"
 CLICKER = "click -> card (clicker)"
 EVERYONE = "click -> card (everyone)"
 INVOKE_ACK = "ack: invoke"
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    """The sample at ``fraction`` (nearest rank)."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-@dataclass
-class Row:
-    """One line of the report."""
-
-    store: str
-    scenario: str
-    concurrent: int
-    samples: list[float]
-    baseline: Row | None = None
-    """The bare app's figures for the same load (its invoke ack for clicks)."""
-
-    @property
-    def p50(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.samples, 0.99)
-
-    def cells(self) -> list[str]:
-        base = self.baseline
-        return [
-            self.store,
-            self.scenario,
-            str(self.concurrent),
-            f"{self.p50:.1f}",
-            f"{self.p99:.1f}",
-            f"{max(self.samples):.1f}",
-            f"{base.p50:.1f}" if base else "-",
-            f"{base.p99:.1f}" if base else "-",
-            f"{self.p50 / base.p50:.2f}x" if base else "-",
-            f"{self.p99 / base.p99:.2f}x" if base else "-",
-        ]
 
 
 @dataclass(frozen=True)
@@ -352,29 +311,10 @@ async def main(sizes: list[int], stores: list[str], rounds: int) -> list[Row]:
 
 def report(rows: list[Row], rounds: int) -> str:
     """The table, milliseconds."""
-    header = [
-        "store",
-        "scenario",
-        "concurrent",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "bare p50",
-        "bare p99",
-        "p50 ratio",
-        "p99 ratio",
-    ]
-    table = [header, *(row.cells() for row in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = [f"Teams adapter vs a bare botbuilder app, signed requests, {rounds} rounds per size"]
-    for line in table:
-        lines.append(
-            "  ".join(
-                cell.ljust(w) if i < 2 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-    return "\n".join(lines)
+    return table(
+        f"Teams adapter vs a bare botbuilder app, signed requests, {rounds} rounds per size",
+        rows,
+    )
 
 
 def cli(argv: list[str] | None = None) -> int:
