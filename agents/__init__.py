@@ -1,7 +1,7 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
+from ._calls import StandingApproval, StandingAsk
 from ._engine import DEFAULT_LEASE
-from ._turns import StandingApproval, StandingAsk
 from .agent import Agent
 from .chunks import (
     AgentResult,

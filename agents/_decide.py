@@ -27,15 +27,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from . import texts
-from ._turns import (
-    Granted,
-    Outcome,
-    Turns,
-    audit_entry,
-    error_chunk,
-    error_outcome,
-    lock_name,
-)
+from ._calls import Granted, Outcome, error_chunk, error_outcome
+from ._turns import Turns, audit_entry, lock_name
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,

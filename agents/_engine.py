@@ -18,9 +18,10 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._calls import CallPredicate, StandingApproval
 from ._decide import CLAIM_TRIES, Decider
 from ._recover import Recoverer, Recovery
-from ._turns import CallPredicate, StandingApproval, Turns, audit_entry, lock_name
+from ._turns import Turns, audit_entry, lock_name
 from .chunks import (
     Chunk,
     FinishChunk,

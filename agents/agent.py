@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._calls import CallPredicate, StandingApproval
 from ._decide import select_pending
 from ._engine import DEFAULT_LEASE, Engine
-from ._turns import CallPredicate, StandingApproval, new_run_id
+from ._turns import new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
 from .messages import Message

@@ -1,0 +1,300 @@
+"""A tool call's way to a result: gating (its check, approval, a standing approval),
+the pending call it becomes when it waits for a person, and what a sub-agent's run
+comes to for its parent. ``Turns`` runs calls on top of these (``_turns``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from . import texts
+from .chunks import ToolCallGrantedChunk, ToolErrorChunk
+from .messages import ToolCallPart, ToolResultPart
+from .snapshot import AuditEntry, PendingCall, RunSnapshot, utcnow
+from .spec import DELEGATION_PREFIX, AgentSpec
+from .stores.base import Store
+from .tools import Tool, ToolContext, jsonable
+
+log = logging.getLogger(__name__)
+
+CallPredicate = Callable[[str, dict[str, Any]], Any]
+"""Per-call ``require_tool_approval`` predicate: ``(tool_name, args) -> bool``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StandingAsk:
+    """A call that needs approval, as a standing approval is asked about it."""
+
+    thread_id: str | None
+    requester: str | None
+    tool_name: str
+    args: dict[str, Any]
+    agent_path: tuple[str, ...]
+
+
+StandingApproval = Callable[[StandingAsk], Awaitable[str | None]]
+"""Who has already approved calls like this one (``None``: nobody, ask as usual)."""
+
+
+@dataclass(frozen=True)
+class Granted:
+    """A call a standing approval covers: it runs at once, approved by ``by``."""
+
+    by: str
+
+
+@dataclass
+class Outcome:
+    """What one tool call came to: a result for the model, or calls left waiting."""
+
+    result: ToolResultPart | None = None
+    pending: list[PendingCall] | None = None
+
+
+class Calls:
+    """Gating and pending calls for ``Turns``, over its agent tree, store and options."""
+
+    root: AgentSpec
+    store: Store
+    expiry: Callable[[str], timedelta | None] | None
+    standing: StandingApproval | None
+    _predicates: dict[str, CallPredicate]
+
+    def agent_at(self, path: Sequence[str]) -> AgentSpec:
+        """The agent a snapshot's ``agent_path`` names, from the top."""
+        return self.root.at(path)
+
+    async def gate(
+        self,
+        snap: RunSnapshot,
+        tool: Tool,
+        call: ToolCallPart,
+        args: BaseModel,
+        *,
+        resume_data: Any = None,
+    ) -> Outcome | Granted | None:
+        """Before a call runs: refused by its check, waiting for approval, covered by a
+        standing approval (``Granted``: it runs, approved), or ``None`` (go)."""
+        ctx = self.context(snap, call, resume_data=resume_data)
+        refusal = await tool.refusal(args, ctx)
+        if refusal is not None:
+            return error_outcome(
+                call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
+            )
+        if await self._needs_approval(snap, tool, args, ctx):
+            by = await self._standing_by(snap, tool, args)
+            if by is not None:
+                return Granted(by)
+            approval = self.pending(snap, tool, call, "approval", args, answer=resume_data)
+            return Outcome(pending=[approval])
+        return None
+
+    async def _standing_by(self, snap: RunSnapshot, tool: Tool, args: BaseModel) -> str | None:
+        """Who already approved calls like this one; a lookup that fails asks as usual."""
+        if self.standing is None or tool.delegate_to is not None:
+            return None
+        ask = StandingAsk(
+            thread_id=snap.thread_id,
+            requester=snap.resource_id,
+            tool_name=tool.name,
+            args=tool.dump_args(args),
+            agent_path=tuple(snap.agent_path),
+        )
+        try:
+            return await self.standing(ask)
+        except Exception:
+            log.exception("standing approval lookup for %s failed; asking instead", tool.name)
+            return None
+
+    async def granted(
+        self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, grant: Granted
+    ) -> ToolCallGrantedChunk:
+        """Put a call a standing approval covers on record (``granted``), and say so."""
+        dumped = tool.dump_args(args)
+        await self.store.append_audit(
+            AuditEntry(
+                event="granted",
+                run_id=snap.root_run_id,
+                thread_id=snap.thread_id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=dumped,
+                kind="approval",
+                requester=snap.resource_id,
+                actor=grant.by,
+            )
+        )
+        return ToolCallGrantedChunk(
+            run_id=snap.run_id,
+            agent_path=tuple(snap.agent_path),
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=dumped,
+            granted_by=grant.by,
+        )
+
+    async def _needs_approval(
+        self, snap: RunSnapshot, tool: Tool, args: BaseModel, ctx: ToolContext
+    ) -> bool:
+        if tool.delegate_to is not None:  # the sub-agent's own tools are gated instead
+            return False
+        if await tool.needs_approval(args, ctx):
+            return True
+        option = snap.options.require_tool_approval
+        if option != "predicate":
+            return bool(option)
+        predicate = self._predicates.get(snap.root_run_id)
+        if predicate is None:  # cold resume: the predicate did not survive; fail closed
+            return True
+        try:
+            verdict = predicate(ctx.tool_name, tool.dump_args(args))
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            return bool(verdict)
+        except Exception:
+            return True
+
+    def context(
+        self,
+        snap: RunSnapshot,
+        call: ToolCallPart,
+        *,
+        approved: bool = False,
+        resume_data: Any = None,
+        suspended: Any = None,
+        declined: Literal["decline", "cancel"] | None = None,
+    ) -> ToolContext:
+        return ToolContext(
+            run_id=snap.run_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            thread_id=snap.thread_id,
+            resource_id=snap.resource_id,
+            agent_path=tuple(snap.agent_path),
+            approved=approved,
+            resume_data=resume_data,
+            suspended=suspended,
+            declined=declined,
+        )
+
+    def pending(
+        self,
+        snap: RunSnapshot,
+        tool: Tool,
+        call: ToolCallPart,
+        kind: str,
+        args: BaseModel,
+        suspend_payload: Any = None,
+        *,
+        approved: bool = False,
+        answer: Any = None,
+        answer_schema: dict[str, Any] | None = None,
+    ) -> PendingCall:
+        """A pending call, holding the validated arguments it runs with.
+
+        An approval is bound to exactly these arguments (and ``answer``, the
+        person's answer it follows, if any): they are what the approver is shown,
+        and what the tool runs with once approved (see ``_decide``).
+        """
+        agent = self.agent_at(snap.agent_path)
+        now = utcnow()
+        ttl = (
+            (self.expiry(tool.name) if self.expiry else None)
+            or tool.expires_in
+            or agent.options.approval_ttl
+        )
+        return PendingCall(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=tool.dump_args(args),
+            kind="approval" if kind == "approval" else "suspension",
+            agent_path=list(snap.agent_path),
+            suspend_payload=suspend_payload,
+            resume_schema=(
+                tool.resume_schema.model_json_schema() if tool.resume_schema else answer_schema
+            ),
+            created_at=now,
+            expires_at=now + ttl,
+            requester=snap.resource_id,
+            idempotent=tool.idempotent,
+            source=tool.source,
+            approved=approved,
+            answer=_answer_json(answer),
+        )
+
+    def child_outcome(self, child: RunSnapshot, via_call_id: str) -> Outcome:
+        """A child run as seen by its parent: its answer, its pending calls, or (while
+        another process drives it) neither."""
+        if child.status == "running":
+            return Outcome()
+        if child.status == "paused":
+            return Outcome(
+                pending=[
+                    call.model_copy(
+                        update={"via_call_id": via_call_id, "child_run_id": child.run_id}
+                    )
+                    for call in child.pending
+                ]
+            )
+        tool_name = f"{DELEGATION_PREFIX}{child.agent_path[-1]}"
+        if child.status == "stopped":
+            return Outcome(
+                result=ToolResultPart(
+                    tool_call_id=via_call_id,
+                    tool_name=tool_name,
+                    content=texts.STOPPED,
+                    is_error=True,
+                )
+            )
+        if child.status in ("failed", "interrupted"):
+            content = texts.SUB_AGENT_FAILED.format(agent=child.agent_path[-1], error=child.error)
+            return Outcome(
+                result=ToolResultPart(
+                    tool_call_id=via_call_id, tool_name=tool_name, content=content, is_error=True
+                )
+            )
+        return Outcome(
+            result=ToolResultPart(
+                tool_call_id=via_call_id,
+                tool_name=tool_name,
+                content=child.text or texts.SUB_AGENT_SILENT,
+            )
+        )
+
+
+def _answer_json(answer: Any) -> Any:
+    """A person's validated answer as JSON, field names as the schema spells them."""
+    if isinstance(answer, BaseModel):
+        return answer.model_dump(mode="json", by_alias=True)
+    return jsonable(answer)
+
+
+def error_outcome(
+    call: ToolCallPart, text: str, *, edited_args: dict[str, Any] | None = None
+) -> Outcome:
+    return Outcome(
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            content=text,
+            is_error=True,
+            edited_args=edited_args,
+        )
+    )
+
+
+def error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
+    return ToolErrorChunk(
+        run_id=snap.run_id,
+        agent_path=tuple(snap.agent_path),
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        error=text,
+    )
