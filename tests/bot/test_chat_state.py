@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,10 @@ THREAD = "slack:T1:C1:1700000000.000100"
 OTHER_THREAD = "teams:tenant-1:19:abc@thread.tacv2;messageid=1700000000001"
 
 
-@pytest.fixture(params=STORE_KINDS)
-async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatState]:
-    """The chat state beside each store: memory, SQLite (a temporary file), Redis."""
-    async with store_url(request.param, tmp_path) as url:
+@asynccontextmanager
+async def chat_state_of(kind: str, tmp_path: Path) -> AsyncIterator[ChatState]:
+    """The chat state beside an empty store of ``kind``, closed with it on exit."""
+    async with store_url(kind, tmp_path) as url:
         store = open_store(url)
         state = open_chat_state(store)
         try:
@@ -31,6 +32,13 @@ async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         finally:
             await state.close()
             await store.close()
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatState]:
+    """The chat state beside each store: memory, SQLite (a temporary file), Redis."""
+    async with chat_state_of(request.param, tmp_path) as state:
+        yield state
 
 
 # Dedupe

@@ -21,7 +21,7 @@ from agents import open_store
 from bot import ChatState, ThreadNote, open_chat_state
 from bot.chat_state import MemoryChatState
 from bot.chat_state._batches import Batches
-from tests.stores.conftest import store_url
+from tests.bot.test_chat_state import chat_state_of
 
 THREADS = [f"slack:T1:C1:17000000{n}.000100" for n in range(4)]
 KEYS = [f"slack:event:Ev{n}" for n in range(8)]
@@ -31,14 +31,9 @@ Delivery = tuple[str, tuple[str, ...], ThreadNote | None]
 
 @pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 async def chat(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ChatState]:
-    async with store_url(request.param, tmp_path) as url:
-        store = open_store(url)
-        state = open_chat_state(store)
-        try:
-            yield state
-        finally:
-            await state.close()
-            await store.close()
+    """The chat states whose intake writes are batched: SQLite, Redis."""
+    async with chat_state_of(request.param, tmp_path) as state:
+        yield state
 
 
 def burst(rnd: random.Random, name: str, size: int) -> list[Delivery]:

@@ -21,6 +21,7 @@ from . import activities as act
 from .conftest import MakeBot, TeamsBot
 from .fake_connector import FakeConnector
 from .signing import APP_ID, OpenIdServer, make_token, serve_openid
+from .test_auth import unknown_click
 
 
 @pytest.fixture
@@ -52,23 +53,6 @@ def pool_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(CheckPool, "run", counted)
     return keys
-
-
-def unknown_click(service_url: str) -> dict[str, Any]:
-    """A card click on a run that does not exist: answered in the HTTP body, nothing sent."""
-    data = {"kind": "approval", "action": "approve", "run_id": "run-x", "tool_call_id": "call-x"}
-    return {
-        "type": "invoke",
-        "name": "adaptiveCard/action",
-        "id": act.next_id(),
-        "channelId": "msteams",
-        "serviceUrl": service_url,
-        "from": act.BOB,
-        "recipient": act.BOT,
-        "conversation": act.chat_conversation("personal"),
-        "replyToId": "act-1",
-        "value": {"action": {"type": "Action.Execute", "verb": "approve", "data": data}},
-    }
 
 
 async def test_once_the_keys_are_cached_tokens_are_checked_without_a_thread(
