@@ -58,6 +58,7 @@ from tests.slack.harness import (
     start_bot,
 )
 from tests.slack.scripted import build_agent
+from tests.slack.test_approvals import has_buttons
 
 from .approval_cycle_bench import store_for
 from .versus import Row, table
@@ -104,16 +105,7 @@ def warm_body() -> str:
 
 def pending_cards(slack: FakeSlack) -> list[Posted]:
     """The approval cards still waiting (not the Stop button above each)."""
-    return [
-        message
-        for message in slack.messages.values()
-        if any(
-            element.get("action_id") == APPROVE_ACTION
-            for block in message.blocks
-            if block["type"] == "actions"
-            for element in block.get("elements", [])
-        )
-    ]
+    return [message for message in slack.messages.values() if has_buttons(message)]
 
 
 @dataclass
