@@ -64,7 +64,7 @@ def unknown_variables(environ: Mapping[str, str], known: Collection[str]) -> lis
 @dataclass(frozen=True, kw_only=True)
 class LiveAnswer:
     """What a live check found: one line per problem, and, when its name does not say
-    it all, what it reached (``Slack app credentials and 2 installations``)."""
+    it all, what it reached (``app credentials and 2 installations``)."""
 
     problems: tuple[str, ...] = ()
     reached: str | None = None

@@ -181,9 +181,8 @@ class Presenter:
             else:
                 view = prompt(info, error=error)
                 mark = question_mark(info, cause=cause)
-            found = None
-            if look_first:
-                found = await self.find(messenger, thread, mark, since=info.created_at)
+            since = info.created_at if look_first else None
+            found = await self.find(messenger, thread, mark, since=since)
             if found is not None:
                 ref: MessageRef | None = found.ref
                 await self._following.follow(thread)  # as its post would have
@@ -222,7 +221,7 @@ class Presenter:
             return None
         place = CardPlace(thread=thread, ref={}, copies=copies)
         mark = card_mark(card, pointer=True)
-        found = None if since is None else await self.find(messenger, thread, mark, since=since)
+        found = await self.find(messenger, thread, mark, since=since)
         if found is not None:
             return replace(place, ref=found.ref)
         ref = await self.say(messenger, thread, self.pointer(place, card), mark=mark)
@@ -246,9 +245,7 @@ class Presenter:
         shown = replace(card, requested_in=thread)
         mark = card_mark(card)
         for to in destinations:
-            found = None
-            if look_since is not None:
-                found = await self.find(messenger, thread, mark, since=look_since, to=to)
+            found = await self.find(messenger, thread, mark, since=look_since, to=to)
             if found is not None:
                 copies.append(CardCopy(to=to, thread=found.thread, ref=found.ref))
                 continue
@@ -501,12 +498,15 @@ class Presenter:
         near: ThreadKey,
         mark: PostMark,
         *,
-        since: datetime,
+        since: datetime | None,
         to: Destination | None = None,
     ) -> Posted | None:
         """A post made before a restart, looked for before it is made again
-        (``Messenger.find_post``). A lookup that fails is logged and found nothing: the
+        (``Messenger.find_post``); ``None`` when ``since`` is (nothing to look for: the
+        work was not done before). A lookup that fails is logged and found nothing: the
         post is made again (it may show twice, never not at all)."""
+        if since is None:
+            return None
         try:
             found = await messenger.find_post(near, mark, since=since, to=to)
         except Exception as exc:
