@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,8 @@ log = logging.getLogger("bot")
 CONSOLE_LOG = "data/console.log"
 """Where ``python -m bot console`` logs (``BOT_LOG_FILE`` overrides)."""
 STORE_TIMEOUT = 10.0
+STORE_RETRY = 0.25
+"""Seconds between two asks of a store that did not answer at start."""
 """Seconds the store has to answer at start."""
 """Seconds between expiry sweeps: how late, at most, an expired card is updated."""
 
@@ -368,15 +371,24 @@ def _prompts(settings: Settings, config: BotConfig | None) -> tuple[SuggestedPro
 
 
 async def _check_store(store: Store) -> None:
-    """Fail at start, in one line, when the store cannot be reached."""
+    """Fail at start, in one line, when the store does not answer within
+    ``STORE_TIMEOUT``: asked again meanwhile, since a replica starting beside another
+    may find it busy for a moment (an SQLite file the other is creating)."""
     where = _redact(store.url)
-    try:
-        ok = await asyncio.wait_for(store.ping(), STORE_TIMEOUT)
-    except Exception as exc:
-        log.debug("store ping failed", exc_info=True)
-        raise SettingsError([f"STORE_URL={where}: the store does not answer ({exc})"]) from exc
-    if not ok:
-        raise SettingsError([f"STORE_URL={where}: the store does not answer"])
+    deadline = time.monotonic() + STORE_TIMEOUT
+    why = ""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            if await asyncio.wait_for(store.ping(), max(left, 0.1)):
+                return
+            why = ""
+        except Exception as exc:
+            log.debug("store ping failed", exc_info=True)
+            why = f" ({exc})"
+        if time.monotonic() + STORE_RETRY >= deadline:
+            raise SettingsError([f"STORE_URL={where}: the store does not answer{why}"])
+        await asyncio.sleep(STORE_RETRY)
 
 
 def _redact(url: str) -> str:

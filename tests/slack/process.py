@@ -162,8 +162,8 @@ class BotProcess:
 async def running(slack: FakeSlack, store_url: str, workdir: Path) -> AsyncIterator[BotProcess]:
     """A started bot process, stopped at the end."""
     process = BotProcess(slack=slack, store_url=store_url, workdir=workdir)
-    await process.start()
     try:
+        await process.start()
         yield process
     finally:
         await process.stop()

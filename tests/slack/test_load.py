@@ -40,8 +40,8 @@ async def replicas(
             workdir.mkdir()
             pair.append(BotProcess(slack=slack, store_url=url, workdir=workdir, lease="5s"))
         first, second = pair
-        await asyncio.gather(first.start(), second.start())
         try:
+            await asyncio.gather(first.start(), second.start())
             yield first, second
         finally:
             await asyncio.gather(first.stop(), second.stop())
