@@ -203,14 +203,14 @@ class RedisRetention:
                 continue
             if not await self._still_due(root, cutoff):
                 continue  # saved since: its children stay with it
-            children = await self._remove_children(root)
+            removed += await self._remove_children(root)
             shard = self.keys.shard(root)
             keys = [self.keys.run(root), self.keys.done(shard)]
             if thread:
                 keys.append(self.keys.thread_runs(thread, shard))
             if await self._prune_root(keys=keys, args=[root, repr(cutoff)]):
                 await self._redis.delete(self.keys.alive(root))
-                removed += [*children, root]
+                removed.append(root)
                 roots.append(root)
         return Pruned(
             before=due.before, root_ids=tuple(roots), run_ids=tuple(removed), thread_ids=tuple(gone)
@@ -260,16 +260,16 @@ class RedisRetention:
         return bool(await self._drop_history_unless_held(keys=keys, args=[repr(cutoff)]))
 
     async def _remove_children(self, root: str) -> list[str]:
-        """Delete a root run's sub-agent runs (group by group on a cluster)."""
+        """Delete a root run's sub-agent runs (group by group on a cluster): those this
+        call removed, so replicas pruning one root at once each report their own."""
         removed: list[str] = []
         for shard in self.keys.groups:
             index = self.keys.children(root, shard)
-            children = sorted(_strings(await self._redis.smembers(index)))
             # One key at a time: a cluster refuses a multi-key command across slots.
-            for child in children:
-                await self._redis.delete(self.keys.run(child))
+            for child in sorted(_strings(await self._redis.smembers(index))):
+                if await self._redis.delete(self.keys.run(child)):
+                    removed.append(child)
             await self._redis.delete(index)
-            removed += children
         return removed
 
     async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:

@@ -15,7 +15,7 @@ from agents.stores import PRUNE_BATCH, Pruned, Store
 from agents.stores.redis import RedisStore
 
 from ._snapshots import paused_run
-from .conftest import opened
+from .conftest import REDIS_KINDS, opened
 from .test_conformance import OTHER_THREAD, THREAD, finished
 
 LATER = timedelta(seconds=1)
@@ -265,3 +265,32 @@ async def test_on_a_cluster_a_run_saved_after_the_threads_runs_were_read_keeps_i
         assert started
         assert removed.thread_ids == ()
         assert len(await store.load_history(THREAD)) == 1
+
+
+@pytest.mark.parametrize("kind", REDIS_KINDS)
+async def test_two_replicas_pruning_one_root_report_each_run_once_between_them(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replica A removes the child and stalls before removing the root; replica B finds
+    # no child left and removes the root. The child is still reported, by A.
+    async with opened(kind, tmp_path) as first:
+        assert isinstance(first, RedisStore)
+        root, child = await finished_tree(first)
+        due = await first.prunable(utcnow() + LATER)
+        second = RedisStore(first.url)
+        try:
+            remove_root = first._retention._prune_root
+            by_second: list[Pruned] = []
+
+            async def after_the_other_replica(keys: list[str], args: list[str]) -> object:
+                by_second.append(await second.prune(due))
+                return await remove_root(keys=keys, args=args)
+
+            monkeypatch.setattr(first._retention, "_prune_root", after_the_other_replica)
+            by_first = await first.prune(due)
+
+            assert by_second[0].run_ids == (root,)
+            assert by_first.run_ids == (child,)
+            assert await first.load_run(child) is None
+        finally:
+            await second.close()
