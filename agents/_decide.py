@@ -1,13 +1,13 @@
 """Deciding a paused run: claiming a pending call, carrying the decision out.
 
-A decision is claimed by a compare-and-set on the top run's revision, so exactly
-one decision wins per pending call across every process: a run of its own by
-that alone (a lost write is read again and tried again), a tree of runs under
-the top run's store lock too, as it writes several runs. The work it unlocks
-(the tool) runs outside any lock; its outcome is then recorded in passes that
-bring every run above it up to date. The pass that completes a run's batch sets
-it running, so exactly one process continues it. The protocol, every lock and
-their order: ``bot/CONCURRENCY.md``.
+A decision is claimed by a compare-and-set on the revisions of the runs it
+changes, written together (``Store.save_runs``), so exactly one decision wins per
+pending call across every process; a lost write is read again and tried again.
+The work it unlocks (the tool) runs outside any lock; its outcome is then
+recorded in passes that bring every run above it up to date, each one write of
+the runs it read. The pass that completes a run's batch sets it running, so
+exactly one process continues it. The protocol, every lock and their order:
+``bot/CONCURRENCY.md``.
 
 Why a supervisor's run keeps a copy of each pending call of its sub-agents
 (any depth) in its own ``pending``: the store's indexes (a thread's waiting
@@ -15,7 +15,8 @@ runs, the earliest expiry) are computed from root snapshots alone, in one
 write, and a decision names the top run; with the calls only in the owners'
 runs, each index update and each lookup would need the whole tree. The run
 that owns the tool holds the call itself; every copy is derived from it by
-``_sync`` (which keeps only the top's ``announced`` flag), under the run lock.
+``_sync`` (which keeps only the top's ``announced`` flag), in the write that
+changes the call.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import texts
 from ._calls import Granted, Outcome, error_chunk, error_outcome
-from ._turns import Turns, audit_entry, lock_name
+from ._turns import Turns, audit_entry
 from .chunks import Chunk
 from .errors import (
     AlreadyDecidedError,
@@ -68,15 +69,11 @@ class Decider:
         call, the call and the validated resume data. Raises a typed error,
         changing nothing, when the decision cannot be taken.
         """
-        # A run without sub-agent runs is claimed by compare-and-set alone: its one
-        # save either wins or finds the run changed, read again. A tree writes
-        # several runs, so it is claimed under the run lock (``CONCURRENCY.md``).
+        # Claimed by compare-and-set alone: the one write of the runs it changes (a
+        # tree's together, ``Store.save_runs``) either wins or finds one of them
+        # changed, and the run is read again (``CONCURRENCY.md``).
         loaded = await self._turns.store.load_run(run_id)
         for _ in range(CLAIM_TRIES):
-            if loaded is not None and _has_children(loaded):
-                async with self._turns.store.lock(lock_name(run_id)):
-                    loaded = await self._turns.store.load_run(run_id)
-                    return await self._claim(run_id, loaded, tool_call_id, decision, resume_data)
             try:
                 return await self._claim(run_id, loaded, tool_call_id, decision, resume_data)
             except RunChangedError:
@@ -112,16 +109,14 @@ class Decider:
             call.state, call.decision = "executing", decision
         top.decisions[entry.tool_call_id] = decision
         event = decision.event
-        # The top last, with the decision's audit entry: until that one write
-        # succeeds, the claim has not happened and nothing says it did.
+        # Every run of the chain in one write, with the decision's audit entry: until
+        # it succeeds, the claim has not happened and nothing says it did.
+        decided = audit_entry(top, entry, event, decision)
+        if answered is not None:  # an answer is on record with what it runs with
+            decided = decided.model_copy(update={"args": answered})
+        audit.append(decided)
         try:
-            for snap in chain[:0:-1]:
-                await self._turns.save(snap)
-            decided = audit_entry(top, entry, event, decision)
-            if answered is not None:  # an answer is on record with what it runs with
-                decided = decided.model_copy(update={"args": answered})
-            audit.append(decided)
-            await self._turns.save(top, audit)
+            await self._turns.save_together(chain, audit)
         except StoreConflict as exc:
             # Someone wrote the run since it was read: this try lost, and nothing
             # of it counts (the top's write is the claim).
@@ -287,17 +282,16 @@ class Decider:
                     suspended=owned.suspend_payload,
                 ):
                     yield chunk
-        ids = [snap.run_id for snap in chain]
         outcome = outcomes[call.tool_call_id]
         ran = _ran(
             chain[0], owned, decision, outcome, heard or decision.action != "decline", ran_with
         )
-        async for chunk in self._settle(ids, call.tool_call_id, outcome, shown, ran):
+        async for chunk in self._settle(chain, call.tool_call_id, outcome, shown, ran):
             yield chunk
 
     async def _settle(
         self,
-        chain_ids: list[str],
+        chain: list[RunSnapshot],
         tool_call_id: str,
         outcome: Outcome,
         shown: list[PendingCall] | None,
@@ -307,25 +301,21 @@ class Decider:
 
         ``audit``: what recording the outcome puts on record (written with the top).
 
-        Each locked pass brings every run above the changed one up to date; a
-        run whose batch is complete is set running (by this process only) and
-        driven outside the lock, after which the next pass carries its answer
+        Each pass brings every run above the changed one up to date; a run
+        whose batch is complete is set running (by this process only) and
+        driven, after which the next pass carries its answer
         up. Runs in between never continue: while a child is paused or running,
         its parent lacks that child's result.
         """
+        chain_ids = [snap.run_id for snap in chain]
         low = len(chain_ids) - 1
         record: Outcome | None = outcome
+        # The runs as this process last saved them (the claim): only when another
+        # process wrote one since are they read, and the pass done again.
+        held = {snap.run_id: snap for snap in chain}
         while low >= 0:
             ids = chain_ids[: low + 1]
-            held = self._turns.saved.get(ids[0]) if len(chain_ids) == 1 else None
-            if held is not None and not _has_children(held):
-                # A run of its own (no sub-agent runs): one compare-and-set, on the run
-                # as this process last saved it (the claim); only when another
-                # process wrote it since is it read, and the pass done again.
-                target = await self._lone_pass(ids, tool_call_id, record, audit)
-            else:
-                async with self._turns.store.lock(lock_name(chain_ids[0])):
-                    target = await self._pass(ids, tool_call_id, record, None, audit)
+            target = await self._settling_pass(ids, tool_call_id, record, held, audit)
             record, audit = None, ()
             if target is None:
                 return
@@ -335,21 +325,26 @@ class Decider:
             if low == 0:
                 return
 
-    async def _lone_pass(
+    async def _settling_pass(
         self,
         ids: list[str],
         tool_call_id: str,
         record: Outcome | None,
+        held: dict[str, RunSnapshot],
         audit: Sequence[AuditEntry],
     ) -> RunSnapshot | None:
-        """``_pass`` over a lone top run by compare-and-set, read again and redone
-        while other writes (a sibling's claim, a stop) get there first."""
-        held = self._turns.saved.pop(ids[0], None)
+        """``_pass`` by compare-and-set, read again and redone while other writes (a
+        sibling's claim, a stop) get there first."""
         for _ in range(CLAIM_TRIES):
             try:
                 return await self._pass(ids, tool_call_id, record, held, audit)
             except StoreConflict:
-                held = None
+                # Read again, but for a run this process just drove: its state waits
+                # for this write (``Turns.defer``), and nobody else writes a run
+                # being driven.
+                for run_id in list(held):
+                    if not self._turns.deferred(run_id, held[run_id].root_run_id):
+                        del held[run_id]
         raise RunChangedError(ids[0], tool_call_id)
 
     async def _pass(
@@ -357,14 +352,17 @@ class Decider:
         ids: list[str],
         tool_call_id: str,
         record: Outcome | None,
-        held: RunSnapshot | None,
+        held: dict[str, RunSnapshot],
         audit: Sequence[AuditEntry] = (),
     ) -> RunSnapshot | None:
-        """One locked pass of ``_settle`` over the runs ``ids`` (the top first): record
-        the outcome in the last, bring those above up to date, set running the lowest
-        whose batch is complete (returned). ``held``: the top as last saved here, or
-        ``None`` to read it."""
-        snaps = [held] if held is not None else [await self._turns.load(i) for i in ids]
+        """One pass of ``_settle`` over the runs ``ids`` (the top first): record the
+        outcome in the last, bring those above up to date, set running the lowest whose
+        batch is complete (returned). ``held``: runs as last saved here (the others are
+        read, and kept there)."""
+        for run_id in ids:
+            if run_id not in held:
+                held[run_id] = await self._turns.load(run_id)
+        snaps = [held[run_id] for run_id in ids]
         changed = {snaps[-1].run_id} if record is not None else set()
         if record is not None:
             _record(snaps[-1], tool_call_id, record)
@@ -382,14 +380,20 @@ class Decider:
             for parent, child in zip(reversed(snaps[:-1]), reversed(snaps[1:]), strict=True):
                 if self._sync(parent, child):
                     changed.add(parent.run_id)
-        # Only what changed is written: a run another process is driving must keep
-        # its revision.
-        if audit:
-            changed.add(snaps[0].run_id)
-        for snap in reversed(snaps):
-            if snap.run_id in changed:
-                await self._turns.save(snap, audit if snap is snaps[0] else ())
+        await self._write(snaps, changed, audit)
         return target
+
+    async def _write(
+        self, snaps: list[RunSnapshot], changed: set[str], audit: Sequence[AuditEntry]
+    ) -> None:
+        """Write a pass that changed something: every run it read, in one write, so
+        that one changed by another process since (a sibling's claim, a stop of the
+        top) fails it and it is read again. None of them is driven elsewhere meanwhile:
+        a run is driven only once every call below it is settled, by the pass that
+        settled the last one."""
+        top = snaps[0]
+        if changed or audit or top.root_run_id in self._turns.unsaved:
+            await self._turns.save_together(snaps, audit)
 
     async def _stopped_pass(
         self,
@@ -409,11 +413,7 @@ class Decider:
         if not any(p.state == "executing" for p in top.pending):
             self._turns.end_stopped(top)
             changed.add(top.run_id)
-        if audit:
-            changed.add(top.run_id)
-        for snap in reversed(snaps):
-            if snap.run_id in changed:
-                await self._turns.save(snap, audit if snap is top else ())
+        await self._write(snaps, changed, audit)
 
     def _sync(self, parent: RunSnapshot, child: RunSnapshot) -> bool:
         """Make a parent's view of a child run current: its pending calls or its answer.
@@ -557,12 +557,6 @@ def _shows_the_same(args: BaseModel, dumped: dict[str, Any], shown: dict[str, An
 
 def _sortable(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _has_children(top: RunSnapshot) -> bool:
-    """Whether a top run waits on sub-agent runs: deciding in its tree writes several
-    runs, under the run lock."""
-    return bool(top.busy_children) or any(p.child_run_id for p in top.pending)
 
 
 def _record(snap: RunSnapshot, tool_call_id: str, outcome: Outcome) -> None:

@@ -79,8 +79,7 @@ class Recoverer:
         retry = await self._plan_retry(top, executing)
         if retry is not None:
             chain, decision, value = retry
-            for snap in reversed(chain):
-                await self._turns.save(snap)
+            await self._turns.save_together(chain)
             assert call is not None
             body = self._decider.carry_out(chain, call, decision, value, shown)
             return Recovery(run=top, call=call, retry=body, dropped=[], shown=shown)

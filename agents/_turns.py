@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
@@ -51,7 +50,7 @@ from .snapshot import (
     StopRequest,
 )
 from .spec import AgentSpec, DelegationInput
-from .stores.base import Remember, Store, StoreConflict
+from .stores.base import Remember, Store, StoreConflict, tree_run_id
 from .tools import Tool, ToolSuspended, jsonable, render_result
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,8 @@ _SAVED_KEPT = 128
 
 
 def lock_name(root_run_id: str) -> str:
-    """The store lock that serializes decisions on one run tree."""
+    """The store lock that serializes a stop, announcing and crash recovery on one run
+    tree (decisions take none: they compare-and-set)."""
     return f"run:{root_run_id}"
 
 
@@ -85,6 +85,9 @@ class Turns(Calls):
         """Who already approved calls like a new one (``Agent.standing_approval``)."""
         self.saved: OrderedDict[str, RunSnapshot] = OrderedDict()
         """The last snapshot of each top run this process saved (a session ends with it)."""
+        self.unsaved: dict[str, dict[str, RunSnapshot]] = {}
+        """Per top run, sub-agent runs whose latest state the next save of a run of its
+        tree writes with it (``defer``): a new one, and one that just paused or ended."""
         self.stops: OrderedDict[str, StopRequest] = OrderedDict()
         """Top runs stopped from this process (``Engine.stop``): a drive here ends at once
         instead of at its next save (which is how a drive elsewhere hears of it)."""
@@ -106,16 +109,51 @@ class Turns(Calls):
         self, snap: RunSnapshot, audit: Sequence[AuditEntry] = (), *, release: bool = False
     ) -> None:
         """Save ``snap`` (compare-and-set) with the audit entries it puts on record;
-        ``release`` hands it back for another process to take on (``released``)."""
-        snap.released = release
-        remember = self._remember(snap)
+        ``release`` hands it back for another process to take on (``released``). The
+        sub-agent runs of its tree waiting to be saved (``defer``) go in the same write."""
+        await self.save_together([snap], audit, release=release)
+
+    async def save_together(
+        self,
+        snaps: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        release: bool = False,
+    ) -> None:
+        """Save runs of one tree at once, all or none (``Store.save_runs``), with the
+        sub-agent runs of the tree waiting to be saved; the first with the audit
+        entries it puts on record (the top, when it is among them)."""
+        waiting = self.unsaved.get(snaps[0].root_run_id, {})
+        listed = {snap.run_id for snap in snaps}
+        writes = [*snaps, *(run for run_id, run in waiting.items() if run_id not in listed)]
+        for snap in writes:
+            snap.released = False
+        snaps[0].released = release
+        remember = self._remember(snaps[0])
         try:
-            saved = await self.store.save_run(snap, audit, remember=remember)
+            if len(writes) == 1:
+                saved = [await self.store.save_run(writes[0], audit, remember=remember)]
+            else:
+                saved = await self.store.save_runs(writes, audit, remember=remember)
         except BaseException:
             if remember is not None:
-                snap.remembered = False  # not saved: the next save remembers it
+                snaps[0].remembered = False  # not saved: the next save remembers it
             raise
-        self._after_save(snap, saved)
+        for snap, copy in zip(writes, saved, strict=True):
+            self._after_save(snap, copy)
+            waiting.pop(snap.run_id, None)
+        if not waiting:
+            self.unsaved.pop(snaps[0].root_run_id, None)
+
+    def defer(self, snap: RunSnapshot) -> None:
+        """Leave a sub-agent run's latest state to the next save of a run of its tree:
+        its parent's, which takes in what it came to (one write instead of two). A
+        crash in between is one a moment earlier: its parent's batch was saved open."""
+        self.unsaved.setdefault(snap.root_run_id, {})[snap.run_id] = snap
+
+    def deferred(self, run_id: str, root_run_id: str) -> bool:
+        """Whether a run's latest state waits for the next save of its tree (``defer``)."""
+        return run_id in self.unsaved.get(root_run_id, {})
 
     def _after_save(self, snap: RunSnapshot, saved: RunSnapshot) -> None:
         snap.revision = saved.revision
@@ -197,6 +235,9 @@ class Turns(Calls):
             fresh = [p for p in snap.pending if p.state == "pending" and not p.announced]
             for asked in fresh:
                 asked.announced = True
+        if not snap.is_root:
+            self.defer(snap)  # its parent's next write takes it in (``defer``)
+            return
         try:
             await self.save(snap, [audit_entry(snap, asked, "requested") for asked in fresh])
         except StoreConflict:
@@ -518,7 +559,7 @@ class Turns(Calls):
         assert isinstance(args, DelegationInput)
         sub = agent.agents[key]
         child = RunSnapshot(
-            run_id=new_run_id(),
+            run_id=tree_run_id(snap.root_run_id),
             agent_path=[*snap.agent_path, key],
             root_run_id=snap.root_run_id,
             parent_run_id=snap.run_id,
@@ -528,7 +569,7 @@ class Turns(Calls):
             options=snap.options.model_copy(update={"max_steps": sub.options.max_steps}),
             messages=[Message.user(args.task)],
         )
-        await self.save(child)
+        self.defer(child)  # written with the next save of the tree: its own, or ours
         async for chunk in self.drive(child):
             yield chunk
         outcomes[call.tool_call_id] = self.child_outcome(child, call.tool_call_id)
@@ -559,11 +600,6 @@ def clean_history(history: list[Message]) -> list[Message]:
         if message.role == "user" and all(isinstance(p, TextPart) for p in message.parts):
             return history[i:]
     return []
-
-
-def new_run_id() -> str:
-    """A fresh, globally unique run id."""
-    return f"run_{uuid.uuid4().hex}"
 
 
 async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:

@@ -12,7 +12,6 @@ from typing import Any
 from ._calls import CallPredicate, StandingApproval
 from ._decide import select_pending
 from ._engine import DEFAULT_LEASE, Engine
-from ._turns import new_run_id
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
 from .messages import Message
@@ -20,7 +19,7 @@ from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
 from .spec import AgentOptions, AgentSpec, tools_by_name
-from .stores.base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, Store
+from .stores.base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, Store, tree_run_id
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import LiveTools, Tool, ToolSource
@@ -191,7 +190,7 @@ class Agent:
         rule = (
             opts.require_tool_approval if require_tool_approval is None else require_tool_approval
         )
-        run_id = run_id or new_run_id()
+        run_id = run_id or tree_run_id()
         snap = RunSnapshot(
             run_id=run_id,
             agent_path=[self.id],

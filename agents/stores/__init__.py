@@ -9,6 +9,7 @@ from .base import (
     Remember,
     Store,
     StoreConflict,
+    tree_run_id,
 )
 from .memory import MemoryStore
 from .redis_url import redis_client, split_prefix
@@ -33,4 +34,5 @@ __all__ = [
     "redis_client",
     "split_prefix",
     "store_kind",
+    "tree_run_id",
 ]

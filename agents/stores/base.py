@@ -10,6 +10,8 @@ their own state elsewhere.
 
 from __future__ import annotations
 
+import uuid
+import zlib
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -100,6 +102,23 @@ class Store(Protocol):
         person per thread (``paused_runs``), that wait or work per thread
         (``thread_runs``), by earliest expiry (``runs_expiring``), and with work
         in flight (``runs_in_flight``).
+        """
+        ...
+
+    async def save_runs(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> list[RunSnapshot]:
+        """``save_run`` of several runs of one tree at once: all or none. Each must still
+        have the revision it was read at, or ``StoreConflict`` (of the first that did
+        not) and nothing is written. ``audit`` and ``remember`` are the first run's.
+
+        Atomic for the runs of a tree whose ids were drawn by ``tree_run_id`` (every
+        tree this version starts). A Redis Cluster writes an older tree spanning
+        shard groups group by group, the first run last (see ``CONCURRENCY.md``).
         """
         ...
 
@@ -213,6 +232,26 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+def tree_run_id(root_run_id: str | None = None) -> str:
+    """A fresh, globally unique run id; for a sub-agent run, one in its root run's group
+    of ``TREE_GROUPS`` (``tree_group``), so that a store sharding runs by group keeps a
+    whole tree where one atomic write reaches it (``save_runs``)."""
+    while True:
+        run_id = f"run_{uuid.uuid4().hex}"
+        if root_run_id is None or tree_group(run_id) == tree_group(root_run_id):
+            return run_id
+
+
+TREE_GROUPS = 16
+"""Groups run ids fall into by ``tree_group``: a Redis Cluster's shard groups. Fixed for
+a deployment's lifetime: a run is found by its id's group."""
+
+
+def tree_group(run_id: str) -> int:
+    """The group of a run id (or any name): its CRC-32 modulo ``TREE_GROUPS``."""
+    return zlib.crc32(run_id.encode()) % TREE_GROUPS
 
 
 def check_audit(snapshot: RunSnapshot, audit: Sequence[AuditEntry]) -> None:

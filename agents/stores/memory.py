@@ -60,11 +60,28 @@ class MemoryStore:
         *,
         remember: Remember | None = None,
     ) -> RunSnapshot:
-        check_audit(snapshot, audit)
+        return (await self.save_runs([snapshot], audit, remember=remember))[0]
+
+    async def save_runs(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> list[RunSnapshot]:
+        check_audit(snapshots[0], audit)
+        for snapshot in snapshots:
+            actual = self._revisions.get(snapshot.run_id, 0)
+            if actual != snapshot.revision:
+                raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
+        saved = [self._put(snapshots[0], audit, remember)]
+        return saved + [self._put(snapshot, (), None) for snapshot in snapshots[1:]]
+
+    def _put(
+        self, snapshot: RunSnapshot, audit: Sequence[AuditEntry], remember: Remember | None
+    ) -> RunSnapshot:
+        """Write one run whose revision was checked, with its audit and history."""
         run_id = snapshot.run_id
-        actual = self._revisions.get(run_id, 0)
-        if actual != snapshot.revision:
-            raise StoreConflict(run_id, snapshot.revision, actual)
         saved, data = next_revision(snapshot)
         self._saved[run_id] = data
         self._revisions[run_id] = saved.revision
@@ -81,7 +98,7 @@ class MemoryStore:
         if not saved.in_flight:
             self._alive.pop(run_id, None)
         if remember is not None and saved.thread_id is not None:
-            await self.append_history(saved.thread_id, remember.messages, window=remember.window)
+            self._remember(saved.thread_id, remember.messages, remember.window)
         return load_snapshot(data)
 
     async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
@@ -139,6 +156,9 @@ class MemoryStore:
     async def append_history(
         self, thread_id: str, messages: Sequence[Message], *, window: int
     ) -> None:
+        self._remember(thread_id, messages, window)
+
+    def _remember(self, thread_id: str, messages: Sequence[Message], window: int) -> None:
         kept = [*self._history.get(thread_id, []), *messages]
         self._history[thread_id] = kept[-window:] if window > 0 else []
 

@@ -48,85 +48,112 @@ from .base import (
 )
 from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
-# KEYS: run hash, expiring index, in-flight index, done index[, paused index, live
-# index and runs index of the thread], then the audit lists the entries go to (from
-# KEYS[ARGV[11]] on).
-# ARGV: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
+# Saves runs of one tree, all or none (``save_runs``; ``save_run`` is a tree of one).
+# ARGV[1]: how many runs; then per run how many of KEYS and of ARGV are its own, and
+# '1' if its last key is its root's children set (a new sub-agent run joins it in
+# the same write); then each run's ARGV, in order. Every revision is checked before
+# anything is written. Returns {1, old revision of the first[, the history]} when
+# saved, {0, which run, its stored revision or -1} otherwise.
+#
+# Per run (``save``), its keys: run hash, expiring index, in-flight index, done index[,
+# paused index, live index and runs index of the thread], then the audit lists the
+# entries go to (from keys[argv[11]] on)[, the thread's history].
+# argv: expected revision, snapshot JSON, thread id or '', run id, '1' if a paused
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # what the paused index's name has before and after the thread id (to drop the
 # run from a thread it no longer belongs to; the same shard group on a cluster),
-# the index of the first audit list in KEYS, '1' if a live root run (paused or in
+# the index of the first audit list in keys, '1' if a live root run (paused or in
 # flight), what the live index's name has before and after the thread id, the
 # last-change score if a finished root run or '', the last-change score if a root
 # run or '', what the runs index's name has before and after the thread id, how
 # many audit entries follow, the audit entries' JSON, then what to do with the
 # thread's history, the last key ('' nothing, 'append': the window and the
 # messages' JSON follow, 'read').
-# Returns {1, old revision[, the history]} when saved, {0, stored revision or -1}
-# otherwise.
 _SAVE_RUN_TEMPLATE = """
-local stored = redis.call('HGET', KEYS[1], '$REV')
-local current = tonumber(stored or '0')
-if current ~= tonumber(ARGV[1]) then
-  if stored then return {0, current} end
-  return {0, -1}
-end
-local run_id = ARGV[4]
-local old_thread = redis.call('HGET', KEYS[1], '$THREAD')
-redis.call('HSET', KEYS[1], '$REV', current + 1, '$THREAD', ARGV[3], '$SNAPSHOT', ARGV[2])
-if old_thread and old_thread ~= '' and old_thread ~= ARGV[3] then
-  redis.call('ZREM', ARGV[9] .. old_thread .. ARGV[10], run_id)
-  redis.call('ZREM', ARGV[13] .. old_thread .. ARGV[14], run_id)
-  redis.call('ZREM', ARGV[17] .. old_thread .. ARGV[18], run_id)
-end
-local lists = tonumber(ARGV[11])
-if lists == 8 then
-  if ARGV[5] == '1' then
-    redis.call('ZADD', KEYS[5], ARGV[6], run_id)
-  else
-    redis.call('ZREM', KEYS[5], run_id)
+local function save(keys, argv, current)
+  local run_id = argv[4]
+  local old_thread = redis.call('HGET', keys[1], '$THREAD')
+  redis.call('HSET', keys[1], '$REV', current + 1, '$THREAD', argv[3], '$SNAPSHOT', argv[2])
+  if old_thread and old_thread ~= '' and old_thread ~= argv[3] then
+    redis.call('ZREM', argv[9] .. old_thread .. argv[10], run_id)
+    redis.call('ZREM', argv[13] .. old_thread .. argv[14], run_id)
+    redis.call('ZREM', argv[17] .. old_thread .. argv[18], run_id)
   end
-  if ARGV[12] == '1' then
-    redis.call('ZADD', KEYS[6], ARGV[6], run_id)
-  else
-    redis.call('ZREM', KEYS[6], run_id)
+  local lists = tonumber(argv[11])
+  if lists == 8 then
+    if argv[5] == '1' then
+      redis.call('ZADD', keys[5], argv[6], run_id)
+    else
+      redis.call('ZREM', keys[5], run_id)
+    end
+    if argv[12] == '1' then
+      redis.call('ZADD', keys[6], argv[6], run_id)
+    else
+      redis.call('ZREM', keys[6], run_id)
+    end
+    if argv[16] ~= '' then redis.call('ZADD', keys[7], argv[16], run_id) end
   end
-  if ARGV[16] ~= '' then redis.call('ZADD', KEYS[7], ARGV[16], run_id) end
-end
-if ARGV[5] == '1' and ARGV[7] ~= '' then
-  redis.call('ZADD', KEYS[2], ARGV[7], run_id)
-else
-  redis.call('ZREM', KEYS[2], run_id)
-end
-if ARGV[8] == '1' then
-  redis.call('ZADD', KEYS[3], ARGV[6], run_id)
-else
-  redis.call('ZREM', KEYS[3], run_id)
-end
-if ARGV[15] ~= '' then
-  redis.call('ZADD', KEYS[4], ARGV[15], run_id)
-else
-  redis.call('ZREM', KEYS[4], run_id)
-end
-local entries = tonumber(ARGV[19])
-local mode = ARGV[20 + entries]
-local last_list = #KEYS
-if mode ~= '' then last_list = #KEYS - 1 end
-for i = 20, 19 + entries do
-  for j = lists, last_list do redis.call('RPUSH', KEYS[j], ARGV[i]) end
-end
-if mode == 'append' then
-  local window = tonumber(ARGV[21 + entries])
-  if window <= 0 then
-    redis.call('DEL', KEYS[#KEYS])
+  if argv[5] == '1' and argv[7] ~= '' then
+    redis.call('ZADD', keys[2], argv[7], run_id)
   else
-    if #ARGV >= 22 + entries then redis.call('RPUSH', KEYS[#KEYS], unpack(ARGV, 22 + entries)) end
-    redis.call('LTRIM', KEYS[#KEYS], -window, -1)
+    redis.call('ZREM', keys[2], run_id)
   end
-elseif mode == 'read' then
-  return {1, current, redis.call('LRANGE', KEYS[#KEYS], 0, -1)}
+  if argv[8] == '1' then
+    redis.call('ZADD', keys[3], argv[6], run_id)
+  else
+    redis.call('ZREM', keys[3], run_id)
+  end
+  if argv[15] ~= '' then
+    redis.call('ZADD', keys[4], argv[15], run_id)
+  else
+    redis.call('ZREM', keys[4], run_id)
+  end
+  local entries = tonumber(argv[19])
+  local mode = argv[20 + entries]
+  local last_list = #keys
+  if mode ~= '' then last_list = #keys - 1 end
+  for i = 20, 19 + entries do
+    for j = lists, last_list do redis.call('RPUSH', keys[j], argv[i]) end
+  end
+  if mode == 'append' then
+    local window = tonumber(argv[21 + entries])
+    if window <= 0 then
+      redis.call('DEL', keys[#keys])
+    else
+      if #argv >= 22 + entries then redis.call('RPUSH', keys[#keys], unpack(argv, 22 + entries)) end
+      redis.call('LTRIM', keys[#keys], -window, -1)
+    end
+  elseif mode == 'read' then
+    return {1, current, redis.call('LRANGE', keys[#keys], 0, -1)}
+  end
+  return {1, current}
 end
-return {1, current}
+local n = tonumber(ARGV[1])
+local runs = {}
+local key, arg = 0, 1 + 3 * n
+for i = 1, n do
+  local nkeys, nargs = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
+  local keys = {unpack(KEYS, key + 1, key + nkeys)}
+  local children = nil
+  if ARGV[3 * i + 1] == '1' then children = table.remove(keys) end
+  runs[i] = {keys, {unpack(ARGV, arg + 1, arg + nargs)}, children}
+  key, arg = key + nkeys, arg + nargs
+end
+local currents = {}
+for i = 1, n do
+  local stored = redis.call('HGET', runs[i][1][1], '$REV')
+  currents[i] = tonumber(stored or '0')
+  if currents[i] ~= tonumber(runs[i][2][1]) then
+    if stored then return {0, i, currents[i]} end
+    return {0, i, -1}
+  end
+end
+local answer
+for i = n, 1, -1 do
+  if runs[i][3] then redis.call('SADD', runs[i][3], runs[i][2][4]) end
+  answer = save(runs[i][1], runs[i][2], currents[i])
+end
+return answer
 """
 _SAVE_RUN = (
     _SAVE_RUN_TEMPLATE.replace("$REV", k.RUN_REVISION_FIELD)
@@ -201,81 +228,81 @@ class RedisStore:
         """Compare-and-set, index upkeep, the audit entries and the history it remembers
         in one Lua script (on a cluster, whose history has a slot of its own, the
         history right after); see ``Store.save_run``."""
-        saved, _ = await self._save_run(snapshot, audit, remember=remember)
+        saved, _ = await self._save_runs([snapshot], audit, remember=remember)
+        return saved[0]
+
+    async def save_runs(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> list[RunSnapshot]:
+        """``save_run`` of each in one script, which checks every revision first (one
+        slot on a cluster: a tree's runs share their root's group); see
+        ``Store.save_runs``."""
+        saved, _ = await self._save_runs(snapshots, audit, remember=remember)
         return saved
 
     async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
         """The save and the history's read in one script (two calls on a cluster)."""
-        return await self._save_run(snapshot, (), read_history=True)
+        saved, history = await self._save_runs([snapshot], (), read_history=True)
+        return saved[0], history
 
-    async def _save_run(
+    async def _save_runs(
         self,
-        snapshot: RunSnapshot,
+        snapshots: Sequence[RunSnapshot],
         audit: Sequence[AuditEntry],
         *,
         remember: Remember | None = None,
         read_history: bool = False,
-    ) -> tuple[RunSnapshot, list[Message]]:
-        check_audit(snapshot, audit)
-        saved, data = next_revision(snapshot)
-        run_id = saved.run_id
-        index = run_index(saved)
-        paused, expiry, in_flight = index.paused, index.expires_at, index.in_flight
-        shard = self.keys.shard(run_id)
-        keys = [
-            self.keys.run(run_id),
-            self.keys.expiring(shard),
-            self.keys.in_flight(shard),
-            self.keys.done(shard),
-        ]
-        if saved.thread_id is not None:
-            keys.append(self.keys.paused(saved.thread_id, shard))
-            keys.append(self.keys.live(saved.thread_id, shard))
-            keys.append(self.keys.thread_runs(saved.thread_id, shard))
-        changed = repr(saved.updated_at.timestamp())
-        args: list[str | int] = [
-            snapshot.revision,
-            data,
-            saved.thread_id or "",
-            run_id,
-            "1" if paused else "0",
-            repr(saved.created_at.timestamp()),
-            repr(expiry.timestamp()) if expiry is not None else "",
-            "1" if in_flight else "0",
-            *self.keys.paused_affixes(shard),
-            len(keys) + 1,
-            "1" if index.live else "0",
-            *self.keys.live_affixes(shard),
-            changed if saved.is_root and not index.live else "",
-            changed if saved.is_root else "",
-            *self.keys.thread_runs_affixes(shard),
-            len(audit),
-            *(entry.model_dump_json() for entry in audit),
-        ]
-        if audit:
-            keys += self._audit_keys(run_id, saved.thread_id, shard)
-        thread = saved.thread_id
-        # One script when the history may share it: one server, no slots.
-        along = thread is not None and not self.keys.shards
-        if along and remember is not None and thread is not None:
-            keys.append(self.keys.history(thread))
-            args += ["append", remember.window, *(m.model_dump_json() for m in remember.messages)]
-        elif along and read_history and thread is not None:
-            keys.append(self.keys.history(thread))
-            args.append("read")
-        else:
-            args.append("")
-        if not saved.is_root and snapshot.revision == 0:
-            # Before the child exists: a tree pruned later finds every child it has.
-            await self._redis.sadd(self.keys.children(saved.root_run_id, shard), run_id)
-        if self.keys.shards and saved.is_root and saved.thread_id and snapshot.revision == 0:
+    ) -> tuple[list[RunSnapshot], list[Message]]:
+        check_audit(snapshots[0], audit)
+        first = snapshots[0]
+        groups = {self.keys.shard(s.run_id) for s in snapshots}
+        if len(groups) > 1:
+            # A tree saved before its runs shared a group (an older version, on a
+            # cluster): group by group, the first run (the top) last.
+            rest = [
+                s
+                for s in snapshots[1:]
+                if self.keys.shard(s.run_id) != self.keys.shard(first.run_id)
+            ]
+            saved_rest = {s.run_id: (await self._save_runs([s], ()))[0][0] for s in rest}
+            near = [s for s in snapshots if s.run_id not in saved_rest]
+            saved_near, history = await self._save_runs(near, audit, remember=remember)
+            by_id = {s.run_id: s for s in saved_near} | saved_rest
+            return [by_id[s.run_id] for s in snapshots], history
+        if self.keys.shards and first.is_root and first.thread_id and first.revision == 0:
             # Before the run exists: a prune that missed it keeps the thread's history.
-            hold = self.keys.history_hold(saved.thread_id)
-            await self._redis.set(hold, repr(saved.created_at.timestamp()), px=k.HISTORY_HOLD_MS)
-        answer = await self._save(keys=keys, args=args)
+            hold = self.keys.history_hold(first.thread_id)
+            await self._redis.set(hold, repr(first.created_at.timestamp()), px=k.HISTORY_HOLD_MS)
+        # One script when the history may share it: one server, no slots.
+        thread = first.thread_id
+        along = thread is not None and not self.keys.shards
+        header: list[str | int] = [len(snapshots)]
+        keys: list[str] = []
+        args: list[str | int] = []
+        saved: list[RunSnapshot] = []
+        for n, snapshot in enumerate(snapshots):
+            own = _RunWrite(self.keys, snapshot, audit if n == 0 else ())
+            if n == 0 and along and thread is not None:
+                own.with_history(self.keys.history(thread), remember, read=read_history)
+            else:
+                own.args.append("")
+            joins = not own.saved.is_root and snapshot.revision == 0
+            if joins:
+                # With the child's first save: a tree pruned later finds every child.
+                own.keys.append(self.keys.children(own.saved.root_run_id, own.shard))
+            header += [len(own.keys), len(own.args), "1" if joins else "0"]
+            keys += own.keys
+            args += own.args
+            saved.append(own.saved)
+        answer = await self._save(keys=keys, args=[*header, *args])
         if not answer[0]:
-            actual = int(answer[1])
-            raise StoreConflict(run_id, snapshot.revision, None if actual < 0 else actual)
+            conflict = snapshots[int(answer[1]) - 1]
+            actual = int(answer[2])
+            raise StoreConflict(conflict.run_id, conflict.revision, None if actual < 0 else actual)
         history = [Message.model_validate_json(m) for m in answer[2]] if len(answer) > 2 else []
         if not along and thread is not None:  # a cluster: the history's own slot
             if remember is not None:
@@ -369,15 +396,8 @@ class RedisStore:
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append to the run's, the thread's and the deployment's audit lists at once."""
         shard = self.keys.shard(entry.run_id)
-        keys = self._audit_keys(entry.run_id, entry.thread_id, shard)
+        keys = _audit_keys(self.keys, entry.run_id, entry.thread_id, shard)
         await self._append_audit(keys=keys, args=[entry.model_dump_json()])
-
-    def _audit_keys(self, run_id: str, thread_id: str | None, shard: int) -> list[str]:
-        """The lists an entry of a run goes to: the run's, the deployment's, the thread's."""
-        keys = [self.keys.audit_run(run_id), self.keys.audit_all(shard)]
-        if thread_id is not None:
-            keys.append(self.keys.audit_thread(thread_id, shard))
-        return keys
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -431,3 +451,72 @@ class RedisStore:
 
 def _milliseconds(ttl: float) -> int:
     return max(k.MIN_TTL_MS, math.ceil(ttl * 1000))
+
+
+class _RunWrite:
+    """One run's part of the save script: its keys and arguments (see ``_SAVE_RUN``)."""
+
+    def __init__(
+        self, keys: k.RedisKeys, snapshot: RunSnapshot, audit: Sequence[AuditEntry]
+    ) -> None:
+        self.saved, data = next_revision(snapshot)
+        saved = self.saved
+        run_id = saved.run_id
+        index = run_index(saved)
+        self.shard = shard = keys.shard(run_id)
+        self.keys = [
+            keys.run(run_id),
+            keys.expiring(shard),
+            keys.in_flight(shard),
+            keys.done(shard),
+        ]
+        if saved.thread_id is not None:
+            self.keys.append(keys.paused(saved.thread_id, shard))
+            self.keys.append(keys.live(saved.thread_id, shard))
+            self.keys.append(keys.thread_runs(saved.thread_id, shard))
+        changed = repr(saved.updated_at.timestamp())
+        expiry = index.expires_at
+        self.args: list[str | int] = [
+            snapshot.revision,
+            data,
+            saved.thread_id or "",
+            run_id,
+            "1" if index.paused else "0",
+            repr(saved.created_at.timestamp()),
+            repr(expiry.timestamp()) if expiry is not None else "",
+            "1" if index.in_flight else "0",
+            *keys.paused_affixes(shard),
+            len(self.keys) + 1,
+            "1" if index.live else "0",
+            *keys.live_affixes(shard),
+            changed if saved.is_root and not index.live else "",
+            changed if saved.is_root else "",
+            *keys.thread_runs_affixes(shard),
+            len(audit),
+            *(entry.model_dump_json() for entry in audit),
+        ]
+        if audit:
+            self.keys += _audit_keys(keys, run_id, saved.thread_id, shard)
+
+    def with_history(self, key: str, remember: Remember | None, *, read: bool) -> None:
+        """Append to the thread's history (``remember``), or read it, in the same write."""
+        if remember is not None:
+            self.keys.append(key)
+            self.args += [
+                "append",
+                remember.window,
+                *(m.model_dump_json() for m in remember.messages),
+            ]
+        elif read:
+            self.keys.append(key)
+            self.args.append("read")
+        else:
+            self.args.append("")
+
+
+def _audit_keys(keys: k.RedisKeys, run_id: str, thread_id: str | None, shard: int) -> list[str]:
+    """The lists an entry of a run goes to: the run's, the deployment's, the thread's."""
+    lists = [keys.audit_run(run_id), keys.audit_all(shard)]
+    if thread_id is not None:
+        lists.append(keys.audit_thread(thread_id, shard))
+    return lists

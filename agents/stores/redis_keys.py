@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cache
 
+from .base import TREE_GROUPS
+
 # Isolates one deployment (or one test) from others sharing the server.
 DEFAULT_PREFIX = "ab"
 
@@ -92,7 +94,7 @@ LOCK = "lock"
 
 # Shard groups on a Redis Cluster. Fixed for a deployment's lifetime: a run is
 # found by its id's group, so a different count would lose every stored run.
-SHARDS = 16
+SHARDS = TREE_GROUPS
 SLOTS = 16384
 
 # Redis rejects a zero expiry; sub-millisecond TTLs are rounded up to this.

@@ -222,50 +222,64 @@ class SQLiteStore:
     ) -> RunSnapshot:
         """Compare-and-set on ``revision`` (one statement), with its audit entries and
         the history it remembers in the same transaction; see ``Store.save_run``."""
-        saved, _ = await self._save(snapshot, audit, remember=remember)
+        saved, _ = await self._save([snapshot], audit, remember=remember)
+        return saved[0]
+
+    async def save_runs(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> list[RunSnapshot]:
+        """Each run's compare-and-set in one transaction, rolled back at the first
+        that fails; see ``Store.save_runs``."""
+        saved, _ = await self._save(snapshots, audit, remember=remember)
         return saved
 
     async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
         """The insert and the history's read in one transaction."""
-        return await self._save(snapshot, (), read_history=True)
+        saved, history = await self._save([snapshot], (), read_history=True)
+        return saved[0], history
 
     async def _save(
         self,
-        snapshot: RunSnapshot,
+        snapshots: Sequence[RunSnapshot],
         audit: Sequence[AuditEntry],
         *,
         remember: Remember | None = None,
         read_history: bool = False,
-    ) -> tuple[RunSnapshot, list[Message]]:
-        check_audit(snapshot, audit)
-        saved, data = next_revision(snapshot)
-        params = _run_params(saved, data, expected=snapshot.revision)
+    ) -> tuple[list[RunSnapshot], list[Message]]:
+        check_audit(snapshots[0], audit)
+        prepared = [(snapshot, *next_revision(snapshot)) for snapshot in snapshots]
         entries = [_audit_params(entry) for entry in audit]
-        thread = saved.thread_id
+        thread = snapshots[0].thread_id
         remembered = remember if thread is not None else None
 
-        async def work(db: aiosqlite.Connection) -> tuple[bool, int | None, list[Any]]:
-            sql = _INSERT_RUN if snapshot.revision == 0 else _UPDATE_RUN
-            if await changes(db, sql, params) == 1:
-                if entries:
-                    await db.executemany(_INSERT_AUDIT, entries)
-                if remembered is not None and thread is not None:
-                    await _append_history(db, thread, remembered.messages, remembered.window)
-                history: list[Any] = []
-                if read_history and thread is not None:
-                    history = list(await db.execute_fetchall(_LOAD_HISTORY, (thread,)))
-                return True, snapshot.revision, history
-            # Only for the error message; the decision was made by the statement above.
-            rows = await db.execute_fetchall(
-                "SELECT revision FROM runs WHERE run_id = ?", (snapshot.run_id,)
-            )
-            return False, next((int(row[0]) for row in rows), None), []
+        async def work(db: aiosqlite.Connection) -> list[Any]:
+            for snapshot, saved, data in prepared:
+                sql = _INSERT_RUN if snapshot.revision == 0 else _UPDATE_RUN
+                params = _run_params(saved, data, expected=snapshot.revision)
+                if await changes(db, sql, params) != 1:
+                    # Only for the error message; the statement above decided.
+                    rows = await db.execute_fetchall(
+                        "SELECT revision FROM runs WHERE run_id = ?", (snapshot.run_id,)
+                    )
+                    actual = next((int(row[0]) for row in rows), None)
+                    raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
+            if entries:
+                await db.executemany(_INSERT_AUDIT, entries)
+            if remembered is not None and thread is not None:
+                await _append_history(db, thread, remembered.messages, remembered.window)
+            if read_history and thread is not None:
+                return list(await db.execute_fetchall(_LOAD_HISTORY, (thread,)))
+            return []
 
-        many = bool(entries) or remembered is not None
-        done, actual, rows = await self._run(work, transaction=many)
-        if not done:
-            raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
-        return saved, [Message.model_validate_json(row[0]) for row in rows]
+        # A conflict raised in a transaction rolls back what came before it.
+        many = len(prepared) > 1 or bool(entries) or remembered is not None
+        rows = await self._run(work, transaction=many)
+        history = [Message.model_validate_json(row[0]) for row in rows]
+        return [saved for _, saved, _ in prepared], history
 
     def lock(
         self, name: str, *, ttl: float = 30.0, wait: float | None = None

@@ -6,13 +6,14 @@ one store. A store that yields to the event loop a drawn number of times before
 each call makes the interleavings; whatever the order, no decision is lost or
 doubled: each tool runs at most once, exactly one approval of a call wins (or
 the stop came first), the audit log says what happened and nothing more, and
-the run ends, remembered in its thread's history once.
+the run ends, remembered in its thread's history once. The same holds when the
+calls are a sub-agent's, under a supervisor: a tree of runs, written together.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -66,6 +67,12 @@ def build(store: Any, paid: Counter, shipped: Counter, *, agent_id: str = "shop"
     return Agent(id=agent_id, model=model, tools=[pay, ship], store=store)
 
 
+def supervising(store: Any, paid: Counter, shipped: Counter) -> Agent:
+    """A supervisor that hands the order to ``build``'s agent (the gated calls are its)."""
+    model = call_then_answer(ToolCall("agent-shop", {"task": "order 7"}, id="delegated"))
+    return Agent(id="front", model=model, agents={"shop": build(store, paid, shipped)}, store=store)
+
+
 async def settle(call: Any) -> str:
     """What one actor came to: ``ok`` or the typed error's name (anything else fails)."""
     try:
@@ -85,17 +92,30 @@ async def settle(call: Any) -> str:
 )
 @given(st.lists(st.integers(min_value=0, max_value=4), min_size=80, max_size=80))
 def test_no_decision_is_lost_or_doubled_in_any_order(yields: list[int]) -> None:
-    asyncio.run(scenario(yields))
+    asyncio.run(scenario(yields, build))
 
 
-async def scenario(yields: list[int]) -> None:
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(st.lists(st.integers(min_value=0, max_value=4), min_size=120, max_size=120))
+def test_no_decision_in_a_sub_agents_run_is_lost_or_doubled_in_any_order(
+    yields: list[int],
+) -> None:
+    asyncio.run(scenario(yields, supervising))
+
+
+async def scenario(yields: list[int], agent: Callable[[Any, Counter, Counter], Agent]) -> None:
     memory = MemoryStore()
     paid, shipped = Counter(), Counter()
-    paused = await build(memory, paid, shipped).generate("order 7", thread_id=THREAD)
+    paused = await agent(memory, paid, shipped).generate("order 7", thread_id=THREAD)
     run_id = paused.run_id
     store = Shuffled(memory, iter(yields))
-    here = build(store, paid, shipped)
-    elsewhere = build(store, paid, shipped)  # another process: its own engine
+    here = agent(store, paid, shipped)
+    elsewhere = agent(store, paid, shipped)  # another process: its own engine
 
     first, second, decline, stop, recovered = await asyncio.gather(
         settle(here.approve_tool_call(run_id=run_id, tool_call_id="pay", decided_by="U1")),

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from agents.stores import redis_client, split_prefix
+from agents.stores import StoreConflict, redis_client, split_prefix, tree_run_id
 from agents.stores.redis import RedisStore
 from bot import open_chat_state
 from bot.chat_state import ThreadNote
@@ -61,4 +61,29 @@ async def test_runs_and_inbox_entries_spread_over_every_primary() -> None:
         finally:
             await client.aclose()
             await chat.close()
+            await store.close()
+
+
+async def test_a_tree_lives_in_its_top_runs_group_and_an_older_one_across_groups_saves() -> None:
+    async with redis_prefix(REDIS_CLUSTER_URL) as prefix:
+        store = RedisStore(with_prefix(REDIS_CLUSTER_URL, prefix))
+        try:
+            root = paused_run(run_id=tree_run_id())
+            children = [tree_run_id(root.run_id) for _ in range(20)]
+            assert {store.keys.shard(c) for c in children} == {store.keys.shard(root.run_id)}
+
+            # A tree an older version saved, its sub-agent run in another group: it is
+            # still written (group by group, the top last), revision checks and all.
+            other = next(
+                f"run-{n}"
+                for n in range(100)
+                if store.keys.shard(f"run-{n}") != store.keys.shard(root.run_id)
+            )
+            child = paused_run(run_id=other, parent_run_id=root.run_id)
+            top, below = await store.save_runs([root, child])
+            assert (top.revision, below.revision) == (1, 1)
+            with pytest.raises(StoreConflict):
+                await store.save_runs([top, child])
+            assert await store.load_run(child.run_id) == below
+        finally:
             await store.close()

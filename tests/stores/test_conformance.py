@@ -12,6 +12,7 @@ import pytest
 from agents.messages import Message
 from agents.snapshot import AuditEntry, Decision, RunSnapshot, utcnow
 from agents.stores import LockTimeout, Store, StoreConflict, open_store
+from agents.stores.base import tree_run_id
 
 from ._snapshots import paused_run
 
@@ -113,6 +114,58 @@ async def test_concurrent_saves_of_one_revision_let_exactly_one_win(store: Store
     assert len(winners) == 1
     assert all(isinstance(o, StoreConflict) for o in outcomes if o not in winners)
     assert await store.load_run(saved.run_id) == winners[0]
+
+
+def tree(thread_id: str | None = THREAD) -> tuple[RunSnapshot, RunSnapshot]:
+    """A paused root run and its paused sub-agent run, ids drawn as the runtime draws them."""
+    root = paused_run(run_id=tree_run_id(), thread_id=thread_id)
+    child = paused_run(
+        run_id=tree_run_id(root.run_id), parent_run_id=root.run_id, thread_id=thread_id
+    )
+    return root, child
+
+
+async def test_runs_of_a_tree_are_saved_together_with_the_tops_audit(store: Store) -> None:
+    root, child = tree()
+    requested = audit(root.run_id, THREAD, "requested", "U123")
+
+    saved = await store.save_runs([root, child], [requested])
+
+    assert [s.revision for s in saved] == [1, 1]
+    assert await store.load_run(root.run_id) == saved[0]
+    assert await store.load_run(child.run_id) == saved[1]
+    assert await store.list_audit(run_id=root.run_id) == [requested]
+    assert await store.paused_runs(THREAD) == [root.run_id]
+    again = await store.save_runs([decided(saved[0], "U1"), decided(saved[1], "U1")])
+    assert [s.revision for s in again] == [2, 2]
+
+
+async def test_a_tree_save_with_one_stale_run_writes_none_of_them(store: Store) -> None:
+    root, child = await store.save_runs(list(tree()))
+    newer = await store.save_run(decided(child, "U1"))
+
+    with pytest.raises(StoreConflict) as caught:
+        await store.save_runs(
+            [finished(root), finished(child)], [audit(root.run_id, THREAD, "approved", "U2")]
+        )
+
+    assert caught.value.run_id == child.run_id
+    assert await store.load_run(root.run_id) == root
+    assert await store.load_run(child.run_id) == newer
+    assert await store.list_audit(run_id=root.run_id) == []
+    assert await store.paused_runs(THREAD) == [root.run_id]
+
+
+async def test_concurrent_tree_saves_of_one_revision_let_exactly_one_win(store: Store) -> None:
+    root, child = await store.save_runs(list(tree()))
+    attempts = [[decided(root, f"U{i}"), decided(child, f"U{i}")] for i in range(10)]
+
+    outcomes = await asyncio.gather(*(store.save_runs(a) for a in attempts), return_exceptions=True)
+
+    winners = [o for o in outcomes if isinstance(o, list)]
+    assert len(winners) == 1
+    assert all(isinstance(o, StoreConflict) for o in outcomes if o not in winners)
+    assert await store.load_run(child.run_id) == winners[0][1]
 
 
 async def test_unicode_and_big_args_survive_a_round_trip(store: Store) -> None:
