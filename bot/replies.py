@@ -29,7 +29,7 @@ from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .types import IncomingMessage, Messenger, Notice, Reply, ThreadKey, tool_label
-from .views import answer_mark, prompt, run_metadata
+from .views import answer_mark, error_mark, failure_notice, notice_mark, prompt, run_metadata
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ class Replies:
         """Resume the thread's question, point at its card, or start a new run.
 
         ``retry``: this message may have been worked on before, so a question
-        found answered may have been answered by it: nothing is said then.
+        found answered may have been answered by it: nothing is said then; and a notice
+        it was told is looked for first (``_say_about``), so it is not told twice.
         """
         thread = message.thread
         pending = await self.pending(thread.id)
@@ -88,10 +89,12 @@ class Replies:
         waiting = _not_an_answer(message, live[-1]) if live else None
         if waiting is not None:
             # A new request, by all signs: never taken as the answer without asking.
-            await self._presenter.say(messenger, thread, Notice(text=waiting))
+            await self._say_about(messenger, thread, waiting, live[-1], cause=run_id, retry=retry)
             return None
         if live and _cancels(message.text, live[-1]):
-            return await self._cancel_question(message, messenger, live[-1], retry=retry)
+            return await self._cancel_question(
+                message, messenger, live[-1], run_id=run_id, retry=retry
+            )
         if questions:
             refused = (
                 self._policy.question_refusal(
@@ -135,7 +138,8 @@ class Replies:
                     await self._presenter.say(messenger, thread, gone)
                 return None
             except RunChangedError:
-                await self._presenter.say(messenger, thread, Notice(text=texts.ANSWER_RACED))
+                raced = texts.ANSWER_RACED
+                await self._say_about(messenger, thread, raced, live[-1], cause=run_id, retry=retry)
                 return None
             if answered is not None:
                 await self._presenter.show_settled(
@@ -149,7 +153,7 @@ class Replies:
             return None
         if pending:
             notice = texts.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
-            await self._presenter.say(messenger, thread, Notice(text=notice))
+            await self._say_about(messenger, thread, notice, pending[-1], cause=run_id, retry=retry)
             return None
         self._metrics.runs_started.inc()
         return await self._agent.stream(
@@ -162,7 +166,13 @@ class Replies:
         )
 
     async def _cancel_question(
-        self, message: IncomingMessage, messenger: Messenger, question: PendingInfo, *, retry: bool
+        self,
+        message: IncomingMessage,
+        messenger: Messenger,
+        question: PendingInfo,
+        *,
+        run_id: str,
+        retry: bool,
     ) -> AgentStream | None:
         """Leave a question on the words ``cancel``/``stop``: the tool hears it was cancelled."""
         thread = message.thread
@@ -185,13 +195,33 @@ class Replies:
                 await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
             return None
         except RunChangedError:
-            await self._presenter.say(messenger, thread, Notice(text=texts.ANSWER_RACED))
+            raced = texts.ANSWER_RACED
+            await self._say_about(messenger, thread, raced, question, cause=run_id, retry=retry)
             return None
         self._metrics.decided("cancelled")
         await self._presenter.show_settled(
             messenger, thread, question, "cancelled", message.user_id
         )
         return stream
+
+    async def _say_about(
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        text: str,
+        about: PendingInfo,
+        *,
+        cause: str,
+        retry: bool,
+    ) -> None:
+        """Say a notice about a waiting call in reply to the message whose work is
+        ``cause``. On a ``retry`` it is looked for first: the process that died may have
+        said it before the message's work was recorded done (it came after the call
+        was asked, so it is looked for from then)."""
+        mark = notice_mark(about, cause=cause)
+        since = about.created_at if retry else None
+        if await self._presenter.find(messenger, thread, mark, since=since) is None:
+            await self._presenter.say(messenger, thread, Notice(text=text), mark=mark)
 
     async def catch_up(self, thread: ThreadKey, messenger: Messenger, run_id: str) -> None:
         """Show what a run started by a process that died may not have shown yet.
@@ -200,9 +230,9 @@ class Replies:
         not recorded as posted is looked for first (by its mark) and posted only when
         missing; found, its place is recorded, so it is updated as ever. A finished
         run's answer likewise: found, nothing is said again (the note after it, if any,
-        went out right after it). Where the platform cannot tell, it is posted again:
-        better twice than never. A failed run's text and error carry no mark: they are
-        said again. A run still in flight is crash recovery's, once its heartbeat lapsed.
+        went out right after it); and a failed run's error (its text, if any, went out
+        before it). Where the platform cannot tell, it is posted again: better twice
+        than never. A run still in flight is crash recovery's, once its heartbeat lapsed.
         """
         log.info("the run of %s was started by a process that stopped; catching up", run_id)
         run = await self._agent.get_run(run_id)
@@ -211,9 +241,11 @@ class Replies:
                 if info.run_id == run_id and await self._presenter.card_place(info) is None:
                     await self._presenter.show_pending(messenger, thread, info, look_first=True)
         elif run.status in ("finished", "failed"):
-            answered = run.status == "finished" and bool(run.text)
-            if answered:
-                mark = answer_mark(run_id)
+            failed = run.status == "failed"
+            answered = not failed and bool(run.text)
+            if answered or failed:
+                # The run's last post: found, everything before it went out too.
+                mark = error_mark(run_id) if failed else answer_mark(run_id)
                 found = await self._presenter.find(messenger, thread, mark, since=run.created_at)
                 if found is not None:
                     return
@@ -221,9 +253,9 @@ class Replies:
                 # A finished run's answer as the run itself ends it: rated, and marked.
                 answer = Reply(text=run.text, feedback=run_id if answered else None)
                 await self._presenter.say(messenger, thread, answer)
-            if run.status == "failed":
-                error = texts.RUN_FAILED.format(error=run.error or texts.INTERNAL_ERROR)
-                await self._presenter.say(messenger, thread, Notice(text=error))
+            if failed:
+                error = failure_notice(run.error or texts.INTERNAL_ERROR)
+                await self._presenter.say(messenger, thread, error, mark=error_mark(run_id))
             elif (why := texts.FINISH_NOTES.get(run.finish_reason or "")) is not None:
                 await self._presenter.say(messenger, thread, Notice(text=why))
 

@@ -27,6 +27,7 @@ from .answer import Answer
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .types import Messenger, Notice, Text, ThreadKey, naming
+from .views import error_mark, failure_notice
 
 if TYPE_CHECKING:
     from .presenter import Presenter
@@ -74,6 +75,7 @@ class Segments:
         answer = Answer(
             messenger, thread, to, lambda reply: self._presenter.say(messenger, thread, reply)
         )
+        failure: Notice | None = None
         await self._presenter.status(messenger, thread, texts.THINKING)
         try:
             async for chunk in stream:
@@ -104,8 +106,10 @@ class Segments:
                         continue
                     await answer.pause()
                     self._metrics.runs_failed.inc()
-                    error = texts.RUN_FAILED.format(error=chunk.error)
-                    await self._presenter.say(messenger, thread, Notice(text=error))
+                    # Said at the finish, once the failure is on record: a crash before
+                    # leaves the run to crash recovery, which asks the model again; one
+                    # after leaves the notice for the message's catch-up to find.
+                    failure = failure_notice(chunk.error)
                 elif isinstance(chunk, FinishChunk):
                     if chunk.agent_path != self._top:
                         continue
@@ -116,6 +120,9 @@ class Segments:
                         self._metrics.runs_finished.inc()
                     if chunk.finish_reason != "suspended":
                         self._metrics.used(chunk.usage)  # a run's total, once it is over
+                    if failure is not None:
+                        mark = error_mark(stream.run_id)
+                        await self._presenter.say(messenger, thread, failure, mark=mark)
                     # A model that stops for its own reasons must not leave the thread silent.
                     why = texts.FINISH_NOTES.get(chunk.finish_reason)
                     if why is not None:

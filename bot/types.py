@@ -439,9 +439,11 @@ class Undeliverable(Exception):
     """
 
 
-PostKind = Literal["answer", "card", "question", "pointer"]
-"""What a marked post is: a finished run's answer, a call's card, a call's question, or
-the line left in the requester's thread for a card sent elsewhere (``CardPointer``)."""
+PostKind = Literal["answer", "card", "question", "pointer", "error", "notice"]
+"""What a marked post is: a finished run's answer, a call's card, a call's question, the
+line left in the requester's thread for a card sent elsewhere (``CardPointer``), a failed
+run's error, or a notice about a waiting call said in reply to a message (an approval
+pending, a question still waiting)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,9 +453,9 @@ class PostMark:
     does not post it again (``Messenger.find_post``). Ids only: other apps may read it.
 
     ``call`` and ``ask`` name the call (and which asking of it, ``ask_of``) of a card,
-    question or pointer. ``cause``: the intake entry's run id whose work posted it, when
-    the same call's post may come again for another reason (a question asked again
-    after a reply that did not fit it).
+    question, pointer or notice. ``cause``: the intake entry's run id whose work posted
+    it, when the same call's post may come again for another reason (a question asked
+    again after a reply that did not fit it; a notice, said again to each new message).
     """
 
     run_id: str

@@ -20,6 +20,7 @@ from .types import (
     CardPointer,
     CardStatus,
     FieldKind,
+    Notice,
     Person,
     PostKind,
     PostMark,
@@ -280,10 +281,33 @@ def question_mark(info: PendingInfo, *, cause: str | None = None) -> PostMark:
     )
 
 
+def failure_notice(error: str) -> Notice:
+    """What a thread is told of its run that failed: why (``error_mark`` marks it)."""
+    return Notice(text=texts.RUN_FAILED.format(error=error))
+
+
+def error_mark(run_id: str) -> PostMark:
+    """The mark of the notice that says why a run failed (a run fails once)."""
+    return PostMark(run_id=run_id, post="error")
+
+
+def notice_mark(about: PendingInfo, *, cause: str) -> PostMark:
+    """The mark of a notice about a waiting call, said in reply to the message whose work
+    is the intake entry's run ``cause``: each new message about it is told again."""
+    return PostMark(
+        run_id=about.run_id,
+        post="notice",
+        call=about.tool_call_id,
+        ask=ask_of(about),
+        cause=cause,
+    )
+
+
 def post_mark(view: View) -> PostMark | None:
     """The mark a view carries of itself: a finished run's answer (``Reply.feedback``), a
     card, a pointer; ``None`` for anything else (a question's needs its call's ask:
-    ``question_mark``)."""
+    ``question_mark``; an error or a notice says nothing of its run: ``error_mark``,
+    ``notice_mark``)."""
     if isinstance(view, Reply):
         return answer_mark(view.feedback) if view.feedback else None
     if isinstance(view, ApprovalCard):

@@ -18,12 +18,13 @@ Every call to Teams keeps to its limits (``limits``): waited for when throttled,
 again a bounded while, in order within a conversation; one that cannot be made raises
 ``Undeliverable``, as does a token Entra will not give.
 
-Marked posts (``PostMark``: an answer, a card, a question) are found again after a crash
-only through the chat state: the Bot Framework connector cannot read a Teams
-conversation back, and Teams picks each activity's id as it takes it (an id sent along
-is ignored). So each marked post's id is noted right after Teams took it (``MARK_TTL``),
-and ``find_post`` reads that note. A process that dies between Teams taking the post and
-the note leaves nothing to find: the post is made again (twice, never lost).
+Marked posts (``PostMark``: an answer, a card, a question, a run's error, a notice) are
+found again after a crash only through the chat state: the Bot Framework connector cannot
+read a Teams conversation back, and Teams picks each activity's id as it takes it (an id
+sent along is ignored). So each marked post's id is noted right after Teams took it
+(``MARK_TTL``), and ``find_post`` reads that note. A process that dies between Teams
+taking the post and the note leaves nothing to find: the post is made again (twice,
+never lost).
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from agents import Agent, FunctionModel, MemoryStore, Message, ModelError
+from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
     ApprovalPolicy,
@@ -17,11 +21,17 @@ from bot import (
     CardPointer,
     ChatBot,
     Destination,
+    MessageRef,
+    Notice,
+    PostMark,
     Prompt,
     Reply,
+    ThreadKey,
+    View,
     ask_of,
 )
-from bot.views import card_mark
+from bot.texts import APPROVAL_PENDING
+from bot.views import card_mark, error_mark
 from tests.agents.helpers import Counter
 
 from .helpers import (
@@ -195,3 +205,80 @@ async def test_an_answer_lost_in_a_crash_is_posted_rated_and_marked() -> None:
     assert (again.text, again.feedback) == (first.text, card.run_id)
     await caught_up(bot, messenger, card.run_id)  # and found the next time
     assert len(messenger.views(Reply)) == 2
+
+
+def failing_agent() -> Agent:
+    """Every run fails: the model is down."""
+
+    def broken(messages: list[Message], request: ModelRequest) -> str:
+        raise ModelError("HTTP 529 overloaded", user_message="The model is busy.")
+
+    return Agent(id="ops", model=FunctionModel(broken), store=MemoryStore())
+
+
+async def failed_run() -> tuple[ChatBot, RecordingMessenger, str]:
+    """A bot that told its thread a run failed; that run's id."""
+    bot = ChatBot(failing_agent())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    ((mark, _, _, _),) = messenger.marked
+    assert mark.post == "error"
+    return bot, messenger, mark.run_id
+
+
+async def test_a_runs_error_said_before_a_crash_is_not_said_again() -> None:
+    bot, messenger, run_id = await failed_run()
+    (error,) = messenger.views(Notice)
+    await caught_up(bot, messenger, run_id)
+
+    assert messenger.views(Notice) == [error]
+    assert messenger.lookups == [error_mark(run_id)]
+
+
+async def test_a_runs_error_lost_in_a_crash_is_said_and_marked() -> None:
+    bot, messenger, run_id = await failed_run()
+    messenger.marked.clear()  # died before the platform took it
+    await caught_up(bot, messenger, run_id)
+
+    first, again = messenger.views(Notice)
+    assert again == first
+    await caught_up(bot, messenger, run_id)  # and found the next time
+    assert len(messenger.views(Notice)) == 2
+
+
+async def test_a_runs_error_is_said_once_its_failure_is_on_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Said before, a crash would leave the run in flight, and crash recovery asking the
+    model again would say it again: nothing looks for it there."""
+    bot = ChatBot(failing_agent())
+    messenger = RecordingMessenger()
+    bot.register("test", messenger)
+    post = messenger.post
+    on_record: list[str] = []
+
+    async def noting(thread: ThreadKey, view: View, *, mark: PostMark | None = None) -> MessageRef:
+        if mark is not None and mark.post == "error":
+            on_record.append((await bot.agent.get_run(mark.run_id)).status)
+        return await post(thread, view, mark=mark)
+
+    monkeypatch.setattr(messenger, "post", noting)
+    await bot.on_message(message("hi"))
+    await bot.drain()
+    assert on_record == ["failed"]
+
+
+async def test_a_notice_said_before_a_crash_is_not_said_again_to_that_message() -> None:
+    bot, messenger, card = await restart_requested(Counter())
+    waits = Notice(text=APPROVAL_PENDING.format(tool=card.tool_name))
+    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=False)
+    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=True)
+    assert messenger.views(Notice) == [waits]
+
+    # Another message is told again, and so is this one, were its notice lost.
+    await bot.replies.stream_for(message("hello?"), messenger, "run_inbox_8", retry=True)
+    messenger.marked.clear()
+    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=True)
+    assert messenger.views(Notice) == [waits] * 3

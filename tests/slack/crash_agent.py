@@ -3,7 +3,8 @@
 ``deploy <service>`` asks for the gated ``deploy`` tool; anything else is
 echoed as ``You said: <text>``, except ``hold`` (or ``hold <tag>``), over
 which the model thinks for a minute the first time (as it does after deploying
-a ``hold-...`` service). Every start and end of a deploy, and every hold, is appended to the
+a ``hold-...`` service), and ``fail``, on which the model fails every time.
+Every start and end of a deploy, and every hold, is appended to the
 JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
 really ran across processes. A service named ``slow-...`` keeps its deploy
 running for a minute: long enough to kill the process in the middle of it.
@@ -21,6 +22,7 @@ from agents import (
     FunctionModel,
     Message,
     Model,
+    ModelError,
     ModelResponse,
     Store,
     ToolCall,
@@ -31,6 +33,9 @@ from agents.models.base import ModelRequest
 
 SLOW_PREFIX = "slow-"
 HOLD_PREFIX = "hold-"
+FAIL = "fail"
+FAILED = "the model failed, as asked"
+"""What a failed run says went wrong (the model's ``user_message``)."""
 
 
 def record(event: str, **fields: str) -> None:
@@ -73,6 +78,8 @@ async def _respond(messages: list[Message], request: ModelRequest) -> ModelRespo
             await _hold("hold-after-tool")
         return ModelResponse(text="Done. " + " ".join(str(r.content) for r in last.tool_results))
     words = last.text.strip().split()
+    if words == [FAIL]:
+        raise ModelError("asked to fail", user_message=FAILED)
     if words == ["hold"]:
         await _hold("hold")
     elif len(words) == 2 and words[0] == "hold":  # one hold per tag

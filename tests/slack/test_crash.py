@@ -17,8 +17,10 @@ import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
 from agents.texts import INTERRUPTED_RUN
+from bot.texts import APPROVAL_PENDING, RUN_FAILED
 from tests.stores.conftest import DURABLE_KINDS, store_url
 
+from .crash_agent import FAIL, FAILED
 from .fake_slack import ApiCall, FakeSlack, Posted
 from .harness import CHANNEL, mention_event
 from .process import BotProcess, running
@@ -270,3 +272,50 @@ async def test_a_kill_between_posting_an_answer_and_recording_it_answers_once(
     )
     await bot.stop()  # anything still to come has come
     assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text()
+
+
+def is_post_saying(words: str) -> Callable[[ApiCall], bool]:
+    """Picks the ``chat.postMessage`` whose text holds ``words``."""
+    return lambda call: call.method == "chat.postMessage" and words in call.args.get("text", "")
+
+
+def said(slack: FakeSlack, root: str, words: str) -> int:
+    """How many of the bot's messages in a thread hold ``words``."""
+    return len([text for text in replies(slack, root) if words in text])
+
+
+async def test_a_kill_between_saying_a_run_failed_and_recording_it_says_it_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    killed = kill_at(slack, bot, is_post_saying(FAILED))
+    root = mention_event(FAIL)
+    assert await bot.send_event(root) == 200
+    await slack.wait_for(killed.is_set, what="the error said and the bot killed")
+    await bot.start()
+    await slack.wait_for(
+        lambda: looked_back_or_posted_again(slack, lambda: said(slack, root["ts"], FAILED)),
+        within=RECOVERY_WITHIN,
+        what="the message taken over",
+    )
+    await bot.stop()  # anything still to come has come
+    assert replies(slack, root["ts"]) == [RUN_FAILED.format(error=FAILED)], bot.log_text()
+
+
+async def test_a_kill_between_saying_an_approval_waits_and_recording_it_says_it_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    card = await settled_card_for(bot, slack, "api")
+    root = card.thread_ts or ""
+    waits = APPROVAL_PENDING.format(tool="deploy")
+    killed = kill_at(slack, bot, is_post_saying(waits))
+    assert await bot.send_event(mention_event("hello", thread_ts=root)) == 200
+    await slack.wait_for(killed.is_set, what="the notice said and the bot killed")
+    await bot.start()
+    await slack.wait_for(
+        lambda: looked_back_or_posted_again(slack, lambda: said(slack, root, waits)),
+        within=RECOVERY_WITHIN,
+        what="the message taken over",
+    )
+    await bot.stop()  # anything still to come has come
+    assert said(slack, root, waits) == 1, bot.log_text()
+    assert newest_card(slack, root) is card

@@ -2,7 +2,8 @@
 
 "deploy <service>" asks to run ``deploy`` (always needs approval); "weather"
 runs ``weather``, which suspends to ask for a city (letters only) and resumes
-from the next reply in the thread; anything else is echoed.
+from the next reply in the thread; "fail" fails the run (the model is down); anything
+else is echoed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from agents import (
     Agent,
     FunctionModel,
     Message,
+    ModelError,
     ModelResponse,
     Store,
     ToolCall,
@@ -20,6 +22,9 @@ from agents import (
     tool,
 )
 from agents.models.base import ModelRequest
+
+MODEL_DOWN = "The model is down."
+"""Why a run asked to ``fail`` failed, as people are told."""
 
 
 class AskCity(BaseModel):
@@ -59,6 +64,8 @@ def build_agent(store: Store, deployed: list[str]) -> Agent:
             return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
         if words[:1] == ["weather"]:
             return ModelResponse(tool_calls=[ToolCall("weather", {})])
+        if words == ["fail"]:
+            raise ModelError("asked to fail", user_message=MODEL_DOWN)
         return ModelResponse(text=f"You said: {last.text}")
 
     return Agent(id="ops", model=FunctionModel(respond), tools=[deploy, weather], store=store)

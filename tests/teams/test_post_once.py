@@ -15,12 +15,14 @@ import pytest
 
 from adapters.teams import feedback
 from adapters.teams.messenger import MARK_NOTE_PREFIX
-from bot import ThreadKey
+from bot import IncomingMessage, ThreadKey
+from bot.texts import APPROVAL_PENDING, RUN_FAILED
 from bot.views import thread_of
 
 from . import activities as act
 from .conftest import MakeBot, TeamsBot
 from .fake_connector import FakeConnector
+from .scripted import MODEL_DOWN
 from .test_flows import THREAD_1, ask_for_deploy, in_thread, text_of_card
 
 
@@ -105,6 +107,48 @@ async def test_a_streamed_answer_teams_took_before_a_crash_is_not_posted_again(
 
     await caught_up(teams, run_id)
     assert len(connector.messages(chat["id"])) == sent
+
+
+async def worked_on(
+    teams: TeamsBot, thread: ThreadKey, text: str, run_id: str, *, retry: bool
+) -> None:
+    """A message's work as an intake worker does it (``run_id`` names the message's
+    entry), the first time or taken over after a crash (``retry``)."""
+    messenger = teams.adapter.messenger
+    said = IncomingMessage(thread=thread, user_id="someone", text=text)
+    stream = await teams.bot.replies.stream_for(said, messenger, run_id, retry=retry)
+    if stream is not None:
+        await teams.bot.presenter.consume(thread, messenger, stream)
+    await teams.bot.drain()
+
+
+async def test_a_runs_error_teams_took_before_a_crash_is_not_said_again(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    thread = await thread_of_run(teams, await answered_in_channel(teams, connector, "hi"))
+    await worked_on(teams, thread, "fail", "run_inbox_9", retry=False)
+    failed = RUN_FAILED.format(error=MODEL_DOWN)
+    assert connector.texts(in_thread(THREAD_1)) == ["You said: hi", failed]
+
+    await caught_up(teams, "run_inbox_9")
+    assert connector.texts(in_thread(THREAD_1)) == ["You said: hi", failed]
+
+
+async def test_a_notice_teams_took_before_a_crash_is_not_said_again_to_that_message(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    thread = await thread_of_run(teams, act.action_data(posted.card, "approve")["run_id"])
+    waits = APPROVAL_PENDING.format(tool="deploy")
+    await worked_on(teams, thread, "hello", "run_inbox_9", retry=False)
+    await worked_on(teams, thread, "hello", "run_inbox_9", retry=True)
+    assert connector.texts(in_thread(THREAD_1)) == [waits]
+
+    await worked_on(teams, thread, "hello again", "run_inbox_10", retry=True)
+    assert connector.texts(in_thread(THREAD_1)) == [waits, waits]
 
 
 async def test_a_post_whose_id_was_not_noted_in_time_is_posted_again(
