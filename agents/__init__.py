@@ -37,7 +37,15 @@ from .models.function import FunctionModel, ModelResponse, ToolCall
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, PendingCall, RunSnapshot, StopRequest
 from .spec import AgentOptions, AgentSpec
-from .stores import LockTimeout, MemoryStore, Pruned, Store, StoreConflict, open_store
+from .stores import (
+    LockTimeout,
+    MemoryStore,
+    Pruned,
+    Store,
+    StoreConflict,
+    open_store,
+    run_id_for,
+)
 from .stream import AgentStream
 from .tools import Tool, ToolContext, ToolSource, tool
 from .usage import Usage
@@ -104,5 +112,6 @@ __all__ = [
     "ToolSource",
     "Usage",
     "open_store",
+    "run_id_for",
     "tool",
 ]

@@ -190,7 +190,7 @@ class Agent:
         rule = (
             opts.require_tool_approval if require_tool_approval is None else require_tool_approval
         )
-        run_id = run_id or tree_run_id()
+        run_id = run_id or tree_run_id(thread_id=thread_id)
         snap = RunSnapshot(
             run_id=run_id,
             agent_path=[self.id],

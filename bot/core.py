@@ -28,6 +28,7 @@ from agents import (
     StandingAsk,
     Store,
     StoreConflict,
+    run_id_for,
 )
 from agents.mcp import mcp_servers
 
@@ -469,7 +470,7 @@ class ChatBot:
         messenger = self.presenter.messenger(thread.platform)
         # A message's run is named after its entry: a retry after a crash finds it.
         # (The name predates "intake queue"; runs already started keep being found by it.)
-        run_id = f"run_inbox_{entry.id}"
+        run_id = run_id_for(f"run_inbox_{entry.id}", thread.id)
         # Not behind the thread's lock: the work it stops holds that.
         if says_stop(message.text) and await self.stopper.stop_by_words(
             message, retry=attempt.retry
@@ -477,7 +478,8 @@ class ChatBot:
             return
         async with self._threads.hold(thread.id):
             try:
-                if attempt.retry and (run := await self._run(run_id)) is not None:
+                if attempt.retry and (run := await self._run_of(entry, run_id)) is not None:
+                    run_id = run.run_id
                     await self.replies.catch_up(thread, messenger, run_id)
                     if run.released:  # its process shut down: go on with it now
                         await self.housekeeping.recover_run(run_id)
@@ -505,6 +507,15 @@ class ChatBot:
             return await self.agent.get_run(run_id)
         except RunNotFoundError:
             return None
+
+    async def _run_of(self, entry: IntakeEntry, run_id: str) -> RunSnapshot | None:
+        """The run a message's entry started before: by its name, or by the name a
+        version before ``run_id_for`` gave it (a retake across an upgrade)."""
+        run = await self._run(run_id)
+        legacy = f"run_inbox_{entry.id}"
+        if run is None and legacy != run_id:
+            run = await self._run(legacy)
+        return run
 
 
 def _tool_names(agent: Agent) -> tuple[set[str], set[str]]:

@@ -9,6 +9,7 @@ from .base import (
     Remember,
     Store,
     StoreConflict,
+    run_id_for,
     tree_run_id,
 )
 from .memory import MemoryStore
@@ -32,6 +33,7 @@ __all__ = [
     "hold_lease",
     "open_store",
     "redis_client",
+    "run_id_for",
     "split_prefix",
     "store_kind",
     "tree_run_id",

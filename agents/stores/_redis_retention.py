@@ -257,7 +257,11 @@ class RedisRetention:
         if not all(due) or not await self._alone_but(thread_id, batch):
             return False
         keys = [history, self.keys.history_hold(thread_id)]
-        return bool(await self._drop_history_unless_held(keys=keys, args=[repr(cutoff)]))
+        if not await self._drop_history_unless_held(keys=keys, args=[repr(cutoff)]):
+            return False
+        # Kept by a version before under the thread's own tag, and not moved yet.
+        await self._redis.delete(self.keys.legacy_history(thread_id))
+        return True
 
     async def _remove_children(self, root: str) -> list[str]:
         """Delete a root run's sub-agent runs (group by group on a cluster): those this

@@ -10,6 +10,7 @@ their own state elsewhere.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -96,8 +97,8 @@ class Store(Protocol):
         otherwise, changing nothing. ``audit`` (entries of this run) is appended
         to the log in the same atomic write: what a save decided is on record
         exactly when it took effect. ``remember`` (a top run that ends) is added to
-        its thread's history in that write too (on a Redis Cluster, right after it:
-        the history has a slot of its own). Keeps its indexes current from the
+        its thread's history in that write too (on a Redis Cluster, right after it
+        when the run's id was not drawn in its thread's group: ``tree_run_id``). Keeps its indexes current from the
         snapshot (``run_index``), in the same write: root runs that wait for a
         person per thread (``paused_runs``), that wait or work per thread
         (``thread_runs``), by earliest expiry (``runs_expiring``), and with work
@@ -125,7 +126,8 @@ class Store(Protocol):
     async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
         """Save a new top run (``save_run`` of revision 0: ``StoreConflict`` when its id
         is taken) and read its thread's history (``load_history``), in one round trip
-        (two on a Redis Cluster); the saved copy and the history."""
+        (two on a Redis Cluster for an id not drawn in its thread's group); the saved
+        copy and the history."""
         ...
 
     def lock(
@@ -234,14 +236,29 @@ class Store(Protocol):
         ...
 
 
-def tree_run_id(root_run_id: str | None = None) -> str:
-    """A fresh, globally unique run id; for a sub-agent run, one in its root run's group
-    of ``TREE_GROUPS`` (``tree_group``), so that a store sharding runs by group keeps a
-    whole tree where one atomic write reaches it (``save_runs``)."""
+def tree_run_id(root_run_id: str | None = None, *, thread_id: str | None = None) -> str:
+    """A fresh, globally unique run id, in the group (``tree_group``) of what it belongs
+    to: a sub-agent run's root run, or a top run's thread. A store that shards runs by
+    group (a Redis Cluster) then keeps a whole tree, and a thread's history, where one
+    atomic write reaches them (``save_runs``, the history ``remember`` adds)."""
+    near = root_run_id or thread_id
     while True:
         run_id = f"run_{uuid.uuid4().hex}"
-        if root_run_id is None or tree_group(run_id) == tree_group(root_run_id):
+        if near is None or tree_group(run_id) == tree_group(near):
             return run_id
+
+
+def run_id_for(name: str, thread_id: str | None) -> str:
+    """The id of a top run a caller names (a chat message's run, after its intake entry):
+    ``name``, or ``name.<n>`` for the first ``n`` that puts it in its thread's group, as
+    ``tree_run_id`` draws one. The same name and thread always give the same id."""
+    if thread_id is None or tree_group(name) == tree_group(thread_id):
+        return name
+    return next(
+        f"{name}.{n}"
+        for n in itertools.count(1)
+        if tree_group(f"{name}.{n}") == tree_group(thread_id)
+    )
 
 
 TREE_GROUPS = 16

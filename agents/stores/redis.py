@@ -37,6 +37,7 @@ from ..snapshot import (
 )
 from . import redis_keys as k
 from ._lease import hold_lease
+from ._redis_history import RedisHistoryMove
 from ._redis_retention import BACKFILL_BATCH, RedisRetention
 from .base import (
     AUDIT_PRUNE_BATCH,
@@ -50,10 +51,12 @@ from .redis_url import POOL_SIZE, is_cluster, redis_client, split_prefix
 
 # Saves runs of one tree, all or none (``save_runs``; ``save_run`` is a tree of one).
 # ARGV[1]: how many runs; then per run how many of KEYS and of ARGV are its own, and
-# '1' if its last key is its root's children set (a new sub-agent run joins it in
-# the same write); then each run's ARGV, in order. Every revision is checked before
-# anything is written. Returns {1, old revision of the first[, the history]} when
-# saved, {0, which run, its stored revision or -1} otherwise.
+# what its last key is for: 'children' its root's children set (a new sub-agent run
+# joins it in the same write), 'hold' its thread's history hold (a new top run on a
+# cluster takes it in the same write), '' neither; then each run's ARGV, in order.
+# Every revision is checked before anything is written. Returns {1, old revision of
+# the first[, the history]} when saved, {0, which run, its stored revision or -1}
+# otherwise.
 #
 # Per run (``save``), its keys: run hash, expiring index, in-flight index, done index[,
 # paused index, live index and runs index of the thread], then the audit lists the
@@ -134,9 +137,9 @@ local key, arg = 0, 1 + 3 * n
 for i = 1, n do
   local nkeys, nargs = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
   local keys = {unpack(KEYS, key + 1, key + nkeys)}
-  local children = nil
-  if ARGV[3 * i + 1] == '1' then children = table.remove(keys) end
-  runs[i] = {keys, {unpack(ARGV, arg + 1, arg + nargs)}, children}
+  local extra, last = ARGV[3 * i + 1], nil
+  if extra ~= '' then last = table.remove(keys) end
+  runs[i] = {keys, {unpack(ARGV, arg + 1, arg + nargs)}, extra, last}
   key, arg = key + nkeys, arg + nargs
 end
 local currents = {}
@@ -150,7 +153,11 @@ for i = 1, n do
 end
 local answer
 for i = n, 1, -1 do
-  if runs[i][3] then redis.call('SADD', runs[i][3], runs[i][2][4]) end
+  if runs[i][3] == 'children' then
+    redis.call('SADD', runs[i][4], runs[i][2][4])
+  elseif runs[i][3] == 'hold' then
+    redis.call('SET', runs[i][4], runs[i][2][6], 'PX', $HOLD_MS)
+  end
   answer = save(runs[i][1], runs[i][2], currents[i])
 end
 return answer
@@ -159,6 +166,7 @@ _SAVE_RUN = (
     _SAVE_RUN_TEMPLATE.replace("$REV", k.RUN_REVISION_FIELD)
     .replace("$THREAD", k.RUN_THREAD_FIELD)
     .replace("$SNAPSHOT", k.RUN_SNAPSHOT_FIELD)
+    .replace("$HOLD_MS", str(k.HISTORY_HOLD_MS))
 )
 
 # KEYS: the lock. ARGV: our token. Deletes the lock only while it is still ours,
@@ -205,6 +213,7 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE_LOCK)
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
+        self._history_move = RedisHistoryMove(self._redis, self.keys)
         self._retention = RedisRetention(
             self._redis,
             self.keys,
@@ -226,8 +235,8 @@ class RedisStore:
         remember: Remember | None = None,
     ) -> RunSnapshot:
         """Compare-and-set, index upkeep, the audit entries and the history it remembers
-        in one Lua script (on a cluster, whose history has a slot of its own, the
-        history right after); see ``Store.save_run``."""
+        in one Lua script (on a cluster, the history right after for a run whose id is
+        not in its thread's group); see ``Store.save_run``."""
         saved, _ = await self._save_runs([snapshot], audit, remember=remember)
         return saved[0]
 
@@ -273,13 +282,19 @@ class RedisStore:
             saved_near, history = await self._save_runs(near, audit, remember=remember)
             by_id = {s.run_id: s for s in saved_near} | saved_rest
             return [by_id[s.run_id] for s in snapshots], history
-        if self.keys.shards and first.is_root and first.thread_id and first.revision == 0:
-            # Before the run exists: a prune that missed it keeps the thread's history.
-            hold = self.keys.history_hold(first.thread_id)
-            await self._redis.set(hold, repr(first.created_at.timestamp()), px=k.HISTORY_HOLD_MS)
-        # One script when the history may share it: one server, no slots.
         thread = first.thread_id
-        along = thread is not None and not self.keys.shards
+        # One script when the history may share it: one server, or on a cluster a top
+        # run drawn in its thread's group (``tree_run_id``; not one a version before
+        # drew, nor one whose caller named it elsewhere).
+        along = thread is not None and (
+            not self.keys.shards or self.keys.shard(first.run_id) == self.keys.shard(thread)
+        )
+        # Before the run exists, or as it comes to: a prune that missed it keeps the
+        # thread's history (a cluster's: its runs indexes are in every group).
+        hold = bool(self.keys.shards) and first.is_root and first.revision == 0
+        if hold and not along and thread is not None:
+            stamp = repr(first.created_at.timestamp())
+            await self._redis.set(self.keys.history_hold(thread), stamp, px=k.HISTORY_HOLD_MS)
         header: list[str | int] = [len(snapshots)]
         keys: list[str] = []
         args: list[str | int] = []
@@ -290,11 +305,15 @@ class RedisStore:
                 own.with_history(self.keys.history(thread), remember, read=read_history)
             else:
                 own.args.append("")
-            joins = not own.saved.is_root and snapshot.revision == 0
-            if joins:
+            extra = ""
+            if not own.saved.is_root and snapshot.revision == 0:
                 # With the child's first save: a tree pruned later finds every child.
                 own.keys.append(self.keys.children(own.saved.root_run_id, own.shard))
-            header += [len(own.keys), len(own.args), "1" if joins else "0"]
+                extra = "children"
+            elif n == 0 and hold and along and thread is not None:
+                own.keys.append(self.keys.history_hold(thread))
+                extra = "hold"
+            header += [len(own.keys), len(own.args), extra]
             keys += own.keys
             args += own.args
             saved.append(own.saved)
@@ -304,11 +323,13 @@ class RedisStore:
             actual = int(answer[2])
             raise StoreConflict(conflict.run_id, conflict.revision, None if actual < 0 else actual)
         history = [Message.model_validate_json(m) for m in answer[2]] if len(answer) > 2 else []
-        if not along and thread is not None:  # a cluster: the history's own slot
+        if not along and thread is not None:  # a cluster: the history in another slot
             if remember is not None:
                 await self.append_history(thread, remember.messages, window=remember.window)
             if read_history:
                 history = await self.load_history(thread)
+        elif read_history and not history and thread is not None:
+            history = await self._history_move.legacy(thread)
         return saved, history
 
     def lock(
@@ -382,8 +403,11 @@ class RedisStore:
         return [member for member, _ in heapq.merge(*rows, key=lambda row: (row[1], row[0]))]
 
     async def load_history(self, thread_id: str) -> list[Message]:
-        """The thread's remembered conversation, oldest first."""
+        """The thread's remembered conversation, oldest first (on a cluster whose old
+        histories are still being moved, under its old name when none is under its new)."""
         items = await self._redis.lrange(self.keys.history(thread_id), 0, -1)
+        if not items:
+            return await self._history_move.legacy(thread_id)
         return [Message.model_validate_json(item) for item in items]
 
     async def append_history(
@@ -421,8 +445,10 @@ class RedisStore:
         """The oldest due roots from the done index (of every group), their children and
         the threads left with no other root run; see ``Store.prunable``.
 
-        First a step of the one-time backfill of runs saved before these indexes; until
-        every child is indexed, nothing is due (``more``)."""
+        First a step of each one-time move after an upgrade: a cluster's histories into
+        their threads' groups (``RedisHistoryMove``), and the backfill of runs saved
+        before these indexes; until every child is indexed, nothing is due (``more``)."""
+        await self._history_move.step()
         return await self._retention.prunable(before, limit=limit)
 
     async def prune(self, due: Pruned) -> Pruned:

@@ -79,6 +79,17 @@ HISTORY = "history"
 # between a prune's check and its delete.
 HISTORY_HOLD = "history-hold"
 HISTORY_HOLD_MS = 10 * 60 * 1000
+# On a cluster, a thread's history and hold are in the thread's group, with its top
+# runs (drawn there: ``tree_run_id``), so the save that ends a run appends to it in one
+# script. A version before kept the history under the thread's own tag: the move
+# (``RedisHistoryMove``, a bounded step per prune) brings each old list over, marking
+# the thread moved (``history-moved``, a day: long enough for any mover that read the
+# list to find the mark), and the hash ``history-move`` keeps its SCAN cursor per
+# primary and, once every primary was scanned, ``complete``. Until then a read that
+# finds no history under the new name looks under the old one too.
+HISTORY_MOVE = "history-move"
+HISTORY_MOVED = "history-moved"
+HISTORY_MOVED_MS = 24 * 60 * 60 * 1000
 # Append-only audit lists: per run, per thread, and one for the whole
 # deployment. Never expire; only ever shortened from their start, by the audit
 # retention (``prune_audit``): they are the record of decisions.
@@ -216,12 +227,31 @@ class RedisKeys(ShardedKeys):
         return self._index(IN_FLIGHT, shard)
 
     def history(self, thread_id: str) -> str:
-        """A thread's remembered conversation (one key: tagged by the thread everywhere)."""
+        """A thread's remembered conversation: tagged by the thread on one primary, in
+        the thread's group on a cluster (where its top runs are: ``tree_run_id``)."""
+        return self._own(HISTORY, thread_id, shard_of(thread_id, self.shards))
+
+    def legacy_history(self, thread_id: str) -> str:
+        """Where a version before ``history``'s groups kept a thread's conversation on a
+        cluster (``RedisHistoryMove`` moves it)."""
         return f"{self.prefix}:{HISTORY}:{{{thread_id}}}"
 
     def history_hold(self, thread_id: str) -> str:
         """The hold a root run starting on a thread takes on its history (a cluster's)."""
-        return f"{self.prefix}:{HISTORY_HOLD}:{{{thread_id}}}"
+        return self._own(HISTORY_HOLD, thread_id, shard_of(thread_id, self.shards))
+
+    def history_pattern(self) -> str:
+        """A SCAN pattern for every thread's conversation as a version before groups kept
+        it on a cluster (the move's, never a hot path's)."""
+        return f"{_glob_escaped(self.prefix)}:{HISTORY}:{{*"
+
+    def history_move(self) -> str:
+        """The state of the move of a cluster's histories into their threads' groups."""
+        return f"{self.prefix}:{HISTORY_MOVE}"
+
+    def history_moved(self, thread_id: str) -> str:
+        """The mark that one thread's old conversation was moved (beside ``history``)."""
+        return self._own(HISTORY_MOVED, thread_id, shard_of(thread_id, self.shards))
 
     def audit_thread(self, thread_id: str, shard: int = 0) -> str:
         """The audit list of one thread (of one group on a cluster)."""
