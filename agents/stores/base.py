@@ -98,8 +98,9 @@ class Store(Protocol):
         to the log in the same atomic write: what a save decided is on record
         exactly when it took effect. ``remember`` (a top run that ends) is added to
         its thread's history in that write too (on a Redis Cluster, right after it
-        when the run's id was not drawn in its thread's group: ``tree_run_id``). Keeps its indexes current from the
-        snapshot (``run_index``), in the same write: root runs that wait for a
+        when the run's id was not drawn in its thread's group: ``tree_run_id``).
+        Keeps its indexes current from the snapshot (``run_index``), in the same
+        write: root runs that wait for a
         person per thread (``paused_runs``), that wait or work per thread
         (``thread_runs``), by earliest expiry (``runs_expiring``), and with work
         in flight (``runs_in_flight``).
