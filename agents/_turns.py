@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -20,13 +20,13 @@ from pydantic import BaseModel, ValidationError
 from . import texts
 from ._calls import (
     CallPredicate,
-    Calls,
     Granted,
     Outcome,
     StandingApproval,
     error_chunk,
     error_outcome,
 )
+from ._saves import Saves
 from .chunks import (
     Chunk,
     ErrorChunk,
@@ -35,7 +35,6 @@ from .chunks import (
     ToolResultChunk,
 )
 from .errors import (
-    RunNotFoundError,
     validation_messages,
 )
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -50,13 +49,10 @@ from .snapshot import (
     StopRequest,
 )
 from .spec import AgentSpec, DelegationInput
-from .stores.base import Remember, Store, StoreConflict, tree_run_id
+from .stores.base import Store, StoreConflict, tree_run_id
 from .tools import Tool, ToolSuspended, jsonable, render_result
 
 log = logging.getLogger(__name__)
-
-# Top runs whose last saved snapshot is kept for the end of their session.
-_SAVED_KEPT = 128
 
 
 def lock_name(root_run_id: str) -> str:
@@ -65,7 +61,7 @@ def lock_name(root_run_id: str) -> str:
     return f"run:{root_run_id}"
 
 
-class Turns(Calls):
+class Turns(Saves):
     """Drives the runs of one agent tree over one store: model turns and tool batches."""
 
     def __init__(
@@ -97,71 +93,6 @@ class Turns(Calls):
     def register_predicate(self, root_run_id: str, predicate: CallPredicate) -> None:
         """Keep a per-call approval predicate for a run (in this process only)."""
         self._predicates[root_run_id] = predicate
-
-    async def load(self, run_id: str) -> RunSnapshot:
-        """A run's snapshot, or ``RunNotFoundError``."""
-        snap = await self.store.load_run(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        return snap
-
-    async def save(
-        self, snap: RunSnapshot, audit: Sequence[AuditEntry] = (), *, release: bool = False
-    ) -> None:
-        """Save ``snap`` (compare-and-set) with the audit entries it puts on record;
-        ``release`` hands it back for another process to take on (``released``). The
-        sub-agent runs of its tree waiting to be saved (``defer``) go in the same write."""
-        await self.save_together([snap], audit, release=release)
-
-    async def save_together(
-        self,
-        snaps: Sequence[RunSnapshot],
-        audit: Sequence[AuditEntry] = (),
-        *,
-        release: bool = False,
-    ) -> None:
-        """Save runs of one tree at once, all or none (``Store.save_runs``), with the
-        sub-agent runs of the tree waiting to be saved; the first with the audit
-        entries it puts on record (the top, when it is among them)."""
-        waiting = self.unsaved.get(snaps[0].root_run_id, {})
-        listed = {snap.run_id for snap in snaps}
-        writes = [*snaps, *(run for run_id, run in waiting.items() if run_id not in listed)]
-        for snap in writes:
-            snap.released = False
-        snaps[0].released = release
-        remember = self._remember(snaps[0])
-        try:
-            if len(writes) == 1:
-                saved = [await self.store.save_run(writes[0], audit, remember=remember)]
-            else:
-                saved = await self.store.save_runs(writes, audit, remember=remember)
-        except BaseException:
-            if remember is not None:
-                snaps[0].remembered = False  # not saved: the next save remembers it
-            raise
-        for snap, copy in zip(writes, saved, strict=True):
-            self._after_save(snap, copy)
-            waiting.pop(snap.run_id, None)
-        if not waiting:
-            self.unsaved.pop(snaps[0].root_run_id, None)
-
-    def defer(self, snap: RunSnapshot) -> None:
-        """Leave a sub-agent run's latest state to the next save of a run of its tree:
-        its parent's, which takes in what it came to (one write instead of two). A
-        crash in between is one a moment earlier: its parent's batch was saved open."""
-        self.unsaved.setdefault(snap.root_run_id, {})[snap.run_id] = snap
-
-    def deferred(self, run_id: str, root_run_id: str) -> bool:
-        """Whether a run's latest state waits for the next save of its tree (``defer``)."""
-        return run_id in self.unsaved.get(root_run_id, {})
-
-    def _after_save(self, snap: RunSnapshot, saved: RunSnapshot) -> None:
-        snap.revision = saved.revision
-        snap.updated_at = saved.updated_at
-        if snap.is_root:
-            self.saved[snap.run_id] = saved
-            while len(self.saved) > _SAVED_KEPT:
-                self.saved.popitem(last=False)
 
     # -- the model loop -------------------------------------------------------
 
@@ -342,37 +273,6 @@ class Turns(Calls):
             if not await self._adopt_stop(snap):
                 raise
             await self.save(snap)
-
-    def _remember(self, snap: RunSnapshot) -> Remember | None:
-        """What the save that ends a top run adds to its thread's history (its own
-        messages), once: the same write marks it ``remembered``."""
-        ended = snap.status in ("finished", "failed", "stopped")
-        if not (snap.is_root and snap.thread_id and ended) or snap.remembered:
-            return None
-        snap.remembered = True
-        return Remember(
-            messages=snap.messages[snap.history_len :],
-            window=self.agent_at(snap.agent_path).options.history_window,
-        )
-
-    async def start(self, snap: RunSnapshot) -> None:
-        """Save a new top run and put its thread's history before its messages, in one
-        store call (``Store.start_run``); ``StoreConflict`` when its id is taken."""
-        snap.history_pending = snap.thread_id is not None
-        saved, history = await self.store.start_run(snap)
-        self._after_save(snap, saved)
-        self._take_history(snap, history)
-
-    async def load_history(self, snap: RunSnapshot) -> None:
-        """Put the thread's history first in a run whose first save read it but whose
-        process died before saving it again (crash recovery)."""
-        if snap.history_pending and snap.thread_id is not None:
-            self._take_history(snap, await self.store.load_history(snap.thread_id))
-
-    def _take_history(self, snap: RunSnapshot, history: list[Message]) -> None:
-        kept = clean_history(history)
-        snap.messages = [*kept, *snap.messages]
-        snap.history_len, snap.history_pending = len(kept), False
 
     # -- stopping ---------------------------------------------------------------
 
@@ -592,14 +492,6 @@ async def _close(events: AsyncIterator[Any]) -> None:
 
 def _finish_reason(stop: str) -> FinishReason:
     return {"max_tokens": "length", "refusal": "refusal"}.get(stop, "stop")  # type: ignore[return-value]
-
-
-def clean_history(history: list[Message]) -> list[Message]:
-    """Drop a cut-off start: remembered history must begin with a user's own words."""
-    for i, message in enumerate(history):
-        if message.role == "user" and all(isinstance(p, TextPart) for p in message.parts):
-            return history[i:]
-    return []
 
 
 async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
