@@ -15,6 +15,7 @@ from typing import cast
 
 from ..messages import Message
 from . import redis_keys as k
+from ._redis_retention import ADVANCE_CURSOR
 from .redis_url import RedisClient, primaries, scan_primary
 
 MOVE_BATCH = 5000
@@ -34,14 +35,6 @@ redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 return 1
 """
 
-# KEYS: the move's hash. ARGV: a cursor's field, its value as read ('' before the
-# first step), the next. Moves it on only from what was read: movers never go back.
-_ADVANCE = """
-if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
-
 
 class RedisHistoryMove:
     """Moves a cluster's histories kept under their threads' own tags into the threads'
@@ -54,7 +47,7 @@ class RedisHistoryMove:
         self._complete = not keys.shards
         self._checked = -_RECHECK_S
         self._prepend_once = redis.register_script(_PREPEND_ONCE)
-        self._advance = redis.register_script(_ADVANCE)
+        self._advance = redis.register_script(ADVANCE_CURSOR)
 
     async def legacy(self, thread_id: str) -> list[Message]:
         """A thread's conversation still under its old name (while the move is not

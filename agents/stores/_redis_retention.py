@@ -105,10 +105,10 @@ if redis.call('HGET', KEYS[1], '$REV') ~= ARGV[1] then return 0 end
 return redis.call('ZADD', KEYS[2], 'NX', ARGV[3], ARGV[2])
 """.replace("$REV", k.RUN_REVISION_FIELD)
 
-# KEYS: the backfill's hash. ARGV: a cursor's field, its value as read ('' before the
-# first step), the next. Moves it on only from what was read: replicas never move a
-# scan back.
-_ADVANCE_CURSOR = """
+# KEYS: a one-time step's hash (the backfill's, the history move's). ARGV: a cursor's
+# field, its value as read ('' before the first step), the next. Moves it on only
+# from what was read: replicas never move a scan back.
+ADVANCE_CURSOR = """
 if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
@@ -149,7 +149,7 @@ class RedisRetention:
         self._drop_history_unless_held = redis.register_script(_DROP_HISTORY_UNLESS_HELD)
         self._trim_audit = redis.register_script(_TRIM_AUDIT)
         self._index_unchanged = redis.register_script(_INDEX_UNCHANGED)
-        self._advance_cursor = redis.register_script(_ADVANCE_CURSOR)
+        self._advance_cursor = redis.register_script(ADVANCE_CURSOR)
 
     async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
         """The oldest due roots from the done index (of every group), their children and

@@ -25,6 +25,13 @@ from agents.snapshot import utcnow
 from .helpers import Counter, call_then_answer
 
 THREAD = "t"
+ORDERS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+"""Orders drawn per test: the same ones every run (a failure shows up again)."""
 
 
 class Shuffled:
@@ -84,23 +91,13 @@ async def settle(call: Any) -> str:
     return "ok"
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,
-)
+@ORDERS
 @given(st.lists(st.integers(min_value=0, max_value=4), min_size=80, max_size=80))
 def test_no_decision_is_lost_or_doubled_in_any_order(yields: list[int]) -> None:
     asyncio.run(scenario(yields, build))
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,
-)
+@ORDERS
 @given(st.lists(st.integers(min_value=0, max_value=4), min_size=120, max_size=120))
 def test_no_decision_in_a_sub_agents_run_is_lost_or_doubled_in_any_order(
     yields: list[int],
