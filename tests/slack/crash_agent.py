@@ -8,6 +8,10 @@ Every start and end of a deploy, and every hold, is appended to the
 JSON-lines file ``CRASH_RECORD`` names, so the test process can count what
 really ran across processes. A service named ``slow-...`` keeps its deploy
 running for a minute: long enough to kill the process in the middle of it.
+
+``build_supervised`` puts that agent under a supervisor that hands it each deploy;
+after a ``lead-...`` service is deployed, the supervisor thinks for a minute the
+first time (``hold-supervisor``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from agents.models.base import ModelRequest
 
 SLOW_PREFIX = "slow-"
 HOLD_PREFIX = "hold-"
+LEAD_PREFIX = "lead-"
 FAIL = "fail"
 FAILED = "the model failed, as asked"
 """What a failed run says went wrong (the model's ``user_message``)."""
@@ -92,3 +97,26 @@ async def _respond(messages: list[Message], request: ModelRequest) -> ModelRespo
 def build(model: Model, store: Store) -> Agent:
     """The agent, over the bot's store (its model is scripted, not ``BOT_MODEL``)."""
     return Agent(id="crashy", model=FunctionModel(_respond), tools=[deploy], store=store)
+
+
+async def _supervise(messages: list[Message], request: ModelRequest) -> ModelResponse:
+    last = messages[-1]
+    if last.role == "user" and last.tool_results:
+        said = " ".join(str(r.content) for r in last.tool_results)
+        if LEAD_PREFIX in said:
+            await _hold("hold-supervisor")
+        return ModelResponse(text=f"Done. {said}")
+    task = last.text.strip()
+    if task.startswith("deploy "):
+        return ModelResponse(tool_calls=[ToolCall("agent-crashy", {"task": task})])
+    return ModelResponse(text=f"You said: {task}")
+
+
+def build_supervised(model: Model, store: Store) -> Agent:
+    """A supervisor handing each deploy to ``build``'s agent, whose ``deploy`` is gated."""
+    return Agent(
+        id="lead",
+        model=FunctionModel(_supervise),
+        agents={"crashy": build(model, store)},
+        store=store,
+    )

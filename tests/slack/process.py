@@ -159,9 +159,11 @@ class BotProcess:
 
 
 @asynccontextmanager
-async def running(slack: FakeSlack, store_url: str, workdir: Path) -> AsyncIterator[BotProcess]:
-    """A started bot process, stopped at the end."""
-    process = BotProcess(slack=slack, store_url=store_url, workdir=workdir)
+async def running(
+    slack: FakeSlack, store_url: str, workdir: Path, *, agent: str = CRASH_AGENT
+) -> AsyncIterator[BotProcess]:
+    """A started bot process (of ``agent``, ``module:attribute``), stopped at the end."""
+    process = BotProcess(slack=slack, store_url=store_url, workdir=workdir, agent=agent)
     try:
         await process.start()
         yield process
