@@ -198,8 +198,11 @@ class Intake:
             return self._keep(write, delivery, None, say_delayed)
         try:
             # Bounded, so the ack stays within the platform's patience. A write cut
-            # short may still land: its retry is then a copy (dedupe keys).
-            entry_id = await asyncio.wait_for(write(), WRITE_TIMEOUT)
+            # short may still land: its retry is then a copy (dedupe keys). A timeout
+            # scope, not wait_for: on Python 3.11 that runs the write in a task of its
+            # own, a cost every ack paid.
+            async with asyncio.timeout(WRITE_TIMEOUT):
+                entry_id = await write()
         except Exception as exc:  # TimeoutError included
             self._trouble()
             self._away = True

@@ -11,6 +11,7 @@ the bot is (its user id for mention stripping, its workspace for thread keys).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -69,6 +70,8 @@ _UNESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 """A lone surrogate (JSON may spell one, ``"\\ud800"``): no store and no platform takes
 one. A pair is one character once parsed, so every surrogate left is a lone one."""
+_U_ESCAPES = ("\\u", "%5Cu", "%5cu", "%75")
+"""How the start of a JSON ``\\u`` escape reads in a raw body, JSON or form-encoded."""
 _REPLACEMENT = "\ufffd"
 """What stands for an unreadable character in a person's words (as in any UTF-8 decoder)."""
 _ACTIONS: dict[str, ClickAction] = {
@@ -439,6 +442,25 @@ def parse(body: Any) -> Inbound:
 def is_event(body: Any) -> bool:
     """Whether a request body is an Events API delivery (``event_callback``)."""
     return isinstance(body, dict) and body.get("type") == "event_callback"
+
+
+def may_hold_lone_surrogate(raw_body: str) -> bool:
+    """Whether a request body might hold a lone surrogate once parsed; ``False`` when it
+    cannot, which spares a walk over the parsed body.
+
+    ``raw_body`` is the text Bolt parsed (``""`` in Socket Mode, where it might). Text
+    without one gets one only from a JSON ``\\u`` escape, whose backslash and ``u``
+    a form body may also spell ``%5C`` and ``%75``; form decoding replaces any other
+    byte that is no UTF-8.
+    """
+    if not raw_body:
+        return True
+    if not raw_body.isascii():
+        try:
+            raw_body.encode()
+        except UnicodeEncodeError:
+            return True
+    return any(escape in raw_body for escape in _U_ESCAPES)
 
 
 def without_lone_surrogates(body: Any) -> Any:
@@ -869,13 +891,26 @@ def mentions_bot(text: str, bot_user_id: str | None) -> bool:
     ``app_mention`` does."""
     if not bot_user_id:
         return False
-    return re.search(rf"<@{re.escape(bot_user_id)}[|>]", text) is not None
+    return _mention_of(bot_user_id).search(text) is not None
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:
     """The text without the bot's mention, with Slack's HTML escapes undone."""
     if bot_user_id:
-        text = re.sub(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?> ?", "", text)
+        text = _spoken_mention_of(bot_user_id).sub("", text)
     for escaped, plain in _UNESCAPES:
         text = text.replace(escaped, plain)
     return text.strip()
+
+
+# Built once per bot user id (one, or one per workspace), not once per message.
+@functools.lru_cache(maxsize=1024)
+def _mention_of(bot_user_id: str) -> re.Pattern[str]:
+    """The bot's mention, as ``mentions_bot`` looks for it."""
+    return re.compile(rf"<@{re.escape(bot_user_id)}[|>]")
+
+
+@functools.lru_cache(maxsize=1024)
+def _spoken_mention_of(bot_user_id: str) -> re.Pattern[str]:
+    """The bot's mention with its display name, if any, and one space after it."""
+    return re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?> ?")

@@ -59,9 +59,10 @@ class Batches(Generic[T, R]):
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name=self._name)
             self._writer.add_done_callback(self._abandon)
-        # Shielded: a caller that stops waiting leaves its item in the batch (a write cut
-        # short may land all the same, unbatched too).
-        return await asyncio.shield(done)
+        # A caller that stops waiting cancels only ``done``: its item stays in the batch
+        # (a write cut short may land all the same, unbatched too), and the writer
+        # passes over its answer.
+        return await done
 
     def _abandon(self, writer: asyncio.Task[None]) -> None:
         """The writer never leaves a caller waiting, whatever ended it (even before it ran)."""

@@ -1,10 +1,12 @@
-"""A Lua script's calls on one Redis, pipelined when they arrive together.
+"""A Lua script's calls on one Redis, made as one command when they arrive together.
 
-Each call of the intake script is its own round trip and connection from the
-pool, and in redis-py most of its cost is that, not the script: a burst of
-deliveries then pays it once each, in a row, and every ack behind them. Calls
-that arrive while one is under way go together in one pipeline instead (not a
-transaction: each script is atomic on its own, and they run in arrival order).
+Each call of the intake script is a command of its own, and in redis-py most of
+its cost is that (packing it, reading and parsing its reply), not the script: a
+burst of deliveries pays it once each, and every ack waits behind them. Calls that
+arrive while one is under way go together instead, as one call of the script's
+batch form (``batch_script``): each call runs in arrival order, as a script of its
+own would, and an error of one call is its own (not a transaction, as a pipeline
+of single calls was not).
 """
 
 from __future__ import annotations
@@ -14,10 +16,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError
 
 from ._batches import Batches
+
+_BATCH = """
+local out, k, a = {}, 1, 1
+while a <= #ARGV do
+  local nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local keys = {unpack(KEYS, k, k + nkeys - 1)}
+  local ok, reply = pcall(call, keys, {unpack(ARGV, a + 2, a + 1 + nargs)})
+  if not ok then reply = {type(reply) == 'table' and reply.err or tostring(reply)} end
+  out[#out + 1] = reply
+  k, a = k + nkeys, a + 2 + nargs
+end
+return out
+"""
+
+
+def single_script(function: str) -> str:
+    """A script whose body is ``function``, a ``local function call(KEYS, ARGV)``."""
+    return f"{function}\nreturn call(KEYS, ARGV)\n"
+
+
+def batch_script(function: str) -> str:
+    """The batch form of ``single_script(function)``.
+
+    KEYS: each call's keys in turn. ARGV: for each call, the number of its keys and
+    of its arguments, then its arguments. Replies with each call's reply, or
+    ``{message}`` for a call that failed. ``call`` must reply (``false`` for nil).
+    """
+    return f"{function}\n{_BATCH}"
 
 
 @dataclass(frozen=True)
@@ -28,12 +57,13 @@ class ScriptCall:
     args: Sequence[str | int]
 
 
-class PipelinedScript:
-    """Calls ``script`` alone, or pipelined with the calls that arrived together."""
+class BatchedScript:
+    """Calls the script ``function`` (see ``batch_script``) for each ``ScriptCall``,
+    in one command for the calls that arrived together."""
 
-    def __init__(self, client: Redis, script: AsyncScript, *, name: str) -> None:
-        self._client = client
-        self._script = script
+    def __init__(self, client: Redis, function: str, *, name: str) -> None:
+        # redis-py loads it again when the server lost its scripts (a restart, a failover).
+        self._script = client.register_script(batch_script(function))
         # Deferred: a burst's first call would otherwise go alone, a round trip before
         # the rest (the acks of a burst of 50 came 20% later).
         self._batches = Batches(self._alone, self._together, name=name, defer=True)
@@ -43,21 +73,17 @@ class PipelinedScript:
         return await self._batches(call)
 
     async def _alone(self, call: ScriptCall) -> Any:
-        return await self._script(keys=list(call.keys), args=list(call.args))
+        (outcome,) = await self._together([call])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
     async def _together(self, calls: list[ScriptCall]) -> list[Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            for call in calls:
-                pipe.evalsha(self._script.sha, len(call.keys), *call.keys, *call.args)
-            replies = await pipe.execute(raise_on_error=False)
-        outcomes: list[Any] = []
-        for call, reply in zip(calls, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                # The server lost its scripts (a restart, a failover): that call never
-                # ran. Alone, the script is loaded again first.
-                try:
-                    reply = await self._alone(call)
-                except Exception as exc:
-                    reply = exc
-            outcomes.append(reply)  # a refusal of that call alone (a ResponseError) included
-        return outcomes
+        keys: list[str] = []
+        args: list[str | int] = []
+        for call in calls:
+            keys += call.keys
+            args += (len(call.keys), len(call.args), *call.args)
+        replies = await self._script(keys=keys, args=args)
+        # A refusal of one call (a ResponseError) is that call's alone.
+        return [ResponseError(r[0]) if isinstance(r, list) else r for r in replies]

@@ -27,7 +27,7 @@ from agents.stores.redis_url import is_cluster
 
 from ..types import Person
 from . import redis_keys as k
-from ._redis_intake import PipelinedScript, ScriptCall
+from ._redis_intake import BatchedScript, ScriptCall, single_script
 from .base import (
     CARD_LOCK_TTL,
     CARD_PLACE,
@@ -73,18 +73,21 @@ return redis.call('LRANGE', KEYS[1], 0, -1)
 # follow check, the dedupe claim (any key present: a copy), the XADD and the thread's marks
 # in one step; nil for a copy or an unfollowed thread. XADD before the keys:
 # Lua does not roll back, and a key without its entry would drop the message.
+# A function, for the script of one delivery and that of a burst (``batch_script``).
 _ENQUEUE = """
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then return false end
-for i = 4, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return false end
+local function call(KEYS, ARGV)
+  if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then return false end
+  for i = 4, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then return false end
+  end
+  local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
+  for i = 4, #KEYS do
+    redis.call('SET', KEYS[i], '1', 'PX', ARGV[1])
+  end
+  if ARGV[4] == '1' then redis.call('SET', KEYS[2], '1') end
+  if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5]) end
+  return id
 end
-local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[2])
-for i = 4, #KEYS do
-  redis.call('SET', KEYS[i], '1', 'PX', ARGV[1])
-end
-if ARGV[4] == '1' then redis.call('SET', KEYS[2], '1') end
-if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5]) end
-return id
 """
 
 # KEYS: the inbox stream. ARGV: the group, the worker, then entry ids. Resets the
@@ -147,13 +150,13 @@ class RedisChatState:
         self.keys = k.ChatKeys(prefix, SHARDS if is_cluster(url) else 0)
         self._redis = redis_client(server_url)
         self._add_vote = self._redis.register_script(_ADD_VOTE)
-        self._enqueue = self._redis.register_script(_ENQUEUE)
-        # Pipelined on one server only: a cluster pipeline splits by node and rides out
-        # a failover (redirections, retries) unlike the single calls the intake expects.
+        self._enqueue = self._redis.register_script(single_script(_ENQUEUE))
+        # Batched on one server only: on a cluster a delivery's keys are in its thread's
+        # slot, and a burst's in many.
         self._enqueue_together = (
             None
             if is_cluster(url)
-            else PipelinedScript(cast(Redis, self._redis), self._enqueue, name="redis-intake")
+            else BatchedScript(cast(Redis, self._redis), _ENQUEUE, name="redis-intake")
         )
         self._renew = self._redis.register_script(_RENEW)
         self._hand_back = self._redis.register_script(_HAND_BACK)

@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from agents import open_store
 from bot import ChatState, ThreadNote, open_chat_state
 from bot.chat_state import MemoryChatState
 from bot.chat_state._batches import Batches
+from bot.chat_state._redis_intake import BatchedScript, ScriptCall
 from tests.bot.test_chat_state import chat_state_of
+from tests.stores.conftest import REDIS_URL, redis_prefix
 
 THREADS = [f"slack:T1:C1:17000000{n}.000100" for n in range(4)]
 KEYS = [f"slack:event:Ev{n}" for n in range(8)]
@@ -179,3 +183,39 @@ async def test_a_delivery_sqlite_refuses_fails_alone_in_its_batch(tmp_path: Path
     finally:
         await chat.close()
         await store.close()
+
+
+# A script that answers its first argument, but fails on "incr" (INCR of a key that
+# holds no number), and replies nil for "nil".
+_ECHO_OR_FAIL = """
+local function call(KEYS, ARGV)
+  if ARGV[1] == 'incr' then return redis.call('INCR', KEYS[1]) end
+  if ARGV[1] == 'nil' then return false end
+  return ARGV[1] .. ':' .. #KEYS .. ':' .. #ARGV
+end
+"""
+
+
+@pytest.mark.redis
+async def test_a_call_redis_refuses_fails_alone_in_its_batch() -> None:
+    async with redis_prefix() as prefix:
+        client = Redis.from_url(REDIS_URL, decode_responses=True)
+        try:
+            word = f"{prefix}:word"
+            await client.set(word, "no number")
+            script = BatchedScript(client, _ECHO_OR_FAIL, name="test")
+            calls = [
+                ScriptCall([word], ["first"]),
+                ScriptCall([word, f"{prefix}:other"], ["incr"]),
+                ScriptCall([], ["nil", "extra"]),
+                ScriptCall([word], ["last", "a", "b"]),
+            ]
+            outcomes = await asyncio.gather(*map(script, calls), return_exceptions=True)
+            assert outcomes[0] == "first:1:1"
+            assert isinstance(outcomes[1], ResponseError)
+            assert "not an integer" in str(outcomes[1])
+            assert outcomes[2] is None
+            assert outcomes[3] == "last:1:3"
+            assert await script(ScriptCall([word], ["alone"])) == "alone:1:1"
+        finally:
+            await client.aclose()

@@ -123,6 +123,22 @@ async def test_a_lone_surrogate_in_an_interaction_is_still_refused_with_400(
     assert has_buttons(card)
 
 
+@pytest.mark.parametrize(
+    "escape", ["%5Cud800", "%5cud800", "%5C%75d800", "%5c%75%64%38%30%30", "\\ud800"]
+)
+async def test_a_lone_surrogate_in_an_interaction_is_refused_however_the_form_spells_it(
+    bot: BotServer, slack: FakeSlack, escape: str
+) -> None:
+    card = await ask_for_deploy(bot, slack)
+    pressed = block_actions(card, APPROVE_ACTION, user=ALICE)
+    pressed["user"]["id"] += "SURROGATE"
+    body = urlencode({"payload": json.dumps(pressed)}).replace("SURROGATE", escape)
+    status, _ = await bot.post(body, content_type="application/x-www-form-urlencoded")
+    assert status == 400
+    await bot.idle()
+    assert card.updates == 0
+
+
 async def test_forged_and_unparsable_events_are_still_refused(bot: BotServer) -> None:
     body = json.dumps(event_body(mention_event("hello \ud800there")))
     status, _ = await bot.post(body, headers=signed_headers(body, secret="not-the-secret"))

@@ -253,6 +253,24 @@ async def test_a_request_the_bot_cannot_keep_is_left_unacked_with_503(
     assert slack.of("chat.postMessage") == []
 
 
+async def test_a_click_the_bot_cannot_keep_is_left_unacked_with_503(
+    bot: BotServer, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    card = await ask_for_deploy(bot, slack)
+
+    async def down(*args: object, **kwargs: object) -> str | None:
+        raise ConnectionError("store down")
+
+    monkeypatch.setattr("bot.intake.BUFFER_LIMIT", 0)
+    monkeypatch.setattr(bot.bot.chat, "enqueue", down)
+    status, text = await bot.interact(block_actions(card, APPROVE_ACTION, user=BOB))
+    assert status == 503  # the presser's Slack says it failed; they press again
+    assert "send this again" in text
+    await bot.idle()
+    assert card.updates == 0
+    assert has_buttons(card)
+
+
 async def test_starting_the_adapter_logs_no_warning(
     serve: StartBot,
     slack: FakeSlack,
