@@ -100,12 +100,15 @@ async def test_every_message_acked_before_a_kill_is_answered_once(
     assert len(bot.recorded("hold")) == 1
 
 
-async def test_a_kill_in_the_model_turn_after_a_deploy_answers_without_deploying_again(
-    bot: BotProcess, slack: FakeSlack
+async def killed_in_a_turn_after_a_deploy(
+    bot: BotProcess, slack: FakeSlack, service: str, turn: str
 ) -> None:
-    card = await settled_card_for(bot, slack, "hold-api")
+    """Approve a deploy of ``service``, kill the bot while the model turn that the crash
+    agent records as ``turn`` thinks, restart it: the answer comes, the deploy ran once,
+    and nobody is told it may or may not have happened."""
+    card = await settled_card_for(bot, slack, service)
     assert await bot.press(card, APPROVE_ACTION) == 200
-    await slack.wait_for(lambda: bool(bot.recorded("hold-after-tool")), what="the model turn")
+    await slack.wait_for(lambda: bool(bot.recorded(turn)), what="the model turn")
     await bot.kill()
     await bot.start()
     root = card.thread_ts or ""
@@ -121,6 +124,12 @@ async def test_a_kill_in_the_model_turn_after_a_deploy_answers_without_deploying
     assert not has_buttons(card)
 
 
+async def test_a_kill_in_the_model_turn_after_a_deploy_answers_without_deploying_again(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    await killed_in_a_turn_after_a_deploy(bot, slack, "hold-api", "hold-after-tool")
+
+
 @pytest.mark.parametrize("kind", DURABLE_KINDS)
 async def test_a_kill_in_the_supervisors_turn_after_its_sub_agent_deployed_answers_once(
     slack: FakeSlack, tmp_path: Path, kind: str
@@ -129,22 +138,7 @@ async def test_a_kill_in_the_supervisors_turn_after_its_sub_agent_deployed_answe
     # restart finds the deploy's result there and asks the supervisor's turn again.
     agent = "tests.slack.crash_agent:build_supervised"
     async with store_url(kind, tmp_path) as url, running(slack, url, tmp_path, agent=agent) as bot:
-        card = await settled_card_for(bot, slack, "lead-api")
-        assert await bot.press(card, APPROVE_ACTION) == 200
-        await slack.wait_for(lambda: bool(bot.recorded("hold-supervisor")), what="its turn")
-        await bot.kill()
-        await bot.start()
-        root = card.thread_ts or ""
-        await slack.wait_for(
-            lambda: any("Done." in t for t in replies(slack, root)),
-            within=RECOVERY_WITHIN,
-            what="the answer after the restart",
-        )
-        await bot.stop()
-        assert len(bot.recorded("deploy-end")) == 1  # never run twice
-        said = replies(slack, root)
-        assert not any(INTERRUPTED_RUN in t or "may or may not" in t for t in said), said
-        assert not has_buttons(card)
+        await killed_in_a_turn_after_a_deploy(bot, slack, "lead-api", "hold-supervisor")
 
 
 async def test_a_card_shown_before_a_kill_is_decided_after_the_restart(
