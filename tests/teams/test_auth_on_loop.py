@@ -8,37 +8,23 @@ would fetch (the first, a stale cache) goes to the auth threads.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from adapters.teams import load_teams_settings
 from adapters.teams.auth import CheckPool
 
-from . import activities as act
-from .conftest import MakeBot, TeamsBot
+from . import test_auth
+from .conftest import TeamsBot
 from .fake_connector import FakeConnector
-from .signing import APP_ID, OpenIdServer, make_token, serve_openid
+from .signing import OpenIdServer, make_token
 from .test_auth import unknown_click
 
-
-@pytest.fixture
-async def openid(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OpenIdServer]:
-    async with serve_openid(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-async def teams(make_bot: MakeBot) -> TeamsBot:
-    return await make_bot(
-        settings=load_teams_settings(
-            microsoft_app_id=APP_ID,
-            microsoft_app_password="not-a-real-secret",
-            microsoft_app_tenant_id=act.TENANT,
-        )
-    )
+# The same signed bot and key server as the rest of the auth tests.
+openid = test_auth.openid
+teams = test_auth.teams
 
 
 @pytest.fixture
