@@ -210,6 +210,8 @@ class Calls:
             or tool.expires_in
             or agent.options.approval_ttl
         )
+        if snap.options.expires_in is not None:
+            ttl = min(ttl, snap.options.expires_in)
         return PendingCall(
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,

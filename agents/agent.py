@@ -55,6 +55,11 @@ class Agent:
     tool_sources: Sequence[ToolSource] = ()
     """Where more tools come from while the agent runs (MCP servers: ``McpTools``)."""
     agents: Mapping[str, Agent] = field(default_factory=dict)
+    peers: Mapping[str, Agent] = field(default_factory=dict)
+    """Agents whose top runs this agent's engine runs too (``stream(peer=...)``), by id:
+    over the same store, decided, expired, stopped and recovered through this agent like
+    its own, never offered to its model. A chat layer's callers (another service's agent
+    asking for approval of its own tool) are peers."""
     store: Store | None = None
     """Where runs, pauses and the audit log are kept (a memory store if none is given)."""
     default_options: AgentOptions = field(default_factory=AgentOptions)
@@ -77,6 +82,9 @@ class Agent:
         descriptions = {key: sub.description for key, sub in self.agents.items()}
         self._tools = LiveTools(tools_by_name(self.id, self.tools, descriptions), self.tool_sources)
         self.name = self.name or self.id
+        for key, peer in self.peers.items():
+            if key != peer.id or key == self.id:
+                raise ValueError(f"agent {self.id!r}: peer {key!r} must be keyed by its own id")
         if self.lease <= timedelta(0):
             raise ValueError("the lease must be positive")
         self._engine: Engine | None = None
@@ -87,10 +95,12 @@ class Agent:
         lease: timedelta | None = None,
         expiry: Callable[[str], timedelta | None] | None = None,
         standing_approval: StandingApproval | None = None,
+        peers: Mapping[str, Agent] | None = None,
     ) -> Agent:
         """This agent (its model, tools, sub-agents and store) with a chat layer's
         settings: a new ``Agent``, with its own engine, over the same store (a memory
-        store from now on, if it had none). Settings not given keep this agent's."""
+        store from now on, if it had none). Settings not given keep this agent's;
+        ``peers`` are added to its own."""
         if self.store is None:
             self.store = MemoryStore()
         return replace(
@@ -100,6 +110,7 @@ class Agent:
             standing_approval=(
                 standing_approval if standing_approval is not None else self.standing_approval
             ),
+            peers={**self.peers, **(peers or {})},
         )
 
     # -- introspection --------------------------------------------------------
@@ -147,6 +158,7 @@ class Agent:
             tools=self._tools,
             agents={key: sub.spec() for key, sub in self.agents.items()},
             options=self.default_options,
+            peers={key: peer.spec() for key, peer in self.peers.items()},
         )
 
     # -- starting runs --------------------------------------------------------
@@ -162,6 +174,8 @@ class Agent:
         max_steps: int | None = None,
         metadata: dict[str, Any] | None = None,
         run_id: str | None = None,
+        peer: str | None = None,
+        expires_in: timedelta | None = None,
     ) -> AgentStream:
         """Start a run (or, with auto-resume, continue a suspended one) as a stream.
 
@@ -172,9 +186,13 @@ class Agent:
         ``metadata`` is kept with the run as it is (JSON), for the caller.
         ``run_id`` names a new run (a fresh id by default): a caller that may
         start the same work twice gives both the same id, and the second start
-        raises ``StoreConflict``. The run is saved before this returns.
+        raises ``StoreConflict``. The run is saved before this returns. ``peer`` runs
+        one of ``peers`` instead (its options; raises ``KeyError`` for no such peer).
+        ``expires_in``: the longest any call of the run waits for a person (when shorter
+        than its tool's expiry).
         """
-        opts = self.default_options
+        agent = self if peer is None else self.peers[peer]
+        opts = agent.default_options
         auto = (
             opts.auto_resume_suspended_tools
             if auto_resume_suspended_tools is None
@@ -193,7 +211,7 @@ class Agent:
         run_id = run_id or tree_run_id(thread_id=thread_id)
         snap = RunSnapshot(
             run_id=run_id,
-            agent_path=[self.id],
+            agent_path=[agent.id],
             root_run_id=run_id,
             thread_id=thread_id,
             resource_id=resource_id,
@@ -201,6 +219,7 @@ class Agent:
             options=RunOptions(
                 require_tool_approval="predicate" if callable(rule) else bool(rule),
                 max_steps=max_steps or opts.max_steps,
+                expires_in=expires_in,
             ),
             # The thread's history goes first: read with the run's first save.
             messages=list(new_messages),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -139,6 +139,8 @@ class RunOptions(BaseModel):
 
     require_tool_approval: bool | Literal["predicate"] = False
     max_steps: int = 10
+    expires_in: timedelta | None = None
+    """The longest a call of the run waits for a person, when shorter than its tool's."""
 
 
 class RunSnapshot(BaseModel):

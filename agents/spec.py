@@ -9,7 +9,7 @@ of its sources (an MCP server's list follows the server).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -55,6 +55,8 @@ class AgentSpec:
     """Every tool by the name the model knows, delegation tools included."""
     agents: Mapping[str, AgentSpec]
     options: AgentOptions
+    peers: Mapping[str, AgentSpec] = field(default_factory=dict)
+    """Agents run beside this one by the same engine (``Agent.peers``), by id."""
 
     def tool(self, name: str) -> Tool | None:
         """The tool (or delegation tool) the model knows by ``name``."""
@@ -65,8 +67,9 @@ class AgentSpec:
         return [t.spec() for t in self.tools.values()]
 
     def at(self, path: Sequence[str]) -> AgentSpec:
-        """The agent a snapshot's ``agent_path`` names, from this one (the top)."""
-        spec = self
+        """The agent a snapshot's ``agent_path`` names, from this one (the top), or from
+        the peer whose id starts it."""
+        spec = self.peers.get(path[0], self) if path else self
         for key in path[1:]:
             spec = spec.agents[key]
         return spec

@@ -169,6 +169,7 @@ async def serve(settings: Settings, bot: ChatBot) -> None:
         log.warning("no platform configured: serving only /healthz and /metrics")
     app = build_app(settings, bot, adapters, sweep_interval=bot.sweep_interval)
     await bot.check_places()
+    await bot.check_clients()
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
@@ -270,6 +271,7 @@ async def check(
         for adapter in adapters:
             bot.register(adapter.platform, adapter.messenger)
         await bot.check_places()
+        await bot.check_clients()
         report = await live_report(_live_checks(bot, model)) if live else None
     finally:
         for adapter in adapters:
@@ -337,6 +339,7 @@ async def run(
             run_retention=settings.run_retention,
             audit_retention=settings.audit_retention,
             suggested_prompts=_prompts(settings, config),
+            clients=config.clients if config is not None else None,
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:

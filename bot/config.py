@@ -41,8 +41,8 @@ import inspect
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents import Agent, AgentOptions, Model, Store, Tool
 from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
 
+from .clients import Client, Clients
 from .settings import SettingsError
 from .tomlfile import FileProblems, Problem, parse_lenient, read_text
 from .types import SuggestedPrompt
@@ -59,6 +60,11 @@ log = logging.getLogger(__name__)
 
 MCP_START_WAIT = 20.0
 """Seconds each MCP server has to answer at start."""
+
+MIN_TOKEN = 16
+"""The shortest client token taken: a bearer token is all a caller shows."""
+CLIENT_NAME = re.compile(r"^(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
+CLIENT_TOOL = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """``${VAR}``, or ``${VAR:-default}`` for a value used when ``VAR`` is unset."""
@@ -116,10 +122,22 @@ class McpSection(_Section):
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
 
 
+class ClientSection(_Section):
+    token: str
+    """The client's bearer token (``${VAR}`` from the environment), at least 16 characters."""
+    tools: list[str] | None = None
+    """The tools it may ask about (``None``: any); the policy names them ``<client>__<tool>``."""
+    channel: str | None = None
+    """Where its cards go unless a request names a channel."""
+    workspace: str | None = None
+    """The Slack workspace (team id) of ``channel``, for a bot of many workspaces."""
+
+
 class ConfigFile(_Section):
     bot: BotSection
     agents: dict[str, AgentSection]
     mcp: dict[str, McpSection] = Field(default_factory=dict)
+    clients: dict[str, ClientSection] = Field(default_factory=dict)
 
 
 @dataclass
@@ -132,6 +150,8 @@ class BotConfig:
     source: str
     prompts: tuple[SuggestedPrompt, ...] = ()
     """``[[bot.prompts]]``: the requests to suggest (Slack's assistant view)."""
+    clients: Clients = field(default_factory=Clients)
+    """``[clients.<name>]``: the team's other agents that ask through the bot."""
 
     async def aclose(self) -> None:
         await asyncio.gather(*(server.aclose() for server in self.servers))
@@ -215,7 +235,11 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
                 SuggestedPrompt(title=p.title, message=p.message) for p in config.bot.prompts
             )
             return BotConfig(
-                agent=agent, servers=list(servers.values()), source=source, prompts=prompts
+                agent=agent,
+                servers=list(servers.values()),
+                source=source,
+                prompts=prompts,
+                clients=clients_of(config, source),
             )
     await asyncio.gather(*(server.aclose() for server in servers.values()))
     raise ConfigError(source, problems)
@@ -310,6 +334,7 @@ def _tree_problems(config: ConfigFile, *, reach: bool = True) -> list[Problem]:
         for name in section.mcp:
             if name not in servers:
                 problems.append((f"agents.{key}.mcp", f"no server {name!r} ({_known(servers)})"))
+    problems += _client_problems(config)
     for name, server in config.mcp.items():
         if not SERVER_NAME.fullmatch(name):
             problems.append((f"mcp.{name}", "a server name has letters, digits, '-', single '_'"))
@@ -344,23 +369,12 @@ def _tree_problems(config: ConfigFile, *, reach: bool = True) -> list[Problem]:
 def _with_environment(
     config: ConfigFile, env: Mapping[str, str]
 ) -> tuple[ConfigFile, list[Problem]]:
-    """``${VAR}`` in the servers' url, command, args, env and headers, from ``env``."""
+    """``${VAR}`` in the servers' url, command, args, env and headers, and in the
+    clients' tokens, from ``env``."""
     problems: list[Problem] = []
     servers: dict[str, McpSection] = {}
     for name, section in config.mcp.items():
-
-        def fill(text: str, where: str, name: str = name) -> str:
-            def one(match: re.Match[str]) -> str:
-                variable, default = match.group(1), match.group(2)
-                if variable not in env and default is not None:
-                    return default
-                if variable not in env:
-                    problems.append((f"mcp.{name}.{where}", f"${{{variable}}} is not set"))
-                    return ""
-                return env[variable]
-
-            return _VARIABLE.sub(one, text)
-
+        fill = _filler(env, problems, f"mcp.{name}")
         servers[name] = section.model_copy(
             update={
                 "url": fill(section.url, "url") if section.url else None,
@@ -370,7 +384,71 @@ def _with_environment(
                 "headers": {k: fill(v, f"headers.{k}") for k, v in section.headers.items()},
             }
         )
-    return config.model_copy(update={"mcp": servers}), problems
+    clients: dict[str, ClientSection] = {}
+    for name, client in config.clients.items():
+        token = _filler(env, problems, f"clients.{name}")(client.token, "token")
+        if token and len(token) < MIN_TOKEN:
+            problems.append((f"clients.{name}.token", f"shorter than {MIN_TOKEN} characters"))
+        clients[name] = client.model_copy(update={"token": token})
+    tokens = [c.token for c in clients.values() if c.token]
+    if len(set(tokens)) != len(tokens):
+        problems.append(("clients", "two clients have the same token"))
+    return config.model_copy(update={"mcp": servers, "clients": clients}), problems
+
+
+def _filler(
+    env: Mapping[str, str], problems: list[Problem], section: str
+) -> Callable[[str, str], str]:
+    """Fills ``${VAR}`` in a value of ``section`` (its field named by the second
+    argument), adding a problem for each variable unset."""
+
+    def fill(text: str, where: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            variable, default = match.group(1), match.group(2)
+            if variable not in env and default is not None:
+                return default
+            if variable not in env:
+                problems.append((f"{section}.{where}", f"${{{variable}}} is not set"))
+                return ""
+            return env[variable]
+
+        return _VARIABLE.sub(one, text)
+
+    return fill
+
+
+def _client_problems(config: ConfigFile) -> list[Problem]:
+    """Clients named so their tools or runs could be taken for something else."""
+    problems: list[Problem] = []
+    taken = {config.bot.root, *config.agents, *config.mcp}
+    for name, client in config.clients.items():
+        if not CLIENT_NAME.fullmatch(name):
+            problems.append(
+                (f"clients.{name}", "a client name has letters, digits, '-', single '_'")
+            )
+        elif name in taken:
+            problems.append((f"clients.{name}", "an agent or MCP server has this name already"))
+        for index, tool in enumerate(client.tools or ()):
+            if not CLIENT_TOOL.fullmatch(tool):
+                problems.append((f"clients.{name}.tools[{index}]", f"{tool!r} is no tool name"))
+    return problems
+
+
+def clients_of(config: ConfigFile, source: str) -> Clients:
+    """The file's clients, as the bot serves them."""
+    return Clients(
+        [
+            Client(
+                name=name,
+                token=section.token,
+                tools=frozenset(section.tools) if section.tools is not None else None,
+                channel=section.channel,
+                workspace=section.workspace,
+            )
+            for name, section in config.clients.items()
+        ],
+        source=source,
+    )
 
 
 def _known(names: set[str]) -> str:

@@ -33,7 +33,10 @@ from agents import (
 from agents.mcp import mcp_servers
 
 from . import texts
+from .callbacks import CALLBACK, Callbacks
 from .chat_state import ChatState, IntakeEntry, ThreadNote, open_chat_state
+from .clients import Clients
+from .config import ConfigError
 from .decisions import Decisions
 from .feedback import Feedback
 from .following import Following
@@ -45,6 +48,7 @@ from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .replies import Replies
+from .service import ApprovalService
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
 from .types import (
@@ -101,15 +105,21 @@ class ChatBot:
         suggested_prompts: tuple[SuggestedPrompt, ...] = (),
         run_retention: timedelta = DEFAULT_RUN_RETENTION,
         audit_retention: timedelta | None = None,
+        clients: Clients | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
+        self.clients = clients or Clients()
         tools, delegations = _tool_names(agent)
+        tools |= self.clients.policy_names(self.policy.tool_names)
         self.policy.check_tools(tools, sub_agents=delegations)
         # The policy's expiry is the runtime's (the sweep, clicks and replies agree), and
-        # the grants of a thread are its standing approvals.
+        # the grants of a thread are its standing approvals. Clients are peer agents.
         agent = agent.configured(
-            lease=lease, expiry=self.policy.expires_in, standing_approval=self._standing
+            lease=lease,
+            expiry=self.policy.expires_in,
+            standing_approval=self._standing,
+            peers=self.clients.peers(),
         )
         self.agent = agent
         """The agent as this core runs it: the given one, with the core's settings."""
@@ -180,6 +190,17 @@ class ChatBot:
             workers=workers,
             on_delay=self._delayed,
         )
+        self.callbacks = Callbacks(self.chat)
+        self.service = ApprovalService(
+            agent=agent,
+            clients=self.clients,
+            presenter=self.presenter,
+            tasks=self.tasks,
+            callbacks=self.callbacks,
+            following=self.following,
+        )
+        """What the team's other agents ask (the HTTP API and the MCP server serve it)."""
+        self.housekeeping.timed[CALLBACK] = self.callbacks.due
         self._click_waiters: dict[str, asyncio.Future[ClickResult]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
@@ -282,6 +303,13 @@ class ChatBot:
         registered platform has (``PolicyError``); call once every adapter is registered."""
         await self.presenter.check_places()
 
+    async def check_clients(self) -> None:
+        """Fail closed, at start, on a client whose channel the bot cannot post in
+        (``ConfigError``); call once every adapter is registered."""
+        problems = await self.service.check_places()
+        if problems:
+            raise ConfigError(self.clients.source, problems)
+
     async def inbox(self, thread: ThreadKey, user_id: str, user_name: str | None = None) -> Inbox:
         """What waits for ``user_id`` in ``thread``'s workspace, and what they decided
         lately (``Inboxes.inbox``)."""
@@ -376,6 +404,7 @@ class ChatBot:
         # for another replica to go on with at once rather than a lease later.
         self.agent.closing()
         await self.tasks.aclose(timeout)
+        await self.callbacks.aclose()
         if self._owns_chat:
             await self.chat.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,6 +85,9 @@ class Housekeeping:
         self._metrics = metrics
         self._hold_off_until = 0.0
         self._next_prune = 0.0
+        self.timed: dict[str, Callable[[str], Awaitable[int]]] = {}
+        """Handlers of other timed jobs, by the start of their key: each gets the job's
+        data when due, and says how many things it sent (the client callbacks')."""
 
     # -- expiry -----------------------------------------------------------------
 
@@ -143,6 +147,10 @@ class Housekeeping:
         sent = 0
         for key, data in await self._chat.take_due(now.timestamp()):
             try:
+                handler = next((h for p, h in self.timed.items() if key.startswith(p)), None)
+                if handler is not None:
+                    sent += await handler(data)
+                    continue
                 if key.startswith(DELIVER):
                     sent += await self._deliver(UNDELIVERED.validate_json(data))
                     continue

@@ -87,6 +87,9 @@ class Presenter:
         self._policy = policy
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
+        self.ended: list[Callable[[str], None]] = []
+        """Called with a top run's id when a segment of it ends it (not a pause): the
+        client service wakes whoever waits for its decision."""
         self.people = People(policy, self.messenger_of)
         """Who people are, and who may decide what."""
         self.consume = Segments(self, agent_id=agent_id, policy=policy, metrics=metrics).consume
@@ -113,6 +116,10 @@ class Presenter:
             return self._messengers[platform]
         except KeyError:
             raise LookupError(f"no messenger registered for platform {platform!r}") from None
+
+    def messengers(self) -> list[Messenger]:
+        """Every platform's messenger, in the order registered."""
+        return list(self._messengers.values())
 
     def messenger_of(self, thread: ThreadKey | None) -> Messenger | None:
         """The messenger of a thread's platform, if this process serves it."""

@@ -111,6 +111,9 @@ class Segments:
                     # after leaves the notice for the message's catch-up to find.
                     failure = failure_notice(chunk.error)
                 elif isinstance(chunk, FinishChunk):
+                    if len(chunk.agent_path) == 1 and chunk.finish_reason != "suspended":
+                        for ended in self._presenter.ended:
+                            ended(stream.run_id)
                     if chunk.agent_path != self._top:
                         continue
                     # A stopped answer ends where it was cut off: nothing to rate.

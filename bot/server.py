@@ -1,4 +1,5 @@
-"""The aiohttp application: platform routes from the adapters, health and metrics.
+"""The aiohttp application: platform routes from the adapters, health and metrics, and
+(when ``BOT_CONFIG`` declares clients) the approval service's API (``bot.api``).
 
 Lifecycle: adapters start with the app; on shutdown the bot first finishes its
 background work (adapters are still up, so results can still be posted), then
@@ -14,6 +15,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from .api import SERVICE_KEY, api_routes
 from .core import ChatBot
 from .metrics import CONTENT_TYPE
 from .settings import Settings
@@ -62,7 +64,8 @@ def build_app(
     *,
     sweep_interval: float | None = None,
 ) -> web.Application:
-    """The HTTP app: ``GET /healthz``, ``GET /metrics`` and every adapter's routes.
+    """The HTTP app: ``GET /healthz``, ``GET /metrics``, every adapter's routes, and the
+    approval service's when the bot has clients.
 
     Args:
         settings: The bot's settings (kept on the app for handlers).
@@ -78,6 +81,9 @@ def build_app(
     for adapter in adapters:
         bot.register(adapter.platform, adapter.messenger)
         app.add_routes(adapter.routes())
+    if bot.clients:
+        app[SERVICE_KEY] = bot.service
+        app.add_routes(api_routes())
 
     async def start(_: web.Application) -> None:
         for adapter in adapters:

@@ -298,3 +298,11 @@ INBOX_NO_GRANTS: Final = "You have no grants running."
 REVOKE_COMMAND: Final = "revoke"
 INBOX_DONE: Final = "{tool}: {outcome}"
 INBOX_VOTED: Final = "Your approval of {tool} is counted ({count} of {quorum})."
+
+# -- requests of the team's other agents (bot.service) -----------------------------
+
+CLIENT_ASKS: Final = "{client} asks for approval to run {tool}"
+"""Atop a client's card (``bot.service``): the client and its tool's own name."""
+CLIENT_ASKS_WHY: Final = "{client} asks for approval to run {tool}: {summary}"
+CLIENT_WITHDREW: Final = "{client} withdrew its request to run {tool}."
+CLIENT_SAYS: Final = "{client}: {text}"

@@ -228,13 +228,17 @@ class Prompt:
 
 def tool_label(view: ApprovalCard | Prompt) -> str:
     """The tool as cards and questions name it: with its MCP server, when it has one
-    (``close_ticket (MCP server tickets)``), else its name."""
+    (``close_ticket (MCP server tickets)``), or the client whose own tool it is (a peer
+    agent, the only one asking with its tools: ``deploy (run by ci)``), else its name."""
     if view.source is None:
         return view.tool_name
+    if view.agent_path == (view.source,):
+        return TOOL_OF_CLIENT.format(tool=view.tool, client=view.source)
     return TOOL_OF_SERVER.format(tool=view.tool, server=view.source)
 
 
 TOOL_OF_SERVER = "{tool} (MCP server {server})"
+TOOL_OF_CLIENT = "{tool} (run by {client})"
 
 
 def own_name(tool_name: str, source: str | None) -> str:
@@ -543,6 +547,18 @@ class Messenger(Protocol):
         """A call of ``thread``'s workspace was asked, or decided, or expired: what waits
         for ``people`` (who may decide it, who asked) changed. A platform that shows
         inboxes on its own (Slack's App Home) shows theirs again; others do nothing."""
+        ...
+
+    async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
+        """Where a new conversation in ``channel`` starts: a thread key with no root (the
+        ``near`` of ``post_elsewhere``), in ``workspace`` or the bot's only one; ``None``
+        when the bot cannot start one there (no such channel, not a member, a platform
+        that cannot post unprompted). Asked once per channel, at start.
+
+        Raises:
+            LookupError: ``workspace`` is needed (a bot of many) or not installed.
+            Undeliverable: The platform could not be asked.
+        """
         ...
 
     async def knows_channel(self, channel: str) -> bool:

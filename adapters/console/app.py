@@ -133,6 +133,10 @@ class ConsoleMessenger:
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         """The console's inbox is ``/approvals``, read when asked."""
 
+    async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
+        """The console has no channels."""
+        return None
+
     async def knows_channel(self, channel: str) -> bool:
         """The console has no channels."""
         return False

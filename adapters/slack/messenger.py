@@ -306,6 +306,33 @@ class SlackMessenger:
         if self.home is not None:
             self.home.changed(thread.workspace, people)
 
+    async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
+        """``channel`` of ``workspace`` (the only one, with one bot token), when the bot is
+        in it and may post (``conversations.info``); its team is ``auth.test``'s.
+
+        Raises:
+            LookupError: The bot serves many workspaces and ``workspace`` is not given,
+                or the app is not installed there.
+        """
+        if self.tokens.many and not workspace:
+            raise LookupError(
+                f"a bot of many Slack workspaces cannot tell whose channel {channel} is; "
+                "give its workspace"
+            )
+        client = await self._client(workspace)
+        try:
+            async with _reaching():
+                response = await client.conversations_info(channel=channel)
+                team = workspace or str((await client.auth_test()).get("team_id") or "")
+        except SlackApiError as exc:
+            if exc.response.get("error") in _NO_CHANNEL:
+                return None
+            raise
+        info = response.get("channel")
+        if not isinstance(info, dict) or info.get("is_archived") or info.get("is_member") is False:
+            return None
+        return thread_key(team, channel, "")
+
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` (an id) is a channel the bot is in and may post to
         (``conversations.info``); not for an archived one, or one the bot is not in.

@@ -334,6 +334,11 @@ class TeamsMessenger:
         """Nothing to redraw: Teams shows a person's approvals only when they ask for them
         (``approvals`` in their 1:1 chat), as they read then."""
 
+    async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
+        """Teams starts a conversation only near one the bot heard from (its service URL
+        and tenant): no channel alone is a place to start one."""
+        return None
+
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` has the shape of a Teams channel or group chat id (Teams
         cannot be asked without a team to ask about: a wrong id shows on the first post)."""

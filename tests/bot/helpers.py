@@ -189,6 +189,11 @@ class RecordingMessenger:
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         self.inbox_changes.append((thread, people))
 
+    async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
+        if channel not in self.channels:
+            return None
+        return ThreadKey(platform="test", workspace=workspace or "W1", channel=channel, root="")
+
     async def knows_channel(self, channel: str) -> bool:
         return channel in self.channels
 

@@ -8,6 +8,7 @@ import pytest
 
 from agents import Agent, MemoryStore, Store
 from bot import ApprovalPolicy, SuggestedPrompt
+from bot.clients import Clients
 
 from .fake_slack import FakeSlack
 from .harness import BotServer, start_bot
@@ -48,9 +49,10 @@ async def serve(slack: FakeSlack) -> AsyncIterator[StartBot]:
         policy: ApprovalPolicy | None = None,
         socket_mode: bool = False,
         prompts: tuple[SuggestedPrompt, ...] = (),
+        clients: Clients | None = None,
     ) -> BotServer:
         server = await start_bot(
-            slack, agent, policy=policy, socket_mode=socket_mode, prompts=prompts
+            slack, agent, policy=policy, socket_mode=socket_mode, prompts=prompts, clients=clients
         )
         started.append(server)
         return server

@@ -24,6 +24,7 @@ from adapters.slack import SlackAdapter, SlackSettings
 from adapters.slack.blocks import SlackMessage, render
 from agents import Agent, Store, open_store
 from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, View, build_app
+from bot.clients import Clients
 
 from .fake_slack import (
     APP_TOKEN,
@@ -401,19 +402,22 @@ async def start_bot(
     policy: ApprovalPolicy | None = None,
     socket_mode: bool = False,
     prompts: tuple[SuggestedPrompt, ...] = (),
+    clients: Clients | None = None,
 ) -> BotServer:
     """Serve the Slack adapter over a ``ChatBot`` on a random local port (``prompts``:
-    the requests it suggests)."""
+    the requests it suggests; ``clients``: who may ask through its API)."""
     settings = SlackSettings(
         slack_bot_token=TOKEN,
         slack_signing_secret=SIGNING_SECRET,
         slack_app_token=APP_TOKEN if socket_mode else None,
         slack_api_url=slack.url,
     )
-    bot = ChatBot(agent, policy=policy, suggested_prompts=prompts)
+    bot = ChatBot(agent, policy=policy, suggested_prompts=prompts, clients=clients)
     adapter = SlackAdapter(bot, settings)
     server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
     await server.start_server()
+    if clients:
+        await bot.check_clients()
     return BotServer(slack, bot, adapter, server, aiohttp.ClientSession())
 
 
@@ -425,11 +429,14 @@ async def replicas_on(
     *,
     count: int = 2,
     policy: ApprovalPolicy | None = None,
+    clients: Clients | None = None,
 ) -> AsyncIterator[list[BotServer]]:
     """``count`` bots, each with its own handle on the one durable store at ``url``
     (replicas), each agent built on its own handle; closed at the end."""
     stores = [open_store(url) for _ in range(count)]
-    bots = [await start_bot(slack, agent(store), policy=policy) for store in stores]
+    bots = [
+        await start_bot(slack, agent(store), policy=policy, clients=clients) for store in stores
+    ]
     try:
         yield bots
     finally:

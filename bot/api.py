@@ -1,0 +1,153 @@
+"""The HTTP API of the approval service, under ``/v1`` (JSON, bearer auth).
+
+- ``POST /v1/approvals`` (``Idempotency-Key``): ask; 201 the first time a key is
+  sent, 200 (the same approval) after.
+- ``GET /v1/approvals/{id}?wait=N``: the approval, once decided or after ``N``
+  seconds (at most 60), whichever is first.
+- ``POST /v1/approvals/{id}/cancel``: withdraw it.
+
+401 without a client's token, 403 for a tool the client may not ask about, 404 for
+an approval that is not the client's, 400 naming the field for bad input (nothing
+is asked then), 503 when the chat platform cannot be reached (send it again, with
+the same key). What the service does is ``bot.service``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from .clients import Client, Clients
+from .service import MAX_WAIT, Approval, ApprovalRequest, ApprovalService, ServiceError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 256 * 1024
+"""The largest request body taken (bytes)."""
+MAX_KEY = 200
+"""The longest ``Idempotency-Key`` taken."""
+
+SERVICE_KEY: web.AppKey[ApprovalService] = web.AppKey("approval_service", ApprovalService)
+
+
+def api_routes() -> list[web.RouteDef]:
+    """The ``/v1`` routes (the app holds the service under ``SERVICE_KEY``)."""
+    return [
+        web.post("/v1/approvals", create_approval),
+        web.get("/v1/approvals/{id}", get_approval),
+        web.post("/v1/approvals/{id}/cancel", cancel_approval),
+    ]
+
+
+def error(status: int, message: str, *, field: str | None = None) -> web.Response:
+    """A JSON error answer: ``{"error": ..., "field": ...}``."""
+    body: dict[str, Any] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    headers = {"WWW-Authenticate": 'Bearer realm="approvals"'} if status == 401 else None
+    return web.json_response(body, status=status, headers=headers)
+
+
+def bearer(request: web.Request, clients: Clients) -> Client | None:
+    """The client whose token the request's ``Authorization: Bearer`` header holds."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return clients.by_token(token.strip())
+
+
+def _answer(approval: Approval, status: int = 200) -> web.Response:
+    return web.Response(
+        text=approval.model_dump_json(), status=status, content_type="application/json"
+    )
+
+
+async def _body(request: web.Request) -> Any:
+    """The JSON body (``ServiceError`` 400: too big, not JSON)."""
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ServiceError(400, f"the body is over {MAX_BODY} bytes")
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise ServiceError(400, f"the body is over {MAX_BODY} bytes")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ServiceError(400, f"the body is not JSON: {exc}") from None
+
+
+def parsed(model: type[ApprovalRequest], data: Any) -> ApprovalRequest:
+    """``data`` as ``model``, or a 400 naming the first field at fault."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        raise ServiceError(400, first["msg"], field=where) from None
+
+
+def _client(request: web.Request) -> tuple[ApprovalService, Client]:
+    service = request.app[SERVICE_KEY]
+    client = bearer(request, service.clients)
+    if client is None:
+        raise ServiceError(401, "a client's bearer token is needed")
+    return service, client
+
+
+async def create_approval(request: web.Request) -> web.Response:
+    """``POST /v1/approvals``."""
+    try:
+        service, client = _client(request)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
+            raise ServiceError(
+                400, f"up to {MAX_KEY} printable characters", field="Idempotency-Key"
+            )
+        asked = parsed(ApprovalRequest, await _body(request))
+        approval, created = await service.request(client, asked, key)
+    except ServiceError as exc:
+        return error(exc.status, exc.message, field=exc.field)
+    response = _answer(approval, 201 if created else 200)
+    response.headers["Location"] = approval.url
+    return response
+
+
+async def get_approval(request: web.Request) -> web.Response:
+    """``GET /v1/approvals/{id}?wait=N``."""
+    try:
+        service, client = _client(request)
+        wait = _wait(request.query.get("wait"))
+        approval_id = request.match_info["id"]
+        if wait:
+            approval = await service.wait(client, approval_id, wait)
+        else:
+            approval = await service.state(client, approval_id)
+    except ServiceError as exc:
+        return error(exc.status, exc.message, field=exc.field)
+    return _answer(approval)
+
+
+async def cancel_approval(request: web.Request) -> web.Response:
+    """``POST /v1/approvals/{id}/cancel``."""
+    try:
+        service, client = _client(request)
+        approval = await service.cancel(client, request.match_info["id"])
+    except ServiceError as exc:
+        return error(exc.status, exc.message, field=exc.field)
+    return _answer(approval)
+
+
+def _wait(value: str | None) -> float:
+    """``?wait=N``: seconds, 0 to ``MAX_WAIT``."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ServiceError(400, "a number of seconds", field="wait") from None
+    if not 0 <= seconds <= MAX_WAIT:
+        raise ServiceError(400, f"from 0 to {MAX_WAIT:g} seconds", field="wait")
+    return seconds
