@@ -54,7 +54,12 @@ def error(status: int, message: str, *, field: str | None = None) -> web.Respons
 
 def bearer(request: web.Request, clients: Clients) -> Client | None:
     """The client whose token the request's ``Authorization: Bearer`` header holds."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return client_of(request.headers.get("Authorization", ""), clients)
+
+
+def client_of(authorization: str, clients: Clients) -> Client | None:
+    """The client whose token an ``Authorization`` header's value holds (``Bearer ...``)."""
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return clients.by_token(token.strip())

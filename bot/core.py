@@ -395,6 +395,7 @@ class ChatBot:
         if self._closed:
             return
         self._closed = True
+        self.service.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)

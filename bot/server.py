@@ -1,5 +1,6 @@
 """The aiohttp application: platform routes from the adapters, health and metrics, and
-(when ``BOT_CONFIG`` declares clients) the approval service's API (``bot.api``).
+(when ``BOT_CONFIG`` declares clients) the approval service's HTTP API (``bot.api``)
+and MCP server (``bot.mcp_server``).
 
 Lifecycle: adapters start with the app; on shutdown the bot first finishes its
 background work (adapters are still up, so results can still be posted), then
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from .api import SERVICE_KEY, api_routes
 from .core import ChatBot
+from .mcp_server import McpEndpoint
 from .metrics import CONTENT_TYPE
 from .settings import Settings
 from .types import Messenger
@@ -81,11 +83,16 @@ def build_app(
     for adapter in adapters:
         bot.register(adapter.platform, adapter.messenger)
         app.add_routes(adapter.routes())
+    endpoint: McpEndpoint | None = None
     if bot.clients:
         app[SERVICE_KEY] = bot.service
         app.add_routes(api_routes())
+        endpoint = McpEndpoint(bot.service)
+        app.add_routes(endpoint.routes())
 
     async def start(_: web.Application) -> None:
+        if endpoint is not None:
+            await endpoint.start()
         for adapter in adapters:
             await adapter.start()
             log.info("%s adapter started", adapter.platform)
@@ -102,6 +109,8 @@ def build_app(
                 await adapter.stop()
             except Exception:
                 log.exception("stopping the %s adapter failed", adapter.platform)
+        if endpoint is not None:
+            await endpoint.stop()
 
     app.on_startup.append(start)
     app.on_shutdown.append(shutdown)

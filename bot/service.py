@@ -216,6 +216,9 @@ class ApprovalService:
         """Approvals waited for here: woken when their run ends (and how many wait)."""
         presenter.ended.append(self._run_ended)
         callbacks.lookup = self._owed
+        self.closing = False
+        """The process shuts down: waits answer as things stand (the caller asks again,
+        of another replica or of this one restarted)."""
 
     # -- places --------------------------------------------------------------------
 
@@ -358,7 +361,7 @@ class ApprovalService:
             while True:
                 found = await self.state(client, approval)
                 left = deadline - time.monotonic()
-                if found.status != "pending" or left <= 0:
+                if found.status != "pending" or left <= 0 or self.closing:
                     return found
                 if progress is not None:
                     await progress(found)
@@ -368,6 +371,12 @@ class ApprovalService:
             event, waiting = self._ended.pop(approval, (event, 1))
             if waiting > 1:
                 self._ended[approval] = (event, waiting - 1)
+
+    def close(self) -> None:
+        """Answer every wait now (``closing``): a shutdown must not wait for decisions."""
+        self.closing = True
+        for event, _ in self._ended.values():
+            event.set()
 
     async def cancel(self, client: Client, approval: str) -> Approval:
         """Withdraw a pending approval: its card says so, its run ends (an approval

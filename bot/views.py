@@ -88,8 +88,12 @@ def edit_fields(info: PendingInfo, schema: dict[str, Any]) -> tuple[PromptField,
     """A call's arguments as form fields, each starting from the value the card shows.
 
     Only a flat set of plain values can be edited in a form: a tool whose
-    arguments include lists or objects gets no fields (and no Edit).
+    arguments include lists or objects gets no fields (and no Edit). A tool whose
+    schema names no arguments (a client's: any object) is edited by those it was
+    called with, each keeping its type.
     """
+    if schema.get("type") == "object" and "properties" not in schema:
+        schema = _schema_of_args(info.args)
     fields = prompt_fields(schema)
     plain = (str, int, float, bool, type(None))
     if not fields or not all(isinstance(v, plain) for v in info.args.values()):
@@ -97,6 +101,16 @@ def edit_fields(info: PendingInfo, schema: dict[str, Any]) -> tuple[PromptField,
     if set(info.args) - {f.name for f in fields} or _structured(schema):
         return ()
     return tuple(replace(f, value=info.args.get(f.name)) for f in fields)
+
+
+def _schema_of_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A schema that takes ``args`` as they are typed (JSON's types), every one needed;
+    none (no fields) when one is not a plain value."""
+    kinds = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    if not all(type(value) in kinds for value in args.values()):
+        return {}
+    properties = {name: {"type": kinds[type(value)]} for name, value in args.items()}
+    return {"type": "object", "properties": properties, "required": sorted(args)}
 
 
 def _structured(schema: dict[str, Any]) -> bool:

@@ -80,8 +80,8 @@ async def ci(serve: StartBot, store: Store, ran: Ran, slack: FakeSlack) -> Api:
     return Api(await serve(build_agent(store, ran), policy=policy, clients=CLIENTS))
 
 
-async def card_of(slack: FakeSlack, approval: dict[str, Any]) -> Posted:
-    """The card of an approval: in the thread its request started in ``CI_CHANNEL``."""
+async def the_card(slack: FakeSlack) -> Posted:
+    """The one approval card posted (once it is)."""
     await slack.wait_for(
         lambda: any(has_buttons(m) for m in slack.messages.values()), what="a card"
     )
@@ -98,7 +98,7 @@ async def test_a_client_asks_a_person_approves_and_the_long_poll_answers(
     assert asked["tool"] == "deploy"
     assert asked["url"] == f"/v1/approvals/{asked['id']}"
 
-    card = await card_of(slack, asked)
+    card = await the_card(slack)
     (header,) = slack.top_level(CI_CHANNEL)
     assert header.text.startswith("ci asks for approval to run deploy: Ship v2")
     assert card.thread_ts == header.ts
@@ -127,7 +127,7 @@ async def test_one_approval_per_idempotency_key(ci: Api, slack: FakeSlack) -> No
     assert first[1]["id"] == second[1]["id"]
     again_status, again = await ci.ask(key="same")
     assert (again_status, again["id"]) == (200, first[1]["id"])
-    await card_of(slack, first[1])
+    await the_card(slack)
     await ci.bot.idle()
     assert len([m for m in slack.messages.values() if has_buttons(m)]) == 1
     # Another key is another approval.
@@ -138,7 +138,7 @@ async def test_one_approval_per_idempotency_key(ci: Api, slack: FakeSlack) -> No
 
 async def test_a_decline_says_who_and_why(ci: Api, slack: FakeSlack) -> None:
     _, asked = await ci.ask()
-    card = await card_of(slack, asked)
+    card = await the_card(slack)
     assert await ci.bot.press(card, DECLINE_ACTION, user=BOB) == 200
     await slack.wait_for(lambda: bool(slack.of("views.open")), what="views.open")
     opened = slack.of("views.open")[0].args
@@ -154,7 +154,7 @@ async def test_a_decline_says_who_and_why(ci: Api, slack: FakeSlack) -> None:
 
 async def test_the_policy_names_a_clients_tool(ci: Api, slack: FakeSlack) -> None:
     _, asked = await ci.ask({"tool": "Bash", "args": {"command": "rm -rf build"}})
-    card = await card_of(slack, asked)
+    card = await the_card(slack)
     assert await ci.bot.press(card, APPROVE_ACTION, user=ALICE) == 200
     await ci.bot.idle()
     assert (await ci.get(asked["id"]))[1]["status"] == "pending"  # Alice may not
@@ -164,7 +164,7 @@ async def test_the_policy_names_a_clients_tool(ci: Api, slack: FakeSlack) -> Non
 
 async def test_cancel_withdraws_it_and_the_card_says_so(ci: Api, slack: FakeSlack) -> None:
     _, asked = await ci.ask()
-    card = await card_of(slack, asked)
+    card = await the_card(slack)
     status, cancelled = await ci.cancel(asked["id"])
     assert (status, cancelled["status"], cancelled["decided_by"]) == (200, "cancelled", "client:ci")
     await ci.bot.idle()
@@ -256,7 +256,7 @@ async def test_the_decision_is_posted_signed_to_the_callback_until_taken(
 ) -> None:
     ci.bot.bot.callbacks.first = 0.05
     _, asked = await ci.ask({**DEPLOY, "callback_url": receiver.url})
-    card = await card_of(slack, asked)
+    card = await the_card(slack)
     assert await ci.bot.press(card, APPROVE_ACTION, user=ALICE) == 200
     await asyncio.wait_for(receiver.taken.wait(), 10)
     assert len(receiver.got) == 3
