@@ -5,6 +5,9 @@
 - ``GET /v1/approvals/{id}?wait=N``: the approval, once decided or after ``N``
   seconds (at most 60), whichever is first.
 - ``POST /v1/approvals/{id}/cancel``: withdraw it.
+- ``POST /v1/questions?wait=N`` (``Idempotency-Key``): ask in a thread; the answer
+  (valid against the request's JSON schema) once given, or after ``N`` seconds (60
+  unless told) the question pending, read later with ``GET /v1/questions/{id}?wait=N``.
 
 401 without a client's token, 403 for a tool the client may not ask about, 404 for
 an approval that is not the client's, 400 naming the field for bad input (nothing
@@ -16,15 +19,18 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
 
+from .asks import Approval, ApprovalRequest, Question, QuestionRequest, ServiceError
 from .clients import Client, Clients
-from .service import MAX_WAIT, Approval, ApprovalRequest, ApprovalService, ServiceError
+from .service import MAX_WAIT, ApprovalService
 
 log = logging.getLogger(__name__)
+
+Asked = TypeVar("Asked", ApprovalRequest, QuestionRequest)
 
 MAX_BODY = 256 * 1024
 """The largest request body taken (bytes)."""
@@ -40,6 +46,8 @@ def api_routes() -> list[web.RouteDef]:
         web.post("/v1/approvals", create_approval),
         web.get("/v1/approvals/{id}", get_approval),
         web.post("/v1/approvals/{id}/cancel", cancel_approval),
+        web.post("/v1/questions", create_question),
+        web.get("/v1/questions/{id}", get_question),
     ]
 
 
@@ -65,9 +73,9 @@ def client_of(authorization: str, clients: Clients) -> Client | None:
     return clients.by_token(token.strip())
 
 
-def _answer(approval: Approval, status: int = 200) -> web.Response:
+def _answer(found: Approval | Question, status: int = 200) -> web.Response:
     return web.Response(
-        text=approval.model_dump_json(), status=status, content_type="application/json"
+        text=found.model_dump_json(), status=status, content_type="application/json"
     )
 
 
@@ -84,7 +92,7 @@ async def _body(request: web.Request) -> Any:
         raise ServiceError(400, f"the body is not JSON: {exc}") from None
 
 
-def parsed(model: type[ApprovalRequest], data: Any) -> ApprovalRequest:
+def parsed(model: type[Asked], data: Any) -> Asked:
     """``data`` as ``model``, or a 400 naming the first field at fault."""
     try:
         return model.model_validate(data)
@@ -102,15 +110,19 @@ def _client(request: web.Request) -> tuple[ApprovalService, Client]:
     return service, client
 
 
+def _key(request: web.Request) -> str | None:
+    """The request's ``Idempotency-Key`` (400 for one too long or unprintable)."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
+        raise ServiceError(400, f"up to {MAX_KEY} printable characters", field="Idempotency-Key")
+    return key
+
+
 async def create_approval(request: web.Request) -> web.Response:
     """``POST /v1/approvals``."""
     try:
         service, client = _client(request)
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
-            raise ServiceError(
-                400, f"up to {MAX_KEY} printable characters", field="Idempotency-Key"
-            )
+        key = _key(request)
         asked = parsed(ApprovalRequest, await _body(request))
         approval, created = await service.request(client, asked, key)
     except ServiceError as exc:
@@ -145,10 +157,39 @@ async def cancel_approval(request: web.Request) -> web.Response:
     return _answer(approval)
 
 
-def _wait(value: str | None) -> float:
+async def create_question(request: web.Request) -> web.Response:
+    """``POST /v1/questions?wait=N``: ask, and answer once answered or after ``N``
+    seconds (``MAX_WAIT`` unless told): 201 the first time a key is sent, 200 after."""
+    try:
+        service, client = _client(request)
+        key = _key(request)
+        wait = _wait(request.query.get("wait"), MAX_WAIT)
+        asked = parsed(QuestionRequest, await _body(request))
+        question, created = await service.ask(client, asked, key)
+        if wait:
+            question = await service.wait_answer(client, question.id, wait)
+    except ServiceError as exc:
+        return error(exc.status, exc.message, field=exc.field)
+    response = _answer(question, 201 if created else 200)
+    response.headers["Location"] = question.url
+    return response
+
+
+async def get_question(request: web.Request) -> web.Response:
+    """``GET /v1/questions/{id}?wait=N``."""
+    try:
+        service, client = _client(request)
+        wait = _wait(request.query.get("wait"))
+        question = await service.wait_answer(client, request.match_info["id"], wait)
+    except ServiceError as exc:
+        return error(exc.status, exc.message, field=exc.field)
+    return _answer(question)
+
+
+def _wait(value: str | None, default: float = 0.0) -> float:
     """``?wait=N``: seconds, 0 to ``MAX_WAIT``."""
     if value is None:
-        return 0.0
+        return default
     try:
         seconds = float(value)
     except ValueError:

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from agents import Agent, Message, ModelError, Tool, ToolCallPart
+from agents import Agent, Message, ModelError, Tool, ToolCallPart, ToolContext
 from agents.mcp import SEPARATOR, TOOL_NAME
 from agents.models.base import (
     ModelEvent,
@@ -33,6 +33,8 @@ from agents.tools import schema_model
 
 ANY_ARGUMENTS: dict[str, Any] = {"type": "object"}
 """A client's tool takes whatever arguments its caller names (the caller checks them)."""
+QUESTION = "ask"
+"""Every client's question tool (``<client>__ask``): it waits for a person's answer."""
 REQUEST = "client_request"
 """The key of the request in the run's first message (``request_message``)."""
 
@@ -101,6 +103,7 @@ class Clients:
                 names |= {name for name in named if name.startswith(prefix)}
             else:
                 names |= {client.tool_name(tool) for tool in client.tools}
+            names.add(client.tool_name(QUESTION))
         return names
 
 
@@ -150,7 +153,10 @@ class ClientModel:
         yield ModelFinish(stop_reason="end_turn")
 
     async def structured(self, request: StructuredRequest) -> dict[str, Any]:
-        raise ModelError(f"client {self._client.name} answers no questions")
+        raise ModelError(
+            f"client {self._client.name} reads no free answers",
+            user_message="Please answer with the form (the Answer button).",
+        )
 
 
 async def _approved(args: BaseModel) -> str:
@@ -168,6 +174,7 @@ class ClientTools:
             _AnyTool(client)
             if client.tools is None
             else {name: client_tool(client, name) for name in names}
+            | {client.tool_name(QUESTION): question_tool(client)}
         )
 
     def tools(self) -> Mapping[str, Tool]:
@@ -183,6 +190,8 @@ class _AnyTool(Mapping[str, Tool]):
         self._prefix = f"{client.name}{SEPARATOR}"
 
     def __getitem__(self, name: str) -> Tool:
+        if name == self._client.tool_name(QUESTION):
+            return question_tool(self._client)
         if not name.startswith(self._prefix) or name == self._prefix:
             raise KeyError(name)
         if not TOOL_NAME.fullmatch(name):
@@ -212,6 +221,34 @@ def client_tool(client: Client, name: str) -> Tool:
 
 
 _ARGUMENTS = schema_model(ANY_ARGUMENTS, "client_arguments")
+
+
+class QuestionInput(BaseModel):
+    """What a client's question asks (``bot.asks.QuestionRequest``, checked there)."""
+
+    question: str
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+async def _asked(args: QuestionInput, ctx: ToolContext) -> str:
+    """Wait for a person's answer; then it is the result (as JSON)."""
+    if ctx.resume_data is None:
+        ctx.suspend({"message": args.question}, answer_schema=args.schema_)
+    return json.dumps(ctx.resume_data, ensure_ascii=False)
+
+
+def question_tool(client: Client) -> Tool:
+    """``<client>__ask``: a question to the team, no approval needed (who may answer is
+    the policy's, as for any tool's question)."""
+    return Tool(
+        name=client.tool_name(QUESTION),
+        description=f"A question of client {client.name}",
+        fn=_asked,
+        input_model=QuestionInput,
+        unpack_args=False,
+        context_param="ctx",
+        source=client.name,
+    )
 
 
 def client_agent(client: Client) -> Agent:

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents import Agent, AgentOptions, Model, Store, Tool
 from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
 
-from .clients import Client, Clients
+from .clients import QUESTION, Client, Clients
 from .settings import SettingsError
 from .tomlfile import FileProblems, Problem, parse_lenient, read_text
 from .types import SuggestedPrompt
@@ -431,6 +431,8 @@ def _client_problems(config: ConfigFile) -> list[Problem]:
         for index, tool in enumerate(client.tools or ()):
             if not CLIENT_TOOL.fullmatch(tool):
                 problems.append((f"clients.{name}.tools[{index}]", f"{tool!r} is no tool name"))
+            elif tool == QUESTION:
+                problems.append((f"clients.{name}.tools[{index}]", f"{tool!r} is its questions'"))
     return problems
 
 

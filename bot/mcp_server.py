@@ -9,6 +9,8 @@ API's (``bot.api``). Tools:
   then waits for the decision (a progress notification every ``PROGRESS_EVERY``
   seconds), or answers ``pending`` with its id after ``wait_seconds``.
 - ``get_decision(id, wait_seconds?)``: the approval as it stands, or once decided.
+- ``ask(question, answer_schema?, wait_seconds?, idempotency_key?)``: asks in a
+  thread and waits for the answer (valid against the schema), or ``pending``.
 - ``notify(text, channel?)``: says something in the client's channel.
 - ``approval_prompt(tool_name, input, tool_use_id?)``: Claude Code's
   ``--permission-prompt-tool``: waits until a person decides, then answers
@@ -23,6 +25,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from aiohttp import web
@@ -32,10 +35,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
-from .api import MAX_BODY, bearer, error, parsed
+from .api import MAX_BODY, Asked, bearer, client_of, error, parsed
 from .asgi import serve_asgi
+from .asks import Approval, ApprovalRequest, QuestionRequest, ServiceError
 from .clients import Client
-from .service import Approval, ApprovalRequest, ApprovalService, ServiceError
+from .service import ApprovalService
 
 log = logging.getLogger(__name__)
 
@@ -131,25 +135,14 @@ class McpEndpoint:
 
     def _client(self, ctx: Context) -> Client:
         headers = ctx.headers or {}
-        scheme, _, token = str(headers.get("authorization", "")).partition(" ")
-        client = (
-            self._service.clients.by_token(token.strip()) if scheme.lower() == "bearer" else None
-        )
+        client = client_of(str(headers.get("authorization", "")), self._service.clients)
         if client is None:  # the route checked it: only a request from elsewhere
             raise ToolError("a client's bearer token is needed")
         return client
 
     async def _wait(self, ctx: Context, client: Client, approval: str, seconds: float) -> Approval:
         """Wait for ``approval``, a progress notification every ``PROGRESS_EVERY`` s."""
-        started = time.monotonic()
-        last = [started]
-
-        async def progress(_: Approval) -> None:
-            now = time.monotonic()
-            if now - last[0] >= PROGRESS_EVERY:
-                last[0] = now
-                await ctx.report_progress(now - started, message="waiting for a decision")
-
+        progress = _progress(ctx, "waiting for a decision")
         return await self._service.wait(client, approval, seconds, progress)
 
     def _tools(self) -> None:
@@ -200,6 +193,28 @@ class McpEndpoint:
             return "said"
 
         @server.tool()
+        async def ask(
+            question: Text,
+            ctx: Context,
+            answer_schema: dict[str, Any] | None = None,
+            wait_seconds: Seconds = DEFAULT_WAIT,
+            idempotency_key: str | None = None,
+        ) -> dict[str, Any]:
+            """Ask the team a question in a thread and wait for the answer (up to
+            ``wait_seconds``; then ``pending``: ask again with the same key). The answer
+            is valid against ``answer_schema`` (an object schema; default one text
+            ``answer``)."""
+            client = self._client(ctx)
+            asked = _parsed(QuestionRequest, {"question": question, "schema": answer_schema})
+            try:
+                found, _ = await service.ask(client, asked, idempotency_key)
+                progress = _progress(ctx, "waiting for an answer")
+                found = await service.wait_answer(client, found.id, wait_seconds, progress)
+            except ServiceError as exc:
+                raise ToolError(exc.message) from None
+            return found.model_dump(mode="json")
+
+        @server.tool()
         async def approval_prompt(
             tool_name: str, input: dict[str, Any], ctx: Context, tool_use_id: str | None = None
         ) -> str:
@@ -219,10 +234,7 @@ class McpEndpoint:
 
     @staticmethod
     def _parsed(data: dict[str, Any]) -> ApprovalRequest:
-        try:
-            return parsed(ApprovalRequest, {k: v for k, v in data.items() if v is not None})
-        except ServiceError as exc:
-            raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from None
+        return _parsed(ApprovalRequest, data)
 
     async def _ask(
         self, client: Client, asked: ApprovalRequest, key: str | None
@@ -231,3 +243,25 @@ class McpEndpoint:
             return await self._service.request(client, asked, key)
         except ServiceError as exc:
             raise ToolError(exc.message) from None
+
+
+def _parsed(model: type[Asked], data: dict[str, Any]) -> Asked:
+    """``data`` (without its ``None`` values) as ``model``, or a tool error naming the field."""
+    try:
+        return parsed(model, {k: v for k, v in data.items() if v is not None})
+    except ServiceError as exc:
+        raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from None
+
+
+def _progress(ctx: Context, message: str) -> Callable[[], Awaitable[None]]:
+    """A progress notification to ``ctx``'s caller at most every ``PROGRESS_EVERY`` s."""
+    started = time.monotonic()
+    last = [started]
+
+    async def progress() -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY:
+            last[0] = now
+            await ctx.report_progress(now - started, message=message)
+
+    return progress

@@ -16,37 +16,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Protocol, TypeVar
 
-from pydantic import (
-    AnyHttpUrl,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictStr,
-)
-
-from agents import (
-    Agent,
-    RunNotFoundError,
-    RunSnapshot,
-    StoreConflict,
-    ToolCallPart,
-)
+from agents import Agent, RunNotFoundError, RunSnapshot, StoreConflict
 
 from . import texts
+from .asks import (
+    ANSWER_SCHEMA,
+    Approval,
+    ApprovalRequest,
+    Question,
+    QuestionRequest,
+    ServiceError,
+    approval_of,
+    check_answer_schema,
+    question_of,
+    request_id,
+)
 from .callbacks import PENDING, Callbacks, Owed
-from .clients import Client, Clients, request_message, requested_call
+from .clients import QUESTION, Client, Clients, request_message
 from .following import Following
-from .policy import parse_duration
 from .presenter import Presenter
 from .tasks import TaskTracker
 from .types import Destination, Messenger, Notice, Person, ThreadKey, Undeliverable
@@ -59,128 +54,29 @@ POLL = 1.0
 saw: one seen here wakes the waiter at once)."""
 MAX_WAIT = 60.0
 """The longest one long poll (or MCP wait, between progress notes) waits."""
-
-Status = Literal["pending", "approved", "declined", "expired", "cancelled"]
-_NAME = r"^[A-Za-z0-9_-]{1,40}$"
-_DECIDED: dict[str, Status] = {
-    "approve": "approved",
-    "decline": "declined",
-    "expire": "expired",
-    "resume": "approved",
-}
+MAX_TOOL_NAME = 64
+"""The longest ``<client>__<tool>`` name (as an MCP tool's)."""
 
 
-class ServiceError(Exception):
-    """A request the service refuses: ``status`` is the HTTP status it answers with,
-    ``field`` the request's field at fault (for a 400)."""
-
-    def __init__(self, status: int, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
+class _Waitable(Protocol):
+    @property
+    def status(self) -> str: ...
 
 
-def _duration(value: Any) -> timedelta | None:
-    return None if value is None else parse_duration(value)
+Waited = TypeVar("Waited", bound=_Waitable)
 
 
-class ApprovalRequest(BaseModel):
-    """``POST /v1/approvals``: the call a client asks its team to approve."""
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """Where and how a client's request is asked: the thread's header, for whom, where,
+    for how long at most, and where its decision is POSTed."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tool: Annotated[StrictStr, Field(pattern=_NAME)]
-    args: dict[str, Any] = Field(default_factory=dict)
-    summary: Annotated[StrictStr, Field(min_length=1, max_length=2000)] | None = None
-    requested_by: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._:@-]{1,64}$")] | None = None
-    """The person the client works for (a platform user id): named on the card, and not
-    their own approver unless the policy allows it."""
-    channel: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9:@._-]{1,100}$")] | None = None
-    thread: Annotated[StrictStr, Field(pattern=r"^[0-9.]{1,40}$")] | None = None
-    """A thread of ``channel`` to ask in (Slack: its ``thread_ts``); else a new one."""
-    expires_in: Annotated[timedelta | None, BeforeValidator(_duration)] = None
-    callback_url: AnyHttpUrl | None = None
-
-
-class Approval(BaseModel):
-    """An approval as its client reads it (``GET /v1/approvals/{id}``)."""
-
-    id: str
-    status: Status
-    tool: str
-    args: dict[str, Any]
-    """What was approved (edits included); while pending, what was asked."""
-    requested_args: dict[str, Any]
-    decided_by: str | None = None
-    reason: str | None = None
-    decided_at: datetime | None = None
-    expires_at: datetime | None = None
-    url: str
-
-
-def approval_id(client: Client, key: str) -> str:
-    """The id of the approval ``client`` asks for under idempotency ``key``."""
-    digest = hashlib.sha256(f"{client.name}\0{key}".encode()).hexdigest()[:32]
-    return f"appr_{digest}"
-
-
-def approval_of(snap: RunSnapshot, client: Client) -> Approval:
-    """An approval as its run says: pending until a decision is claimed (or the run
-    stopped: cancelled)."""
-    call = _call_of(snap)
-    tool = call.tool_name if call else ""
-    asked = dict(call.args) if call else {}
-    found = Approval(
-        id=snap.run_id,
-        status="pending",
-        tool=tool,
-        args=asked,
-        requested_args=asked,
-        url=f"/v1/approvals/{snap.run_id}",
-    )
-    pending = next((p for p in snap.pending if call and p.tool_call_id == call.tool_call_id), None)
-    if pending is not None:
-        found.expires_at = pending.expires_at
-    decision = snap.decisions.get(call.tool_call_id) if call else None
-    if decision is not None:
-        status = _DECIDED[decision.action]
-        return found.model_copy(
-            update={
-                "status": status,
-                "args": decision.args if decision.args is not None else asked,
-                "decided_by": decision.decided_by,
-                "reason": decision.reason,
-                "decided_at": decision.decided_at,
-            }
-        )
-    if snap.stop is not None:
-        return found.model_copy(
-            update={"status": "cancelled", "decided_by": snap.stop.by, "decided_at": snap.stop.at}
-        )
-    if call is not None and pending is None and call.tool_call_id in snap_results(snap):
-        # Approved without a card: a grant standing for calls like it.
-        return found.model_copy(update={"status": "approved", "decided_at": snap.updated_at})
-    return found
-
-
-def snap_results(snap: RunSnapshot) -> set[str]:
-    """The calls of a run that have a result."""
-    done = {r.tool_call_id for r in snap.tool_results} | set(snap.results)
-    for message in snap.messages:
-        done |= {p.tool_call_id for p in message.parts if p.kind == "tool-result"}
-    return done
-
-
-def _call_of(snap: RunSnapshot) -> ToolCallPart | None:
-    """The call a client's run asks about: its request (the last in its messages: the
-    thread's history comes first)."""
-    for message in reversed(snap.messages):
-        if message.role == "user":
-            call = requested_call(message)
-            if call is not None:
-                return call
-    return None
+    header: str
+    requested_by: str | None = None
+    channel: str | None = None
+    thread: str | None = None
+    expires_in: timedelta | None = None
+    callback: str | None = None
 
 
 class ApprovalService:
@@ -254,19 +150,19 @@ class ApprovalService:
         )
 
     async def _thread(
-        self, client: Client, request: ApprovalRequest, header: Notice
+        self, client: Client, channel: str | None, root: str | None, header: Notice
     ) -> tuple[ThreadKey, Messenger]:
-        """The thread a request is asked in, ``header`` posted first: the thread it
-        names, else a new one in its channel, started by ``header``."""
-        channel = request.channel or client.channel
+        """The thread a request is asked in, ``header`` posted first: ``root`` of its
+        channel (the client's by default), else a new one there, started by ``header``."""
+        channel = channel or client.channel
         if channel is None:
             raise ServiceError(
                 400, "no channel: give one, or a default for the client", field="channel"
             )
         near = await self._channel(client, channel)
         messenger = self._presenter.messenger(near.platform)
-        if request.thread is not None:
-            thread = replace(near, root=request.thread)
+        if root is not None:
+            thread = replace(near, root=root)
             await self._presenter.say(messenger, thread, header)
             return thread, messenger
         try:
@@ -286,7 +182,7 @@ class ApprovalService:
             )
         return texts.CLIENT_ASKS.format(client=client.name, tool=request.tool)
 
-    # -- approvals -----------------------------------------------------------------
+    # -- approvals and questions ----------------------------------------------------
 
     async def request(
         self, client: Client, request: ApprovalRequest, key: str | None = None
@@ -302,75 +198,152 @@ class ApprovalService:
             raise ServiceError(
                 403, f"client {client.name} may not ask about {request.tool}", field="tool"
             )
-        run_id = approval_id(client, key or uuid.uuid4().hex)
+        if len(client.tool_name(request.tool)) > MAX_TOOL_NAME:
+            raise ServiceError(
+                400, f"longer than {MAX_TOOL_NAME} with the client's name", field="tool"
+            )
+        run_id = request_id(client, key or uuid.uuid4().hex)
+        snap, started = await self._start(
+            client,
+            run_id,
+            request_message(request.tool, request.args, call_id=f"call_{run_id}"),
+            Asked(
+                header=self._asks(client, request),
+                requested_by=request.requested_by,
+                channel=request.channel,
+                thread=request.thread,
+                expires_in=request.expires_in,
+                callback=str(request.callback_url) if request.callback_url else None,
+            ),
+        )
+        return approval_of(snap, client), started
+
+    async def ask(
+        self, client: Client, request: QuestionRequest, key: str | None = None
+    ) -> tuple[Question, bool]:
+        """Ask a question in a thread (once per ``key``); whether this call asked it.
+
+        Raises:
+            ServiceError: 400 for a schema no form can ask (or one that is no JSON
+                schema), or a channel the bot cannot post in; 503 as ``request``.
+        """
+        schema = request.schema_ or ANSWER_SCHEMA
+        check_answer_schema(schema)
+        run_id = request_id(client, key or uuid.uuid4().hex, "ques")
+        args = {"question": request.question, "schema": schema}
+        snap, started = await self._start(
+            client,
+            run_id,
+            request_message(QUESTION, args, call_id=f"call_{run_id}"),
+            Asked(
+                header=texts.CLIENT_ASKS_QUESTION.format(client=client.name),
+                requested_by=request.requested_by,
+                channel=request.channel,
+                thread=request.thread,
+                expires_in=request.expires_in,
+            ),
+        )
+        return question_of(snap), started
+
+    async def _start(
+        self, client: Client, run_id: str, message: str, asked: Asked
+    ) -> tuple[RunSnapshot, bool]:
+        """The run ``run_id`` of ``client``, started now (and driven in the background)
+        unless it was before; whether this call started it."""
         known = await self._load(client, run_id)
         if known is not None:
-            return approval_of(known, client), False
+            return known, False
         header = Notice(
-            text=self._asks(client, request),
-            also=(Person(id=request.requested_by),) if request.requested_by else (),
+            text=asked.header,
+            also=(Person(id=asked.requested_by),) if asked.requested_by else (),
         )
-        thread, messenger = await self._thread(client, request, header)
+        thread, messenger = await self._thread(client, asked.channel, asked.thread, header)
         metadata = run_metadata(thread)
-        if request.callback_url is not None:
-            metadata["callback"] = str(request.callback_url)
+        if asked.callback is not None:
+            metadata["callback"] = asked.callback
         try:
             stream = await self._agent.stream(
-                request_message(request.tool, request.args, call_id=f"call_{run_id}"),
+                message,
                 thread_id=thread.id,
-                resource_id=request.requested_by,
+                resource_id=asked.requested_by,
                 metadata=metadata,
                 run_id=run_id,
                 peer=client.name,
-                expires_in=request.expires_in,
+                expires_in=asked.expires_in,
             )
         except StoreConflict:  # the same key, sent twice at once: one of them asks
-            snap = await self._agent.get_run(run_id)
-            return approval_of(snap, client), False
-        if request.callback_url is not None:
+            return await self._agent.get_run(run_id), False
+        if asked.callback is not None:
             await self.callbacks.expect(run_id)
         self._tasks.spawn(
-            self._presenter.consume(thread, messenger, stream, requester=request.requested_by),
+            self._presenter.consume(thread, messenger, stream, requester=asked.requested_by),
             name=f"client request {run_id}",
         )
-        snap = await self._agent.get_run(run_id)
-        return approval_of(snap, client), True
+        return await self._agent.get_run(run_id), True
 
     async def state(self, client: Client, approval: str) -> Approval:
         """An approval of ``client`` as it stands (404: none by that id)."""
         snap = await self._load(client, approval)
-        if snap is None:
+        if snap is None or not approval.startswith("appr_"):
             raise ServiceError(404, f"no approval {approval}")
         return approval_of(snap, client)
+
+    async def question(self, client: Client, question: str) -> Question:
+        """A question of ``client`` as it stands (404: none by that id)."""
+        snap = await self._load(client, question)
+        if snap is None or not question.startswith("ques_"):
+            raise ServiceError(404, f"no question {question}")
+        return question_of(snap)
 
     async def wait(
         self,
         client: Client,
         approval: str,
         seconds: float,
-        progress: Callable[[Approval], Awaitable[None]] | None = None,
+        progress: Callable[[], Awaitable[None]] | None = None,
     ) -> Approval:
         """The approval once decided, or as it stands after ``seconds``.
 
-        ``progress`` is called with the approval every ``POLL`` seconds while it waits
-        (an MCP call's progress notifications)."""
+        ``progress`` is called every ``POLL`` seconds while it waits (an MCP call's
+        progress notifications)."""
+        return await self._wait(lambda: self.state(client, approval), approval, seconds, progress)
+
+    async def wait_answer(
+        self,
+        client: Client,
+        question: str,
+        seconds: float,
+        progress: Callable[[], Awaitable[None]] | None = None,
+    ) -> Question:
+        """The question once answered (or declined...), or as it stands after ``seconds``."""
+        return await self._wait(
+            lambda: self.question(client, question), question, seconds, progress
+        )
+
+    async def _wait(
+        self,
+        read: Callable[[], Awaitable[Waited]],
+        run_id: str,
+        seconds: float,
+        progress: Callable[[], Awaitable[None]] | None,
+    ) -> Waited:
         deadline = time.monotonic() + max(0.0, seconds)
-        event, waiting = self._ended.get(approval, (asyncio.Event(), 0))
-        self._ended[approval] = (event, waiting + 1)
+        event, waiting = self._ended.get(run_id, (asyncio.Event(), 0))
+        self._ended[run_id] = (event, waiting + 1)
         try:
             while True:
-                found = await self.state(client, approval)
+                found = await read()
                 left = deadline - time.monotonic()
                 if found.status != "pending" or left <= 0 or self.closing:
                     return found
                 if progress is not None:
-                    await progress(found)
+                    await progress()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), min(POLL, left))
         finally:
-            event, waiting = self._ended.pop(approval, (event, 1))
+            event, waiting = self._ended.pop(run_id, (event, 1))
             if waiting > 1:
-                self._ended[approval] = (event, waiting - 1)
+                self._ended[run_id] = (event, waiting - 1)
 
     def close(self) -> None:
         """Answer every wait now (``closing``): a shutdown must not wait for decisions."""
