@@ -137,11 +137,7 @@ async def get_approval(request: web.Request) -> web.Response:
     try:
         service, client = _client(request)
         wait = _wait(request.query.get("wait"))
-        approval_id = request.match_info["id"]
-        if wait:
-            approval = await service.wait(client, approval_id, wait)
-        else:
-            approval = await service.state(client, approval_id)
+        approval = await service.wait(client, request.match_info["id"], wait)
     except ServiceError as exc:
         return error(exc.status, exc.message, field=exc.field)
     return _answer(approval)

@@ -16,7 +16,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 
-from agents import RunSnapshot, ToolCallPart
+from agents import Decision, PendingCall, RunSnapshot, ToolCallPart
 
 from .clients import Client, requested_call
 from .policy import parse_duration
@@ -101,10 +101,8 @@ def approval_of(snap: RunSnapshot, client: Client) -> Approval:
         requested_args=asked,
         url=f"/v1/approvals/{snap.run_id}",
     )
-    pending = next((p for p in snap.pending if call and p.tool_call_id == call.tool_call_id), None)
-    if pending is not None:
-        found.expires_at = pending.expires_at
-    decision = snap.decisions.get(call.tool_call_id) if call else None
+    pending, decision = _state(snap, call)
+    found.expires_at = pending.expires_at if pending is not None else None
     if decision is not None:
         status = _DECIDED[decision.action]
         return found.model_copy(
@@ -124,6 +122,16 @@ def approval_of(snap: RunSnapshot, client: Client) -> Approval:
         # Approved without a card: a grant standing for calls like it.
         return found.model_copy(update={"status": "approved", "decided_at": snap.updated_at})
     return found
+
+
+def _state(
+    snap: RunSnapshot, call: ToolCallPart | None
+) -> tuple[PendingCall | None, Decision | None]:
+    """The call's wait (while it waits) and its decision (once claimed), if any."""
+    if call is None:
+        return None, None
+    pending = next((p for p in snap.pending if p.tool_call_id == call.tool_call_id), None)
+    return pending, snap.decisions.get(call.tool_call_id)
 
 
 def snap_results(snap: RunSnapshot) -> set[str]:
@@ -220,10 +228,8 @@ def question_of(snap: RunSnapshot) -> Question:
         question=str(call.args.get("question", "")) if call else "",
         url=f"/v1/questions/{snap.run_id}",
     )
-    pending = next((p for p in snap.pending if call and p.tool_call_id == call.tool_call_id), None)
-    if pending is not None:
-        found.expires_at = pending.expires_at
-    decision = snap.decisions.get(call.tool_call_id) if call else None
+    pending, decision = _state(snap, call)
+    found.expires_at = pending.expires_at if pending is not None else None
     if decision is not None:
         status = "cancelled" if decision.cancelled else _ANSWERED[decision.action]
         return found.model_copy(
