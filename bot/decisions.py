@@ -482,6 +482,7 @@ class Decisions:
         self, click: Click, call: PendingInfo, shown: ApprovalCard | Prompt, stream: AgentStream
     ) -> None:
         """Update the clicked card (or question) and continue the run, in the background."""
+        self._presenter.settle(call.run_id)  # the decision is on record: a waiter may read it
         messenger = self._presenter.messenger(click.thread.platform)
         try:
             self._tasks.spawn(

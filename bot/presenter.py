@@ -87,9 +87,10 @@ class Presenter:
         self._policy = policy
         self._metrics = metrics
         self._messengers: dict[str, Messenger] = {}
-        self.ended: list[Callable[[str], None]] = []
-        """Called with a top run's id when a segment of it ends it (not a pause): the
-        client service wakes whoever waits for its decision."""
+        self.on_settle: list[Callable[[str], None]] = []
+        """Called with a top run's id when a decision on it is claimed here, or a
+        segment of it ends it (not a pause): the client service wakes whoever waits
+        for its decision (``settle``)."""
         self.people = People(policy, self.messenger_of)
         """Who people are, and who may decide what."""
         self.consume = Segments(self, agent_id=agent_id, policy=policy, metrics=metrics).consume
@@ -116,6 +117,11 @@ class Presenter:
             return self._messengers[platform]
         except KeyError:
             raise LookupError(f"no messenger registered for platform {platform!r}") from None
+
+    def settle(self, run_id: str) -> None:
+        """Tell ``on_settle`` that ``run_id`` was decided or ended here."""
+        for settled in self.on_settle:
+            settled(run_id)
 
     def messengers(self) -> list[Messenger]:
         """Every platform's messenger, in the order registered."""

@@ -112,8 +112,7 @@ class Segments:
                     failure = failure_notice(chunk.error)
                 elif isinstance(chunk, FinishChunk):
                     if len(chunk.agent_path) == 1 and chunk.finish_reason != "suspended":
-                        for ended in self._presenter.ended:
-                            ended(stream.run_id)
+                        self._presenter.settle(stream.run_id)
                     if chunk.agent_path != self._top:
                         continue
                     # A stopped answer ends where it was cut off: nothing to rate.

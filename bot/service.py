@@ -110,7 +110,7 @@ class ApprovalService:
         self._places: dict[tuple[str, str, str | None], ThreadKey] = {}
         self._ended: dict[str, tuple[asyncio.Event, int]] = {}
         """Approvals waited for here: woken when their run ends (and how many wait)."""
-        presenter.ended.append(self._run_ended)
+        presenter.on_settle.append(self._settled)
         callbacks.lookup = self._owed
         self.closing = False
         """The process shuts down: waits answer as things stand (the caller asks again,
@@ -345,6 +345,11 @@ class ApprovalService:
             if waiting > 1:
                 self._ended[run_id] = (event, waiting - 1)
 
+    def waiting(self, run_id: str) -> int:
+        """How many waits for ``run_id`` are under way in this process."""
+        found = self._ended.get(run_id)
+        return found[1] if found is not None else 0
+
     def close(self) -> None:
         """Answer every wait now (``closing``): a shutdown must not wait for decisions."""
         self.closing = True
@@ -370,7 +375,7 @@ class ApprovalService:
                 client=client.name, tool=tool.removeprefix(client.tool_name(""))
             )
             await self._presenter.say(messenger, thread, Notice(text=said))
-        self._run_ended(approval)
+        self._settled(approval)
         return await self.state(client, approval)
 
     async def notify(self, client: Client, text: str, channel: str | None = None) -> None:
@@ -409,8 +414,9 @@ class ApprovalService:
             return PENDING
         return Owed(url=url, token=client.token, body=found.model_dump_json().encode())
 
-    def _run_ended(self, run_id: str) -> None:
-        """A client's run (or any top run) ended here: wake its waiters, send its callback."""
+    def _settled(self, run_id: str) -> None:
+        """A client's run (or any top run) was decided or ended here: wake its waiters,
+        send its callback."""
         waited = self._ended.get(run_id)
         if waited is not None:
             waited[0].set()
