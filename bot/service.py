@@ -109,7 +109,7 @@ class ApprovalService:
         self._following = following
         self._places: dict[tuple[str, str, str | None], ThreadKey] = {}
         self._ended: dict[str, tuple[asyncio.Event, int]] = {}
-        """Approvals waited for here: woken when their run ends (and how many wait)."""
+        """Requests waited for here: woken when decided or ended (and how many wait)."""
         presenter.on_settle.append(self._settled)
         callbacks.lookup = self._owed
         self.closing = False
@@ -169,6 +169,10 @@ class ApprovalService:
             posted = await messenger.post_elsewhere(near, Destination(channel=channel), header)
         except Undeliverable as exc:
             raise ServiceError(503, f"the chat platform cannot be reached: {exc}") from exc
+        except Exception as exc:  # the channel changed since (archived, the bot removed)
+            log.warning("client %s: posting in %s failed: %s", client.name, channel, exc)
+            self._places.pop((client.name, channel, client.workspace), None)
+            posted = None
         if posted is None:
             raise ServiceError(400, f"cannot start a thread in {channel}", field="channel")
         await self._following.follow(posted.thread)
