@@ -85,6 +85,7 @@ class Callbacks:
         self.lookup: Lookup | None = None
         """Set by the service: what an approval's callback is now."""
         self._session: aiohttp.ClientSession | None = None
+        self._delivering: set[str] = set()
         self.delivered = 0
         """Deliveries a receiver took (for metrics and tests)."""
 
@@ -103,12 +104,19 @@ class Callbacks:
         return int(bool(await self._try(approval)))
 
     async def deliver(self, approval: str) -> None:
-        """``approval`` was decided here: try now, and a few times more in this process."""
-        for attempt in range(IN_PROCESS):
-            if attempt:
-                await asyncio.sleep(self._wait(attempt - 1))
-            if await self._try(approval) is not False:
-                return
+        """``approval`` was decided here: try now, and a few times more in this process
+        (once at a time: its run's end after its decision changes nothing)."""
+        if approval in self._delivering:
+            return
+        self._delivering.add(approval)
+        try:
+            for attempt in range(IN_PROCESS):
+                if attempt:
+                    await asyncio.sleep(self._wait(attempt - 1))
+                if await self._try(approval) is not False:
+                    return
+        finally:
+            self._delivering.discard(approval)
 
     async def _try(self, approval: str) -> bool | None:
         """One try (its timer set for the next first): whether the receiver took it;
