@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -203,7 +204,7 @@ class SQLiteFile:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
             await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await db.execute("PRAGMA journal_mode = WAL")
+            await _into_wal(db)
             # FULL: a decision that was reported as saved survives a power cut, which
             # at-most-once execution of non-idempotent tools depends on.
             await db.execute("PRAGMA synchronous = FULL")
@@ -216,6 +217,21 @@ class SQLiteFile:
             await db.close()
             raise
         return db
+
+
+async def _into_wal(db: aiosqlite.Connection) -> None:
+    """``PRAGMA journal_mode = WAL``, tried again for up to ``BUSY_TIMEOUT_MS``: while
+    another connection switches a new file too, SQLite may refuse at once ("database is
+    locked") rather than wait out ``busy_timeout`` (a replica starting beside another)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            await db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.01)
 
 
 @asynccontextmanager
