@@ -30,7 +30,7 @@ from .service import MAX_WAIT, ApprovalService
 
 log = logging.getLogger(__name__)
 
-Asked = TypeVar("Asked", ApprovalRequest, QuestionRequest)
+Body = TypeVar("Body", ApprovalRequest, QuestionRequest)
 
 MAX_BODY = 256 * 1024
 """The largest request body taken (bytes)."""
@@ -79,6 +79,13 @@ def _answer(found: Approval | Question, status: int = 200) -> web.Response:
     )
 
 
+def _created(found: Approval | Question, created: bool) -> web.Response:
+    """201 (asked now) or 200 (asked before, under the same key), with its ``Location``."""
+    response = _answer(found, 201 if created else 200)
+    response.headers["Location"] = found.url
+    return response
+
+
 async def _body(request: web.Request) -> Any:
     """The JSON body (``ServiceError`` 400: too big, not JSON)."""
     if request.content_length is not None and request.content_length > MAX_BODY:
@@ -92,7 +99,7 @@ async def _body(request: web.Request) -> Any:
         raise ServiceError(400, f"the body is not JSON: {exc}") from None
 
 
-def parsed(model: type[Asked], data: Any) -> Asked:
+def parsed(model: type[Body], data: Any) -> Body:
     """``data`` as ``model``, or a 400 naming the first field at fault."""
     try:
         return model.model_validate(data)
@@ -127,9 +134,7 @@ async def create_approval(request: web.Request) -> web.Response:
         approval, created = await service.request(client, asked, key)
     except ServiceError as exc:
         return error(exc.status, exc.message, field=exc.field)
-    response = _answer(approval, 201 if created else 200)
-    response.headers["Location"] = approval.url
-    return response
+    return _created(approval, created)
 
 
 async def get_approval(request: web.Request) -> web.Response:
@@ -166,9 +171,7 @@ async def create_question(request: web.Request) -> web.Response:
             question = await service.wait_answer(client, question.id, wait)
     except ServiceError as exc:
         return error(exc.status, exc.message, field=exc.field)
-    response = _answer(question, 201 if created else 200)
-    response.headers["Location"] = question.url
-    return response
+    return _created(question, created)
 
 
 async def get_question(request: web.Request) -> web.Response:

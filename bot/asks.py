@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 
 from agents import Decision, PendingCall, RunSnapshot, ToolCallPart
+from agents.tools import schema_model
 
 from .clients import Client, requested_call
 from .policy import parse_duration
@@ -80,27 +80,36 @@ class Approval(BaseModel):
     url: str
 
 
-def request_id(client: Client, key: str, kind: str = "appr") -> str:
-    """The id of what ``client`` asks under idempotency ``key`` (``kind``: ``appr`` for an
-    approval, ``ques`` for a question)."""
+APPROVAL: Final = "appr"
+QUESTION_KIND: Final = "ques"
+"""The kinds of request, which start their ids (``request_id``)."""
+
+
+def request_id(client: Client, key: str, kind: str = APPROVAL) -> str:
+    """The id of what ``client`` asks under idempotency ``key`` (``kind``: ``APPROVAL``
+    or ``QUESTION_KIND``)."""
     digest = hashlib.sha256(f"{client.name}\0{kind}\0{key}".encode()).hexdigest()[:32]
     return f"{kind}_{digest}"
 
 
-def approval_of(snap: RunSnapshot, client: Client) -> Approval:
-    """An approval as its run says: pending until a decision is claimed (or the run
-    stopped: cancelled)."""
-    call = _call_of(snap)
-    tool = call.tool_name if call else ""
-    asked = dict(call.args) if call else {}
-    found = Approval(
-        id=snap.run_id,
+def pending_approval(approval: str, tool: str, args: dict[str, Any]) -> Approval:
+    """An approval as it is asked, before anyone decided."""
+    asked = dict(args)
+    return Approval(
+        id=approval,
         status="pending",
         tool=tool,
         args=asked,
         requested_args=asked,
-        url=f"/v1/approvals/{snap.run_id}",
+        url=f"/v1/approvals/{approval}",
     )
+
+
+def approval_of(snap: RunSnapshot) -> Approval:
+    """An approval as its run says: pending until a decision is claimed (or the run
+    stopped: cancelled)."""
+    call = _call_of(snap)
+    found = pending_approval(snap.run_id, call.tool_name if call else "", call.args if call else {})
     pending, decision = _state(snap, call)
     found.expires_at = pending.expires_at if pending is not None else None
     if decision is not None:
@@ -108,7 +117,7 @@ def approval_of(snap: RunSnapshot, client: Client) -> Approval:
         return found.model_copy(
             update={
                 "status": status,
-                "args": decision.args if decision.args is not None else asked,
+                "args": decision.args if decision.args is not None else found.requested_args,
                 "decided_by": decision.decided_by,
                 "reason": decision.reason,
                 "decided_at": decision.decided_at,
@@ -157,7 +166,7 @@ def check_answer_schema(schema: dict[str, Any]) -> None:
     """Refuse (400, ``schema``) an answer's schema no form can ask: it must be a JSON
     schema of an object with plain properties."""
     try:
-        validator_for(schema).check_schema(schema)
+        schema_model(schema)
     except SchemaError as exc:
         raise ServiceError(400, f"not a JSON schema: {exc.message}", field="schema") from None
     properties = schema.get("properties")
@@ -218,16 +227,16 @@ _ANSWERED: dict[str, QuestionStatus] = {
 }
 
 
+def pending_question(question: str, text: str) -> Question:
+    """A question as it is asked, before anyone answered."""
+    return Question(id=question, status="pending", question=text, url=f"/v1/questions/{question}")
+
+
 def question_of(snap: RunSnapshot) -> Question:
     """A question as its run says: pending until answered (or declined, expired,
     withdrawn)."""
     call = _call_of(snap)
-    found = Question(
-        id=snap.run_id,
-        status="pending",
-        question=str(call.args.get("question", "")) if call else "",
-        url=f"/v1/questions/{snap.run_id}",
-    )
+    found = pending_question(snap.run_id, str(call.args.get("question", "")) if call else "")
     pending, decision = _state(snap, call)
     found.expires_at = pending.expires_at if pending is not None else None
     if decision is not None:

@@ -75,15 +75,16 @@ class Callbacks:
 
     Args:
         chat: Where records and timers are kept.
+        lookup: What an approval's callback is now.
         first: Seconds before the first try again (then doubling).
     """
 
-    def __init__(self, chat: ChatState, *, first: float = FIRST) -> None:
+    def __init__(self, chat: ChatState, lookup: Lookup, *, first: float = FIRST) -> None:
         self._chat = chat
         self.first = first
         """Seconds before the first try again (then doubling)."""
-        self.lookup: Lookup | None = None
-        """Set by the service: what an approval's callback is now."""
+        self._lookup = lookup
+        """What an approval's callback is now (the service's)."""
         self._session: aiohttp.ClientSession | None = None
         self._delivering: set[str] = set()
         self.delivered = 0
@@ -123,9 +124,9 @@ class Callbacks:
         ``None`` when nothing is owed (any more, or yet)."""
         key = CALLBACK + approval
         kept = await self._chat.record(key)
-        if kept is None or self.lookup is None:
+        if kept is None:
             return None
-        owed = await self.lookup(approval)
+        owed = await self._lookup(approval)
         if owed is None:
             await self._chat.drop_records([key])
             return None

@@ -33,7 +33,7 @@ from agents import (
 from agents.mcp import mcp_servers
 
 from . import texts
-from .callbacks import CALLBACK, Callbacks
+from .callbacks import CALLBACK
 from .chat_state import ChatState, IntakeEntry, ThreadNote, open_chat_state
 from .clients import Clients
 from .config import ConfigError
@@ -190,17 +190,16 @@ class ChatBot:
             workers=workers,
             on_delay=self._delayed,
         )
-        self.callbacks = Callbacks(self.chat)
         self.service = ApprovalService(
             agent=agent,
             clients=self.clients,
             presenter=self.presenter,
             tasks=self.tasks,
-            callbacks=self.callbacks,
+            chat=self.chat,
             following=self.following,
         )
         """What the team's other agents ask (the HTTP API and the MCP server serve it)."""
-        self.housekeeping.timed[CALLBACK] = self.callbacks.due
+        self.housekeeping.timed[CALLBACK] = self.service.callbacks.due
         self._click_waiters: dict[str, asyncio.Future[ClickResult]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
@@ -405,7 +404,7 @@ class ChatBot:
         # for another replica to go on with at once rather than a lease later.
         self.agent.closing()
         await self.tasks.aclose(timeout)
-        await self.callbacks.aclose()
+        await self.service.callbacks.aclose()
         if self._owns_chat:
             await self.chat.close()
 

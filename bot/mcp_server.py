@@ -25,7 +25,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 from aiohttp import web
@@ -35,7 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
 
-from .api import MAX_BODY, Asked, bearer, client_of, error, parsed
+from .api import MAX_BODY, Body, bearer, client_of, error, parsed
 from .asgi import serve_asgi
 from .asks import Approval, ApprovalRequest, QuestionRequest, ServiceError
 from .clients import Client
@@ -162,9 +162,10 @@ class McpEndpoint:
             Approved means: run exactly the ``args`` answered (a person may have edited
             them). Declined, expired or cancelled means: do not run it."""
             client = self._client(ctx)
-            asked = self._parsed({"tool": tool, "args": args, "summary": summary})
-            approval, _ = await self._ask(client, asked, idempotency_key)
-            approval = await self._wait(ctx, client, approval.id, wait_seconds)
+            asked = _parsed(ApprovalRequest, {"tool": tool, "args": args, "summary": summary})
+            with _tool_errors():
+                approval, _ = await service.request(client, asked, idempotency_key)
+                approval = await self._wait(ctx, client, approval.id, wait_seconds)
             return approval.model_dump(mode="json")
 
         @server.tool()
@@ -173,23 +174,15 @@ class McpEndpoint:
         ) -> dict[str, Any]:
             """An approval as it stands, or (with ``wait_seconds``) once decided."""
             client = self._client(ctx)
-            try:
+            with _tool_errors():
                 approval = await self._wait(ctx, client, id, wait_seconds)
-            except ServiceError as exc:
-                raise ToolError(exc.message) from None
             return approval.model_dump(mode="json")
 
         @server.tool()
-        async def notify(
-            text: Annotated[str, Field(min_length=1, max_length=3000)],
-            ctx: Context,
-            channel: str | None = None,
-        ) -> str:
+        async def notify(text: Text, ctx: Context, channel: str | None = None) -> str:
             """Say ``text`` in the team's channel (no decision asked)."""
-            try:
+            with _tool_errors():
                 await service.notify(self._client(ctx), text, channel)
-            except ServiceError as exc:
-                raise ToolError(exc.message) from None
             return "said"
 
         @server.tool()
@@ -206,12 +199,10 @@ class McpEndpoint:
             ``answer``)."""
             client = self._client(ctx)
             asked = _parsed(QuestionRequest, {"question": question, "schema": answer_schema})
-            try:
+            with _tool_errors():
                 found, _ = await service.ask(client, asked, idempotency_key)
                 progress = _progress(ctx, "waiting for an answer")
                 found = await service.wait_answer(client, found.id, wait_seconds, progress)
-            except ServiceError as exc:
-                raise ToolError(exc.message) from None
             return found.model_dump(mode="json")
 
         @server.tool()
@@ -222,33 +213,29 @@ class McpEndpoint:
             approves (or edits, or declines) the tool call first."""
             client = self._client(ctx)
             try:
-                asked = self._parsed({"tool": tool_name, "args": input})
-                approval, _ = await self._ask(client, asked, tool_use_id)
-                while approval.status == "pending" and not service.closing:
-                    approval = await self._wait(ctx, client, approval.id, PROMPT_WAIT)
-            except ToolError as exc:
+                asked = _parsed(ApprovalRequest, {"tool": tool_name, "args": input})
+                with _tool_errors():
+                    approval, _ = await service.request(client, asked, tool_use_id)
+                    while approval.status == "pending" and not service.closing:
+                        approval = await self._wait(ctx, client, approval.id, PROMPT_WAIT)
+            except ToolError as exc:  # a person's "no" is not needed for what cannot be asked
                 return json.dumps({"behavior": "deny", "message": str(exc)})
             if approval.status == "pending":  # this replica shuts down: no one decided
                 raise ToolError(RESTARTING)
             return json.dumps(permission_answer(approval))
 
-    @staticmethod
-    def _parsed(data: dict[str, Any]) -> ApprovalRequest:
-        return _parsed(ApprovalRequest, data)
 
-    async def _ask(
-        self, client: Client, asked: ApprovalRequest, key: str | None
-    ) -> tuple[Approval, bool]:
-        try:
-            return await self._service.request(client, asked, key)
-        except ServiceError as exc:
-            raise ToolError(exc.message) from None
-
-
-def _parsed(model: type[Asked], data: dict[str, Any]) -> Asked:
+def _parsed(model: type[Body], data: dict[str, Any]) -> Body:
     """``data`` (without its ``None`` values) as ``model``, or a tool error naming the field."""
-    try:
+    with _tool_errors():
         return parsed(model, {k: v for k, v in data.items() if v is not None})
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """What the service refuses, as the tool's error (naming the field at fault)."""
+    try:
+        yield
     except ServiceError as exc:
         raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from None
 

@@ -1,12 +1,13 @@
 """The approval service: what the team's other agents ask (``bot.clients``), as the
 HTTP API (``bot.api``) and the MCP server (``bot.mcp_server``) both serve it.
 
-An approval is a run of the client's peer agent, named after the client and the
-caller's idempotency key (``approval_id``): however often a request is sent, and on
-whichever replica, one run, one card. Its state is read from that run whenever asked
-(``approval_of``): a decision is on record once claimed, so every replica answers
-the same. A caller waiting for it (a long poll, an MCP call) is woken in the process
-that saw the run end, and reads again every ``POLL`` seconds for one ended on another.
+An approval (or a question) is a run of the client's peer agent, named after the
+client and the caller's idempotency key (``request_id``): however often a request is
+sent, and on whichever replica, one run, one card. Its state is read from that run
+whenever asked (``approval_of``): a decision is on record once claimed, so every
+replica answers the same. A caller waiting for it (a long poll, an MCP call) is woken
+in the process where the decision is claimed (``Presenter.settle``), and reads again
+every ``POLL`` seconds for one decided on another.
 
 A decision is also POSTed to the request's ``callback_url``, signed with the client's
 token, until the receiver takes it (``Callbacks``): at least once, across restarts.
@@ -29,6 +30,8 @@ from agents import Agent, RunNotFoundError, RunSnapshot, StoreConflict
 from . import texts
 from .asks import (
     ANSWER_SCHEMA,
+    APPROVAL,
+    QUESTION_KIND,
     Approval,
     ApprovalRequest,
     Question,
@@ -36,10 +39,13 @@ from .asks import (
     ServiceError,
     approval_of,
     check_answer_schema,
+    pending_approval,
+    pending_question,
     question_of,
     request_id,
 )
 from .callbacks import PENDING, Callbacks, Owed
+from .chat_state import ChatState
 from .clients import QUESTION, Client, Clients, request_message
 from .following import Following
 from .presenter import Presenter
@@ -87,7 +93,7 @@ class ApprovalService:
         clients: Who may ask, by token.
         presenter: How cards and notes reach the chat.
         tasks: Where each request's run is driven (in the background).
-        callbacks: The signed decisions owed to callback URLs.
+        chat: Where the callbacks owed are kept (``Callbacks``).
         following: A thread a request starts is followed (a reply there is for the bot).
     """
 
@@ -98,20 +104,20 @@ class ApprovalService:
         clients: Clients,
         presenter: Presenter,
         tasks: TaskTracker,
-        callbacks: Callbacks,
+        chat: ChatState,
         following: Following,
     ) -> None:
         self.clients = clients
         self._agent = agent
         self._presenter = presenter
         self._tasks = tasks
-        self.callbacks = callbacks
+        self.callbacks = Callbacks(chat, self._owed)
+        """The signed decisions owed to callback URLs."""
         self._following = following
         self._places: dict[tuple[str, str, str | None], ThreadKey] = {}
         self._ended: dict[str, tuple[asyncio.Event, int]] = {}
         """Requests waited for here: woken when decided or ended (and how many wait)."""
         presenter.on_settle.append(self._settled)
-        callbacks.lookup = self._owed
         self.closing = False
         """The process shuts down: waits answer as things stand (the caller asks again,
         of another replica or of this one restarted)."""
@@ -207,7 +213,7 @@ class ApprovalService:
                 400, f"longer than {MAX_TOOL_NAME} with the client's name", field="tool"
             )
         run_id = request_id(client, key or uuid.uuid4().hex)
-        snap, started = await self._start(
+        known = await self._start(
             client,
             run_id,
             request_message(request.tool, request.args, call_id=f"call_{run_id}"),
@@ -220,7 +226,9 @@ class ApprovalService:
                 callback=str(request.callback_url) if request.callback_url else None,
             ),
         )
-        return approval_of(snap, client), started
+        if known is None:
+            return pending_approval(run_id, request.tool, request.args), True
+        return approval_of(known), False
 
     async def ask(
         self, client: Client, request: QuestionRequest, key: str | None = None
@@ -233,9 +241,9 @@ class ApprovalService:
         """
         schema = request.schema_ or ANSWER_SCHEMA
         check_answer_schema(schema)
-        run_id = request_id(client, key or uuid.uuid4().hex, "ques")
+        run_id = request_id(client, key or uuid.uuid4().hex, QUESTION_KIND)
         args = {"question": request.question, "schema": schema}
-        snap, started = await self._start(
+        known = await self._start(
             client,
             run_id,
             request_message(QUESTION, args, call_id=f"call_{run_id}"),
@@ -247,16 +255,18 @@ class ApprovalService:
                 expires_in=request.expires_in,
             ),
         )
-        return question_of(snap), started
+        if known is None:
+            return pending_question(run_id, request.question), True
+        return question_of(known), False
 
     async def _start(
         self, client: Client, run_id: str, message: str, asked: Asked
-    ) -> tuple[RunSnapshot, bool]:
-        """The run ``run_id`` of ``client``, started now (and driven in the background)
-        unless it was before; whether this call started it."""
+    ) -> RunSnapshot | None:
+        """The run ``run_id`` of ``client`` as it was started before, or ``None`` when
+        this call started it now (driven in the background)."""
         known = await self._load(client, run_id)
         if known is not None:
-            return known, False
+            return known
         header = Notice(
             text=asked.header,
             also=(Person(id=asked.requested_by),) if asked.requested_by else (),
@@ -276,26 +286,23 @@ class ApprovalService:
                 expires_in=asked.expires_in,
             )
         except StoreConflict:  # the same key, sent twice at once: one of them asks
-            return await self._agent.get_run(run_id), False
+            return await self._agent.get_run(run_id)
         if asked.callback is not None:
             await self.callbacks.expect(run_id)
         self._tasks.spawn(
             self._presenter.consume(thread, messenger, stream, requester=asked.requested_by),
             name=f"client request {run_id}",
         )
-        return await self._agent.get_run(run_id), True
+        return None
 
     async def state(self, client: Client, approval: str) -> Approval:
         """An approval of ``client`` as it stands (404: none by that id)."""
-        snap = await self._load(client, approval)
-        if snap is None or not approval.startswith("appr_"):
-            raise ServiceError(404, f"no approval {approval}")
-        return approval_of(snap, client)
+        return approval_of(await self._approval(client, approval))
 
     async def question(self, client: Client, question: str) -> Question:
         """A question of ``client`` as it stands (404: none by that id)."""
         snap = await self._load(client, question)
-        if snap is None or not question.startswith("ques_"):
+        if snap is None or not question.startswith(f"{QUESTION_KIND}_"):
             raise ServiceError(404, f"no question {question}")
         return question_of(snap)
 
@@ -363,21 +370,17 @@ class ApprovalService:
     async def cancel(self, client: Client, approval: str) -> Approval:
         """Withdraw a pending approval: its card says so, its run ends (an approval
         decided already stays as it was: the answer says which)."""
-        snap = await self._load(client, approval)
-        if snap is None:
-            raise ServiceError(404, f"no approval {approval}")
-        if approval_of(snap, client).status != "pending":
-            return approval_of(snap, client)
+        snap = await self._approval(client, approval)
+        current = approval_of(snap)
+        if current.status != "pending":
+            return current
         stopped = await self._agent.stop_run(approval, stopped_by=f"client:{client.name}")
         thread = thread_of(snap.metadata)
         if stopped is not None and thread is not None:
             messenger = self._presenter.messenger(thread.platform)
             for call in stopped.dropped:
                 await self._presenter.close_card(messenger, thread, call, "stopped")
-            tool = stopped.dropped[0].tool_name if stopped.dropped else ""
-            said = texts.CLIENT_WITHDREW.format(
-                client=client.name, tool=tool.removeprefix(client.tool_name(""))
-            )
+            said = texts.CLIENT_WITHDREW.format(client=client.name, tool=current.tool)
             await self._presenter.say(messenger, thread, Notice(text=said))
         self._settled(approval)
         return await self.state(client, approval)
@@ -394,6 +397,13 @@ class ApprovalService:
             await messenger.post_elsewhere(near, Destination(channel=where), note)
         except Undeliverable as exc:
             raise ServiceError(503, f"the chat platform cannot be reached: {exc}") from exc
+
+    async def _approval(self, client: Client, approval: str) -> RunSnapshot:
+        """The run of ``client``'s approval (404: none by that id)."""
+        snap = await self._load(client, approval)
+        if snap is None or not approval.startswith(f"{APPROVAL}_"):
+            raise ServiceError(404, f"no approval {approval}")
+        return snap
 
     async def _load(self, client: Client, approval: str) -> RunSnapshot | None:
         """The run of ``client``'s approval, if it is one (another's is none of its)."""
@@ -413,7 +423,7 @@ class ApprovalService:
         client = self.clients.get(snap.agent_path[0])
         if not isinstance(url, str) or client is None:
             return None
-        found = approval_of(snap, client)
+        found = approval_of(snap)
         if found.status == "pending":
             return PENDING
         return Owed(url=url, token=client.token, body=found.model_dump_json().encode())
@@ -424,5 +434,5 @@ class ApprovalService:
         waited = self._ended.get(run_id)
         if waited is not None:
             waited[0].set()
-        if run_id.startswith("appr_"):
+        if run_id.startswith(f"{APPROVAL}_"):
             self._tasks.spawn(self.callbacks.deliver(run_id), name=f"callback {run_id}")

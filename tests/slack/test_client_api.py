@@ -104,7 +104,8 @@ async def test_a_client_asks_a_person_approves_and_the_long_poll_answers(
     assert card.thread_ts == header.ts
     shown = card_text(card)
     assert "deploy (run by ci)" in shown
-    assert '"version": "v2"' in shown or "v2" in shown
+    assert "version" in shown
+    assert "v2" in shown
 
     waiting = asyncio.create_task(ci.get(asked["id"], wait=20))
     await asyncio.sleep(0.2)
@@ -254,7 +255,7 @@ class Receiver:
 async def test_the_decision_is_posted_signed_to_the_callback_until_taken(
     ci: Api, slack: FakeSlack, receiver: Receiver
 ) -> None:
-    ci.bot.bot.callbacks.first = 0.05
+    ci.bot.bot.service.callbacks.first = 0.05
     _, asked = await ci.ask({**DEPLOY, "callback_url": receiver.url})
     card = await the_card(slack)
     assert await ci.bot.press(card, APPROVE_ACTION, user=ALICE) == 200
