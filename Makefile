@@ -31,6 +31,7 @@ typecheck: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-redis
 	scripts/ensure-redis-cluster
+	scripts/ensure-chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy agents bot examples adapters tests bench

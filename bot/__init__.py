@@ -84,6 +84,7 @@ from .outcome import (
     question_outcome,
     shown_value,
 )
+from .pages import DecisionPage, DecisionPages, PageForm
 from .policy import ApprovalPolicy, PolicyError
 from .port import ChatCore
 from .server import Adapter, build_app
@@ -170,6 +171,8 @@ __all__ = [
     "ClickResult",
     "Code",
     "Confirm",
+    "DecisionPage",
+    "DecisionPages",
     "Destination",
     "Document",
     "DocumentKind",
@@ -193,6 +196,7 @@ __all__ = [
     "Notice",
     "Outcome",
     "Overloaded",
+    "PageForm",
     "Paragraph",
     "Person",
     "Place",

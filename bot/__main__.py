@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 
+from adapters.web import page_routes
 from agents import Model, ModelError, Reachable, Store, open_store
 
 from .audit import AuditFormat, audit_rows, since_of, write
@@ -167,7 +168,13 @@ async def serve(settings: Settings, bot: ChatBot) -> None:
     adapters = build_adapters(bot)
     if not adapters:
         log.warning("no platform configured: serving only /healthz and /metrics")
-    app = build_app(settings, bot, adapters, sweep_interval=bot.sweep_interval)
+    app = build_app(
+        settings,
+        bot,
+        adapters,
+        sweep_interval=bot.sweep_interval,
+        pages=page_routes(bot.pages),
+    )
     await bot.check_places()
     await bot.check_clients()
     runner = web.AppRunner(app, handle_signals=False)
@@ -340,6 +347,7 @@ async def run(
             audit_retention=settings.audit_retention,
             suggested_prompts=_prompts(settings, config),
             clients=config.clients if config is not None else None,
+            public_url=settings.public_url,
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:

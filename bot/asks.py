@@ -78,6 +78,8 @@ class Approval(BaseModel):
     decided_at: datetime | None = None
     expires_at: datetime | None = None
     url: str
+    links: dict[str, str] = Field(default_factory=dict)
+    """While pending: each approver's decision page (user id → link, ``bot.links``)."""
 
 
 APPROVAL: Final = "appr"
@@ -90,6 +92,11 @@ def request_id(client: Client, key: str, kind: str = APPROVAL) -> str:
     or ``QUESTION_KIND``)."""
     digest = hashlib.sha256(f"{client.name}\0{kind}\0{key}".encode()).hexdigest()[:32]
     return f"{kind}_{digest}"
+
+
+def call_id(request: str) -> str:
+    """The id of the one call a request asks about (its run's)."""
+    return f"call_{request}"
 
 
 def pending_approval(approval: str, tool: str, args: dict[str, Any]) -> Approval:

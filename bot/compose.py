@@ -134,6 +134,9 @@ def card_document(card: ApprovalCard, *, actionable: bool = True) -> Document:
     if not actionable:
         body.append(Paragraph(text=(texts.FOR_APPROVERS,), small=True, emphasis="subtle"))
         return Document(kind="card", summary=summary, title=title, body=tuple(body))
+    if card.page is not None:
+        link = Link(words=texts.PAGE_LINK_WORDS, href=card.page)
+        body.append(Paragraph(text=rich(texts.PAGE_LINK, link=link), small=True))
     reason = TextInput(
         name=REASON_INPUT,
         label=texts.REASON_LABEL,

@@ -44,7 +44,9 @@ from .grants import Grants
 from .housekeeping import DEFAULT_RUN_RETENTION, Housekeeping
 from .inbox import Inboxes
 from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Intake
+from .links import Links
 from .metrics import Metrics
+from .pages import DecisionPages
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .replies import Replies
@@ -106,6 +108,7 @@ class ChatBot:
         run_retention: timedelta = DEFAULT_RUN_RETENTION,
         audit_retention: timedelta | None = None,
         clients: Clients | None = None,
+        public_url: str | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -134,6 +137,9 @@ class ChatBot:
         """The agent tree's MCP connections (fixed with the agents), for health and metrics."""
         self.metrics.watch_mcp(self.mcp_servers)
         self._threads = KeyedLocks()
+        self.links = Links(self.chat, public_url)
+        """Decision links, one per approver and call (``public_url``: where browsers reach
+        the bot; without it links are paths, and cards sent to people carry none)."""
         self.presenter = Presenter(
             agent_id=agent.id,
             chat=self.chat,
@@ -141,6 +147,7 @@ class ChatBot:
             policy=self.policy,
             metrics=self.metrics,
             schema_of=agent.input_schema,
+            links=self.links,
         )
         self.grants = Grants(
             agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
@@ -197,8 +204,18 @@ class ChatBot:
             tasks=self.tasks,
             chat=self.chat,
             following=self.following,
+            links=self.links,
         )
         """What the team's other agents ask (the HTTP API and the MCP server serve it)."""
+        self.pages = DecisionPages(
+            agent=agent,
+            links=self.links,
+            people=self.presenter.people,
+            card_now=self.decisions.card_now,
+            check=self.decisions.check,
+            click=self.on_click,
+        )
+        """Decision pages: a card decided in a browser, through one approver's link."""
         self.housekeeping.timed[CALLBACK] = self.service.callbacks.due
         self._click_waiters: dict[str, asyncio.Future[ClickResult]] = {}
         self._sweeper: asyncio.Task[None] | None = None

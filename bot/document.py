@@ -70,11 +70,13 @@ class Channel:
 
 @dataclass(frozen=True, kw_only=True)
 class Link:
-    """Words linking to what the view points to (the card a pointer stands for): drawn
-    only where the adapter knows the link, else left out with the space before it."""
+    """Words linking to what the view points to: ``href`` when the view knows it (a
+    decision page), else the adapter's link (the card a pointer stands for). Drawn only
+    where there is one, else left out with the space before it."""
 
     type: Literal["link"] = "link"
     words: str
+    href: str | None = None
 
 
 Span = str | Person | Strong | Code | When | Place | Channel | Link

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Final
 
 from cachetools import LRUCache
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 
 NAME_CACHE_SIZE: Final = 10_000
 """People whose display names one process remembers (ids are always known)."""
+MAX_DIRECT: Final = 25
+"""The most people one call is sent to directly (a DM each, a link each)."""
 ANYONE = "*"
 """The inbox index's name for calls anyone may decide."""
 ASKED = "asked:"
@@ -69,8 +72,26 @@ class People:
 
     async def deciders(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
         """Who may decide ``call`` now (empty: anyone), user groups as their members."""
-        names = self._policy.deciders_of(call)
+        return await self.may_decide(thread, call.tool_name, call.created_at)
+
+    async def may_decide(
+        self, thread: ThreadKey, tool_name: str, asked_at: datetime
+    ) -> frozenset[str]:
+        """Who may decide a call of ``tool_name`` in ``thread`` asked at ``asked_at``, now
+        (empty: anyone), user groups as their members."""
+        escalated = self._policy.escalated(tool_name, asked_at, datetime.now(UTC))
+        names = self._policy.deciders(tool_name, escalated=escalated)
         return await self.groups.expand(thread.platform, self._messenger_of(thread), names)
+
+    def approvers(self, tool_name: str, requester: str | None, people: frozenset[str]) -> list[str]:
+        """Of ``people`` who may decide a call of ``tool_name``, those to send it to (not
+        its requester, when they may not approve their own call), at most ``MAX_DIRECT``."""
+        if not self._policy.rule(tool_name).allow_self_approval and requester is not None:
+            people = people - {requester}
+        chosen = sorted(people)
+        if len(chosen) > MAX_DIRECT:
+            log.warning("%s: %d approvers, only %d get a DM", tool_name, len(chosen), MAX_DIRECT)
+        return chosen[:MAX_DIRECT]
 
     def waiting_names(self, info: PendingInfo) -> list[str]:
         """Whom a waiting call is indexed under for inboxes: the names that may decide it

@@ -23,6 +23,7 @@ from agents import (
 from . import texts
 from .chat_state import CardCopy, CardPlace, ShownState, ask_of
 from .following import Following
+from .links import LinkFor, Links
 from .metrics import Metrics
 from .people import People, scope_of
 from .policy import ApprovalPolicy, PolicyError
@@ -52,8 +53,6 @@ log = logging.getLogger(__name__)
 CHANNEL_TTL = 300.0
 """How long (seconds) a platform's answer on whether it knows a channel is kept."""
 CHANNELS_KEPT = 1_000
-MAX_DIRECT = 25
-"""The most people one card is sent to by direct message (``notify = "dm"``)."""
 
 
 class Presenter:
@@ -77,8 +76,10 @@ class Presenter:
         policy: ApprovalPolicy,
         metrics: Metrics,
         schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
+        links: Links | None = None,
     ) -> None:
         self._top = (agent_id,)
+        self._links = links
         self._schema_of = schema_of
         self._chat = chat
         self._kept_updates: set[str] = set()
@@ -255,9 +256,9 @@ class Presenter:
         died before recording it: each is looked for first, and posted only if missing.
         """
         copies: list[CardCopy] = []
-        shown = replace(card, requested_in=thread)
         mark = card_mark(card)
         for to in destinations:
+            shown = await self._copy(card, thread, to)
             found = await self.find(messenger, thread, mark, since=look_since, to=to)
             if found is not None:
                 copies.append(CardCopy(to=to, thread=found.thread, ref=found.ref))
@@ -293,17 +294,20 @@ class Presenter:
         return []
 
     def direct(self, info: PendingInfo, people: frozenset[str]) -> list[Destination]:
-        """Direct messages to ``people`` about ``info`` (not its requester, when they may
-        not approve their own call), at most ``MAX_DIRECT``."""
-        rule = self._policy.rule(info.tool_name)
-        if not rule.allow_self_approval and info.requester is not None:
-            people = people - {info.requester}
-        chosen = sorted(people)
-        if len(chosen) > MAX_DIRECT:
-            log.warning(
-                "%s: %d approvers, only %d get a DM", info.tool_name, len(chosen), MAX_DIRECT
-            )
-        return [Destination(user_id=user) for user in chosen[:MAX_DIRECT]]
+        """Direct messages to ``people`` about ``info`` (``People.approvers``)."""
+        chosen = self.people.approvers(info.tool_name, info.requester, people)
+        return [Destination(user_id=user) for user in chosen]
+
+    async def _copy(self, card: ApprovalCard, thread: ThreadKey, to: Destination) -> ApprovalCard:
+        """``card`` (asked in ``thread``) as its copy at ``to`` shows it: with a link to
+        the thread, and, sent to one approver while it waits, their decision page (when
+        the bot knows its public address)."""
+        page = None
+        links = self._links
+        if to.user_id is not None and card.status == "pending" and links and links.public_url:
+            link = LinkFor(run_id=card.run_id, tool_call_id=card.tool_call_id, user_id=to.user_id)
+            page = await links.url(link)
+        return replace(card, requested_in=thread, page=page)
 
     async def _knows(self, platform: str, channel: str) -> bool:
         messenger = self._messengers.get(platform)
@@ -342,7 +346,7 @@ class Presenter:
         pointer, when it was sent elsewhere) and each copy."""
         if isinstance(view, ApprovalCard) and place.copies:
             for copy in place.copies:
-                shown = replace(view, requested_in=place.thread)
+                shown = await self._copy(view, place.thread, copy.to)
                 await self.update(messenger, copy.thread, copy.ref, shown)
             if place.ref:
                 await self.update(messenger, place.thread, place.ref, self.pointer(place, view))

@@ -65,6 +65,7 @@ def build_app(
     adapters: Sequence[Adapter],
     *,
     sweep_interval: float | None = None,
+    pages: Sequence[web.RouteDef] = (),
 ) -> web.Application:
     """The HTTP app: ``GET /healthz``, ``GET /metrics``, every adapter's routes, and the
     approval service's when the bot has clients.
@@ -74,6 +75,7 @@ def build_app(
         bot: The chat core; each adapter's messenger is registered with it.
         adapters: The platforms to serve.
         sweep_interval: Run the expiry sweep every this many seconds (off when None).
+        pages: The routes of the bot's web pages (the decision page, ``adapters.web``).
     """
     app = web.Application()
     app[BOT_KEY] = bot
@@ -83,6 +85,7 @@ def build_app(
     for adapter in adapters:
         bot.register(adapter.platform, adapter.messenger)
         app.add_routes(adapter.routes())
+    app.add_routes(pages)
     endpoint: McpEndpoint | None = None
     if bot.clients:
         app[SERVICE_KEY] = bot.service

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 from agents import Agent, RunNotFoundError, RunSnapshot, StoreConflict
@@ -38,6 +38,7 @@ from .asks import (
     QuestionRequest,
     ServiceError,
     approval_of,
+    call_id,
     check_answer_schema,
     pending_approval,
     pending_question,
@@ -48,6 +49,7 @@ from .callbacks import PENDING, Callbacks, Owed
 from .chat_state import ChatState
 from .clients import QUESTION, Client, Clients, request_message
 from .following import Following
+from .links import LinkFor, Links
 from .presenter import Presenter
 from .tasks import TaskTracker
 from .types import Destination, Messenger, Notice, Person, ThreadKey, Undeliverable
@@ -95,6 +97,7 @@ class ApprovalService:
         tasks: Where each request's run is driven (in the background).
         chat: Where the callbacks owed are kept (``Callbacks``).
         following: A thread a request starts is followed (a reply there is for the bot).
+        links: Each approver's decision page, linked in a pending approval's answers.
     """
 
     def __init__(
@@ -106,8 +109,10 @@ class ApprovalService:
         tasks: TaskTracker,
         chat: ChatState,
         following: Following,
+        links: Links,
     ) -> None:
         self.clients = clients
+        self._links = links
         self._agent = agent
         self._presenter = presenter
         self._tasks = tasks
@@ -213,10 +218,10 @@ class ApprovalService:
                 400, f"longer than {MAX_TOOL_NAME} with the client's name", field="tool"
             )
         run_id = request_id(client, key or uuid.uuid4().hex)
-        known = await self._start(
+        started = await self._start(
             client,
             run_id,
-            request_message(request.tool, request.args, call_id=f"call_{run_id}"),
+            request_message(request.tool, request.args, call_id=call_id(run_id)),
             Asked(
                 header=self._asks(client, request),
                 requested_by=request.requested_by,
@@ -226,9 +231,11 @@ class ApprovalService:
                 callback=str(request.callback_url) if request.callback_url else None,
             ),
         )
-        if known is None:
-            return pending_approval(run_id, request.tool, request.args), True
-        return approval_of(known), False
+        if isinstance(started, RunSnapshot):
+            return await self._linked(client, started), False
+        found = pending_approval(run_id, request.tool, request.args)
+        asked = (started, request.requested_by, datetime.now(UTC))
+        return await self._with_links(client, found, *asked), True
 
     async def ask(
         self, client: Client, request: QuestionRequest, key: str | None = None
@@ -243,10 +250,10 @@ class ApprovalService:
         check_answer_schema(schema)
         run_id = request_id(client, key or uuid.uuid4().hex, QUESTION_KIND)
         args = {"question": request.question, "schema": schema}
-        known = await self._start(
+        started = await self._start(
             client,
             run_id,
-            request_message(QUESTION, args, call_id=f"call_{run_id}"),
+            request_message(QUESTION, args, call_id=call_id(run_id)),
             Asked(
                 header=texts.CLIENT_ASKS_QUESTION.format(client=client.name),
                 requested_by=request.requested_by,
@@ -255,15 +262,15 @@ class ApprovalService:
                 expires_in=request.expires_in,
             ),
         )
-        if known is None:
-            return pending_question(run_id, request.question), True
-        return question_of(known), False
+        if isinstance(started, RunSnapshot):
+            return question_of(started), False
+        return pending_question(run_id, request.question), True
 
     async def _start(
         self, client: Client, run_id: str, message: str, asked: Asked
-    ) -> RunSnapshot | None:
-        """The run ``run_id`` of ``client`` as it was started before, or ``None`` when
-        this call started it now (driven in the background)."""
+    ) -> RunSnapshot | ThreadKey:
+        """The run ``run_id`` of ``client`` as it was started before, or the thread
+        this call started it in now (driven in the background)."""
         known = await self._load(client, run_id)
         if known is not None:
             return known
@@ -293,11 +300,44 @@ class ApprovalService:
             self._presenter.consume(thread, messenger, stream, requester=asked.requested_by),
             name=f"client request {run_id}",
         )
-        return None
+        return thread
 
     async def state(self, client: Client, approval: str) -> Approval:
         """An approval of ``client`` as it stands (404: none by that id)."""
-        return approval_of(await self._approval(client, approval))
+        return await self._linked(client, await self._approval(client, approval))
+
+    async def _linked(self, client: Client, snap: RunSnapshot) -> Approval:
+        """The approval ``snap`` is, with its approvers' links while it waits."""
+        found = approval_of(snap)
+        thread = thread_of(snap.metadata)
+        if thread is None:
+            return found
+        asked_at = next((call.created_at for call in snap.pending), snap.created_at)
+        return await self._with_links(client, found, thread, snap.resource_id, asked_at)
+
+    async def _with_links(
+        self,
+        client: Client,
+        found: Approval,
+        thread: ThreadKey,
+        requester: str | None,
+        asked_at: datetime,
+    ) -> Approval:
+        """``found`` with, while it waits, each approver's decision page (none when
+        anyone may decide: a link is one person's)."""
+        if found.status != "pending":
+            return found
+        people = self._presenter.people
+        tool = client.tool_name(found.tool)
+        approvers = people.approvers(
+            tool, requester, await people.may_decide(thread, tool, asked_at)
+        )
+        call = call_id(found.id)
+        links = {
+            user: await self._links.url(LinkFor(run_id=found.id, tool_call_id=call, user_id=user))
+            for user in approvers
+        }
+        return found.model_copy(update={"links": links})
 
     async def question(self, client: Client, question: str) -> Question:
         """A question of ``client`` as it stands (404: none by that id)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -102,6 +103,23 @@ class Settings(BaseSettings):
     audit_retention: Duration | None = None
     """How long audit entries are kept (``365d``); then they are removed, oldest first.
     Unset: the audit log is kept for ever."""
+
+    public_url: str | None = None
+    """Where people's browsers reach the bot (``https://approvals.example.com``): decision
+    links are made with it, and cards sent to one approver carry theirs. Unset: links
+    are paths (in the API's answers), and direct messages carry none."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{value!r} is not an http(s) address (https://bot.example.com)")
+        if parts.query or parts.fragment:
+            raise ValueError(f"{value!r}: an address without ?query or #fragment")
+        return value.rstrip("/")
 
     @field_validator("bot_agent")
     @classmethod

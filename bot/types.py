@@ -160,6 +160,9 @@ class ApprovalCard:
     deciders: tuple[str, ...] = ()
     """While pending: who the policy lets decide it, as it names them (user ids, user
     groups); empty when anyone may. For platforms that show buttons only to them."""
+    page: str | None = None
+    """On a card sent to one approver (a direct message) while it waits: the link to
+    their decision page (``bot.links``)."""
 
     @property
     def tool(self) -> str:

@@ -159,8 +159,9 @@ def rich_mrkdwn(
             case Channel():
                 parts.append(channel_mention(span.id))
             case Link():
-                if link:
-                    parts.append(linked(span.words, link))
+                to = span.href or link
+                if to:
+                    parts.append(linked(span.words, to))
                 elif parts and parts[-1].endswith(" "):
                     parts[-1] = parts[-1][:-1]
             case _:

@@ -93,8 +93,9 @@ def markdown(
             case Channel():
                 parts.append(texts.APPROVERS_CHANNEL)
             case Link():
-                if link:
-                    parts.append(texts.LINK.format(words=escape(span.words), url=link))
+                to = span.href or link
+                if to:
+                    parts.append(texts.LINK.format(words=escape(span.words), url=to))
                 elif parts and parts[-1].endswith(" "):
                     parts[-1] = parts[-1][:-1]
             case _:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import TypeAdapter
 
+from adapters.slack.mrkdwn import rich_mrkdwn as slack_mrkdwn
+from adapters.teams.blocks import markdown as teams_markdown
 from bot import (
     Arguments,
     Changes,
@@ -114,6 +116,20 @@ def test_a_card_for_someone_who_may_not_decide_has_no_buttons_and_says_who_may()
     assert not blocks(document, TextInput)
     shown = [rich_plain(p.text) for p in blocks(document, Paragraph) if isinstance(p, Paragraph)]
     assert core_texts.FOR_APPROVERS in shown
+
+
+def test_a_card_sent_to_one_approver_links_their_page_and_every_platform_draws_it() -> None:
+    page = "https://approvals.example.com/approve/t0ken"
+    document = compose(card(page=page))
+    (line,) = [p for p in blocks(document, Paragraph) if isinstance(p, Paragraph) and p.small]
+    assert isinstance(line, Paragraph)
+    assert Link(words=core_texts.PAGE_LINK_WORDS, href=page) in line.text
+    assert f"<{page}|{core_texts.PAGE_LINK_WORDS}>" in slack_mrkdwn(line.text)
+    assert f"[{core_texts.PAGE_LINK_WORDS}]({page})" in teams_markdown(line.text)
+    assert not any(
+        isinstance(p, Paragraph) and Link in map(type, p.text)
+        for p in blocks(compose(card()), Paragraph)
+    ), "a card in a thread or a channel links no one's page"
 
 
 def test_a_quorum_card_counts_its_approvals_in_its_facts() -> None:

@@ -22,6 +22,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack import SlackAdapter, SlackSettings
 from adapters.slack.blocks import SlackMessage, render
+from adapters.web import page_routes
 from agents import Agent, Store, open_store
 from bot import ApprovalPolicy, ChatBot, Settings, SuggestedPrompt, View, build_app
 from bot.clients import Clients
@@ -414,8 +415,10 @@ async def start_bot(
     )
     bot = ChatBot(agent, policy=policy, suggested_prompts=prompts, clients=clients)
     adapter = SlackAdapter(bot, settings)
-    server = TestServer(build_app(Settings(), bot, [adapter]), host="127.0.0.1")
+    app = build_app(Settings(), bot, [adapter], pages=page_routes(bot.pages))
+    server = TestServer(app, host="127.0.0.1")
     await server.start_server()
+    bot.links.public_url = str(server.make_url("")).rstrip("/")
     if clients:
         await bot.check_clients()
     return BotServer(slack, bot, adapter, server, aiohttp.ClientSession())
