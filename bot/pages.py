@@ -122,9 +122,11 @@ class DecisionPages:
             card = result.card if isinstance(result.card, ApprovalCard) else opened.card
             said = result.said or (texts.PAGE_DONE,)
             return DecisionPage(status=200, said=said, document=_card(card, decides=False))
-        if result.retry:  # an edit that does not fit: the same form, corrected
-            return await self._shown(opened, status=400, said=result.said)
-        return await self._shown(opened, status=409, said=result.said)
+        status = 400 if result.retry else 409  # a retry: an edit that did not fit
+        now = await self._open(token)  # as it reads after the refusal
+        if isinstance(now, DecisionPage):
+            return now
+        return await self._shown(now, status=status, said=result.said)
 
     async def _open(self, token: str) -> _Opened | DecisionPage:
         """The link's call as it reads now, or the page saying why it cannot be opened."""

@@ -14,7 +14,7 @@ from bot import CardPlace, ChatState, Destination, Person, ThreadKey, ThreadNote
 from bot.chat_state import CardCopy
 from bot.chat_state.redis import RedisChatState
 from bot.chat_state.sqlite import SQLiteChatState
-from tests.stores.conftest import DURABLE_KINDS, STORE_KINDS, store_url
+from tests.stores.conftest import STORE_KINDS, store_url
 from tests.stores.test_conformance import eventually
 
 THREAD = "slack:T1:C1:1700000000.000100"
@@ -343,12 +343,6 @@ async def test_a_card_lock_excludes_a_second_holder_of_the_same_card(chat: ChatS
 
 
 # Durability
-
-
-@pytest.fixture(params=DURABLE_KINDS)
-async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    async with store_url(request.param, tmp_path) as url:
-        yield url
 
 
 async def test_a_card_lock_holds_across_replicas_and_apart_from_the_runtimes_locks(

@@ -4,23 +4,14 @@ made once however many replicas start at once), and nobody makes one the bot did
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from agents import open_store
 from bot import open_chat_state
 from bot.links import PATH, LinkFor, Links
-from tests.stores.conftest import DURABLE_KINDS, store_url
+from tests.stores.conftest import store_url
 
 LINK = LinkFor(run_id="appr_1", tool_call_id="call_appr_1", user_id="U0BOB0001")
-
-
-@pytest.fixture(params=DURABLE_KINDS)
-async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    async with store_url(request.param, tmp_path) as url:
-        yield url
 
 
 async def test_replicas_starting_at_once_sign_alike_and_read_each_others_links(
