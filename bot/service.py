@@ -234,8 +234,8 @@ class ApprovalService:
         if isinstance(started, RunSnapshot):
             return await self._linked(client, started), False
         found = pending_approval(run_id, request.tool, request.args)
-        asked = (started, request.requested_by, datetime.now(UTC))
-        return await self._with_links(client, found, *asked), True
+        now = datetime.now(UTC)
+        return await self._with_links(client, found, started, request.requested_by, now), True
 
     async def ask(
         self, client: Client, request: QuestionRequest, key: str | None = None
