@@ -200,7 +200,9 @@ class Intake:
             # Bounded, so the ack stays within the platform's patience. A write cut
             # short may still land: its retry is then a copy (dedupe keys). A timeout
             # scope, not wait_for: on Python 3.11 that runs the write in a task of its
-            # own, a cost every ack paid.
+            # own, a cost every ack paid. (Timeout scopes throughout this module: 3.11's
+            # wait_for also swallows a cancel that comes as its awaitable finishes, so a
+            # loop cancelled at close went on, and the close waited for it for ever.)
             async with asyncio.timeout(WRITE_TIMEOUT):
                 entry_id = await write()
         except Exception as exc:  # TimeoutError included
@@ -259,7 +261,8 @@ class Intake:
                 behind.add(kept.place)
                 continue
             try:
-                entry_id = await asyncio.wait_for(kept.write(), self._patience)
+                async with asyncio.timeout(self._patience):
+                    entry_id = await kept.write()
             except Exception as exc:  # TimeoutError included
                 self._refused(kept, exc, others=wrote)
                 behind.add(kept.place)
@@ -335,7 +338,8 @@ class Intake:
                 # Again after the backoff, or at once when a write shows the store back.
                 self._store_back.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._store_back.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._store_back.wait()
                 delay = min(delay * 2, RETRY_MAX)
                 self._wanted.set()
             finally:
@@ -355,7 +359,8 @@ class Intake:
         while (free := self.workers - len(self._held)) > 0:
             take_over = time.monotonic() >= self._troubled_until
             taking = self.chat.take(self.name, count=free, lease=self.lease, take_over=take_over)
-            entries = await asyncio.wait_for(taking, self._patience)
+            async with asyncio.timeout(self._patience):
+                entries = await taking
             for entry in entries:
                 if entry.id in self._held:
                     # Ours already: its lease lapsed while the store was away and the
@@ -375,7 +380,8 @@ class Intake:
             if self._held:
                 renewing = self.chat.renew(self.name, sorted(self._held), lease=self.lease)
                 try:
-                    await asyncio.wait_for(renewing, self._patience)
+                    async with asyncio.timeout(self._patience):
+                        await renewing
                 except Exception as exc:
                     self._trouble()
                     why = str(exc) or type(exc).__name__
@@ -426,7 +432,8 @@ class Intake:
 
     async def _hand_back(self, entry_id: str) -> None:
         try:
-            await asyncio.wait_for(self.chat.release(self.name, [entry_id]), self._patience)
+            async with asyncio.timeout(self._patience):
+                await self.chat.release(self.name, [entry_id])
         except Exception as exc:  # the store is away: the entry waits for its lease
             log.info("could not hand intake entry %s back: %s", entry_id, exc)
 

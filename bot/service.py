@@ -390,7 +390,8 @@ class ApprovalService:
                 if progress is not None:
                     await progress()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), min(POLL, left))
+                    async with asyncio.timeout(min(POLL, left)):
+                        await event.wait()
         finally:
             event, waiting = self._ended.pop(run_id, (event, 1))
             if waiting > 1:

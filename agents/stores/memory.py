@@ -113,7 +113,10 @@ class MemoryStore:
         # One process: a holder cannot crash and keep it, so there is no lease.
         lock = self._locks.setdefault(name, asyncio.Lock())
         try:
-            await asyncio.wait_for(lock.acquire(), timeout=ttl if wait is None else wait)
+            # A timeout scope, not wait_for: on Python 3.11 wait_for returns the lock
+            # to a task cancelled as it got it, swallowing the cancel.
+            async with asyncio.timeout(ttl if wait is None else wait):
+                await lock.acquire()
         except TimeoutError as exc:
             raise LockTimeout(name) from exc
         try:
