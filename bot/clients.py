@@ -49,7 +49,7 @@ class Client:
     tools: frozenset[str] | None = None
     channel: str | None = None
     workspace: str | None = None
-    """The Slack workspace (team id) of ``channel``, for a bot of many workspaces."""
+    """The workspace of ``channel``: its Slack team id or its Teams tenant id."""
 
     def tool_name(self, tool: str) -> str:
         """The name the policy, cards and audit give ``tool`` of this client."""

@@ -130,7 +130,8 @@ class ClientSection(_Section):
     channel: str | None = None
     """Where its cards go unless a request names a channel."""
     workspace: str | None = None
-    """The Slack workspace (team id) of ``channel``, for a bot of many workspaces."""
+    """The workspace of ``channel``: its Slack team id (for a bot of many workspaces) or
+    its Teams tenant id."""
 
 
 class ConfigFile(_Section):

@@ -52,7 +52,15 @@ from .following import Following
 from .links import LinkFor, Links
 from .presenter import Presenter
 from .tasks import TaskTracker
-from .types import Destination, Messenger, Notice, Person, ThreadKey, Undeliverable
+from .types import (
+    Destination,
+    Messenger,
+    Notice,
+    NotReachedYet,
+    Person,
+    ThreadKey,
+    Undeliverable,
+)
 from .views import run_metadata, thread_of
 
 log = logging.getLogger(__name__)
@@ -138,6 +146,9 @@ class ApprovalService:
             try:
                 await self._channel(client, client.channel)
             except ServiceError as exc:
+                if isinstance(exc.__cause__, NotReachedYet):
+                    log.warning("clients.%s.channel: %s", client.name, exc.message)
+                    continue
                 problems.append((f"clients.{client.name}.channel", exc.message))
         return problems
 
@@ -173,7 +184,7 @@ class ApprovalService:
         near = await self._channel(client, channel)
         messenger = self._presenter.messenger(near.platform)
         if root is not None:
-            thread = replace(near, root=root)
+            thread = replace(near, channel=channel, root=root)
             await self._presenter.say(messenger, thread, header)
             return thread, messenger
         try:

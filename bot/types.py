@@ -438,6 +438,12 @@ class ClickResult:
         return plain_text(self.said) if self.said else None
 
 
+class NotReachedYet(LookupError):
+    """A platform cannot start a conversation in a place until it has heard from near it
+    (Teams: a tenant the bot was never addressed in). Refused to a caller; at start, a
+    warning rather than a reason to stop: the first message there makes it reachable."""
+
+
 class Undeliverable(Exception):
     """A platform could not be reached (or refused the connection): a post did not go out.
 

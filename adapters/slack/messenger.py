@@ -5,10 +5,11 @@ keep Home tabs current; say which channels and user groups exist."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 from cachetools import LRUCache, TTLCache
@@ -56,6 +57,8 @@ NO_PERMALINK_TTL = 60.0
 bot left, or Slack unreachable) is shown without one before Slack is asked again: a
 card is rendered again on every vote and update, and each would otherwise retry."""
 _DIRECT_CHANNEL_CACHE = 10_000
+CHANNEL_ID: Final = re.compile(r"[CGD][A-Z0-9]{2,}")
+"""The shape of a Slack conversation id (a channel, a private channel, a DM)."""
 _NO_CHANNEL = frozenset({"channel_not_found", "invalid_channel", "invalid_arguments"})
 """``conversations.info`` answers that mean "no such channel" (for this bot)."""
 _NO_GROUP = frozenset({"no_such_subteam", "invalid_usergroup", "plan_upgrade_required"})
@@ -314,6 +317,8 @@ class SlackMessenger:
             LookupError: The bot serves many workspaces and ``workspace`` is not given,
                 or the app is not installed there.
         """
+        if not CHANNEL_ID.fullmatch(channel):
+            return None  # another platform's
         if self.tokens.many and not workspace:
             raise LookupError(
                 f"a bot of many Slack workspaces cannot tell whose channel {channel} is; "

@@ -62,7 +62,9 @@ class TeamsAdapter:
             stop_pressed=self._stop_pressed,
             limits=self.limits,
         )
-        logic = TeamsBot(bot, bot.chat, self.auth, people, limits=self.limits)
+        logic = TeamsBot(
+            bot, bot.chat, self.auth, people, limits=self.limits, nearby=self.messenger.nearby
+        )
         self._handler = MessagesHandler(self._cloud, self.auth, logic)
 
     def routes(self) -> list[web.RouteDef]:

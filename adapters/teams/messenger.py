@@ -57,6 +57,7 @@ from bot import (
     Live,
     MessageRef,
     Notice,
+    NotReachedYet,
     Person,
     Posted,
     PostMark,
@@ -75,6 +76,7 @@ from .connector import Send, StreamChannel, addressed, members
 from .convert import CHAT_ROOT, PLATFORM, is_personal, message_ref
 from .limits import Limits
 from .links import MESSAGE_ID, NO_TENANT
+from .nearby import Nearby
 from .people import LOOKUP_TIMEOUT, Directory
 from .streaming import StreamPace, StreamRefused, open_stream, split_text
 
@@ -126,6 +128,8 @@ class TeamsMessenger:
         self._cloud = cloud
         self._chat = chat
         self._auth = auth
+        self.nearby = Nearby(chat)
+        """A conversation the bot heard from, per tenant (where new ones start)."""
         self.limits = limits or Limits()
         self.people = people or Directory()
         self.pace = pace or StreamPace()
@@ -335,9 +339,24 @@ class TeamsMessenger:
         (``approvals`` in their 1:1 chat), as they read then."""
 
     async def channel_place(self, channel: str, workspace: str | None = None) -> ThreadKey | None:
-        """Teams starts a conversation only near one the bot heard from (its service URL
-        and tenant): no channel alone is a place to start one."""
-        return None
+        """Where a new conversation in ``channel`` (a Teams channel or group chat id) of
+        tenant ``workspace`` (any the bot heard from, without one) starts: Teams starts
+        one only near a conversation the bot was addressed in (``Nearby``); ``None`` for
+        an id of another platform.
+
+        Raises:
+            NotReachedYet: The bot was never addressed in that tenant.
+        """
+        if not (links.is_channel_id(channel) or links.is_chat_id(channel)):
+            return None
+        near = await self.nearby.near(workspace)
+        if near is None:
+            where = f"tenant {workspace}" if workspace else "Teams"
+            raise NotReachedYet(
+                f"the bot cannot post in {channel} before someone talks to it in {where} "
+                "(mention it once, or write to it)"
+            )
+        return near
 
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` has the shape of a Teams channel or group chat id (Teams

@@ -39,6 +39,7 @@ from bot import (
 from . import blocks, cards, convert, feedback, inbox, refresh, texts
 from .auth import TeamsAuth
 from .limits import Limits
+from .nearby import Nearby
 from .people import Directory
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,10 @@ class TeamsBot:
         people: Directory | None = None,
         *,
         limits: Limits | None = None,
+        nearby: Nearby | None = None,
     ) -> None:
         self._bot = bot
+        self._nearby = nearby or Nearby(chat)
         self._chat = chat
         self._auth = auth
         self._people = people or Directory()
@@ -110,6 +113,8 @@ class TeamsBot:
             mentioned=group_chat and convert.mentions_bot(activity),
         )
         await self._bot.on_message(message)
+        if mentioned:  # its reference is kept with it: a place to start others from
+            await self._nearby.heard(thread)
 
     async def _invoke(self, context: TurnContext) -> None:
         activity = context.activity

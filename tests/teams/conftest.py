@@ -13,8 +13,10 @@ from aiohttp import web
 
 from adapters.teams import StreamPace, TeamsAdapter, TeamsSettings, load_teams_settings
 from adapters.teams.limits import RetryPolicy
+from adapters.web import page_routes
 from agents import Agent, MemoryStore, Store
 from bot import Settings
+from bot.clients import Clients
 from bot.core import ChatBot
 from bot.policy import ApprovalPolicy
 from bot.server import build_app
@@ -141,20 +143,22 @@ async def start_teams_bot(
     deployed: list[str] | None = None,
     settings: TeamsSettings | None = None,
     agent: Agent | None = None,
+    clients: Clients | None = None,
 ) -> TeamsBot:
     """A bot (the scripted agent unless ``agent`` is given) serving /api/messages locally."""
     settings = settings or load_teams_settings(teams_allow_unauthenticated=True)
     deployed = [] if deployed is None else deployed
     agent = agent or build_agent(store or MemoryStore(), deployed)
-    bot = ChatBot(agent, policy=policy)
+    bot = ChatBot(agent, policy=policy, clients=clients)
     adapter = TeamsAdapter(bot, settings)
     adapter.messenger.pace = TEST_PACE
     adapter.limits.policy = TEST_LIMITS
-    runner = web.AppRunner(build_app(Settings(), bot, [adapter]))
+    runner = web.AppRunner(build_app(Settings(), bot, [adapter], pages=page_routes(bot.pages)))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
+    bot.links.public_url = f"http://127.0.0.1:{port}"
     return TeamsBot(
         bot=bot,
         adapter=adapter,
