@@ -92,6 +92,10 @@ class Decider:
         another write got there first (nothing of this claim is kept)."""
         top, entry = select_pending(run_id, loaded, tool_call_id, decision)
         chain = await self.chain(top, entry.tool_call_id)
+        if any(snap.find_pending(entry.tool_call_id) is None for snap in chain):
+            # The top run was read before a write of its tree that the sub-agent's run
+            # was read after (two reads, one write between): read it all again.
+            raise RunChangedError(run_id, entry.tool_call_id)
         value, answered = resume_data, None
         if decision.action == "resume":
             value, answered = self.answer(chain[-1], entry, resume_data)
@@ -105,7 +109,7 @@ class Decider:
                 audit.append(edited)
         for snap in chain:
             call = snap.find_pending(entry.tool_call_id)
-            assert call is not None
+            assert call is not None  # checked above
             call.state, call.decision = "executing", decision
         top.decisions[entry.tool_call_id] = decision
         event = decision.event
