@@ -1,6 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
-from ._calls import StandingApproval, StandingAsk
+from ._calls import Expiry, StandingApproval, StandingAsk
 from ._engine import DEFAULT_LEASE
 from .agent import Agent
 from .chunks import (
@@ -70,6 +70,7 @@ __all__ = [
     "DemoModel",
     "ErrorChunk",
     "ExpiredCall",
+    "Expiry",
     "FinishChunk",
     "FunctionModel",
     "LockTimeout",

@@ -30,7 +30,8 @@ CallPredicate = Callable[[str, dict[str, Any]], Any]
 
 @dataclass(frozen=True, kw_only=True)
 class StandingAsk:
-    """A call that needs approval, as a standing approval is asked about it."""
+    """A call that needs approval, as a standing approval (or its expiry) is asked
+    about it."""
 
     thread_id: str | None
     requester: str | None
@@ -39,6 +40,9 @@ class StandingAsk:
     agent_path: tuple[str, ...]
 
 
+Expiry = Callable[[StandingAsk], timedelta | None]
+"""How long a call that needs approval stays decidable (``None``: the tool's, the
+agent's)."""
 StandingApproval = Callable[[StandingAsk], Awaitable[str | None]]
 """Who has already approved calls like this one (``None``: nobody, ask as usual)."""
 
@@ -63,7 +67,7 @@ class Calls:
 
     root: AgentSpec
     store: Store
-    expiry: Callable[[str], timedelta | None] | None
+    expiry: Expiry | None
     standing: StandingApproval | None
     _predicates: dict[str, CallPredicate]
 
@@ -205,8 +209,16 @@ class Calls:
         """
         agent = self.agent_at(snap.agent_path)
         now = utcnow()
+        dumped = tool.dump_args(args)
+        ask = StandingAsk(
+            thread_id=snap.thread_id,
+            requester=snap.resource_id,
+            tool_name=tool.name,
+            args=dumped,
+            agent_path=tuple(snap.agent_path),
+        )
         ttl = (
-            (self.expiry(tool.name) if self.expiry else None)
+            (self.expiry(ask) if self.expiry else None)
             or tool.expires_in
             or agent.options.approval_ttl
         )
@@ -215,7 +227,7 @@ class Calls:
         return PendingCall(
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
-            args=tool.dump_args(args),
+            args=dumped,
             kind="approval" if kind == "approval" else "suspension",
             agent_path=list(snap.agent_path),
             suspend_payload=suspend_payload,
@@ -225,6 +237,7 @@ class Calls:
             created_at=now,
             expires_at=now + ttl,
             requester=snap.resource_id,
+            thread_id=snap.thread_id,
             idempotent=tool.idempotent,
             source=tool.source,
             approved=approved,

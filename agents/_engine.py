@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._calls import CallPredicate, StandingApproval
+from ._calls import CallPredicate, Expiry, StandingApproval
 from ._decide import CLAIM_TRIES, Decider
 from ._recover import Recoverer, Recovery
 from ._turns import Turns, audit_entry, lock_name
@@ -58,7 +58,7 @@ class Engine:
         store: Store,
         *,
         lease: timedelta = DEFAULT_LEASE,
-        expiry: Callable[[str], timedelta | None] | None = None,
+        expiry: Expiry | None = None,
         standing: StandingApproval | None = None,
     ) -> None:
         if lease <= timedelta(0):

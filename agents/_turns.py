@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from . import texts
 from ._calls import (
     CallPredicate,
+    Expiry,
     Granted,
     Outcome,
     StandingApproval,
@@ -69,7 +69,7 @@ class Turns(Saves):
         root: AgentSpec,
         store: Store,
         *,
-        expiry: Callable[[str], timedelta | None] | None = None,
+        expiry: Expiry | None = None,
         standing: StandingApproval | None = None,
     ) -> None:
         self.root = root

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._calls import CallPredicate, StandingApproval
+from ._calls import CallPredicate, Expiry, StandingApproval
 from ._decide import select_pending
 from ._engine import DEFAULT_LEASE, Engine
 from .chunks import AgentResult, PendingInfo
@@ -68,10 +68,11 @@ class Agent:
     process driving a run renews its heartbeat three times a lease;
     ``recover_interrupted`` takes a run only once it lapsed. Shorter means faster
     recovery after a crash; every replica must use the same lease."""
-    expiry: Callable[[str], timedelta | None] | None = None
-    """How long new pending calls stay decidable, per tool name: ``expiry(tool_name)``
-    wins over the tool's ``expires_in`` and the agents' ``approval_ttl``; ``None`` from
-    it (or no function) keeps those. A chat layer sets it from its approval policy."""
+    expiry: Expiry | None = None
+    """How long new pending calls stay decidable, per call: ``expiry(ask)`` (its tool,
+    arguments, requester, agent and thread) wins over the tool's ``expires_in`` and the
+    agents' ``approval_ttl``; ``None`` from it (or no function) keeps those. A chat
+    layer sets it from its approval policy."""
     standing_approval: StandingApproval | None = None
     """Lets calls that need approval run at once when it names who already approved
     calls like them (a grant for a thread). Each such call is audited as ``granted``
@@ -93,7 +94,7 @@ class Agent:
         self,
         *,
         lease: timedelta | None = None,
-        expiry: Callable[[str], timedelta | None] | None = None,
+        expiry: Expiry | None = None,
         standing_approval: StandingApproval | None = None,
         peers: Mapping[str, Agent] | None = None,
     ) -> Agent:

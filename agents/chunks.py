@@ -35,6 +35,8 @@ class PendingInfo:
     created_at: datetime
     expires_at: datetime
     requester: str | None = None
+    thread_id: str | None = None
+    """The conversation its run belongs to (``None`` on calls kept by an earlier version)."""
     answer: Any = None
     """An approval's answer: what a person said before it, which runs with the arguments."""
     source: str | None = None
@@ -55,6 +57,7 @@ class PendingInfo:
             created_at=call.created_at,
             expires_at=call.expires_at,
             requester=call.requester,
+            thread_id=call.thread_id,
             answer=call.answer,
             source=call.source,
         )

@@ -125,6 +125,8 @@ class PendingCall(BaseModel):
     state: Literal["pending", "executing"] = "pending"
     decision: Decision | None = None
     requester: str | None = None
+    thread_id: str | None = None
+    """The conversation its run belongs to (a policy may look at where it was asked)."""
     idempotent: bool = False
     source: str | None = None
     """The tool source offering the tool (an MCP server's name), if not the agent itself."""

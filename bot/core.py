@@ -47,7 +47,7 @@ from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Inta
 from .links import Links
 from .metrics import Metrics
 from .pages import DecisionPages
-from .policy import ApprovalPolicy
+from .policy import POLICY_ACTOR, ApprovalPolicy
 from .presenter import Presenter
 from .replies import Replies
 from .service import ApprovalService
@@ -227,7 +227,11 @@ class ChatBot:
         return self.tasks.running > 0 or self.intake.busy
 
     async def _standing(self, ask: StandingAsk) -> str | None:
-        """Who already approved calls like ``ask`` here: a grant (``Grants.standing``)."""
+        """Who already approved calls like ``ask``: the policy, for a tier that needs no
+        person (``POLICY_ACTOR`` and the tier); else a grant here (``Grants.standing``)."""
+        rule = self.policy.rule(ask.tool_name, ask)
+        if not rule.approval:
+            return f"{POLICY_ACTOR}{rule.tier}"
         return await self.grants.standing(ask)
 
     @property

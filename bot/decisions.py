@@ -161,7 +161,7 @@ class Decisions:
         if call is None:
             assert refusal is not None
             return refusal[0]
-        fields = self._edit_fields(call, self._policy.quorum(call.tool_name))
+        fields = self._edit_fields(call, self._policy.quorum(call.tool_name, call))
         if not fields:
             return (texts.EDIT_NOT_OFFERED,)
         return edit_form(call, fields)
@@ -253,6 +253,7 @@ class Decisions:
                 click.user_id,
                 action=action,
                 allowed=allowed,
+                call=call,
             )
         if refusal is not None:
             return click, None, ((refusal,), "refused")
@@ -282,13 +283,17 @@ class Decisions:
             return self._refuse(refusal[0], outcome=refusal[1])
         if call.kind == "suspension":
             return await self._settle_question(click, call)
-        quorum = self._policy.quorum(call.tool_name)
+        quorum = self._policy.quorum(call.tool_name, call)
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
                 return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
+            moved = self._other_tier(call, click)
+            if moved is not None:
+                return self._refuse(moved, outcome="refused")
             return await self._carry_out(click, call)
         if click.action == "grant":
-            offered = self._policy.rule(call.tool_name).grant_for if call.answer is None else ()
+            rule = self._policy.rule(call.tool_name, call)
+            offered = rule.grant_for if call.answer is None else ()
             if click.grant_for not in offered:
                 return self._refuse(texts.GRANT_NOT_OFFERED, outcome="refused")
             return await self._carry_out(click, call)
@@ -415,6 +420,17 @@ class Decisions:
             await self._grants.give(click.thread, call, click.grant_for, click.user_id)
         await self._follow(click, call, card, stream)
         return _decided(click, card)
+
+    def _other_tier(self, call: PendingInfo, click: Click) -> str | None:
+        """Why an edit may not approve ``call``: its arguments would put it in another
+        tier of the policy (other approvers, another quorum, none at all), which this
+        card's deciders cannot stand in for; ``None`` when the tier stays."""
+        edited = {**call.args, **form_answer(self._edit_fields(call, 1), click.values or {})}
+        now = self._policy.rule(call.tool_name, call).tier
+        then = self._policy.rule(call.tool_name, replace(call, args=edited)).tier
+        if then == now:
+            return None
+        return texts.EDIT_OTHER_TIER.format(tool=call.tool_name)
 
     async def _settle_question(self, click: Click, call: PendingInfo) -> ClickResult:
         """Answer a question with its form, or decline or cancel it; the run follows."""

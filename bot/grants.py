@@ -45,7 +45,7 @@ class Grants:
     async def standing(self, ask: StandingAsk) -> str | None:
         """Who granted the thread a standing approval covering this call, if anyone (a
         tool the policy no longer offers grants for has none)."""
-        if ask.thread_id is None or not self._policy.rule(ask.tool_name).grant_for:
+        if ask.thread_id is None or not self._policy.rule(ask.tool_name, ask).grant_for:
             return None
         now = datetime.now(UTC).timestamp()
         return await self._chat.grant(ask.thread_id, grant_key(ask.requester, ask.tool_name), now)

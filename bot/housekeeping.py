@@ -208,7 +208,7 @@ class Housekeeping:
             people = sorted(self._policy.deciders_of(info, now))
             text = texts.REMINDER.format(tool=tool)
         else:
-            people = sorted(self._policy.rule(tool).escalate_to)
+            people = sorted(self._policy.rule(tool, info).escalate_to)
             text = texts.ESCALATED.format(tool=tool)
             if any(copy.to.user_id for copy in place.copies):
                 place = await self._send_to_escalation(messenger, place, info, people)

@@ -115,7 +115,7 @@ class Inboxes:
                 card = replace(self._presenter.card(origin, info), requested_in=origin)
                 allowed = await self._presenter.people.deciders(origin, info)
                 refusal = self._policy.check(
-                    info.tool_name, info.requester, user_id, allowed=allowed
+                    info.tool_name, info.requester, user_id, allowed=allowed, call=info
                 )
                 if refusal is None and not await self._voted(info, user_id):
                     waiting.append(card)
@@ -140,7 +140,7 @@ class Inboxes:
     async def _voted(self, call: PendingInfo, user_id: str) -> bool:
         """Whether ``user_id`` already approved a call that needs several approvals (it
         waits for others, not for them)."""
-        if self._policy.quorum(call.tool_name) == 1:
+        if self._policy.quorum(call.tool_name, call) == 1:
             return False
         return any(
             person.id == user_id for person in await self._chat.votes(call.run_id, ask_of(call))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Final
 
 from cachetools import LRUCache
@@ -19,6 +18,7 @@ from agents import PendingInfo
 
 from .groups import Groups
 from .policy import ApprovalPolicy
+from .tiers import Call
 from .types import Messenger, Person, ThreadKey
 
 log = logging.getLogger(__name__)
@@ -70,33 +70,27 @@ class People:
         """
         return Person(id=user_id, name=self._names.get(_person_key(thread, user_id)))
 
-    async def deciders(self, thread: ThreadKey, call: PendingInfo) -> frozenset[str]:
-        """Who may decide ``call`` now (empty: anyone), user groups as their members."""
-        return await self.may_decide(thread, call.tool_name, call.created_at)
-
-    async def may_decide(
-        self, thread: ThreadKey, tool_name: str, asked_at: datetime
-    ) -> frozenset[str]:
-        """Who may decide a call of ``tool_name`` in ``thread`` asked at ``asked_at``, now
-        (empty: anyone), user groups as their members."""
-        escalated = self._policy.escalated(tool_name, asked_at, datetime.now(UTC))
-        names = self._policy.deciders(tool_name, escalated=escalated)
+    async def deciders(self, thread: ThreadKey, call: Call) -> frozenset[str]:
+        """Who may decide ``call`` in ``thread`` now (empty: anyone), user groups as their
+        members (a call not asked yet: as it would be asked)."""
+        names = self._policy.deciders_of(call)
         return await self.groups.expand(thread.platform, self._messenger_of(thread), names)
 
-    def approvers(self, tool_name: str, requester: str | None, people: frozenset[str]) -> list[str]:
-        """Of ``people`` who may decide a call of ``tool_name``, those to send it to (not
-        its requester, when they may not approve their own call), at most ``MAX_DIRECT``."""
-        if not self._policy.rule(tool_name).allow_self_approval and requester is not None:
+    def approvers(self, call: Call, people: frozenset[str]) -> list[str]:
+        """Of ``people`` who may decide ``call``, those to send it to (not its requester,
+        when they may not approve their own call), at most ``MAX_DIRECT``."""
+        tool, requester = call.tool_name, call.requester
+        if not self._policy.rule(tool, call).allow_self_approval and requester is not None:
             people = people - {requester}
         chosen = sorted(people)
         if len(chosen) > MAX_DIRECT:
-            log.warning("%s: %d approvers, only %d get a DM", tool_name, len(chosen), MAX_DIRECT)
+            log.warning("%s: %d approvers, only %d get a DM", tool, len(chosen), MAX_DIRECT)
         return chosen[:MAX_DIRECT]
 
     def waiting_names(self, info: PendingInfo) -> list[str]:
         """Whom a waiting call is indexed under for inboxes: the names that may decide it
         (escalation's included; ``*`` when anyone may) and ``asked:<requester>``."""
-        rule = self._policy.rule(info.tool_name)
+        rule = self._policy.rule(info.tool_name, info)
         names = sorted(rule.approvers | rule.escalate_to) if rule.approvers else [ANYONE]
         return names + ([f"{ASKED}{info.requester}"] if info.requester else [])
 

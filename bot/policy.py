@@ -26,6 +26,7 @@ never be reached, so it is refused when the file is loaded.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from cachetools import LRUCache
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -40,6 +42,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StrictStr,
 )
 from pydantic_core import ErrorDetails
 
@@ -47,8 +50,14 @@ from agents import PendingInfo
 from agents.mcp import asks_for_a_server
 
 from . import texts
+from .tiers import Call, TierError, When, first_match
 from .tomlfile import FileProblems, parse, read_text
 
+TIERS_KEPT = 10_000
+"""Waiting calls whose tier one process keeps (a lookup again costs microseconds)."""
+POLICY_ACTOR = "policy:"
+"""Who approved a call a tier lets run without a person (``policy:tools.x.tiers[0]``), in
+the audit log."""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -93,8 +102,8 @@ def _listed(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-class Rule(BaseModel):
-    """One section of the policy file; unset fields inherit from ``[default]``."""
+class _Fields(BaseModel):
+    """What a section (or a tier of one) sets; unset fields inherit."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -102,8 +111,6 @@ class Rule(BaseModel):
     allow_self_approval: StrictBool | None = None
     expires_in: Duration | None = None
     quorum: Annotated[StrictInt, Field(ge=1)] | None = None
-    sensitive: StrictBool | None = None
-    """The audit report shows a hash of this tool's arguments, never the arguments."""
     remind_after: Duration | None = None
     """Undecided this long: the approvers are reminded once, in the card's thread."""
     escalate_after: Duration | None = None
@@ -121,6 +128,24 @@ class Rule(BaseModel):
     notify: Literal["thread", "dm"] | None = None
     """``"dm"``: send each approver the card in a direct message instead (the thread gets
     a pointer); ``"thread"`` (the default): the card is posted where it was asked."""
+
+
+class Tier(_Fields):
+    """One of a tool's ordered tiers: the first whose ``when`` holds for a call sets its
+    fields over the section's (``approval = "none"``: no person needs to decide)."""
+
+    when: Annotated[StrictStr, Field(min_length=1)]
+    """A CEL expression over the call (``CEL_NAMES``), true or false."""
+    approval: Literal["required", "none"] = "required"
+
+
+class Rule(_Fields):
+    """One section of the policy file; unset fields inherit from ``[default]``."""
+
+    sensitive: StrictBool | None = None
+    """The audit report shows a hash of this tool's arguments, never the arguments."""
+    tiers: list[Tier] | None = None
+    """Ordered tiers (a tool's section only): the first that matches applies."""
 
 
 class PolicyFile(BaseModel):
@@ -165,6 +190,10 @@ class EffectiveRule:
     """Where the card goes instead of the thread: the first of these its platform knows."""
     notify: Literal["thread", "dm"] = "thread"
     """``"dm"``: each person who may decide gets the card in a direct message."""
+    approval: bool = True
+    """Whether a person must decide (``False``: a tier with ``approval = "none"``)."""
+    tier: str | None = None
+    """The tier that applies, as the file names it (``tools.refund.tiers[1]``)."""
 
 
 class ApprovalPolicy:
@@ -177,9 +206,17 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
-        self._merged: dict[str, EffectiveRule] = {}
+        self._merged: dict[tuple[str, int | None], EffectiveRule] = {}
+        self._when: dict[str, list[When]] = {}
+        """Each tool's tiers' conditions, compiled, in order."""
+        self._tiers: LRUCache[tuple[Any, ...], int | None] = LRUCache(maxsize=TIERS_KEPT)
+        """The tier of each waiting call looked up lately (``_tier``)."""
+        problems = self._compile_tiers()
+        if problems:
+            raise PolicyError(source or "<policy>", problems)
         problems = (
-            self._unreachable_quorums()
+            self._tier_problems()
+            + self._unreachable_quorums()
             + self._half_escalations()
             + self._quorum_grants()
             + self._unroutable()
@@ -232,58 +269,107 @@ class ApprovalPolicy:
         if problems:
             raise PolicyError(self.source or "<policy>", problems)
 
-    def rule(self, tool_name: str) -> EffectiveRule:
-        """The merged rule for a tool: merged once per tool, then read as it is (a card
-        reads its rule a dozen times; the policy never changes once loaded)."""
-        merged = self._merged.get(tool_name)
+    def rule(self, tool_name: str, call: Call | None = None) -> EffectiveRule:
+        """The merged rule for a call of a tool: its tier's, when its section has tiers
+        and ``call`` meets one (``bot.tiers``), else its section's. Merged once per tool
+        and tier, then read as it is (the policy never changes once loaded)."""
+        tier = None
+        if call is not None and tool_name in self._when:
+            tier = self._tier(tool_name, call)
+        merged = self._merged.get((tool_name, tier))
         if merged is None:
-            merged = self._merged[tool_name] = self._merge(tool_name)
+            merged = self._merged[tool_name, tier] = self._merge(tool_name, tier)
         return merged
 
-    def _merge(self, tool_name: str) -> EffectiveRule:
+    def _tier(self, tool_name: str, call: Call) -> int | None:
+        """The tier ``call`` is in; a waiting call's is kept (a card reads its rule a
+        dozen times; what it is asked with, and when, never change)."""
+        if not isinstance(call, PendingInfo):
+            return first_match(tool_name, self._when[tool_name], call)
+        key = (tool_name, call.run_id, call.tool_call_id, call.created_at, _frozen(call.args))
+        if key not in self._tiers:
+            self._tiers[key] = first_match(tool_name, self._when[tool_name], call)
+        return self._tiers[key]
+
+    def _merge(self, tool_name: str, tier: int | None = None) -> EffectiveRule:
+        """``[default]``, then the tool's section, then its tier ``tier``: each field from
+        the most specific that sets it."""
         default = self.rules.default
         own = self.rules.tools.get(tool_name, Rule())
-        approvers = own.approvers if own.approvers is not None else default.approvers
-        allow_self = (
-            own.allow_self_approval
-            if own.allow_self_approval is not None
-            else default.allow_self_approval
-        )
+        layers: list[_Fields] = [own, default]
+        tiers = own.tiers or []
+        if tier is not None:
+            layers.insert(0, tiers[tier])
+
+        def pick(name: str) -> Any:
+            return next((v for v in (getattr(x, name) for x in layers) if v is not None), None)
+
+        allow_self = pick("allow_self_approval")
+        quorum = pick("quorum") or 1
+        chosen = tiers[tier] if tier is not None else None
         return EffectiveRule(
-            approvers=frozenset(approvers or ()),
+            approvers=frozenset(pick("approvers") or ()),
             allow_self_approval=True if allow_self is None else allow_self,
-            expires_in=own.expires_in or default.expires_in,
-            quorum=own.quorum or default.quorum or 1,
+            expires_in=pick("expires_in"),
+            quorum=quorum,
             sensitive=bool(own.sensitive if own.sensitive is not None else default.sensitive),
-            remind_after=own.remind_after or default.remind_after,
-            escalate_after=own.escalate_after or default.escalate_after,
-            escalate_to=frozenset(
-                own.escalate_to if own.escalate_to is not None else default.escalate_to or ()
-            ),
-            grant_for=self._grant_for(own, default),
-            **self._destination(own, default),
+            remind_after=pick("remind_after"),
+            escalate_after=pick("escalate_after"),
+            escalate_to=frozenset(pick("escalate_to") or ()),
+            grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
+            approval=chosen is None or chosen.approval == "required",
+            tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
+            **_destination(layers),
         )
 
-    @staticmethod
-    def _grant_for(own: Rule, default: Rule) -> tuple[str, ...]:
-        """A tool's grant durations: none with ``grant = false`` or a quorum above 1."""
-        granting = own.grant if own.grant is not None else default.grant
-        quorum = own.quorum or default.quorum or 1
-        if granting is False or quorum > 1:
-            return ()
-        durations = own.grant_for if own.grant_for is not None else default.grant_for
-        return tuple(dict.fromkeys(durations or ()))
-
-    @staticmethod
-    def _destination(own: Rule, default: Rule) -> dict[str, Any]:
-        """Where a tool's cards go: its own section decides when it says (``channel`` or
-        ``notify``), else ``[default]``."""
-        source = own if own.channel is not None or own.notify is not None else default
-        return {"channels": tuple(source.channel or ()), "notify": source.notify or "thread"}
-
-    def quorum(self, tool_name: str) -> int:
+    def quorum(self, tool_name: str, call: Call | None = None) -> int:
         """How many different people must approve a call of this tool."""
-        return self.rule(tool_name).quorum
+        return self.rule(tool_name, call).quorum
+
+    def _compile_tiers(self) -> list[tuple[str | None, str]]:
+        """Compile every tier's ``when``; a problem per one that cannot be used."""
+        problems: list[tuple[str | None, str]] = []
+        if self.rules.default.tiers:
+            problems.append(("default.tiers", "tiers belong to a tool's section"))
+        for name, own in self.rules.tools.items():
+            compiled: list[When] = []
+            for index, tier in enumerate(own.tiers or ()):
+                try:
+                    compiled.append(When.compile(tier.when))
+                except TierError as exc:
+                    problems.append((f"tools.{name}.tiers[{index}].when", str(exc)))
+            if own.tiers:
+                self._when[name] = compiled
+        return problems
+
+    def _tier_problems(self) -> list[tuple[str | None, str]]:
+        """Tiers whose merged rule could never work: a quorum above its approvers, cards
+        sent to people nobody lists, or to a channel and people at once, a grant on a
+        quorum, half an escalation."""
+        problems: list[tuple[str | None, str]] = []
+        for name, own in self.rules.tools.items():
+            for index, tier in enumerate(own.tiers or ()):
+                where = f"tools.{name}.tiers[{index}]"
+                rule = self._merge(name, index)
+                if rule.approvers and rule.quorum > len(rule.approvers):
+                    problems.append((f"{where}.quorum", _too_few(rule.quorum, rule.approvers)))
+                if tier.notify == "dm" and tier.channel:
+                    problems.append((f"{where}.notify", 'choose one: channel, or notify = "dm"'))
+                elif rule.notify == "dm" and not rule.approvers and rule.approval:
+                    problems.append(
+                        (f"{where}.notify", 'notify = "dm" needs approvers (whom to send it to)')
+                    )
+                if tier.grant_for and rule.quorum > 1:
+                    problems.append(
+                        (f"{where}.grant_for", "a call that needs a quorum is never granted")
+                    )
+                if rule.escalate_after is None and rule.escalate_to:
+                    problems.append(
+                        (f"{where}.escalate_to", "needs escalate_after (when to escalate)")
+                    )
+                elif rule.escalate_after is not None and not rule.escalate_to:
+                    problems.append((f"{where}.escalate_after", "needs escalate_to (who to add)"))
+        return problems
 
     def _half_escalations(self) -> list[tuple[str | None, str]]:
         """Sections with ``escalate_after`` but nobody to escalate to, or the reverse."""
@@ -340,8 +426,10 @@ class ApprovalPolicy:
         return problems
 
     def names(self) -> tuple[frozenset[str], frozenset[str]]:
-        """Every person or group the file names (approvers, escalations), and every channel."""
-        rules = [self.rules.default, *self.rules.tools.values()]
+        """Every person or group the file names (approvers, escalations), and every channel
+        (its tiers' too)."""
+        sections = [self.rules.default, *self.rules.tools.values()]
+        rules: list[_Fields] = [*sections, *(t for r in sections for t in r.tiers or ())]
         people = {n for r in rules for n in (r.approvers or []) + (r.escalate_to or [])}
         channels = {c for r in rules for c in r.channel or []}
         return frozenset(people), frozenset(channels)
@@ -370,19 +458,20 @@ class ApprovalPolicy:
         action: Literal["approve", "decline"] = "approve",
         escalated: bool = False,
         allowed: frozenset[str] | None = None,
+        call: Call | None = None,
     ) -> str | None:
         """Why ``decider`` may not decide on a call of ``tool_name``, or ``None`` if they may.
 
         ``escalated``: the call waited past ``escalate_after``, so ``escalate_to`` may too.
         ``allowed``: ``deciders`` with their user groups expanded to members (``Groups``);
-        by default the names as listed.
+        by default the names as listed. ``call``: the call itself (its tier's rule).
         """
-        rule = self.rule(tool_name)
+        rule = self.rule(tool_name, call)
         is_requester = requester is not None and decider == requester
         if action == "decline" and is_requester:
             return None
         if allowed is None:
-            allowed = self.deciders(tool_name, escalated=escalated)
+            allowed = self.deciders(tool_name, escalated=escalated, call=call)
         if rule.approvers and decider not in allowed:
             return texts.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
@@ -410,7 +499,7 @@ class ApprovalPolicy:
         action: Literal["approve", "decline"] = "decline" if declining else "approve"
         if not declining and not asks_for_a_server(question):
             return None
-        escalated = self.escalated(question.tool_name, question.created_at, datetime.now(UTC))
+        escalated = self.escalated(question, datetime.now(UTC))
         refusal = self.check(
             question.tool_name,
             question.requester,
@@ -418,31 +507,56 @@ class ApprovalPolicy:
             action=action,
             escalated=escalated,
             allowed=allowed,
+            call=question,
         )
         if refusal is None or not reply:
             return refusal
         return texts.ANSWER_NOT_ALLOWED.format(tool=question.tool_name)
 
-    def deciders(self, tool_name: str, *, escalated: bool) -> frozenset[str]:
+    def deciders(
+        self, tool_name: str, *, escalated: bool, call: Call | None = None
+    ) -> frozenset[str]:
         """The people listed to decide a call of ``tool_name`` (empty: anyone may); once
-        ``escalated``, its ``escalate_to`` too."""
-        rule = self.rule(tool_name)
+        ``escalated``, its ``escalate_to`` too. ``call``: the call itself (its tier's)."""
+        rule = self.rule(tool_name, call)
         return rule.approvers | (rule.escalate_to if escalated else frozenset())
 
-    def deciders_of(self, call: PendingInfo, now: datetime | None = None) -> frozenset[str]:
+    def deciders_of(self, call: Call, now: datetime | None = None) -> frozenset[str]:
         """Who is listed to decide ``call`` at ``now`` (empty: anyone may): its approvers,
         and its ``escalate_to`` once it waited past ``escalate_after``."""
-        escalated = self.escalated(call.tool_name, call.created_at, now or datetime.now(UTC))
-        return self.deciders(call.tool_name, escalated=escalated)
+        escalated = self.escalated(call, now or datetime.now(UTC))
+        return self.deciders(call.tool_name, escalated=escalated, call=call)
 
-    def escalated(self, tool_name: str, asked_at: datetime, now: datetime) -> bool:
-        """Whether a call asked at ``asked_at`` has waited past its ``escalate_after``."""
-        after = self.rule(tool_name).escalate_after
-        return after is not None and asked_at + after <= now
+    def escalated(self, call: Call, now: datetime) -> bool:
+        """Whether ``call`` has waited past its ``escalate_after`` at ``now`` (one not yet
+        asked has not)."""
+        after = self.rule(call.tool_name, call).escalate_after
+        asked_at = call.created_at if isinstance(call, PendingInfo) else None
+        return after is not None and asked_at is not None and asked_at + after <= now
 
-    def expires_in(self, tool_name: str) -> timedelta | None:
-        """How long a call of this tool stays decidable, if the policy says (else the agent's)."""
-        return self.rule(tool_name).expires_in
+    def expires_in(self, call: Call) -> timedelta | None:
+        """How long ``call`` stays decidable, if the policy says (else the agent's)."""
+        return self.rule(call.tool_name, call).expires_in
+
+
+def _frozen(args: dict[str, Any]) -> str:
+    """A call's arguments as a key (the same arguments, the same text)."""
+    return json.dumps(args, sort_keys=True, default=str)
+
+
+def _grants(granting: bool | None, durations: list[str] | None, quorum: int) -> tuple[str, ...]:
+    """A rule's grant durations: none with ``grant = false`` or a quorum above 1."""
+    if granting is False or quorum > 1:
+        return ()
+    return tuple(dict.fromkeys(durations or ()))
+
+
+def _destination(layers: list[_Fields]) -> dict[str, Any]:
+    """Where cards go: the most specific layer that says (``channel`` or ``notify``)."""
+    source = next((x for x in layers if x.channel is not None or x.notify is not None), None)
+    if source is None:
+        return {"channels": (), "notify": "thread"}
+    return {"channels": tuple(source.channel or ()), "notify": source.notify or "thread"}
 
 
 def _too_few(quorum: int, approvers: Iterable[str]) -> str:

@@ -210,7 +210,7 @@ class Presenter:
         try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
             if info.kind == "approval":
-                await set_timers(self._chat, self._policy.rule(info.tool_name), info)
+                await set_timers(self._chat, self._policy.rule(info.tool_name, info), info)
                 await self._chat.index_waiting(
                     scope_of(thread), self.people.waiting_names(info), info.run_id
                 )
@@ -278,7 +278,7 @@ class Presenter:
 
     async def _destinations(self, thread: ThreadKey, info: PendingInfo) -> list[Destination]:
         """Where the policy sends a call's card instead of its thread (nowhere: empty)."""
-        rule = self._policy.rule(info.tool_name)
+        rule = self._policy.rule(info.tool_name, info)
         if rule.notify == "dm":
             return self.direct(info, await self.people.deciders(thread, info))
         for channel in rule.channels:
@@ -295,7 +295,7 @@ class Presenter:
 
     def direct(self, info: PendingInfo, people: frozenset[str]) -> list[Destination]:
         """Direct messages to ``people`` about ``info`` (``People.approvers``)."""
-        chosen = self.people.approvers(info.tool_name, info.requester, people)
+        chosen = self.people.approvers(info, people)
         return [Destination(user_id=user) for user in chosen]
 
     async def _copy(self, card: ApprovalCard, thread: ThreadKey, to: Destination) -> ApprovalCard:
@@ -402,11 +402,13 @@ class Presenter:
             decided_by=tuple(self.people.who(thread, user) for user in decided_by),
             reason=reason,
             approvals=tuple(self.people.who(thread, user) for user in approvals),
-            quorum=self._policy.quorum(info.tool_name),
+            quorum=self._policy.quorum(info.tool_name, info),
             schema=self._schema_of(info) if status == "pending" else None,
             previous_args=previous_args,
             edited_by=self.people.who(thread, edited_by) if edited_by else None,
-            grant_for=self._policy.rule(info.tool_name).grant_for if status == "pending" else (),
+            grant_for=self._policy.rule(info.tool_name, info).grant_for
+            if status == "pending"
+            else (),
             granted_for=granted_for,
             ask=ask_of(info),
             deciders=tuple(sorted(self._policy.deciders_of(info))) if status == "pending" else (),

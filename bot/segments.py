@@ -25,7 +25,7 @@ from agents import (
 from . import texts
 from .answer import Answer
 from .metrics import Metrics
-from .policy import ApprovalPolicy
+from .policy import POLICY_ACTOR, ApprovalPolicy
 from .types import Messenger, Notice, Text, ThreadKey, naming
 from .views import error_mark, failure_notice
 
@@ -92,6 +92,8 @@ class Segments:
                     await answer.pause(stop=stream.run_id)
                     await self._presenter.show_pending(messenger, thread, chunk.payload)
                 elif isinstance(chunk, ToolCallGrantedChunk):
+                    if chunk.granted_by.startswith(POLICY_ACTOR):
+                        continue  # a tier that needs no person: it runs like any tool
                     await answer.pause()
                     text = texts.GRANTED_RUN.format(tool=chunk.tool_name)
                     granter = self._presenter.people.who(thread, chunk.granted_by)

@@ -22,10 +22,17 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Protocol, TypeVar
 
-from agents import Agent, RunNotFoundError, RunSnapshot, StoreConflict
+from agents import (
+    Agent,
+    PendingInfo,
+    RunNotFoundError,
+    RunSnapshot,
+    StandingAsk,
+    StoreConflict,
+)
 
 from . import texts
 from .asks import (
@@ -245,8 +252,14 @@ class ApprovalService:
         if isinstance(started, RunSnapshot):
             return await self._linked(client, started), False
         found = pending_approval(run_id, request.tool, request.args)
-        now = datetime.now(UTC)
-        return await self._with_links(client, found, started, request.requested_by, now), True
+        asked = StandingAsk(
+            thread_id=started.id,
+            requester=request.requested_by,
+            tool_name=client.tool_name(request.tool),
+            args=request.args,
+            agent_path=(client.name,),
+        )
+        return await self._with_links(found, started, asked), True
 
     async def ask(
         self, client: Client, request: QuestionRequest, key: str | None = None
@@ -323,29 +336,32 @@ class ApprovalService:
         thread = thread_of(snap.metadata)
         if thread is None:
             return found
-        asked_at = next((call.created_at for call in snap.pending), snap.created_at)
-        return await self._with_links(client, found, thread, snap.resource_id, asked_at)
+        waiting = next((c for c in snap.pending if c.state == "pending"), None)
+        asked: PendingInfo | StandingAsk = (
+            PendingInfo.of(snap.run_id, waiting)
+            if waiting is not None
+            else StandingAsk(  # not asked yet: as it will be
+                thread_id=snap.thread_id,
+                requester=snap.resource_id,
+                tool_name=client.tool_name(found.tool),
+                args=found.requested_args,
+                agent_path=tuple(snap.agent_path),
+            )
+        )
+        return await self._with_links(found, thread, asked)
 
     async def _with_links(
-        self,
-        client: Client,
-        found: Approval,
-        thread: ThreadKey,
-        requester: str | None,
-        asked_at: datetime,
+        self, found: Approval, thread: ThreadKey, call: PendingInfo | StandingAsk
     ) -> Approval:
         """``found`` with, while it waits, each approver's decision page (none when
         anyone may decide: a link is one person's)."""
         if found.status != "pending":
             return found
         people = self._presenter.people
-        tool = client.tool_name(found.tool)
-        approvers = people.approvers(
-            tool, requester, await people.may_decide(thread, tool, asked_at)
-        )
-        call = call_id(found.id)
+        approvers = people.approvers(call, await people.deciders(thread, call))
+        asked = call_id(found.id)
         links = {
-            user: await self._links.url(LinkFor(run_id=found.id, tool_call_id=call, user_id=user))
+            user: await self._links.url(LinkFor(run_id=found.id, tool_call_id=asked, user_id=user))
             for user in approvers
         }
         return found.model_copy(update={"links": links})

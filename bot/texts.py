@@ -136,6 +136,11 @@ CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
 EDIT_INTRO: Final = "Change what `{tool}` runs with, then approve: it runs exactly as sent."
 EDIT_INVALID: Final = "Those arguments do not fit: {errors}. Please correct them and send again."
+EDIT_OTHER_TIER: Final = (
+    "That change puts this `{tool}` request under another rule of the approval policy "
+    "(other approvers, or another number of them), so it cannot be approved from this "
+    "card. Decline it and ask again with the new values, or approve it as it is."
+)
 EDIT_NOT_OFFERED: Final = (
     "This request can't be edited (it needs several approvals, or its arguments "
     "are not plain values); approve or decline it as it is."

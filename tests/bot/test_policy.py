@@ -29,7 +29,7 @@ def test_without_a_file_anyone_may_decide_the_requester_included() -> None:
     policy = ApprovalPolicy()
     assert policy.check("anything", "U1", "U1") is None
     assert policy.check("anything", "U1", "U5") is None
-    assert policy.expires_in("anything") is None
+    assert policy.rule("anything").expires_in is None
 
 
 def test_a_tool_section_overrides_the_default() -> None:
@@ -37,14 +37,14 @@ def test_a_tool_section_overrides_the_default() -> None:
     assert policy.check("restart_service", "U1", "U9") is None
     assert policy.check("restart_service", "U1", "U1") is not None
     assert policy.check("restart_service", "U9", "U9") is not None  # no self-approval
-    assert policy.expires_in("restart_service") == timedelta(hours=1, minutes=30)
+    assert policy.rule("restart_service").expires_in == timedelta(hours=1, minutes=30)
 
 
 def test_unlisted_tools_follow_the_default() -> None:
     policy = ApprovalPolicy.from_toml(POLICY)
     assert policy.check("refund", "U7", "U2") is None
     assert policy.check("refund", "U7", "U7") == "You are not one of the approvers for `refund`."
-    assert policy.expires_in("refund") == timedelta(hours=24)
+    assert policy.rule("refund").expires_in == timedelta(hours=24)
 
 
 def test_an_empty_approver_list_means_anyone() -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agents import Agent, Tool, ToolContext
+from agents import Agent, StandingAsk, Tool, ToolContext
+from bot import ApprovalPolicy, ChatBot
 from examples.ops.deploy import outside_staging, parse_version
 
 from .conftest import rows
@@ -213,3 +214,23 @@ def test_every_sub_agent_is_described_for_the_supervisor(ops: Agent) -> None:
             assert tool.description
             for prop in tool.input_schema["properties"].values():
                 assert prop["description"]
+
+
+def test_the_example_policy_fits_the_ops_agents_and_tiers_its_refunds(ops: Agent) -> None:
+    policy = ApprovalPolicy.load(Path(__file__).parents[2] / "examples" / "policy.toml")
+    ChatBot(ops, policy=policy)  # every section names one of the agents' tools
+
+    def refund(amount: float, requester: str = "U0ALICE01") -> StandingAsk:
+        return StandingAsk(
+            thread_id="slack:T0TEAM:C0OPS:1.2",
+            requester=requester,
+            tool_name="refund",
+            args={"order_id": "A-1001", "amount": amount},
+            agent_path=("ops", "billing"),
+        )
+
+    assert policy.rule("refund", refund(500)).approvers == frozenset({"U034LEAD"})
+    finance = policy.rule("refund", refund(5000))
+    assert (finance.quorum, finance.tier) == (2, "tools.refund.tiers[0]")
+    assert not policy.rule("refund", refund(200, requester="U034LEAD")).approval
+    assert policy.rule("refund", refund(200)).approval

@@ -1,0 +1,137 @@
+"""Tiers of a tool's policy section: which applies to a call, by a CEL condition.
+
+```toml
+[[tools.refund.tiers]]
+when = "args.amount <= 100"
+approval = "none"
+
+[[tools.refund.tiers]]
+when = "args.amount > 1000"
+approvers = ["@finance"]
+quorum = 2
+```
+
+``when`` is CEL (Common Expression Language), run by ``common-expression-language``
+(the Rust ``cel`` crate: a compiled program runs in microseconds). It sees the call
+(``CEL_NAMES``): ``args`` (the validated arguments), ``tool``, ``agent`` (the path of
+agents that asked, outermost first), ``requester`` (a user id, or ``""``),
+``platform``, ``workspace``, ``channel`` (where it was asked, ``""`` when unknown) and
+``now`` (when it was asked, a timestamp). An expression that does not compile, or names
+anything else, stops the bot at start; one that fails on a call (a missing argument, a
+type mismatch, an answer that is not true or false) counts as no match there, and the
+call is decided by the section's own rule: a person decides (fail closed).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import cel
+
+from agents import PendingInfo, StandingAsk
+
+log = logging.getLogger(__name__)
+
+CEL_NAMES: Final = frozenset(
+    {"args", "tool", "agent", "requester", "platform", "workspace", "channel", "now"}
+)
+"""What a tier's ``when`` may look at."""
+_POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
+
+
+class TierError(ValueError):
+    """A tier's ``when`` that cannot be used (its message says where and why)."""
+
+
+@dataclass(frozen=True)
+class When:
+    """A tier's compiled condition."""
+
+    source: str
+    program: cel.Program
+
+    @classmethod
+    def compile(cls, source: str) -> When:
+        """Compile ``source``.
+
+        Raises:
+            TierError: It is not CEL (line and column said), or names something a call
+                does not have.
+        """
+        try:
+            program = cel.compile(source)
+        except (ValueError, TypeError) as exc:
+            raise TierError(_parse_error(str(exc))) from None
+        unknown = [name for name in program.variables() if not _known(name, source)]
+        if unknown:
+            known = ", ".join(sorted(CEL_NAMES))
+            raise TierError(f"unknown name {', '.join(unknown)} (a call has: {known})")
+        return cls(source, program)
+
+
+def _known(name: str, source: str) -> bool:
+    """Whether ``name`` is a call's, or the variable of a macro (``x`` in
+    ``args.items.all(x, x > 0)``)."""
+    return name in CEL_NAMES or bool(re.search(rf"\(\s*{re.escape(name)}\s*,", source))
+
+
+def _parse_error(message: str) -> str:
+    """The CEL parser's message as "line L, column C: what"."""
+    found = _POSITION.search(message)
+    if found is None:
+        return message.splitlines()[0] if message else "not a CEL expression"
+    line, column, what = found.groups()
+    return f"line {line}, column {column}: {what}"
+
+
+Call = PendingInfo | StandingAsk
+"""A call a tier is chosen for: one waiting for a person, or one about to."""
+
+
+def facts(call: Call) -> dict[str, Any]:
+    """What a tier's ``when`` sees of ``call``."""
+    asked_at = call.created_at if isinstance(call, PendingInfo) else datetime.now(UTC)
+    platform, workspace, channel = _place(call.thread_id)
+    return {
+        "args": call.args,
+        "tool": call.tool_name,
+        "agent": list(call.agent_path),
+        "requester": call.requester or "",
+        "platform": platform,
+        "workspace": workspace,
+        "channel": channel,
+        "now": asked_at,
+    }
+
+
+def _place(thread_id: str | None) -> tuple[str, str, str]:
+    """``platform:workspace:channel:root`` as its first three (a channel may hold ``:``)."""
+    if not thread_id or thread_id.count(":") < 3:
+        return "", "", ""
+    platform, workspace, rest = thread_id.split(":", 2)
+    return platform, workspace, rest.rsplit(":", 1)[0]
+
+
+def first_match(tool: str, conditions: Sequence[When], call: Call) -> int | None:
+    """The index of the first condition ``call`` meets, or ``None`` (none did, or one
+    failed: logged, and the call is the section's)."""
+    seen = cel.Context(variables=facts(call))  # converted once, read by every condition
+    for index, when in enumerate(conditions):
+        try:
+            verdict = when.program.execute(seen)
+        except Exception as exc:  # a missing argument, a type mismatch: fail closed
+            log.warning("tools.%s.tiers[%d]: %r failed: %s", tool, index, when.source, exc)
+            return None
+        if verdict is True:
+            return index
+        if verdict is not False:
+            log.warning(
+                "tools.%s.tiers[%d]: %r is %r, not true or false", tool, index, when.source, verdict
+            )
+            return None
+    return None

@@ -1,0 +1,179 @@
+"""Policy tiers: the first ``when`` (CEL) a call meets sets its rule; a ``when`` that
+cannot be used stops the bot at start, one that fails on a call leaves it to the
+section (a person decides)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from agents import PendingInfo, StandingAsk
+from bot import ApprovalPolicy, PolicyError
+
+REFUNDS = """
+[tools.refund]
+approvers = ["U0LEAD001"]
+
+[[tools.refund.tiers]]
+when = "args.amount <= 100"
+approval = "none"
+
+[[tools.refund.tiers]]
+when = "args.amount > 1000"
+approvers = ["U0FIN0001", "U0FIN0002", "U0FIN0003"]
+quorum = 2
+expires_in = "4h"
+"""
+THREAD = "slack:T0TEAM:C0BILLING:1700000000.000100"
+
+
+def ask(args: dict[str, Any], **changes: Any) -> StandingAsk:
+    fields: dict[str, Any] = {
+        "thread_id": THREAD,
+        "requester": "U0ALICE01",
+        "tool_name": "refund",
+        "args": args,
+        "agent_path": ("ops", "billing"),
+    }
+    return StandingAsk(**{**fields, **changes})
+
+
+def waiting(args: dict[str, Any], **changes: Any) -> PendingInfo:
+    now = datetime.now(UTC)
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "tool_call_id": "call-1",
+        "tool_name": "refund",
+        "args": args,
+        "kind": "approval",
+        "agent_path": ("ops", "billing"),
+        "created_at": now,
+        "expires_at": now + timedelta(hours=1),
+        "requester": "U0ALICE01",
+        "thread_id": THREAD,
+    }
+    return PendingInfo(**{**fields, **changes})
+
+
+def test_the_first_tier_a_call_meets_sets_its_rule_and_none_meets_the_section() -> None:
+    policy = ApprovalPolicy.from_toml(REFUNDS)
+    small = policy.rule("refund", ask({"order": "A-1", "amount": 90}))
+    assert (small.approval, small.tier) == (False, "tools.refund.tiers[0]")
+
+    middle = policy.rule("refund", ask({"order": "A-1", "amount": 500}))
+    assert (middle.approval, middle.tier) == (True, None)
+    assert (middle.approvers, middle.quorum) == (frozenset({"U0LEAD001"}), 1)
+
+    large = policy.rule("refund", waiting({"order": "A-1", "amount": 5000}))
+    assert (large.approval, large.tier) == (True, "tools.refund.tiers[1]")
+    assert large.approvers == frozenset({"U0FIN0001", "U0FIN0002", "U0FIN0003"})
+    assert (large.quorum, large.expires_in) == (2, timedelta(hours=4))
+    assert policy.quorum("refund", waiting({"amount": 5000})) == 2
+    assert policy.deciders_of(waiting({"amount": 5000})) == large.approvers
+    assert policy.expires_in(ask({"amount": 5000})) == timedelta(hours=4)
+    # Without the call, the section's rule (what a tool name alone can say).
+    assert policy.rule("refund").approvers == frozenset({"U0LEAD001"})
+
+
+def test_a_tier_sees_who_asks_where_and_when() -> None:
+    policy = ApprovalPolicy.from_toml(
+        """
+[tools.refund]
+approvers = ["U0LEAD001"]
+[[tools.refund.tiers]]
+when = "platform == 'slack' && channel == 'C0BILLING' && requester == 'U0ALICE01'"
+approvers = ["U0BOB0001"]
+[[tools.refund.tiers]]
+when = "agent[0] == 'ops' && tool == 'refund' && now < timestamp('2000-01-01T00:00:00Z')"
+approval = "none"
+"""
+    )
+    assert policy.rule("refund", ask({})).approvers == frozenset({"U0BOB0001"})
+    elsewhere = ask({}, thread_id="teams:tenant-1:19:ops@thread.tacv2:1700")
+    assert policy.rule("refund", elsewhere).tier is None
+    assert policy.rule("refund", ask({}, requester=None)).tier is None
+
+
+def test_a_when_that_fails_on_a_call_leaves_it_to_a_person(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = ApprovalPolicy.from_toml(REFUNDS)
+    with caplog.at_level(logging.WARNING, logger="bot.tiers"):
+        missing = policy.rule("refund", ask({"order": "A-1"}))  # no amount
+        wrong = policy.rule("refund", ask({"amount": "lots"}))  # a string, not a number
+    for rule in (missing, wrong):
+        assert (rule.approval, rule.tier, rule.approvers) == (True, None, frozenset({"U0LEAD001"}))
+    assert len([r for r in caplog.records if "tools.refund.tiers[0]" in r.message]) == 2
+
+    not_a_verdict = ApprovalPolicy.from_toml(
+        '[[tools.refund.tiers]]\nwhen = "args.amount"\napproval = "none"\n'
+    )
+    assert not_a_verdict.rule("refund", ask({"amount": 5})).approval
+
+
+@pytest.mark.parametrize(
+    ("when", "says"),
+    [
+        ("args.amount <= ", "line 1, column 16: Syntax error"),
+        ("args.amount > 1 &&\n  (", "line 2, column 4"),
+        ("argz.amount > 1", "unknown name argz"),
+        ("args.amount > limit", "unknown name limit"),
+    ],
+)
+def test_a_when_that_is_no_cel_or_names_what_a_call_lacks_stops_the_bot(
+    when: str, says: str
+) -> None:
+    toml = f"[tools.refund]\n[[tools.refund.tiers]]\nwhen = {when!r}\napproval = 'none'\n"
+    toml = toml.replace("'", '"') if "\n" not in when else toml.replace(repr(when), f'"""{when}"""')
+    with pytest.raises(PolicyError) as raised:
+        ApprovalPolicy.from_toml(toml)
+    assert raised.value.field == "tools.refund.tiers[0].when"
+    assert says in " ".join(raised.value.lines)
+
+
+def test_a_macros_own_variable_is_no_unknown_name() -> None:
+    policy = ApprovalPolicy.from_toml(
+        '[[tools.refund.tiers]]\nwhen = "args.lines.all(x, x.amount < 10)"\napproval = "none"\n'
+    )
+    assert not policy.rule("refund", ask({"lines": [{"amount": 1}, {"amount": 2}]})).approval
+    assert policy.rule("refund", ask({"lines": [{"amount": 50}]})).approval
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('[default]\n[[default.tiers]]\nwhen = "true"\n', "default.tiers"),
+        (
+            '[[tools.refund.tiers]]\nwhen = "true"\napprovers = ["U1"]\nquorum = 2\n',
+            "tools.refund.tiers[0].quorum",
+        ),
+        ('[[tools.refund.tiers]]\nwhen = "true"\nnotify = "dm"\n', "tools.refund.tiers[0].notify"),
+        (
+            '[[tools.refund.tiers]]\nwhen = "true"\napprovers = ["U1", "U2"]\nquorum = 2\n'
+            'grant_for = ["1h"]\n',
+            "tools.refund.tiers[0].grant_for",
+        ),
+        (
+            '[[tools.refund.tiers]]\nwhen = "true"\nescalate_after = "1h"\n',
+            "tools.refund.tiers[0].escalate_after",
+        ),
+        ('[[tools.refund.tiers]]\nwhen = "true"\nsensitive = true\n', "tools.refund.tiers.0"),
+    ],
+)
+def test_a_tier_that_could_never_work_stops_the_bot(toml: str, field: str) -> None:
+    with pytest.raises(PolicyError) as raised:
+        ApprovalPolicy.from_toml(toml)
+    assert raised.value.field is not None
+    assert raised.value.field.startswith(field)
+
+
+def test_the_people_and_channels_of_tiers_are_the_policys_names() -> None:
+    policy = ApprovalPolicy.from_toml(
+        REFUNDS + '\n[[tools.refund.tiers]]\nwhen = "true"\nchannel = "C0FINANCE"\n'
+    )
+    people, channels = policy.names()
+    assert {"U0LEAD001", "U0FIN0001", "U0FIN0002"} <= people
+    assert channels == frozenset({"C0FINANCE"})

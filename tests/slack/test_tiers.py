@@ -1,0 +1,136 @@
+"""Policy tiers at Slack's HTTP edge: the refund example at 90, 500 and 5000.
+
+90 runs without a card (the policy approved it, on record); 500 waits for the team
+lead; 5000 waits for two of finance, and the lead's click is refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.slack.wire import APPROVE_ACTION, EDIT_ACTION
+from agents import Agent, Store, ToolCall, tool
+from bot import ApprovalPolicy
+from tests.agents.helpers import call_then_answer
+
+from .conftest import StartBot
+from .fake_slack import FakeSlack, Posted
+from .harness import CHANNEL, BotServer, mention_event
+from .test_approvals import card_text, has_buttons
+from .test_edit import prefilled
+from .test_questions import submission
+
+LEAD, FIN1, FIN2, FIN3 = "U0LEAD001", "U0FIN0001", "U0FIN0002", "U0FIN0003"
+POLICY = f"""
+[tools.refund]
+approvers = ["{LEAD}"]
+
+[[tools.refund.tiers]]
+when = "args.amount <= 100"
+approval = "none"
+
+[[tools.refund.tiers]]
+when = "args.amount > 1000"
+approvers = ["{FIN1}", "{FIN2}", "{FIN3}"]
+quorum = 2
+expires_in = "4h"
+"""
+
+
+async def refund_bot(serve: StartBot, store: Store, refunds: list[int], amount: int) -> BotServer:
+    """A bot whose model asks to refund order A-1 by ``amount``."""
+
+    @tool(require_approval=True)
+    def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        refunds.append(amount)
+        return f"refunded {amount} on {order}"
+
+    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": amount}))
+    agent = Agent(id="billing", model=model, tools=[refund], store=store)
+    return await serve(agent, policy=ApprovalPolicy.from_toml(POLICY))
+
+
+async def asked(bot: BotServer, slack: FakeSlack) -> tuple[str, list[Posted]]:
+    """Ask in a new thread; its root and the cards posted there."""
+    root = mention_event("refund A-1")
+    assert await bot.send_event(root) == 200
+    await bot.idle()
+    return root["ts"], [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+
+
+@pytest.fixture
+def refunds() -> list[int]:
+    return []
+
+
+async def test_90_runs_without_a_card_and_the_policy_is_on_record(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    bot = await refund_bot(serve, store, refunds, 90)
+    root, cards = await asked(bot, slack)
+    assert cards == []
+    assert refunds == [90]
+    said = "\n".join(m.text for m in slack.in_thread(CHANNEL, root))
+    assert "grant" not in said.lower(), "no grant notice: nobody granted anything"
+    (granted,) = [e for e in await bot.bot.agent.audit() if e.event == "granted"]
+    assert (granted.tool_name, granted.actor) == ("refund", "policy:tools.refund.tiers[0]")
+
+
+async def test_500_waits_for_the_lead(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    bot = await refund_bot(serve, store, refunds, 500)
+    _, (card,) = await asked(bot, slack)
+    assert await bot.press(card, APPROVE_ACTION, user=FIN1) == 200
+    await bot.idle()
+    assert refunds == []
+    assert await bot.press(card, APPROVE_ACTION, user=LEAD) == 200
+    await bot.idle()
+    assert refunds == [500]
+    assert f"Approved by <@{LEAD}>" in card_text(card)
+
+
+async def test_5000_waits_for_two_of_finance_and_the_lead_may_not_decide(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    bot = await refund_bot(serve, store, refunds, 5000)
+    _, (card,) = await asked(bot, slack)
+    shown = card_text(card)
+    assert "(0 of 2)" in shown
+    assert await bot.press(card, APPROVE_ACTION, user=LEAD) == 200
+    await bot.idle()
+    refused = slack.of("chat.postEphemeral")
+    assert [c.args["user"] for c in refused] == [LEAD]
+    assert "not one of the approvers" in str(refused[0].args)
+
+    for voter in (FIN1, FIN3):
+        assert await bot.press(card, APPROVE_ACTION, user=voter) == 200
+        await bot.idle()
+    assert refunds == [5000]
+    decided = card_text(card)
+    assert f"<@{FIN1}>" in decided
+    assert f"<@{FIN3}>" in decided
+
+
+async def test_an_edit_into_another_tier_is_refused_and_one_within_it_approves(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    bot = await refund_bot(serve, store, refunds, 500)
+    _, (card,) = await asked(bot, slack)
+    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
+    view = slack.of("views.open")[0].args["view"]
+    into_finance = submission(view, {**prefilled(view), "amount": "5000"}, user=LEAD)
+    status, body = await bot.interact(into_finance)
+    await bot.idle()
+    told = body + " ".join(str(c.args) for c in slack.of("chat.postEphemeral"))
+    assert status == 200
+    assert "another rule of the approval policy" in told
+    assert refunds == []
+    assert has_buttons(card), "the card still waits, as it was"
+
+    within = submission(view, {**prefilled(view), "amount": "600"}, user=LEAD)
+    assert (await bot.interact(within))[0] == 200
+    await bot.idle()
+    assert refunds == [600]
