@@ -34,6 +34,7 @@ from .checks import OTHER_VARIABLES, LiveCheck, live_report, unknown_variables, 
 from .config import BotConfig, ConfigError, load_agent, load_config
 from .core import ChatBot
 from .policy import ApprovalPolicy, PolicyError
+from .policy_cli import policy_main
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
 from .types import SuggestedPrompt
@@ -428,6 +429,10 @@ def _configure_logging(*, console: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["policy"]:  # python -m bot policy test|replay ... (bot.policy_cli)
+        _configure_logging(console=True)
+        return policy_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m bot",
         description="Approval bot: AI agents run tools, people approve (Slack, Teams, terminal).",
