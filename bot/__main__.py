@@ -349,6 +349,7 @@ async def run(
             suggested_prompts=_prompts(settings, config),
             clients=config.clients if config is not None else None,
             public_url=settings.public_url,
+            shadow=ApprovalPolicy.load(settings.shadow_policy) if settings.shadow_policy else None,
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:

@@ -47,7 +47,7 @@ from .intake import BUFFERED, DEFAULT_WORKERS, DELIVERY, Attempt, Delivery, Inta
 from .links import Links
 from .metrics import Metrics
 from .pages import DecisionPages
-from .policy import POLICY_ACTOR, ApprovalPolicy
+from .policy import POLICY_ACTOR, ApprovalPolicy, EffectiveRule, treated_otherwise
 from .presenter import Presenter
 from .replies import Replies
 from .service import ApprovalService
@@ -109,13 +109,18 @@ class ChatBot:
         audit_retention: timedelta | None = None,
         clients: Clients | None = None,
         public_url: str | None = None,
+        shadow: ApprovalPolicy | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
+        self.shadow = shadow
+        """A policy tried beside the one in force (``POLICY_MODE=shadow``): where it would
+        treat a call otherwise is logged, never acted on."""
         self.clients = clients or Clients()
         tools, delegations = _tool_names(agent)
-        tools |= self.clients.policy_names(self.policy.tool_names)
-        self.policy.check_tools(tools, sub_agents=delegations)
+        for checked in (self.policy, *([shadow] if shadow else [])):
+            named = tools | self.clients.policy_names(checked.tool_names)
+            checked.check_tools(named, sub_agents=delegations)
         # The policy's expiry is the runtime's (the sweep, clicks and replies agree), and
         # the grants of a thread are its standing approvals. Clients are peer agents.
         agent = agent.configured(
@@ -230,9 +235,28 @@ class ChatBot:
         """Who already approved calls like ``ask``: the policy, for a tier that needs no
         person (``POLICY_ACTOR`` and the tier); else a grant here (``Grants.standing``)."""
         rule = self.policy.rule(ask.tool_name, ask)
+        if self.shadow is not None:
+            self._shadowed(ask, rule)
         if not rule.approval:
             return f"{POLICY_ACTOR}{rule.tier}"
         return await self.grants.standing(ask)
+
+    def _shadowed(self, ask: StandingAsk, rule: EffectiveRule) -> None:
+        """Log where the shadow policy would treat ``ask`` otherwise (one line, or none)."""
+        assert self.shadow is not None
+        try:
+            how = treated_otherwise(rule, self.shadow.rule(ask.tool_name, ask))
+        except Exception:  # the shadow never changes what happens
+            log.exception("shadow policy: %s could not be looked up", ask.tool_name)
+            return
+        if how is not None:
+            log.warning(
+                "shadow policy: %s in %s by %s: %s",
+                ask.tool_name,
+                ask.thread_id,
+                ask.requester,
+                how,
+            )
 
     @property
     def store(self) -> Store:

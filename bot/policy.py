@@ -539,6 +539,22 @@ class ApprovalPolicy:
         return self.rule(call.tool_name, call).expires_in
 
 
+def treated_otherwise(before: EffectiveRule, after: EffectiveRule) -> str | None:
+    """How a call's treatment changes from ``before`` to ``after`` (``None``: it does not)."""
+    if before.approval != after.approval:
+        return "needed nobody, now a person" if after.approval else "needed a person, now nobody"
+    if not after.approval:
+        return None
+    if before.approvers != after.approvers:
+        was = ", ".join(sorted(before.approvers)) or "anyone"
+        now = ", ".join(sorted(after.approvers)) or "anyone"
+        return f"someone else: {was} -> {now}"
+    if before.quorum != after.quorum:
+        more = "more" if after.quorum > before.quorum else "fewer"
+        return f"{more} votes: {before.quorum} -> {after.quorum}"
+    return None
+
+
 def _frozen(args: dict[str, Any]) -> str:
     """A call's arguments as a key (the same arguments, the same text)."""
     return json.dumps(args, sort_keys=True, default=str)

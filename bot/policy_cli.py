@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from agents import AuditEntry, StandingAsk, open_store
 
 from .audit import since_of
-from .policy import ApprovalPolicy, EffectiveRule, PolicyError
+from .policy import ApprovalPolicy, EffectiveRule, PolicyError, treated_otherwise
 from .settings import load_settings
 from .tomlfile import FileProblems, parse, read_text
 
@@ -136,22 +136,6 @@ def run_cases(path: Path, out: TextIO, policy_path: Path | None) -> int:
     return 1 if failed else 0
 
 
-def change(before: EffectiveRule, after: EffectiveRule) -> str | None:
-    """How a call's treatment changes from ``before`` to ``after`` (``None``: it does not)."""
-    if before.approval != after.approval:
-        return "needed nobody, now a person" if after.approval else "needed a person, now nobody"
-    if not after.approval:
-        return None
-    if before.approvers != after.approvers:
-        was = ", ".join(sorted(before.approvers)) or "anyone"
-        now = ", ".join(sorted(after.approvers)) or "anyone"
-        return f"someone else: {was} -> {now}"
-    if before.quorum != after.quorum:
-        more = "more" if after.quorum > before.quorum else "fewer"
-        return f"{more} votes: {before.quorum} -> {after.quorum}"
-    return None
-
-
 async def replay(
     new: ApprovalPolicy, current: ApprovalPolicy, store_url: str, since: datetime | None
 ) -> list[tuple[AuditEntry, str]]:
@@ -178,7 +162,7 @@ async def replay(
             args=entry.args,
             agent_path=(),
         )
-        how = change(current.rule(entry.tool_name, ask), new.rule(entry.tool_name, ask))
+        how = treated_otherwise(current.rule(entry.tool_name, ask), new.rule(entry.tool_name, ask))
         if how is not None:
             changed.append((entry, how))
     return changed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -88,6 +88,10 @@ class Settings(BaseSettings):
 
     store_url: str = DEFAULT_STORE_URL
     approval_policy: Path | None = None
+    policy_mode: Literal["enforce", "shadow"] = "enforce"
+    """``shadow``: also look up each call in ``shadow_policy`` and log where it would
+    treat it otherwise, acting only on ``approval_policy``."""
+    shadow_policy: Path | None = None
     bot_host: str = "0.0.0.0"
     bot_port: int = Field(default=3978, ge=1, le=65535)
     bot_workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=1000)
@@ -120,6 +124,14 @@ class Settings(BaseSettings):
         if parts.query or parts.fragment:
             raise ValueError(f"{value!r}: an address without ?query or #fragment")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _shadow(self) -> Self:
+        if self.policy_mode == "shadow" and self.shadow_policy is None:
+            raise ValueError("POLICY_MODE=shadow needs SHADOW_POLICY (the policy to try)")
+        if self.policy_mode != "shadow" and self.shadow_policy is not None:
+            raise ValueError("SHADOW_POLICY is read only with POLICY_MODE=shadow")
+        return self
 
     @field_validator("bot_agent")
     @classmethod
