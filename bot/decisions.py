@@ -39,6 +39,7 @@ from .outcome import decision_notice
 from .policy import ApprovalPolicy
 from .presenter import Presenter
 from .tasks import KeyedLocks, TaskTracker
+from .tiers import allows
 from .types import (
     ApprovalCard,
     CardStatus,
@@ -52,7 +53,7 @@ from .types import (
     Text,
 )
 from .views import edit_fields, edit_form, form_answer, prompt, thread_of
-from .votes import audit_vote
+from .votes import audit_vote, spanned
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +256,25 @@ class Decisions:
                 allowed=allowed,
                 call=call,
             )
+            if refusal is None:
+                refusal = await self._by_rule(click, call, action)
         if refusal is not None:
             return click, None, ((refusal,), "refused")
         return click, call, None
+
+    async def _by_rule(
+        self, click: Click, call: PendingInfo, action: Literal["approve", "decline"]
+    ) -> str | None:
+        """Why the rule's ``deciders_when`` refuses the clicker (a requester declining
+        their own request is never refused), or ``None``."""
+        when = self._policy.rule(call.tool_name, call).deciders_when
+        if when is None or (action == "decline" and click.user_id == call.requester):
+            return None
+        groups = await self._presenter.people.groups_of(click.thread, click.user_id)
+        decider = {"id": click.user_id, "platform": click.thread.platform, "groups": groups}
+        if allows(when, call, decider):
+            return None
+        return texts.POLICY_DECIDERS_WHEN.format(tool=call.tool_name)
 
     async def _outdated(self, click: Click, call: PendingInfo) -> str | None:
         """Why the clicked card does not show the call as it is asked now, or ``None``.
@@ -325,6 +342,10 @@ class Decisions:
         me = Person(id=click.user_id, name=click.user_name)
         ballot = votes if voted else [*votes, me]
         voters = tuple(person.id for person in ballot)
+        if not voted:
+            short = await self._groups_short(click, call, voters, quorum)
+            if short is not None:
+                return self._refuse(short, outcome="refused")
         if len(ballot) >= quorum:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
@@ -348,6 +369,24 @@ class Decisions:
         # overwritten by this one.
         await self._show(click, call, card)
         return _decided(click, card)
+
+    async def _groups_short(
+        self, click: Click, call: PendingInfo, voters: tuple[str, ...], quorum: int
+    ) -> str | None:
+        """Why the last of ``voters`` may not vote: with the votes still to come, the
+        quorum could no longer span the rule's ``distinct_groups`` user groups (each vote
+        counts for one group its voter is in); ``None`` when it still can."""
+        rule = self._policy.rule(call.tool_name, call)
+        if rule.distinct_groups < 2:
+            return None
+        people = self._presenter.people
+        named = rule.approvers | rule.escalate_to
+        groups = [
+            frozenset(await people.groups_of(click.thread, voter)) & named for voter in voters
+        ]
+        if spanned(groups) + (quorum - len(voters)) >= rule.distinct_groups:
+            return None
+        return texts.VOTE_SAME_GROUP.format(count=rule.distinct_groups, tool=call.tool_name)
 
     async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
         """Show a card's new state wherever it is (the clicked message, if it was never

@@ -97,9 +97,14 @@ class People:
     async def inbox_names(self, thread: ThreadKey, user_id: str) -> list[str]:
         """The names a person's inbox reads the index under: theirs, anyone's, their own
         requests', and each user group of the policy they are in."""
-        names = [user_id, ANYONE, f"{ASKED}{user_id}"]
+        return [user_id, ANYONE, f"{ASKED}{user_id}", *await self.groups_of(thread, user_id)]
+
+    async def groups_of(self, thread: ThreadKey, user_id: str) -> list[str]:
+        """The user groups the policy names that ``user_id`` is in (in ``thread``'s
+        workspace), as the policy names them; one that cannot be looked up is left out."""
         messenger = self._messenger_of(thread)
         people, _ = self._policy.names()
+        found: list[str] = []
         for name in sorted(people - {user_id}):
             if messenger is None:
                 break
@@ -109,8 +114,8 @@ class People:
                 log.warning("user group %s could not be looked up", name, exc_info=True)
                 continue
             if name not in members and user_id in members:
-                names.append(name)
-        return names
+                found.append(name)
+        return found
 
     async def check_name(
         self, name: str, messengers: Mapping[str, Messenger]

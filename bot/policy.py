@@ -50,7 +50,7 @@ from agents import PendingInfo
 from agents.mcp import asks_for_a_server
 
 from . import texts
-from .tiers import Call, TierError, When, first_match
+from .tiers import DECIDER_NAMES, Call, TierError, When, first_match
 from .tomlfile import FileProblems, parse, read_text
 
 TIERS_KEPT = 10_000
@@ -111,6 +111,12 @@ class _Fields(BaseModel):
     allow_self_approval: StrictBool | None = None
     expires_in: Duration | None = None
     quorum: Annotated[StrictInt, Field(ge=1)] | None = None
+    distinct_groups: Annotated[StrictInt, Field(ge=2)] | None = None
+    """A quorum's votes come from people of this many different user groups (of those
+    the rule names)."""
+    deciders_when: Annotated[StrictStr, Field(min_length=1)] | None = None
+    """CEL over the call and ``decider`` (``id``, ``platform``, ``groups``: the policy's
+    user groups they are in): who else the rule lets decide must also meet it."""
     remind_after: Duration | None = None
     """Undecided this long: the approvers are reminded once, in the card's thread."""
     escalate_after: Duration | None = None
@@ -192,6 +198,10 @@ class EffectiveRule:
     """``"dm"``: each person who may decide gets the card in a direct message."""
     approval: bool = True
     """Whether a person must decide (``False``: a tier with ``approval = "none"``)."""
+    distinct_groups: int = 1
+    """How many different user groups a quorum's votes must come from."""
+    deciders_when: When | None = None
+    """What a decider must meet besides being listed (``bot.tiers.allows``)."""
     tier: str | None = None
     """The tier that applies, as the file names it (``tools.refund.tiers[1]``)."""
 
@@ -209,6 +219,8 @@ class ApprovalPolicy:
         self._merged: dict[tuple[str, int | None], EffectiveRule] = {}
         self._when: dict[str, list[When]] = {}
         """Each tool's tiers' conditions, compiled, in order."""
+        self._deciders: dict[str, When] = {}
+        """Every ``deciders_when``, compiled, by its text."""
         self._tiers: LRUCache[tuple[Any, ...], int | None] = LRUCache(maxsize=TIERS_KEPT)
         """The tier of each waiting call looked up lately (``_tier``)."""
         problems = self._compile_tiers()
@@ -319,6 +331,8 @@ class ApprovalPolicy:
             grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
+            distinct_groups=pick("distinct_groups") or 1,
+            deciders_when=self._deciders.get(pick("deciders_when") or ""),
             **_destination(layers),
         )
 
@@ -331,6 +345,18 @@ class ApprovalPolicy:
         problems: list[tuple[str | None, str]] = []
         if self.rules.default.tiers:
             problems.append(("default.tiers", "tiers belong to a tool's section"))
+        layers: list[tuple[str, _Fields]] = [("default", self.rules.default)]
+        for name, own in self.rules.tools.items():
+            layers.append((f"tools.{name}", own))
+            layers += [(f"tools.{name}.tiers[{i}]", t) for i, t in enumerate(own.tiers or ())]
+        for where, layer in layers:
+            text = layer.deciders_when
+            if text is None or text in self._deciders:
+                continue
+            try:
+                self._deciders[text] = When.compile(text, DECIDER_NAMES)
+            except TierError as exc:
+                problems.append((f"{where}.deciders_when", str(exc)))
         for name, own in self.rules.tools.items():
             compiled: list[When] = []
             for index, tier in enumerate(own.tiers or ()):
@@ -359,6 +385,8 @@ class ApprovalPolicy:
                     problems.append(
                         (f"{where}.notify", 'notify = "dm" needs approvers (whom to send it to)')
                     )
+                if rule.distinct_groups > rule.quorum:
+                    problems.append((f"{where}.distinct_groups", _groups_over(rule)))
                 if tier.grant_for and rule.quorum > 1:
                     problems.append(
                         (f"{where}.grant_for", "a call that needs a quorum is never granted")
@@ -440,6 +468,13 @@ class ApprovalPolicy:
         default = self.rules.default
         if default.approvers and (default.quorum or 1) > len(set(default.approvers)):
             problems.append(("default.quorum", _too_few(default.quorum or 1, default.approvers)))
+        for name in self.rules.tools:
+            rule = self.rule(name)
+            if rule.distinct_groups > rule.quorum:
+                problems.append((f"tools.{name}.distinct_groups", _groups_over(rule)))
+        default_rule = self._merge("")
+        if default_rule.distinct_groups > default_rule.quorum:
+            problems.append(("default.distinct_groups", _groups_over(default_rule)))
         for name, own in self.rules.tools.items():
             if own.approvers is None and own.quorum is None:
                 continue  # [default] alone decides, and was checked above
@@ -573,6 +608,12 @@ def _destination(layers: list[_Fields]) -> dict[str, Any]:
     if source is None:
         return {"channels": (), "notify": "thread"}
     return {"channels": tuple(source.channel or ()), "notify": source.notify or "thread"}
+
+
+def _groups_over(rule: EffectiveRule) -> str:
+    return (
+        f"distinct_groups = {rule.distinct_groups} can never be met by quorum = {rule.quorum} votes"
+    )
 
 
 def _too_few(quorum: int, approvers: Iterable[str]) -> str:

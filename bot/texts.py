@@ -169,6 +169,13 @@ POLICY_NOT_APPROVER: Final = "You are not one of the approvers for `{tool}`."
 ANSWER_NOT_ALLOWED: Final = (
     "Only people who may approve `{tool}` may answer its question; your reply was not used."
 )
+POLICY_DECIDERS_WHEN: Final = (
+    "The approval policy's rule for `{tool}` (deciders_when) does not let you decide this request."
+)
+VOTE_SAME_GROUP: Final = (
+    "This `{tool}` request needs approvals from people of {count} different groups; your "
+    "vote would not add one that is still missing, so it was not counted."
+)
 POLICY_SELF_APPROVAL: Final = "You asked for `{tool}` yourself; someone else has to approve it."
 
 DECIDED: Final = "decided"

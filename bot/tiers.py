@@ -41,6 +41,9 @@ CEL_NAMES: Final = frozenset(
     {"args", "tool", "agent", "requester", "platform", "workspace", "channel", "now"}
 )
 """What a tier's ``when`` may look at."""
+DECIDER_NAMES: Final = CEL_NAMES | {"decider"}
+"""What a ``deciders_when`` may look at: the call, and ``decider`` (``id``, ``platform``,
+``groups``)."""
 _POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 
 
@@ -56,8 +59,8 @@ class When:
     program: cel.Program
 
     @classmethod
-    def compile(cls, source: str) -> When:
-        """Compile ``source``.
+    def compile(cls, source: str, names: frozenset[str] = CEL_NAMES) -> When:
+        """Compile ``source``, which may look at ``names``.
 
         Raises:
             TierError: It is not CEL (line and column said), or names something a call
@@ -67,17 +70,17 @@ class When:
             program = cel.compile(source)
         except (ValueError, TypeError) as exc:
             raise TierError(_parse_error(str(exc))) from None
-        unknown = [name for name in program.variables() if not _known(name, source)]
+        unknown = [name for name in program.variables() if not _known(name, source, names)]
         if unknown:
-            known = ", ".join(sorted(CEL_NAMES))
+            known = ", ".join(sorted(names))
             raise TierError(f"unknown name {', '.join(unknown)} (a call has: {known})")
         return cls(source, program)
 
 
-def _known(name: str, source: str) -> bool:
-    """Whether ``name`` is a call's, or the variable of a macro (``x`` in
+def _known(name: str, source: str, names: frozenset[str]) -> bool:
+    """Whether ``name`` is one of ``names``, or the variable of a macro (``x`` in
     ``args.items.all(x, x > 0)``)."""
-    return name in CEL_NAMES or bool(re.search(rf"\(\s*{re.escape(name)}\s*,", source))
+    return name in names or bool(re.search(rf"\(\s*{re.escape(name)}\s*,", source))
 
 
 def _parse_error(message: str) -> str:
@@ -135,3 +138,18 @@ def first_match(tool: str, conditions: Sequence[When], call: Call) -> int | None
             )
             return None
     return None
+
+
+def allows(when: When, call: Call, decider: dict[str, Any]) -> bool:
+    """Whether ``decider`` meets ``when`` on ``call``; one that fails or is not true or
+    false does not (fail closed: logged)."""
+    seen = {**facts(call), "decider": decider}
+    try:
+        verdict = when.program.execute(seen)
+    except Exception as exc:
+        log.warning("deciders_when %r failed for %s: %s", when.source, decider.get("id"), exc)
+        return False
+    if not isinstance(verdict, bool):
+        log.warning("deciders_when %r is %r, not true or false", when.source, verdict)
+        return False
+    return verdict

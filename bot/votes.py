@@ -32,3 +32,19 @@ async def audit_vote(agent: Agent, click: Click, call: PendingInfo) -> None:
             actor=click.user_id,
         )
     )
+
+
+def spanned(groups: list[frozenset[str]]) -> int:
+    """How many different groups votes can stand for, each vote for one group its voter is
+    in (a maximum matching of voters to groups: few voters, so augmenting paths)."""
+    holder: dict[str, int] = {}
+
+    def place(voter: int, tried: set[str]) -> bool:
+        for group in sorted(groups[voter] - tried):
+            tried.add(group)
+            if group not in holder or place(holder[group], tried):
+                holder[group] = voter
+                return True
+        return False
+
+    return sum(place(voter, set()) for voter in range(len(groups)))

@@ -12,6 +12,8 @@ import pytest
 
 from agents import PendingInfo, StandingAsk
 from bot import ApprovalPolicy, PolicyError
+from bot.tiers import allows
+from bot.votes import spanned
 
 REFUNDS = """
 [tools.refund]
@@ -177,3 +179,53 @@ def test_the_people_and_channels_of_tiers_are_the_policys_names() -> None:
     people, channels = policy.names()
     assert {"U0LEAD001", "U0FIN0001", "U0FIN0002"} <= people
     assert channels == frozenset({"C0FINANCE"})
+
+
+def test_votes_span_as_many_groups_as_a_matching_of_voters_to_groups_gives() -> None:
+    fin, sec, ops = "S0FIN", "S0SEC", "S0OPS"
+    assert spanned([]) == 0
+    assert spanned([frozenset({fin}), frozenset({fin})]) == 1
+    assert spanned([frozenset({fin, sec}), frozenset({fin})]) == 2  # the first stands for sec
+    assert spanned([frozenset({fin, sec}), frozenset({sec, ops}), frozenset({fin})]) == 3
+    assert spanned([frozenset(), frozenset({ops})]) == 1
+
+
+@pytest.mark.parametrize(
+    ("toml", "field", "says"),
+    [
+        (
+            '[tools.refund]\napprovers = ["S1", "S2"]\nquorum = 2\ndistinct_groups = 3\n',
+            "tools.refund.distinct_groups",
+            "can never be met",
+        ),
+        (
+            '[tools.refund]\ndeciders_when = "decider.id != requester &&"\n',
+            "tools.refund.deciders_when",
+            "line 1, column",
+        ),
+        (
+            '[default]\ndeciders_when = "clicker.id == \\"U1\\""\n',
+            "default.deciders_when",
+            "unknown name clicker",
+        ),
+    ],
+)
+def test_a_rule_on_who_decides_that_could_never_work_stops_the_bot(
+    toml: str, field: str, says: str
+) -> None:
+    with pytest.raises(PolicyError) as raised:
+        ApprovalPolicy.from_toml(toml)
+    assert raised.value.field == field
+    assert says in " ".join(raised.value.lines)
+
+
+def test_deciders_when_sees_the_decider_and_fails_closed() -> None:
+    policy = ApprovalPolicy.from_toml(
+        '[tools.refund]\ndeciders_when = "\\"S0FIN\\" in decider.groups || args.amount < 10"\n'
+    )
+    when = policy.rule("refund").deciders_when
+    assert when is not None
+    asked = waiting({"amount": 500})
+    assert allows(when, asked, {"id": "U1", "platform": "slack", "groups": ["S0FIN"]})
+    assert not allows(when, asked, {"id": "U2", "platform": "slack", "groups": []})
+    assert not allows(when, waiting({}), {"id": "U2", "platform": "slack", "groups": []})

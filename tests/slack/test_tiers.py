@@ -134,3 +134,51 @@ async def test_an_edit_into_another_tier_is_refused_and_one_within_it_approves(
     assert (await bot.interact(within))[0] == 200
     await bot.idle()
     assert refunds == [600]
+
+
+GROUPS = """
+[tools.refund]
+approvers = ["S0FINANCE", "S0SECURITY"]
+quorum = 2
+distinct_groups = 2
+deciders_when = "decider.id != 'U0MALLORY' || args.amount < 100"
+"""
+
+
+async def test_a_quorum_from_two_groups_and_a_rule_on_who_decides(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    slack.add_group("S0FINANCE", "finance", [FIN1, FIN2, "U0MALLORY"])
+    slack.add_group("S0SECURITY", "security", [FIN3])
+
+    @tool(require_approval=True)
+    def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        refunds.append(amount)
+        return "refunded"
+
+    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": 500}))
+    agent = Agent(id="billing", model=model, tools=[refund], store=store)
+    bot = await serve(agent, policy=ApprovalPolicy.from_toml(GROUPS))
+    _, (card,) = await asked(bot, slack)
+
+    # Mallory is in finance, but the rule keeps her off refunds of 100 or more.
+    assert await bot.press(card, APPROVE_ACTION, user="U0MALLORY") == 200
+    await bot.idle()
+    # FIN1 votes for finance; FIN2, finance too, would leave security out: refused.
+    for voter in (FIN1, FIN2):
+        assert await bot.press(card, APPROVE_ACTION, user=voter) == 200
+        await bot.idle()
+    told = {c.args["user"]: c.args["text"] for c in slack.of("chat.postEphemeral")}
+    assert "deciders_when" in told["U0MALLORY"]
+    assert "2 different groups" in told[FIN2]
+    assert FIN1 not in told
+    assert refunds == []
+
+    assert await bot.press(card, APPROVE_ACTION, user=FIN3) == 200  # security: the second
+    await bot.idle()
+    assert refunds == [500]
+    shown = card_text(card)
+    assert f"<@{FIN1}>" in shown
+    assert f"<@{FIN3}>" in shown
+    assert f"<@{FIN2}>" not in shown
