@@ -38,13 +38,25 @@ class StandingAsk:
     tool_name: str
     args: dict[str, Any]
     agent_path: tuple[str, ...]
+    run_id: str | None = None
+    """The top run it would wait in (``None`` when asked about a call not in a run)."""
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A standing approval's answer for a call it does not approve, but has something
+    to say about (a reviewer's caution): kept with the pending call (``remark``)."""
+
+    text: str
 
 
 Expiry = Callable[[StandingAsk], timedelta | None]
 """How long a call that needs approval stays decidable (``None``: the tool's, the
 agent's)."""
-StandingApproval = Callable[[StandingAsk], Awaitable[str | None]]
-"""Who has already approved calls like this one (``None``: nobody, ask as usual)."""
+StandingApproval = Callable[[StandingAsk], Awaitable[str | Remark | None]]
+"""Who has already approved calls like this one (``None``: nobody, ask as usual; a
+``Remark``: nobody, ask, and show it with the call)."""
 
 
 @dataclass(frozen=True)
@@ -93,14 +105,19 @@ class Calls:
                 call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
             )
         if await self._needs_approval(snap, tool, args, ctx):
-            by = await self._standing_by(snap, tool, args)
-            if by is not None:
+            by = await self._standing_by(snap, tool, call, args)
+            if isinstance(by, str):
                 return Granted(by)
-            approval = self.pending(snap, tool, call, "approval", args, answer=resume_data)
+            remark = by.text if by is not None else None
+            approval = self.pending(
+                snap, tool, call, "approval", args, answer=resume_data, remark=remark
+            )
             return Outcome(pending=[approval])
         return None
 
-    async def _standing_by(self, snap: RunSnapshot, tool: Tool, args: BaseModel) -> str | None:
+    async def _standing_by(
+        self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel
+    ) -> str | Remark | None:
         """Who already approved calls like this one; a lookup that fails asks as usual."""
         if self.standing is None or tool.delegate_to is not None:
             return None
@@ -110,6 +127,8 @@ class Calls:
             tool_name=tool.name,
             args=tool.dump_args(args),
             agent_path=tuple(snap.agent_path),
+            run_id=snap.root_run_id,
+            tool_call_id=call.tool_call_id,
         )
         try:
             return await self.standing(ask)
@@ -200,6 +219,7 @@ class Calls:
         approved: bool = False,
         answer: Any = None,
         answer_schema: dict[str, Any] | None = None,
+        remark: str | None = None,
     ) -> PendingCall:
         """A pending call, holding the validated arguments it runs with.
 
@@ -242,6 +262,7 @@ class Calls:
             source=tool.source,
             approved=approved,
             answer=_answer_json(answer),
+            remark=remark,
         )
 
     def child_outcome(self, child: RunSnapshot, via_call_id: str) -> Outcome:

@@ -37,6 +37,8 @@ class PendingInfo:
     requester: str | None = None
     thread_id: str | None = None
     """The conversation its run belongs to (``None`` on calls kept by an earlier version)."""
+    remark: str | None = None
+    """What a standing approval said of it without approving it (a reviewer's caution)."""
     answer: Any = None
     """An approval's answer: what a person said before it, which runs with the arguments."""
     source: str | None = None
@@ -58,6 +60,7 @@ class PendingInfo:
             expires_at=call.expires_at,
             requester=call.requester,
             thread_id=call.thread_id,
+            remark=call.remark,
             answer=call.answer,
             source=call.source,
         )

@@ -127,6 +127,8 @@ class PendingCall(BaseModel):
     requester: str | None = None
     thread_id: str | None = None
     """The conversation its run belongs to (a policy may look at where it was asked)."""
+    remark: str | None = None
+    """What a standing approval said of it without approving it (a reviewer's caution)."""
     idempotent: bool = False
     source: str | None = None
     """The tool source offering the tool (an MCP server's name), if not the agent itself."""

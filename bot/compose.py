@@ -129,6 +129,8 @@ def card_document(card: ApprovalCard, *, actionable: bool = True) -> Document:
     body: list[Block] = [Facts(facts=tuple(facts)), arguments(card)]
     if outcome is not None:
         return settled_document("card", label, outcome, (*body, *outcome_blocks(outcome)))
+    if card.remark is not None:
+        body.append(Paragraph(text=(card.remark,), emphasis="attention"))
     summary = rich(texts.CARD_SUMMARY, tool=label, requester=_requester(card))
     title = rich(texts.CARD_TITLE, approval_needed=Strong(text=texts.APPROVAL_NEEDED), tool=tool)
     if not actionable:

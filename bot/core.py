@@ -23,6 +23,10 @@ from datetime import datetime, timedelta
 from agents import (
     DEFAULT_LEASE,
     Agent,
+    AuditEntry,
+    Message,
+    Model,
+    Remark,
     RunNotFoundError,
     RunSnapshot,
     StandingAsk,
@@ -50,6 +54,7 @@ from .pages import DecisionPages
 from .policy import POLICY_ACTOR, ApprovalPolicy, EffectiveRule, treated_otherwise
 from .presenter import Presenter
 from .replies import Replies
+from .reviewer import AUTO_APPROVED, REVIEW_TIMEOUT, REVIEWER_ACTOR, Reviewer
 from .service import ApprovalService
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
@@ -110,6 +115,8 @@ class ChatBot:
         clients: Clients | None = None,
         public_url: str | None = None,
         shadow: ApprovalPolicy | None = None,
+        reviewer: Model | None = None,
+        review_timeout: float = REVIEW_TIMEOUT,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -131,6 +138,8 @@ class ChatBot:
         )
         self.agent = agent
         """The agent as this core runs it: the given one, with the core's settings."""
+        self.reviewer = Reviewer(reviewer or agent.model, self._history, timeout=review_timeout)
+        """Reviews calls of rules with ``review = "model"`` (the agent's model unless told)."""
         self._owns_chat = chat is None
         self.chat = chat if chat is not None else open_chat_state(self.store)
         self.following = Following(self.chat)
@@ -231,7 +240,7 @@ class ChatBot:
         """Whether background work (deliveries, runs, decisions) is still going on."""
         return self.tasks.running > 0 or self.intake.busy
 
-    async def _standing(self, ask: StandingAsk) -> str | None:
+    async def _standing(self, ask: StandingAsk) -> str | Remark | None:
         """Who already approved calls like ``ask``: the policy, for a tier that needs no
         person (``POLICY_ACTOR`` and the tier); else a grant here (``Grants.standing``)."""
         rule = self.policy.rule(ask.tool_name, ask)
@@ -239,7 +248,38 @@ class ChatBot:
             self._shadowed(ask, rule)
         if not rule.approval:
             return f"{POLICY_ACTOR}{rule.tier}"
-        return await self.grants.standing(ask)
+        granted = await self.grants.standing(ask)
+        if granted is not None or not rule.review or rule.quorum > 1:
+            return granted
+        return await self._reviewed(ask)
+
+    async def _reviewed(self, ask: StandingAsk) -> str | Remark:
+        """The reviewer's word on ``ask``: who approved it (``clear``: the reviewer, on
+        record as ``auto_approved`` with its reason), else what the card says."""
+        review = await self.reviewer.review(ask)
+        if review.verdict is None:
+            return Remark(texts.REVIEW_NONE.format(why=review.failure))
+        if review.verdict.verdict == "caution":
+            return Remark(texts.REVIEW_CAUTION.format(reason=review.verdict.reason))
+        actor = f"{REVIEWER_ACTOR}{review.model}"
+        await self.agent.record(
+            AuditEntry(
+                event=AUTO_APPROVED,
+                run_id=ask.run_id or "",
+                thread_id=ask.thread_id,
+                tool_call_id=ask.tool_call_id or "",
+                tool_name=ask.tool_name,
+                args=dict(ask.args),
+                kind="approval",
+                requester=ask.requester,
+                actor=actor,
+                reason=review.verdict.reason,
+            )
+        )
+        return actor
+
+    async def _history(self, thread_id: str) -> list[Message]:
+        return await self.store.load_history(thread_id)
 
     def _shadowed(self, ask: StandingAsk, rule: EffectiveRule) -> None:
         """Log where the shadow policy would treat ``ask`` otherwise (one line, or none)."""

@@ -114,6 +114,9 @@ class _Fields(BaseModel):
     distinct_groups: Annotated[StrictInt, Field(ge=2)] | None = None
     """A quorum's votes come from people of this many different user groups (of those
     the rule names)."""
+    review: Literal["model"] | None = None
+    """``"model"``: a model reviews each call first (``bot.reviewer``): ``clear`` runs it
+    without a card, ``caution`` puts its reason on the card."""
     deciders_when: Annotated[StrictStr, Field(min_length=1)] | None = None
     """CEL over the call and ``decider`` (``id``, ``platform``, ``groups``: the policy's
     user groups they are in): who else the rule lets decide must also meet it."""
@@ -200,6 +203,8 @@ class EffectiveRule:
     """Whether a person must decide (``False``: a tier with ``approval = "none"``)."""
     distinct_groups: int = 1
     """How many different user groups a quorum's votes must come from."""
+    review: bool = False
+    """A model reviews each call before a person is asked (``bot.reviewer``)."""
     deciders_when: When | None = None
     """What a decider must meet besides being listed (``bot.tiers.allows``)."""
     tier: str | None = None
@@ -332,6 +337,7 @@ class ApprovalPolicy:
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,
+            review=pick("review") == "model",
             deciders_when=self._deciders.get(pick("deciders_when") or ""),
             **_destination(layers),
         )
@@ -387,6 +393,8 @@ class ApprovalPolicy:
                     )
                 if rule.distinct_groups > rule.quorum:
                     problems.append((f"{where}.distinct_groups", _groups_over(rule)))
+                if rule.review and rule.quorum > 1:
+                    problems.append((f"{where}.review", _REVIEW_QUORUM))
                 if tier.grant_for and rule.quorum > 1:
                     problems.append(
                         (f"{where}.grant_for", "a call that needs a quorum is never granted")
@@ -472,9 +480,13 @@ class ApprovalPolicy:
             rule = self.rule(name)
             if rule.distinct_groups > rule.quorum:
                 problems.append((f"tools.{name}.distinct_groups", _groups_over(rule)))
+            if rule.review and rule.quorum > 1:
+                problems.append((f"tools.{name}.review", _REVIEW_QUORUM))
         default_rule = self._merge("")
         if default_rule.distinct_groups > default_rule.quorum:
             problems.append(("default.distinct_groups", _groups_over(default_rule)))
+        if default_rule.review and default_rule.quorum > 1:
+            problems.append(("default.review", _REVIEW_QUORUM))
         for name, own in self.rules.tools.items():
             if own.approvers is None and own.quorum is None:
                 continue  # [default] alone decides, and was checked above
@@ -608,6 +620,9 @@ def _destination(layers: list[_Fields]) -> dict[str, Any]:
     if source is None:
         return {"channels": (), "notify": "thread"}
     return {"channels": tuple(source.channel or ()), "notify": source.notify or "thread"}
+
+
+_REVIEW_QUORUM = "a model never stands in for a quorum: review needs quorum = 1"
 
 
 def _groups_over(rule: EffectiveRule) -> str:

@@ -26,6 +26,7 @@ from . import texts
 from .answer import Answer
 from .metrics import Metrics
 from .policy import POLICY_ACTOR, ApprovalPolicy
+from .reviewer import REVIEWER_ACTOR
 from .types import Messenger, Notice, Text, ThreadKey, naming
 from .views import error_mark, failure_notice
 
@@ -95,6 +96,10 @@ class Segments:
                     if chunk.granted_by.startswith(POLICY_ACTOR):
                         continue  # a tier that needs no person: it runs like any tool
                     await answer.pause()
+                    if chunk.granted_by.startswith(REVIEWER_ACTOR):
+                        said = texts.REVIEWED_RUN.format(tool=chunk.tool_name)
+                        await self._presenter.say(messenger, thread, Notice(text=said))
+                        continue
                     text = texts.GRANTED_RUN.format(tool=chunk.tool_name)
                     granter = self._presenter.people.who(thread, chunk.granted_by)
                     notice = Notice(

@@ -176,6 +176,10 @@ VOTE_SAME_GROUP: Final = (
     "This `{tool}` request needs approvals from people of {count} different groups; your "
     "vote would not add one that is still missing, so it was not counted."
 )
+REVIEW_CAUTION: Final = "🤖 Reviewer: caution: {reason}"
+"""On a card whose call the policy's reviewer model read and did not clear."""
+REVIEWED_RUN: Final = "{tool} ran without a card: the approval policy's reviewer cleared it."
+REVIEW_NONE: Final = "🤖 Reviewer: no verdict ({why}); a person decides."
 POLICY_SELF_APPROVAL: Final = "You asked for `{tool}` yourself; someone else has to approve it."
 
 DECIDED: Final = "decided"

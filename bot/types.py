@@ -163,6 +163,8 @@ class ApprovalCard:
     page: str | None = None
     """On a card sent to one approver (a direct message) while it waits: the link to
     their decision page (``bot.links``)."""
+    remark: str | None = None
+    """While pending: what the policy's reviewer said of the call (``bot.reviewer``)."""
 
     @property
     def tool(self) -> str:

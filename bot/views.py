@@ -81,6 +81,7 @@ def approval_card(
         granted_for=granted_for,
         ask=ask,
         deciders=deciders if status == "pending" else (),
+        remark=info.remark if status == "pending" else None,
     )
 
 

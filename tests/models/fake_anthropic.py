@@ -38,7 +38,8 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     drop_connection: bool = False
     hold: asyncio.Event | None = None
-    """If set, the stream pauses after ``hold_after`` chunks until the event is set."""
+    """If set, the stream pauses after ``hold_after`` chunks (a message: before it is
+    sent) until the event is set."""
     hold_after: int = 0
 
     @property
@@ -291,6 +292,8 @@ class FakeAnthropic:
                 body=reply.raw_body, status=reply.status, content_type="application/json"
             )
         if reply.sse_chunks is None:
+            if reply.hold is not None:  # a message that is slow to come
+                await reply.hold.wait()
             return web.json_response(
                 reply.json_body, status=reply.status, headers=dict(reply.headers)
             )

@@ -1,0 +1,159 @@
+"""The reviewer model (``review = "model"``) at Slack's HTTP edge, with Claude faked at
+the Messages API: ``clear`` runs the call without a card, on record; ``caution`` puts
+its reason on the card; a timeout or an answer that is neither leaves it to a person,
+and the card says so."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.slack.wire import APPROVE_ACTION
+from agents import Agent, Store, ToolCall, tool
+from agents.models.anthropic import AnthropicModel
+from bot import ApprovalPolicy, PolicyError
+from bot.reviewer import PROMPT
+from tests.agents.helpers import call_then_answer
+from tests.models.fake_anthropic import FakeAnthropic, Reply, Text, ToolUse, message_reply
+
+from .conftest import StartBot
+from .fake_slack import FakeSlack, Posted
+from .harness import CHANNEL, BotServer, mention_event
+from .test_approvals import card_text, has_buttons
+
+LEAD = "U0LEAD001"
+POLICY = f'[tools.refund]\napprovers = ["{LEAD}"]\nreview = "model"\n'
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+async def claude(fake: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
+    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0, timeout=5.0)
+    yield model
+    await model.aclose()
+
+
+def verdict(verdict: str, reason: str) -> Reply:
+    return message_reply(
+        ToolUse(id="toolu_1", name="review", input={"verdict": verdict, "reason": reason}),
+        stop_reason="tool_use",
+    )
+
+
+async def reviewed(
+    serve: StartBot, store: Store, claude: AnthropicModel, refunds: list[int], *, within: float = 5
+) -> BotServer:
+    @tool(require_approval=True)
+    def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        refunds.append(amount)
+        return "refunded"
+
+    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": 40}))
+    agent = Agent(id="billing", model=model, tools=[refund], store=store)
+    bot = await serve(agent, policy=ApprovalPolicy.from_toml(POLICY))
+    bot.bot.reviewer.model = claude
+    bot.bot.reviewer.timeout = within
+    return bot
+
+
+async def asked(bot: BotServer, slack: FakeSlack) -> tuple[str, list[Posted]]:
+    root = mention_event("refund A-1 40")
+    assert await bot.send_event(root) == 200
+    await bot.idle()
+    return root["ts"], [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+
+
+async def test_clear_runs_the_call_without_a_card_on_record_with_the_reason(
+    serve: StartBot, store: Store, slack: FakeSlack, fake: FakeAnthropic, claude: AnthropicModel
+) -> None:
+    fake.script(verdict("clear", "a 40 refund the customer asked for"))
+    refunds: list[int] = []
+    bot = await reviewed(serve, store, claude, refunds)
+    root, cards = await asked(bot, slack)
+    assert cards == []
+    assert refunds == [40]
+    assert any("reviewer cleared it" in m.text for m in slack.in_thread(CHANNEL, root))
+
+    (request,) = fake.requests
+    assert request.body["tool_choice"] == {"type": "tool", "name": "review"}
+    assert PROMPT.strip()[:60] in str(request.body["system"])
+    assert '"amount": 40' in str(request.body["messages"])
+    entries = await bot.bot.agent.audit()
+    (cleared,) = [e for e in entries if e.event == "auto_approved"]
+    assert cleared.actor == f"reviewer:{claude.name}"
+    assert cleared.reason == "a 40 refund the customer asked for"
+    assert [e.event for e in entries if e.tool_call_id == cleared.tool_call_id] == [
+        "auto_approved",
+        "granted",
+    ]
+
+
+async def test_caution_puts_the_reason_on_the_card_and_a_person_decides(
+    serve: StartBot, store: Store, slack: FakeSlack, fake: FakeAnthropic, claude: AnthropicModel
+) -> None:
+    fake.script(verdict("caution", "the order was refunded yesterday"))
+    refunds: list[int] = []
+    bot = await reviewed(serve, store, claude, refunds)
+    _, (card,) = await asked(bot, slack)
+    assert "Reviewer: caution: the order was refunded yesterday" in card_text(card)
+    assert await bot.press(card, APPROVE_ACTION, user=LEAD) == 200
+    await bot.idle()
+    assert refunds == [40]
+    assert "Reviewer" not in card_text(card), "a decided card keeps its record, not the note"
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (verdict("maybe", "who knows"), "an answer that is neither clear nor caution"),
+        (message_reply(Text(pieces=["Looks fine to me!"])), "without calling 'review'"),
+    ],
+)
+async def test_an_answer_that_is_no_verdict_leaves_it_to_a_person(
+    serve: StartBot,
+    store: Store,
+    slack: FakeSlack,
+    fake: FakeAnthropic,
+    claude: AnthropicModel,
+    reply: Reply,
+    why: str,
+) -> None:
+    fake.script(reply)
+    refunds: list[int] = []
+    bot = await reviewed(serve, store, claude, refunds)
+    _, (card,) = await asked(bot, slack)
+    shown = card_text(card)
+    assert "Reviewer: no verdict" in shown
+    assert why in shown
+    assert refunds == []
+
+
+async def test_a_reviewer_that_does_not_answer_in_time_leaves_it_to_a_person(
+    serve: StartBot, store: Store, slack: FakeSlack, fake: FakeAnthropic, claude: AnthropicModel
+) -> None:
+    late = asyncio.Event()
+    fake.script(Reply(json_body=verdict("clear", "fine").json_body, hold=late))
+    refunds: list[int] = []
+    bot = await reviewed(serve, store, claude, refunds, within=0.3)
+    try:
+        _, (card,) = await asked(bot, slack)
+        assert "Reviewer: no verdict (no answer within 0.3 s)" in card_text(card)
+        assert refunds == []
+    finally:
+        late.set()
+
+
+def test_a_reviewer_never_stands_in_for_a_quorum() -> None:
+    with pytest.raises(PolicyError) as raised:
+        ApprovalPolicy.from_toml(
+            '[tools.refund]\napprovers = ["U1", "U2"]\nquorum = 2\nreview = "model"\n'
+        )
+    assert raised.value.field == "tools.refund.review"
