@@ -6,7 +6,6 @@ and the card says so."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -25,19 +24,6 @@ from .test_approvals import card_text, has_buttons
 
 LEAD = "U0LEAD001"
 POLICY = f'[tools.refund]\napprovers = ["{LEAD}"]\nreview = "model"\n'
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-async def claude(fake: FakeAnthropic) -> AsyncIterator[AnthropicModel]:
-    model = AnthropicModel(api_key="test-key", base_url=fake.base_url, max_retries=0, timeout=5.0)
-    yield model
-    await model.aclose()
 
 
 def verdict(verdict: str, reason: str) -> Reply:
