@@ -9,7 +9,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -41,6 +41,8 @@ class StandingAsk:
     run_id: str | None = None
     """The top run it would wait in (``None`` when asked about a call not in a run)."""
     tool_call_id: str | None = None
+    asked_at: datetime | None = None
+    """When it is asked (its pending call's ``created_at``); ``None``: now."""
 
 
 @dataclass(frozen=True)
@@ -105,18 +107,31 @@ class Calls:
                 call, texts.TOOL_REFUSED.format(tool=call.tool_name, reason=refusal)
             )
         if await self._needs_approval(snap, tool, args, ctx):
-            by = await self._standing_by(snap, tool, call, args)
+            asked_at = utcnow()  # one moment for the hook, the expiry and the pending call
+            by = await self._standing_by(snap, tool, call, args, asked_at)
             if isinstance(by, str):
                 return Granted(by)
             remark = by.text if by is not None else None
             approval = self.pending(
-                snap, tool, call, "approval", args, answer=resume_data, remark=remark
+                snap,
+                tool,
+                call,
+                "approval",
+                args,
+                answer=resume_data,
+                remark=remark,
+                asked_at=asked_at,
             )
             return Outcome(pending=[approval])
         return None
 
     async def _standing_by(
-        self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel
+        self,
+        snap: RunSnapshot,
+        tool: Tool,
+        call: ToolCallPart,
+        args: BaseModel,
+        asked_at: datetime,
     ) -> str | Remark | None:
         """Who already approved calls like this one; a lookup that fails asks as usual."""
         if self.standing is None or tool.delegate_to is not None:
@@ -129,6 +144,7 @@ class Calls:
             agent_path=tuple(snap.agent_path),
             run_id=snap.root_run_id,
             tool_call_id=call.tool_call_id,
+            asked_at=asked_at,
         )
         try:
             return await self.standing(ask)
@@ -220,6 +236,7 @@ class Calls:
         answer: Any = None,
         answer_schema: dict[str, Any] | None = None,
         remark: str | None = None,
+        asked_at: datetime | None = None,
     ) -> PendingCall:
         """A pending call, holding the validated arguments it runs with.
 
@@ -228,7 +245,7 @@ class Calls:
         and what the tool runs with once approved (see ``_decide``).
         """
         agent = self.agent_at(snap.agent_path)
-        now = utcnow()
+        now = asked_at or utcnow()
         dumped = tool.dump_args(args)
         ask = StandingAsk(
             thread_id=snap.thread_id,
@@ -236,6 +253,9 @@ class Calls:
             tool_name=tool.name,
             args=dumped,
             agent_path=tuple(snap.agent_path),
+            run_id=snap.root_run_id,
+            tool_call_id=call.tool_call_id,
+            asked_at=now,
         )
         ttl = (
             (self.expiry(ask) if self.expiry else None)

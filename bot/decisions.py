@@ -270,7 +270,11 @@ class Decisions:
         when = self._policy.rule(call.tool_name, call).deciders_when
         if when is None or (action == "decline" and click.user_id == call.requester):
             return None
-        groups = await self._presenter.people.groups_of(click.thread, click.user_id)
+        people = self._presenter.people
+        try:
+            groups = await people.groups_of(click.thread, click.user_id, strict=True)
+        except LookupError:  # a rule that cannot be checked refuses (fail closed)
+            return texts.POLICY_DECIDERS_UNKNOWN.format(tool=call.tool_name)
         decider = {"id": click.user_id, "platform": click.thread.platform, "groups": groups}
         if allows(when, call, decider):
             return None
@@ -305,6 +309,8 @@ class Decisions:
             if not self._edit_fields(call, quorum):
                 return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
             moved = self._other_tier(call, click)
+            if moved is None:  # the edited call must be this decider's to approve too
+                moved = await self._by_rule(click, self._edited(call, click), "approve")
             if moved is not None:
                 return self._refuse(moved, outcome="refused")
             return await self._carry_out(click, call)
@@ -380,7 +386,7 @@ class Decisions:
         if rule.distinct_groups < 2:
             return None
         people = self._presenter.people
-        named = rule.approvers | rule.escalate_to
+        named = self._policy.deciders_of(call)  # escalate_to's groups only once escalated
         groups = [
             frozenset(await people.groups_of(click.thread, voter)) & named for voter in voters
         ]
@@ -464,12 +470,16 @@ class Decisions:
         """Why an edit may not approve ``call``: its arguments would put it in another
         tier of the policy (other approvers, another quorum, none at all), which this
         card's deciders cannot stand in for; ``None`` when the tier stays."""
-        edited = {**call.args, **form_answer(self._edit_fields(call, 1), click.values or {})}
         now = self._policy.rule(call.tool_name, call).tier
-        then = self._policy.rule(call.tool_name, replace(call, args=edited)).tier
+        then = self._policy.rule(call.tool_name, self._edited(call, click)).tier
         if then == now:
             return None
         return texts.EDIT_OTHER_TIER.format(tool=call.tool_name)
+
+    def _edited(self, call: PendingInfo, click: Click) -> PendingInfo:
+        """``call`` as an edit click would have it run (its form's values, typed)."""
+        edited = {**call.args, **form_answer(self._edit_fields(call, 1), click.values or {})}
+        return replace(call, args=edited)
 
     async def _settle_question(self, click: Click, call: PendingInfo) -> ClickResult:
         """Answer a question with its form, or decline or cancel it; the run follows."""

@@ -45,17 +45,20 @@ class Grants:
     async def standing(self, ask: StandingAsk) -> str | None:
         """Who granted the thread a standing approval covering this call, if anyone (a
         tool the policy no longer offers grants for has none)."""
-        if ask.thread_id is None or not self._policy.rule(ask.tool_name, ask).grant_for:
+        rule = self._policy.rule(ask.tool_name, ask)
+        if ask.thread_id is None or not rule.grant_for:
             return None
         now = datetime.now(UTC).timestamp()
-        return await self._chat.grant(ask.thread_id, grant_key(ask.requester, ask.tool_name), now)
+        key = grant_key(ask.requester, ask.tool_name, rule.tier)  # a grant holds in its tier
+        return await self._chat.grant(ask.thread_id, key, now)
 
     async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this
         thread, by the same requester, run without a card until it lapses. The call
         itself is approved by now, so a failure to keep it is logged, not raised."""
         until = datetime.now(UTC) + parse_duration(duration)
-        key = grant_key(call.requester, call.tool_name)
+        tier = self._policy.rule(call.tool_name, call).tier
+        key = grant_key(call.requester, call.tool_name, tier)
         try:
             await self._chat.set_grant(thread.id, key, until.timestamp(), by)
         except Exception:
@@ -83,7 +86,11 @@ class Grants:
         allowed = await people.groups.expand(click.thread.platform, messenger, names)
         if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
             return (texts.GRANT_NOT_YOURS.format(tool=tool),), "refused"
-        if not await self._chat.revoke_grant(click.thread.id, grant_key(granted.requester, tool)):
+        ended_any = False
+        for tier in self._policy.tiers_of(tool):
+            key = grant_key(granted.requester, tool, tier)
+            ended_any |= await self._chat.revoke_grant(click.thread.id, key)
+        if not ended_any:
             return (texts.GRANT_GONE.format(tool=tool),), "stale"
         ended = texts.GRANT_ENDED.format(tool=tool)
         notice = Notice(text=ended, to=people.who(click.thread, click.user_id))

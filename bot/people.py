@@ -99,9 +99,12 @@ class People:
         requests', and each user group of the policy they are in."""
         return [user_id, ANYONE, f"{ASKED}{user_id}", *await self.groups_of(thread, user_id)]
 
-    async def groups_of(self, thread: ThreadKey, user_id: str) -> list[str]:
+    async def groups_of(
+        self, thread: ThreadKey, user_id: str, *, strict: bool = False
+    ) -> list[str]:
         """The user groups the policy names that ``user_id`` is in (in ``thread``'s
-        workspace), as the policy names them; one that cannot be looked up is left out."""
+        workspace), as the policy names them; one that cannot be looked up is left out
+        (``strict``: ``LookupError``, for a rule that must not guess)."""
         messenger = self._messenger_of(thread)
         people, _ = self._policy.names()
         found: list[str] = []
@@ -110,8 +113,10 @@ class People:
                 break
             try:
                 members = await self.groups.members(thread.platform, messenger, name)
-            except Exception:
+            except Exception as exc:
                 log.warning("user group %s could not be looked up", name, exc_info=True)
+                if strict:
+                    raise LookupError(f"user group {name} could not be looked up") from exc
                 continue
             if name not in members and user_id in members:
                 found.append(name)

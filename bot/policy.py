@@ -298,15 +298,34 @@ class ApprovalPolicy:
             merged = self._merged[tool_name, tier] = self._merge(tool_name, tier)
         return merged
 
+    def tiers_of(self, tool_name: str) -> list[str | None]:
+        """Every rule a call of ``tool_name`` may come under, as ``EffectiveRule.tier``
+        names it (``None``: the section's own)."""
+        count = len(self._when.get(tool_name, ()))
+        return [None, *(f"tools.{tool_name}.tiers[{i}]" for i in range(count))]
+
     def _tier(self, tool_name: str, call: Call) -> int | None:
         """The tier ``call`` is in; a waiting call's is kept (a card reads its rule a
         dozen times; what it is asked with, and when, never change)."""
         if not isinstance(call, PendingInfo):
-            return first_match(tool_name, self._when[tool_name], call)
+            return self._choose(tool_name, call)
         key = (tool_name, call.run_id, call.tool_call_id, call.created_at, _frozen(call.args))
         if key not in self._tiers:
-            self._tiers[key] = first_match(tool_name, self._when[tool_name], call)
+            self._tiers[key] = self._choose(tool_name, call)
         return self._tiers[key]
+
+    def _choose(self, tool_name: str, call: Call) -> int | None:
+        """The first tier ``call`` meets (``None``: the section's rule). Fail closed: when
+        a tier before it (or any, without a match) could not be told, the strictest of
+        those and it applies (the most votes; a tier that needs nobody is none of them)."""
+        match, failed = first_match(tool_name, self._when[tool_name], call)
+        if not failed:
+            return match
+        own = self.rules.tools[tool_name].tiers or []
+        if match is not None and own[match].approval == "none":
+            match = None  # nobody deciding is never the fallback of an error
+        candidates = [i for i in failed if own[i].approval == "required"] + [match]
+        return max(candidates, key=lambda i: self._merge(tool_name, i).quorum)
 
     def _merge(self, tool_name: str, tier: int | None = None) -> EffectiveRule:
         """``[default]``, then the tool's section, then its tier ``tier``: each field from
@@ -391,10 +410,7 @@ class ApprovalPolicy:
                     problems.append(
                         (f"{where}.notify", 'notify = "dm" needs approvers (whom to send it to)')
                     )
-                if rule.distinct_groups > rule.quorum:
-                    problems.append((f"{where}.distinct_groups", _groups_over(rule)))
-                if rule.review and rule.quorum > 1:
-                    problems.append((f"{where}.review", _REVIEW_QUORUM))
+                problems += _rule_problems(where, rule)
                 if tier.grant_for and rule.quorum > 1:
                     problems.append(
                         (f"{where}.grant_for", "a call that needs a quorum is never granted")
@@ -477,16 +493,8 @@ class ApprovalPolicy:
         if default.approvers and (default.quorum or 1) > len(set(default.approvers)):
             problems.append(("default.quorum", _too_few(default.quorum or 1, default.approvers)))
         for name in self.rules.tools:
-            rule = self.rule(name)
-            if rule.distinct_groups > rule.quorum:
-                problems.append((f"tools.{name}.distinct_groups", _groups_over(rule)))
-            if rule.review and rule.quorum > 1:
-                problems.append((f"tools.{name}.review", _REVIEW_QUORUM))
-        default_rule = self._merge("")
-        if default_rule.distinct_groups > default_rule.quorum:
-            problems.append(("default.distinct_groups", _groups_over(default_rule)))
-        if default_rule.review and default_rule.quorum > 1:
-            problems.append(("default.review", _REVIEW_QUORUM))
+            problems += _rule_problems(f"tools.{name}", self.rule(name))
+        problems += _rule_problems("default", self._merge(""))
         for name, own in self.rules.tools.items():
             if own.approvers is None and own.quorum is None:
                 continue  # [default] alone decides, and was checked above
@@ -578,7 +586,7 @@ class ApprovalPolicy:
         """Whether ``call`` has waited past its ``escalate_after`` at ``now`` (one not yet
         asked has not)."""
         after = self.rule(call.tool_name, call).escalate_after
-        asked_at = call.created_at if isinstance(call, PendingInfo) else None
+        asked_at = call.created_at if isinstance(call, PendingInfo) else call.asked_at
         return after is not None and asked_at is not None and asked_at + after <= now
 
     def expires_in(self, call: Call) -> timedelta | None:
@@ -599,6 +607,16 @@ def treated_otherwise(before: EffectiveRule, after: EffectiveRule) -> str | None
     if before.quorum != after.quorum:
         more = "more" if after.quorum > before.quorum else "fewer"
         return f"{more} votes: {before.quorum} -> {after.quorum}"
+    if before.review != after.review:
+        return "now a model reviews it first" if after.review else "no longer reviewed by a model"
+    if before.distinct_groups != after.distinct_groups:
+        return f"votes from {before.distinct_groups} -> {after.distinct_groups} groups"
+    old_rule = before.deciders_when.source if before.deciders_when else "none"
+    new_rule = after.deciders_when.source if after.deciders_when else "none"
+    if old_rule != new_rule:
+        return f"deciders_when: {old_rule} -> {new_rule}"
+    if before.escalate_to != after.escalate_to or before.escalate_after != after.escalate_after:
+        return "another escalation"
     return None
 
 
@@ -625,10 +643,38 @@ def _destination(layers: list[_Fields]) -> dict[str, Any]:
 _REVIEW_QUORUM = "a model never stands in for a quorum: review needs quorum = 1"
 
 
-def _groups_over(rule: EffectiveRule) -> str:
-    return (
-        f"distinct_groups = {rule.distinct_groups} can never be met by quorum = {rule.quorum} votes"
-    )
+def _rule_problems(where: str, rule: EffectiveRule) -> list[tuple[str | None, str]]:
+    """What makes one merged rule (a section's, a tier's) unworkable: groups a quorum
+    can never span, a model standing in for a quorum, a grant that would outlive a
+    ``deciders_when`` (it approves later calls the rule never saw)."""
+    problems: list[tuple[str | None, str]] = []
+    names = rule.approvers | rule.escalate_to
+    if rule.distinct_groups > rule.quorum:
+        problems.append(
+            (
+                f"{where}.distinct_groups",
+                f"distinct_groups = {rule.distinct_groups} can never be met by "
+                f"quorum = {rule.quorum} votes",
+            )
+        )
+    elif 1 < rule.distinct_groups > len(names):
+        problems.append(
+            (
+                f"{where}.distinct_groups",
+                f"distinct_groups = {rule.distinct_groups} needs as many user groups "
+                f"among the approvers (listed: {len(names)})",
+            )
+        )
+    if rule.review and rule.quorum > 1:
+        problems.append((f"{where}.review", _REVIEW_QUORUM))
+    if rule.deciders_when is not None and rule.grant_for:
+        problems.append(
+            (
+                f"{where}.grant_for",
+                "a grant approves later calls deciders_when never looked at: choose one",
+            )
+        )
+    return problems
 
 
 def _too_few(quorum: int, approvers: Iterable[str]) -> str:

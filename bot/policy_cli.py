@@ -160,7 +160,8 @@ async def replay(
             requester=entry.requester,
             tool_name=entry.tool_name,
             args=entry.args,
-            agent_path=(),
+            agent_path=(),  # the audit log does not keep it: a tier on the agent sees none
+            asked_at=entry.at,
         )
         how = treated_otherwise(current.rule(entry.tool_name, ask), new.rule(entry.tool_name, ask))
         if how is not None:

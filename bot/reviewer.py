@@ -22,7 +22,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agents import Message, Model, StandingAsk
+from agents import DemoModel, Message, Model, StandingAsk
 from agents.models.base import StructuredRequest
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,8 @@ REVIEWER_ACTOR: Final = "reviewer:"
 """Who approved a cleared call, in the audit log: ``reviewer:<model>``."""
 REVIEW_TIMEOUT: Final = 20.0
 """Seconds the reviewer gets before a person decides instead."""
+DEMO: Final = "the offline demo model does not judge calls; a person decides"
+"""The demo model's review: caution, always (it reads requests by keywords, never risk)."""
 HISTORY_KEPT: Final = 20
 """The conversation's latest messages the reviewer reads."""
 PROMPT: Final = resources.files("bot").joinpath("prompts/reviewer.md").read_text("utf-8")
@@ -86,7 +88,10 @@ class Reviewer:
         self.timeout = timeout
 
     async def review(self, ask: StandingAsk) -> Review:
-        """The model's verdict on ``ask``; never raises (no verdict: ``failure`` says why)."""
+        """The model's verdict on ``ask``; never raises (no verdict: ``failure`` says why).
+        The offline demo model judges nothing: it always urges caution, saying so."""
+        if isinstance(self.model, DemoModel):
+            return Review(model=self.model.name, verdict=Verdict(verdict="caution", reason=DEMO))
         try:
             async with asyncio.timeout(self.timeout):
                 said = await self.model.structured(await self._request(ask))

@@ -172,6 +172,10 @@ ANSWER_NOT_ALLOWED: Final = (
 POLICY_DECIDERS_WHEN: Final = (
     "The approval policy's rule for `{tool}` (deciders_when) does not let you decide this request."
 )
+POLICY_DECIDERS_UNKNOWN: Final = (
+    "The approval policy's rule for `{tool}` (deciders_when) could not be checked for you "
+    "right now (a user group could not be looked up); please try again in a moment."
+)
 VOTE_SAME_GROUP: Final = (
     "This `{tool}` request needs approvals from people of {count} different groups; your "
     "vote would not add one that is still missing, so it was not counted."

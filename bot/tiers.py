@@ -17,9 +17,10 @@ quorum = 2
 agents that asked, outermost first), ``requester`` (a user id, or ``""``),
 ``platform``, ``workspace``, ``channel`` (where it was asked, ``""`` when unknown) and
 ``now`` (when it was asked, a timestamp). An expression that does not compile, or names
-anything else, stops the bot at start; one that fails on a call (a missing argument, a
-type mismatch, an answer that is not true or false) counts as no match there, and the
-call is decided by the section's own rule: a person decides (fail closed).
+anything else, stops the bot at start. One that fails on a call (a missing argument, a
+type mismatch, an answer that is not true or false) cannot be told: when such a tier
+comes before the one the call meets (or none is met), the strictest of them applies,
+and never a tier that needs nobody (fail closed; ``ApprovalPolicy._choose``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class When:
 def _known(name: str, source: str, names: frozenset[str]) -> bool:
     """Whether ``name`` is one of ``names``, or the variable of a macro (``x`` in
     ``args.items.all(x, x > 0)``)."""
-    return name in names or bool(re.search(rf"\(\s*{re.escape(name)}\s*,", source))
+    macro = rf"\.(?:all|exists|exists_one|map|filter)\(\s*{re.escape(name)}\s*,"
+    return name in names or bool(re.search(macro, source))
 
 
 def _parse_error(message: str) -> str:
@@ -98,7 +100,10 @@ Call = PendingInfo | StandingAsk
 
 def facts(call: Call) -> dict[str, Any]:
     """What a tier's ``when`` sees of ``call``."""
-    asked_at = call.created_at if isinstance(call, PendingInfo) else datetime.now(UTC)
+    if isinstance(call, PendingInfo):
+        asked_at = call.created_at
+    else:
+        asked_at = call.asked_at or datetime.now(UTC)
     platform, workspace, channel = _place(call.thread_id)
     return {
         "args": call.args,
@@ -120,32 +125,38 @@ def _place(thread_id: str | None) -> tuple[str, str, str]:
     return platform, workspace, rest.rsplit(":", 1)[0]
 
 
-def first_match(tool: str, conditions: Sequence[When], call: Call) -> int | None:
-    """The index of the first condition ``call`` meets, or ``None`` (none did, or one
-    failed: logged, and the call is the section's)."""
-    seen = cel.Context(variables=facts(call))  # converted once, read by every condition
+def first_match(tool: str, conditions: Sequence[When], call: Call) -> tuple[int | None, list[int]]:
+    """The index of the first condition ``call`` meets (``None``: none), and those before
+    it that could not be told (they failed, or are not true or false: logged). What
+    to do with a failure is the policy's: it fails closed (``ApprovalPolicy._choose``)."""
+    failed: list[int] = []
+    try:
+        seen = cel.Context(variables=facts(call))  # converted once, read by every condition
+    except Exception as exc:  # arguments CEL cannot hold: none can be told
+        log.warning("tools.%s: the call cannot be looked at: %s", tool, exc)
+        return None, list(range(len(conditions)))
     for index, when in enumerate(conditions):
         try:
             verdict = when.program.execute(seen)
-        except Exception as exc:  # a missing argument, a type mismatch: fail closed
+        except Exception as exc:  # a missing argument, a type mismatch
             log.warning("tools.%s.tiers[%d]: %r failed: %s", tool, index, when.source, exc)
-            return None
+            failed.append(index)
+            continue
         if verdict is True:
-            return index
+            return index, failed
         if verdict is not False:
             log.warning(
                 "tools.%s.tiers[%d]: %r is %r, not true or false", tool, index, when.source, verdict
             )
-            return None
-    return None
+            failed.append(index)
+    return None, failed
 
 
 def allows(when: When, call: Call, decider: dict[str, Any]) -> bool:
     """Whether ``decider`` meets ``when`` on ``call``; one that fails or is not true or
     false does not (fail closed: logged)."""
-    seen = {**facts(call), "decider": decider}
     try:
-        verdict = when.program.execute(seen)
+        verdict = when.program.execute({**facts(call), "decider": decider})
     except Exception as exc:
         log.warning("deciders_when %r failed for %s: %s", when.source, decider.get("id"), exc)
         return False

@@ -100,9 +100,10 @@ def ask_id(tool_call_id: str, asked_at: datetime) -> str:
     return f"{tool_call_id}@{asked_at.isoformat()}"
 
 
-def grant_key(requester: str | None, tool_name: str) -> str:
-    """Whose calls of which tool a thread's grant covers."""
-    return f"{requester or ''}|{tool_name}"
+def grant_key(requester: str | None, tool_name: str, tier: str | None = None) -> str:
+    """Whose calls of which tool (in which tier of the policy) a thread's grant covers."""
+    key = f"{requester or ''}|{tool_name}"
+    return f"{key}|{tier}" if tier else key
 
 
 def ask_of(call: PendingInfo) -> str:

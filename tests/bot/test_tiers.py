@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from agents import PendingInfo, StandingAsk
+from agents import DemoModel, MemoryStore, PendingInfo, StandingAsk
 from bot import ApprovalPolicy, PolicyError
+from bot.policy import treated_otherwise
+from bot.reviewer import DEMO, Reviewer
 from bot.tiers import allows
 from bot.votes import spanned
 
@@ -99,16 +101,31 @@ approval = "none"
     assert policy.rule("refund", ask({}, requester=None)).tier is None
 
 
-def test_a_when_that_fails_on_a_call_leaves_it_to_a_person(
+def test_a_when_that_fails_on_a_call_fails_closed_to_the_strictest_it_could_be(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     policy = ApprovalPolicy.from_toml(REFUNDS)
     with caplog.at_level(logging.WARNING, logger="bot.tiers"):
         missing = policy.rule("refund", ask({"order": "A-1"}))  # no amount
-        wrong = policy.rule("refund", ask({"amount": "lots"}))  # a string, not a number
-    for rule in (missing, wrong):
-        assert (rule.approval, rule.tier, rule.approvers) == (True, None, frozenset({"U0LEAD001"}))
+        wrong = policy.rule("refund", ask({"amount": "5000"}))  # a string, as a Decimal is
+    for rule in (missing, wrong):  # neither tier can be told: the finance one, not nobody
+        assert (rule.approval, rule.tier, rule.quorum) == (True, "tools.refund.tiers[1]", 2)
     assert len([r for r in caplog.records if "tools.refund.tiers[0]" in r.message]) == 2
+
+    # A tier before the match that cannot be told: the stricter of the two.
+    ahead = ApprovalPolicy.from_toml(
+        REFUNDS.replace('when = "args.amount <= 100"', "when = \"args.note == 'auto'\"")
+    )
+    assert ahead.rule("refund", ask({"amount": 5000})).tier == "tools.refund.tiers[1]"
+    # ... and never a tier that needs nobody after one that failed.
+    nobody = ApprovalPolicy.from_toml(
+        '[tools.refund]\napprovers = ["U0LEAD001"]\n'
+        '[[tools.refund.tiers]]\nwhen = "args.note == \'x\'"\napprovers = ["U0FIN0001"]\n'
+        '[[tools.refund.tiers]]\nwhen = "true"\napproval = "none"\n'
+    )
+    held = nobody.rule("refund", ask({"amount": 5}))
+    assert held.approval
+    assert held.tier == "tools.refund.tiers[0]"
 
     not_a_verdict = ApprovalPolicy.from_toml(
         '[[tools.refund.tiers]]\nwhen = "args.amount"\napproval = "none"\n'
@@ -229,3 +246,33 @@ def test_deciders_when_sees_the_decider_and_fails_closed() -> None:
     assert allows(when, asked, {"id": "U1", "platform": "slack", "groups": ["S0FIN"]})
     assert not allows(when, asked, {"id": "U2", "platform": "slack", "groups": []})
     assert not allows(when, waiting({}), {"id": "U2", "platform": "slack", "groups": []})
+
+
+def test_a_name_that_only_looks_like_a_macros_variable_is_still_unknown() -> None:
+    with pytest.raises(PolicyError) as raised:
+        ApprovalPolicy.from_toml(
+            '[[tools.refund.tiers]]\nwhen = "matches(reqester, \\"^U0\\")"\napproval = "none"\n'
+        )
+    assert "unknown name reqester" in " ".join(raised.value.lines)
+
+
+async def test_the_offline_demo_model_urges_caution_and_never_clears() -> None:
+    reviewer = Reviewer(DemoModel(), MemoryStore().load_history)
+    review = await reviewer.review(ask({"amount": 5}))
+    assert review.verdict is not None
+    assert (review.verdict.verdict, review.verdict.reason) == ("caution", DEMO)
+
+
+def test_replay_and_shadow_see_a_reviewer_and_a_rule_on_who_decides() -> None:
+    before = ApprovalPolicy.from_toml('[tools.refund]\napprovers = ["U1"]\n')
+    reviewed = ApprovalPolicy.from_toml('[tools.refund]\napprovers = ["U1"]\nreview = "model"\n')
+    ruled = ApprovalPolicy.from_toml(
+        '[tools.refund]\napprovers = ["U1"]\ndeciders_when = "decider.id != requester"\n'
+    )
+    call = ask({"amount": 5})
+    was = before.rule("refund", call)
+    assert treated_otherwise(was, reviewed.rule("refund", call)) == "now a model reviews it first"
+    assert treated_otherwise(was, ruled.rule("refund", call)) == (
+        "deciders_when: none -> decider.id != requester"
+    )
+    assert treated_otherwise(was, was) is None

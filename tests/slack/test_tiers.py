@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.slack.wire import APPROVE_ACTION, EDIT_ACTION
-from agents import Agent, Store, ToolCall, tool
+from adapters.slack.wire import APPROVE_ACTION, EDIT_ACTION, grant_action
+from agents import Agent, Message, ModelResponse, Store, ToolCall, tool
+from agents.models.base import ModelRequest
+from agents.models.function import FunctionModel
 from bot import ApprovalPolicy
-from tests.agents.helpers import call_then_answer
+from tests.agents.helpers import call_then_answer, last_results
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
@@ -182,3 +184,73 @@ async def test_a_quorum_from_two_groups_and_a_rule_on_who_decides(
     assert f"<@{FIN1}>" in shown
     assert f"<@{FIN3}>" in shown
     assert f"<@{FIN2}>" not in shown
+
+
+def refunds_by_amount(store: Store, refunds: list[int]) -> Agent:
+    """A bot whose model refunds A-1 by the number its request ends with."""
+
+    @tool(require_approval=True)
+    def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        refunds.append(amount)
+        return "refunded"
+
+    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        if last_results(messages):
+            return ModelResponse(text="Done.")
+        amount = int(messages[-1].text.split()[-1])
+        return ModelResponse(tool_calls=[ToolCall("refund", {"order": "A-1", "amount": amount})])
+
+    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=store)
+
+
+async def test_a_grant_given_in_one_tier_never_covers_a_call_of_another(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    policy = POLICY.replace(
+        'approvers = ["U0LEAD001"]\n', 'approvers = ["U0LEAD001"]\ngrant_for = ["1h"]\n', 1
+    )
+    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
+    first = mention_event("refund A-1 500")
+    assert await bot.send_event(first) == 200
+    await bot.idle()
+    (card,) = [m for m in slack.in_thread(CHANNEL, first["ts"]) if has_buttons(m)]
+    assert await bot.press(card, grant_action(0), user=LEAD) == 200
+    await bot.idle()
+    assert refunds == [500]
+
+    for text, ran in (("refund A-1 600", [500, 600]), ("refund A-1 5000", [500, 600])):
+        again = mention_event(text, thread_ts=first["ts"])
+        assert await bot.send_event(again) == 200
+        await bot.idle()
+        assert refunds == ran
+    waiting = [m for m in slack.in_thread(CHANNEL, first["ts"]) if has_buttons(m)]
+    assert len(waiting) == 1, "the 5000 (finance's tier) waits on a card of its own"
+    assert "(0 of 2)" in card_text(waiting[0])
+
+
+async def test_an_edit_is_checked_against_deciders_when_as_it_would_run(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    policy = (
+        '[tools.refund]\napprovers = ["U0LEAD001", "U0MALLORY"]\n'
+        "deciders_when = \"decider.id != 'U0MALLORY' || args.amount < 100\"\n"
+    )
+    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
+    root = mention_event("refund A-1 50")
+    assert await bot.send_event(root) == 200
+    await bot.idle()
+    (card,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+    assert await bot.press(card, EDIT_ACTION, user="U0MALLORY") == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
+    view = slack.of("views.open")[0].args["view"]
+    bigger = submission(view, {**prefilled(view), "amount": "5000"}, user="U0MALLORY")
+    status, body = await bot.interact(bigger)
+    await bot.idle()
+    assert status == 200
+    told = body + " ".join(str(c.args) for c in slack.of("chat.postEphemeral"))
+    assert "deciders_when" in told
+    assert refunds == []
+    assert await bot.press(card, APPROVE_ACTION, user="U0MALLORY") == 200  # 50: hers to approve
+    await bot.idle()
+    assert refunds == [50]
