@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -160,6 +161,52 @@ class Decider:
         decision = decision.model_copy(update={"args": edited})
         record = audit_entry(top, entry, "edited", decision)
         return decision, record.model_copy(update={"previous_args": before})
+
+    async def ask_again(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        args: dict[str, Any],
+        *,
+        edited_by: str | None,
+        expires_in: timedelta | None = None,
+    ) -> PendingCall:
+        """Put ``args`` (validated, and the tool's check) in place of a waiting
+        approval's, undecided: the call is asked anew (a new ``created_at``, so a new
+        asking; no remark), for ``expires_in`` (else as long as before), audited
+        ``edited``. A compare-and-set write, read again while the run keeps changing.
+
+        Raises:
+            ArgsInvalidError: The arguments do not fit (nothing changes).
+            ToolCallNotPendingError: The call is no approval waiting, or its tool is gone.
+        """
+        probe = Decision(action="approve", decided_by=edited_by, args=args)
+        loaded = await self._turns.store.load_run(run_id)
+        for _ in range(CLAIM_TRIES):
+            top, entry = select_pending(run_id, loaded, tool_call_id, probe)
+            chain = await self.chain(top, entry.tool_call_id)
+            if any(snap.find_pending(entry.tool_call_id) is None for snap in chain):
+                loaded = await self._turns.store.load_run(run_id)
+                continue
+            lasted = entry.expires_at - entry.created_at
+            _, record = await self._edit(chain, entry, probe)
+            if record is None:
+                return entry  # the same arguments: asked as it is
+            now = utcnow()
+            for snap in chain:
+                pending = snap.find_pending(entry.tool_call_id)
+                assert pending is not None  # checked above
+                pending.created_at, pending.expires_at = now, now + (expires_in or lasted)
+                pending.remark, pending.edited_by = None, edited_by
+            try:
+                await self._turns.save_together(chain, [record])
+            except StoreConflict:  # written since it was read: read it again
+                loaded = await self._turns.store.load_run(run_id)
+                continue
+            asked = top.find_pending(entry.tool_call_id)
+            assert asked is not None
+            return asked
+        raise RunChangedError(run_id, tool_call_id)
 
     async def chain(self, top: RunSnapshot, tool_call_id: str) -> list[RunSnapshot]:
         """The runs from the top down to the one that owns a pending call."""

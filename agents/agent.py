@@ -253,6 +253,30 @@ class Agent:
         decision = Decision(action="approve", decided_by=decided_by, args=args)
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
+    async def ask_again(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str,
+        args: dict[str, Any],
+        edited_by: str | None = None,
+        expires_in: timedelta | None = None,
+    ) -> PendingInfo:
+        """Ask a waiting approval anew with ``args`` (edited by ``edited_by``), undecided:
+        a new asking of the same call, for ``expires_in`` (else as long as before), audited
+        ``edited``; the run keeps waiting. For an edit that needs other deciders than the
+        one who made it (another tier of a policy).
+
+        Raises:
+            ArgsInvalidError: The arguments do not fit (nothing changes).
+            ToolCallNotPendingError, CallExpiredError, AlreadyDecidedError: as for a
+                decision.
+        """
+        asked = await self.engine.decider.ask_again(
+            run_id, tool_call_id, args, edited_by=edited_by, expires_in=expires_in
+        )
+        return PendingInfo.of(run_id, asked)
+
     async def decline_tool_call(
         self,
         *,

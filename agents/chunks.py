@@ -39,6 +39,8 @@ class PendingInfo:
     """The conversation its run belongs to (``None`` on calls kept by an earlier version)."""
     remark: str | None = None
     """What a standing approval said of it without approving it (a reviewer's caution)."""
+    edited_by: str | None = None
+    """Who asked it again with their edit (``Agent.ask_again``)."""
     answer: Any = None
     """An approval's answer: what a person said before it, which runs with the arguments."""
     source: str | None = None
@@ -61,6 +63,7 @@ class PendingInfo:
             requester=call.requester,
             thread_id=call.thread_id,
             remark=call.remark,
+            edited_by=call.edited_by,
             answer=call.answer,
             source=call.source,
         )

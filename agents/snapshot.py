@@ -129,6 +129,8 @@ class PendingCall(BaseModel):
     """The conversation its run belongs to (a policy may look at where it was asked)."""
     remark: str | None = None
     """What a standing approval said of it without approving it (a reviewer's caution)."""
+    edited_by: str | None = None
+    """Who asked it again with their edit (``Agent.ask_again``)."""
     idempotent: bool = False
     source: str | None = None
     """The tool source offering the tool (an MCP server's name), if not the agent itself."""

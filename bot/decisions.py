@@ -308,11 +308,12 @@ class Decisions:
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
                 return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
-            moved = self._other_tier(call, click)
-            if moved is None:  # the edited call must be this decider's to approve too
-                moved = await self._by_rule(click, self._edited(call, click), "approve")
-            if moved is not None:
-                return self._refuse(moved, outcome="refused")
+            editor_may = self._policy.rule(call.tool_name, call).editor_may_approve
+            if not editor_may or self._other_tier(call, click):
+                return await self._ask_again(click, call)
+            refused = await self._by_rule(click, self._edited(call, click), "approve")
+            if refused is not None:  # the edited call must be this decider's to approve too
+                return self._refuse(refused, outcome="refused")
             return await self._carry_out(click, call)
         if click.action == "grant":
             rule = self._policy.rule(call.tool_name, call)
@@ -466,15 +467,51 @@ class Decisions:
         await self._follow(click, call, card, stream)
         return _decided(click, card)
 
-    def _other_tier(self, call: PendingInfo, click: Click) -> str | None:
-        """Why an edit may not approve ``call``: its arguments would put it in another
-        tier of the policy (other approvers, another quorum, none at all), which this
-        card's deciders cannot stand in for; ``None`` when the tier stays."""
+    def _other_tier(self, call: PendingInfo, click: Click) -> bool:
+        """Whether an edit puts ``call`` under another tier of the policy (other
+        approvers, another quorum, nobody), which this card's deciders cannot stand in
+        for: it is then asked again, not approved (``_ask_again``; so is every edit
+        under ``editor_may_approve = false``)."""
         now = self._policy.rule(call.tool_name, call).tier
-        then = self._policy.rule(call.tool_name, self._edited(call, click)).tier
-        if then == now:
-            return None
-        return texts.EDIT_OTHER_TIER.format(tool=call.tool_name)
+        return self._policy.rule(call.tool_name, self._edited(call, click)).tier != now
+
+    async def _ask_again(self, click: Click, call: PendingInfo) -> ClickResult:
+        """Ask ``call`` anew with an edit's arguments, under the tier they put it in:
+        this card says so (its votes end with it), a new card asks the new tier's
+        deciders, and the runtime keeps waiting (audited ``edited``)."""
+        edited = self._edited(call, click)
+        if edited.args == call.args:  # nothing changed: the click approves as it is
+            return await self._carry_out(click, call)
+        expires_in = self._policy.rule(call.tool_name, edited).expires_in
+        try:
+            asked = await self._agent.ask_again(
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                args=edited.args,
+                edited_by=click.user_id,
+                expires_in=expires_in,
+            )
+        except ArgsInvalidError as exc:
+            invalid = texts.EDIT_INVALID.format(errors="; ".join(exc.errors))
+            return ClickResult(accepted=False, said=(invalid,), retry=True)
+        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError, RunNotFoundError):
+            return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
+        except RunChangedError:
+            return self._refuse(texts.CLICK_RACED, outcome="stale")
+        self._metrics.decided("asked_again")
+        card = self._presenter.card(
+            click.thread, call, status="asked_again", decided_by=(click.user_id,)
+        )
+        await self._show(click, call, card)
+        messenger = self._presenter.messenger(click.thread.platform)
+        try:
+            self._tasks.spawn(
+                self._presenter.show_pending(messenger, click.thread, asked),
+                name=f"asked again:{call.run_id}",
+            )
+        except RuntimeError:  # shutting down: the sweeper's lost-card check posts it later
+            log.error("run %s: asked again during shutdown, its card not posted here", call.run_id)
+        return _decided(click, card)
 
     def _edited(self, call: PendingInfo, click: Click) -> PendingInfo:
         """``call`` as an edit click would have it run (its form's values, typed)."""

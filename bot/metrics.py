@@ -31,10 +31,19 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 DecisionOutcome = Literal[
-    "approved", "declined", "voted", "refused", "stale", "expired", "answered", "cancelled"
+    "approved",
+    "declined",
+    "voted",
+    "refused",
+    "stale",
+    "expired",
+    "answered",
+    "cancelled",
+    "asked_again",
 ]
 """``answered``/``cancelled``: a question's form or its Cancel button; ``voted``: an
-approval counted towards a quorum not yet reached; ``refused``: the
+approval counted towards a quorum not yet reached; ``asked_again``: an edit into another
+rule of the policy, asked anew on a new card; ``refused``: the
 policy said no (or the person already voted); ``stale``: the call was already
 decided, expired or unknown at click time; ``expired``: resolved by the expiry sweep."""
 

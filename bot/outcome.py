@@ -108,6 +108,7 @@ EndingName = Literal[
     "declined_why",
     "expired",
     "stopped",
+    "asked_again",
     "answered",
     "cancelled",
     "question_expired",
@@ -133,6 +134,12 @@ ENDINGS: Final[dict[EndingName, Ending]] = {
         mark="🛑",
         title="Stopped",
         line="Stopped by {who}: the request ended before anyone decided",
+        tone="void",
+    ),
+    "asked_again": Ending(
+        mark="✏️",
+        title="Edited",
+        line="Edited by {who}: asked again below as edited, for the approval policy's deciders",
         tone="void",
     ),
     "answered": Ending(mark="✅", title="Answered", line="Answered by {who}"),
@@ -237,7 +244,7 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
             plain = _outcome(ENDINGS["declined"], card.decided_by, {})
             because = texts.OUTCOME_REASON.format(reason=reason)
             return replace(outcome, headline=plain.line, because=because)
-        case "approved" | "declined" | "expired" | "stopped":
+        case "approved" | "declined" | "expired" | "stopped" | "asked_again":
             name = card.status
         case _:
             assert_never(card.status)

@@ -111,6 +111,9 @@ class _Fields(BaseModel):
     allow_self_approval: StrictBool | None = None
     expires_in: Duration | None = None
     quorum: Annotated[StrictInt, Field(ge=1)] | None = None
+    editor_may_approve: StrictBool | None = None
+    """``false``: an edit does not approve; the edited call is asked again, and whoever
+    edited it may not approve it."""
     distinct_groups: Annotated[StrictInt, Field(ge=2)] | None = None
     """A quorum's votes come from people of this many different user groups (of those
     the rule names)."""
@@ -203,6 +206,8 @@ class EffectiveRule:
     """Whether a person must decide (``False``: a tier with ``approval = "none"``)."""
     distinct_groups: int = 1
     """How many different user groups a quorum's votes must come from."""
+    editor_may_approve: bool = True
+    """Whether an edit approves (else it asks again, for someone else)."""
     review: bool = False
     """A model reviews each call before a person is asked (``bot.reviewer``)."""
     deciders_when: When | None = None
@@ -356,6 +361,7 @@ class ApprovalPolicy:
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,
+            editor_may_approve=pick("editor_may_approve") is not False,
             review=pick("review") == "model",
             deciders_when=self._deciders.get(pick("deciders_when") or ""),
             **_destination(layers),
@@ -531,6 +537,9 @@ class ApprovalPolicy:
             return texts.POLICY_NOT_APPROVER.format(tool=tool_name)
         if action == "approve" and is_requester and not rule.allow_self_approval:
             return texts.POLICY_SELF_APPROVAL.format(tool=tool_name)
+        edited_by = call.edited_by if isinstance(call, PendingInfo) else None
+        if action == "approve" and not rule.editor_may_approve and decider == edited_by:
+            return texts.POLICY_EDITOR.format(tool=tool_name)
         return None
 
     def question_refusal(

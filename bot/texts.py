@@ -136,11 +136,6 @@ CLICK_OTHER_THREAD: Final = "This card does not belong to this conversation."
 CLICK_NOT_AN_APPROVAL: Final = "This request waits for an answer in the thread, not a button."
 EDIT_INTRO: Final = "Change what `{tool}` runs with, then approve: it runs exactly as sent."
 EDIT_INVALID: Final = "Those arguments do not fit: {errors}. Please correct them and send again."
-EDIT_OTHER_TIER: Final = (
-    "That change puts this `{tool}` request under another rule of the approval policy "
-    "(other approvers, or another number of them), so it cannot be approved from this "
-    "card. Decline it and ask again with the new values, or approve it as it is."
-)
 EDIT_NOT_OFFERED: Final = (
     "This request can't be edited (it needs several approvals, or its arguments "
     "are not plain values); approve or decline it as it is."
@@ -172,6 +167,7 @@ ANSWER_NOT_ALLOWED: Final = (
 POLICY_DECIDERS_WHEN: Final = (
     "The approval policy's rule for `{tool}` (deciders_when) does not let you decide this request."
 )
+POLICY_EDITOR: Final = "You edited this `{tool}` request; someone else has to approve it."
 POLICY_DECIDERS_UNKNOWN: Final = (
     "The approval policy's rule for `{tool}` (deciders_when) could not be checked for you "
     "right now (a user group could not be looked up); please try again in a moment."

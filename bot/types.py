@@ -111,7 +111,8 @@ class Click:
         return self.where or self.thread
 
 
-CardStatus = Literal["pending", "approved", "declined", "expired", "stopped"]
+CardStatus = Literal["pending", "approved", "declined", "expired", "stopped", "asked_again"]
+"""``asked_again``: edited into another rule of the policy, so asked anew on another card."""
 
 
 @dataclass(frozen=True, kw_only=True)

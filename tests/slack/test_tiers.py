@@ -17,7 +17,7 @@ from tests.agents.helpers import call_then_answer, last_results
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
-from .harness import CHANNEL, BotServer, mention_event
+from .harness import CHANNEL, BotServer, block_actions, mention_event
 from .test_approvals import card_text, has_buttons
 from .test_edit import prefilled
 from .test_questions import submission
@@ -115,7 +115,38 @@ async def test_5000_waits_for_two_of_finance_and_the_lead_may_not_decide(
     assert f"<@{FIN3}>" in decided
 
 
-async def test_an_edit_into_another_tier_is_refused_and_one_within_it_approves(
+async def test_an_edit_into_another_tier_asks_again_on_a_new_card_and_one_within_it_approves(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    bot = await refund_bot(serve, store, refunds, 500)
+    root, (card,) = await asked(bot, slack)
+    late = block_actions(card, APPROVE_ACTION, user=LEAD)  # a click on the card as it was
+    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
+    view = slack.of("views.open")[0].args["view"]
+    into_finance = submission(view, {**prefilled(view), "amount": "5000"}, user=LEAD)
+    assert (await bot.interact(into_finance))[0] == 200
+    await bot.idle()
+    assert refunds == []
+    assert not has_buttons(card)
+    assert f"Edited by <@{LEAD}>: asked again below as edited" in card_text(card)
+    (again,) = [m for m in slack.in_thread(CHANNEL, root) if has_buttons(m)]
+    assert "(0 of 2)" in card_text(again)
+    assert '"amount": 5000' in card_text(again)
+    assert (await bot.interact(late))[0] == 200  # the old card decides nothing now
+    await bot.idle()
+    assert refunds == []
+    for voter in (FIN1, FIN2):
+        assert await bot.press(again, APPROVE_ACTION, user=voter) == 200
+        await bot.idle()
+    assert refunds == [5000]
+    edited = [e for e in await bot.bot.agent.audit() if e.event == "edited"]
+    assert [(e.actor, e.args["amount"], (e.previous_args or {})["amount"]) for e in edited] == [
+        (LEAD, 5000, 500)
+    ]
+
+
+async def test_an_edit_within_its_tier_approves_as_edited(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
     bot = await refund_bot(serve, store, refunds, 500)
@@ -123,15 +154,6 @@ async def test_an_edit_into_another_tier_is_refused_and_one_within_it_approves(
     assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
     await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
     view = slack.of("views.open")[0].args["view"]
-    into_finance = submission(view, {**prefilled(view), "amount": "5000"}, user=LEAD)
-    status, body = await bot.interact(into_finance)
-    await bot.idle()
-    told = body + " ".join(str(c.args) for c in slack.of("chat.postEphemeral"))
-    assert status == 200
-    assert "another rule of the approval policy" in told
-    assert refunds == []
-    assert has_buttons(card), "the card still waits, as it was"
-
     within = submission(view, {**prefilled(view), "amount": "600"}, user=LEAD)
     assert (await bot.interact(within))[0] == 200
     await bot.idle()
@@ -254,3 +276,30 @@ async def test_an_edit_is_checked_against_deciders_when_as_it_would_run(
     assert await bot.press(card, APPROVE_ACTION, user="U0MALLORY") == 200  # 50: hers to approve
     await bot.idle()
     assert refunds == [50]
+
+
+async def test_an_editor_may_not_approve_their_own_edit_when_the_policy_says_so(
+    serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
+) -> None:
+    policy = '[tools.refund]\napprovers = ["U0LEAD001", "U0FIN0001"]\neditor_may_approve = false\n'
+    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
+    root = mention_event("refund A-1 500")
+    assert await bot.send_event(root) == 200
+    await bot.idle()
+    (card,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
+    view = slack.of("views.open")[0].args["view"]
+    smaller = submission(view, {**prefilled(view), "amount": "450"}, user=LEAD)
+    assert (await bot.interact(smaller))[0] == 200
+    await bot.idle()
+    assert refunds == [], "the edit asked again instead of approving"
+    (again,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+    assert await bot.press(again, APPROVE_ACTION, user=LEAD) == 200
+    await bot.idle()
+    told = [c.args["text"] for c in slack.of("chat.postEphemeral")]
+    assert any("You edited this `refund` request" in t for t in told)
+    assert refunds == []
+    assert await bot.press(again, APPROVE_ACTION, user=FIN1) == 200
+    await bot.idle()
+    assert refunds == [450]
