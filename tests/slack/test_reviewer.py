@@ -10,17 +10,17 @@ import asyncio
 import pytest
 
 from adapters.slack.wire import APPROVE_ACTION
-from agents import Agent, Store, ToolCall, tool
+from agents import Store
 from agents.models.anthropic import AnthropicModel
 from bot import ApprovalPolicy, PolicyError
 from bot.reviewer import PROMPT
-from tests.agents.helpers import call_then_answer
 from tests.models.fake_anthropic import FakeAnthropic, Reply, Text, ToolUse, message_reply
 
 from .conftest import StartBot
-from .fake_slack import FakeSlack, Posted
-from .harness import CHANNEL, BotServer, mention_event
-from .test_approvals import card_text, has_buttons
+from .fake_slack import FakeSlack
+from .harness import CHANNEL, BotServer
+from .test_approvals import card_text
+from .test_tiers import asked, refund_bot
 
 LEAD = "U0LEAD001"
 POLICY = f'[tools.refund]\napprovers = ["{LEAD}"]\nreview = "model"\n'
@@ -36,25 +36,11 @@ def verdict(verdict: str, reason: str) -> Reply:
 async def reviewed(
     serve: StartBot, store: Store, claude: AnthropicModel, refunds: list[int], *, within: float = 5
 ) -> BotServer:
-    @tool(require_approval=True)
-    def refund(order: str, amount: int) -> str:
-        """Refund part of an order."""
-        refunds.append(amount)
-        return "refunded"
-
-    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": 40}))
-    agent = Agent(id="billing", model=model, tools=[refund], store=store)
-    bot = await serve(agent, policy=ApprovalPolicy.from_toml(POLICY))
+    """A refunds bot whose reviewer is ``claude``, given ``within`` seconds."""
+    bot = await refund_bot(serve, store, refunds, POLICY)
     bot.bot.reviewer.model = claude
     bot.bot.reviewer.timeout = within
     return bot
-
-
-async def asked(bot: BotServer, slack: FakeSlack) -> tuple[str, list[Posted]]:
-    root = mention_event("refund A-1 40")
-    assert await bot.send_event(root) == 200
-    await bot.idle()
-    return root["ts"], [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
 
 
 async def test_clear_runs_the_call_without_a_card_on_record_with_the_reason(
@@ -63,7 +49,7 @@ async def test_clear_runs_the_call_without_a_card_on_record_with_the_reason(
     fake.script(verdict("clear", "a 40 refund the customer asked for"))
     refunds: list[int] = []
     bot = await reviewed(serve, store, claude, refunds)
-    root, cards = await asked(bot, slack)
+    root, cards = await asked(bot, slack, 40)
     assert cards == []
     assert refunds == [40]
     assert any("reviewer cleared it" in m.text for m in slack.in_thread(CHANNEL, root))
@@ -88,7 +74,7 @@ async def test_caution_puts_the_reason_on_the_card_and_a_person_decides(
     fake.script(verdict("caution", "the order was refunded yesterday"))
     refunds: list[int] = []
     bot = await reviewed(serve, store, claude, refunds)
-    _, (card,) = await asked(bot, slack)
+    _, (card,) = await asked(bot, slack, 40)
     assert "Reviewer: caution: the order was refunded yesterday" in card_text(card)
     assert await bot.press(card, APPROVE_ACTION, user=LEAD) == 200
     await bot.idle()
@@ -115,7 +101,7 @@ async def test_an_answer_that_is_no_verdict_leaves_it_to_a_person(
     fake.script(reply)
     refunds: list[int] = []
     bot = await reviewed(serve, store, claude, refunds)
-    _, (card,) = await asked(bot, slack)
+    _, (card,) = await asked(bot, slack, 40)
     shown = card_text(card)
     assert "Reviewer: no verdict" in shown
     assert why in shown
@@ -130,7 +116,7 @@ async def test_a_reviewer_that_does_not_answer_in_time_leaves_it_to_a_person(
     refunds: list[int] = []
     bot = await reviewed(serve, store, claude, refunds, within=0.3)
     try:
-        _, (card,) = await asked(bot, slack)
+        _, (card,) = await asked(bot, slack, 40)
         assert "Reviewer: no verdict (no answer within 0.3 s)" in card_text(card)
         assert refunds == []
     finally:

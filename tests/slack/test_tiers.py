@@ -13,7 +13,7 @@ from agents import Agent, Message, ModelResponse, Store, ToolCall, tool
 from agents.models.base import ModelRequest
 from agents.models.function import FunctionModel
 from bot import ApprovalPolicy
-from tests.agents.helpers import call_then_answer, last_results
+from tests.agents.helpers import last_results
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
@@ -39,26 +39,54 @@ expires_in = "4h"
 """
 
 
-async def refund_bot(serve: StartBot, store: Store, refunds: list[int], amount: int) -> BotServer:
-    """A bot whose model asks to refund order A-1 by ``amount``."""
+def refunds_by_amount(store: Store, refunds: list[int]) -> Agent:
+    """A bot whose model refunds A-1 by the number its request ends with."""
 
     @tool(require_approval=True)
     def refund(order: str, amount: int) -> str:
         """Refund part of an order."""
         refunds.append(amount)
-        return f"refunded {amount} on {order}"
+        return "refunded"
 
-    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": amount}))
-    agent = Agent(id="billing", model=model, tools=[refund], store=store)
-    return await serve(agent, policy=ApprovalPolicy.from_toml(POLICY))
+    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
+        if last_results(messages):
+            return ModelResponse(text="Done.")
+        amount = int(messages[-1].text.split()[-1])
+        return ModelResponse(tool_calls=[ToolCall("refund", {"order": "A-1", "amount": amount})])
+
+    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=store)
 
 
-async def asked(bot: BotServer, slack: FakeSlack) -> tuple[str, list[Posted]]:
-    """Ask in a new thread; its root and the cards posted there."""
-    root = mention_event("refund A-1")
+async def refund_bot(
+    serve: StartBot, store: Store, refunds: list[int], policy: str = POLICY
+) -> BotServer:
+    """A bot of ``refunds_by_amount`` under ``policy``."""
+    return await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
+
+
+async def asked(bot: BotServer, slack: FakeSlack, amount: int) -> tuple[str, list[Posted]]:
+    """Ask for a refund of ``amount`` in a new thread; its root and the cards posted there."""
+    root = mention_event(f"refund A-1 {amount}")
     assert await bot.send_event(root) == 200
     await bot.idle()
     return root["ts"], [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+
+
+async def edit_to(
+    bot: BotServer, slack: FakeSlack, card: Posted, amount: int, *, user: str
+) -> tuple[int, str]:
+    """Edit ``card``'s amount as ``user`` (Edit, then the form sent); the answer, and
+    what the clicker was told privately since."""
+    opened = len(slack.of("views.open"))
+    assert await bot.press(card, EDIT_ACTION, user=user) == 200
+    await slack.wait_for(lambda: len(slack.of("views.open")) > opened, what="the edit form")
+    view = slack.of("views.open")[-1].args["view"]
+    told = len(slack.of("chat.postEphemeral"))
+    sent = submission(view, {**prefilled(view), "amount": str(amount)}, user=user)
+    status, body = await bot.interact(sent)
+    await bot.idle()
+    said = " ".join(str(c.args) for c in slack.of("chat.postEphemeral")[told:])
+    return status, f"{body} {said}"
 
 
 @pytest.fixture
@@ -69,8 +97,8 @@ def refunds() -> list[int]:
 async def test_90_runs_without_a_card_and_the_policy_is_on_record(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
-    bot = await refund_bot(serve, store, refunds, 90)
-    root, cards = await asked(bot, slack)
+    bot = await refund_bot(serve, store, refunds)
+    root, cards = await asked(bot, slack, 90)
     assert cards == []
     assert refunds == [90]
     said = "\n".join(m.text for m in slack.in_thread(CHANNEL, root))
@@ -82,8 +110,8 @@ async def test_90_runs_without_a_card_and_the_policy_is_on_record(
 async def test_500_waits_for_the_lead(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
-    bot = await refund_bot(serve, store, refunds, 500)
-    _, (card,) = await asked(bot, slack)
+    bot = await refund_bot(serve, store, refunds)
+    _, (card,) = await asked(bot, slack, 500)
     assert await bot.press(card, APPROVE_ACTION, user=FIN1) == 200
     await bot.idle()
     assert refunds == []
@@ -96,8 +124,8 @@ async def test_500_waits_for_the_lead(
 async def test_5000_waits_for_two_of_finance_and_the_lead_may_not_decide(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
-    bot = await refund_bot(serve, store, refunds, 5000)
-    _, (card,) = await asked(bot, slack)
+    bot = await refund_bot(serve, store, refunds)
+    _, (card,) = await asked(bot, slack, 5000)
     shown = card_text(card)
     assert "(0 of 2)" in shown
     assert await bot.press(card, APPROVE_ACTION, user=LEAD) == 200
@@ -118,15 +146,10 @@ async def test_5000_waits_for_two_of_finance_and_the_lead_may_not_decide(
 async def test_an_edit_into_another_tier_asks_again_on_a_new_card_and_one_within_it_approves(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
-    bot = await refund_bot(serve, store, refunds, 500)
-    root, (card,) = await asked(bot, slack)
+    bot = await refund_bot(serve, store, refunds)
+    root, (card,) = await asked(bot, slack, 500)
     late = block_actions(card, APPROVE_ACTION, user=LEAD)  # a click on the card as it was
-    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
-    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
-    view = slack.of("views.open")[0].args["view"]
-    into_finance = submission(view, {**prefilled(view), "amount": "5000"}, user=LEAD)
-    assert (await bot.interact(into_finance))[0] == 200
-    await bot.idle()
+    assert (await edit_to(bot, slack, card, 5000, user=LEAD))[0] == 200
     assert refunds == []
     assert not has_buttons(card)
     assert f"Edited by <@{LEAD}>: asked again below as edited" in card_text(card)
@@ -149,14 +172,9 @@ async def test_an_edit_into_another_tier_asks_again_on_a_new_card_and_one_within
 async def test_an_edit_within_its_tier_approves_as_edited(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
-    bot = await refund_bot(serve, store, refunds, 500)
-    _, (card,) = await asked(bot, slack)
-    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
-    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
-    view = slack.of("views.open")[0].args["view"]
-    within = submission(view, {**prefilled(view), "amount": "600"}, user=LEAD)
-    assert (await bot.interact(within))[0] == 200
-    await bot.idle()
+    bot = await refund_bot(serve, store, refunds)
+    _, (card,) = await asked(bot, slack, 500)
+    assert (await edit_to(bot, slack, card, 600, user=LEAD))[0] == 200
     assert refunds == [600]
 
 
@@ -175,16 +193,8 @@ async def test_a_quorum_from_two_groups_and_a_rule_on_who_decides(
     slack.add_group("S0FINANCE", "finance", [FIN1, FIN2, "U0MALLORY"])
     slack.add_group("S0SECURITY", "security", [FIN3])
 
-    @tool(require_approval=True)
-    def refund(order: str, amount: int) -> str:
-        """Refund part of an order."""
-        refunds.append(amount)
-        return "refunded"
-
-    model = call_then_answer(ToolCall("refund", {"order": "A-1", "amount": 500}))
-    agent = Agent(id="billing", model=model, tools=[refund], store=store)
-    bot = await serve(agent, policy=ApprovalPolicy.from_toml(GROUPS))
-    _, (card,) = await asked(bot, slack)
+    bot = await refund_bot(serve, store, refunds, GROUPS)
+    _, (card,) = await asked(bot, slack, 500)
 
     # Mallory is in finance, but the rule keeps her off refunds of 100 or more.
     assert await bot.press(card, APPROVE_ACTION, user="U0MALLORY") == 200
@@ -208,31 +218,13 @@ async def test_a_quorum_from_two_groups_and_a_rule_on_who_decides(
     assert f"<@{FIN2}>" not in shown
 
 
-def refunds_by_amount(store: Store, refunds: list[int]) -> Agent:
-    """A bot whose model refunds A-1 by the number its request ends with."""
-
-    @tool(require_approval=True)
-    def refund(order: str, amount: int) -> str:
-        """Refund part of an order."""
-        refunds.append(amount)
-        return "refunded"
-
-    def respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
-        if last_results(messages):
-            return ModelResponse(text="Done.")
-        amount = int(messages[-1].text.split()[-1])
-        return ModelResponse(tool_calls=[ToolCall("refund", {"order": "A-1", "amount": amount})])
-
-    return Agent(id="billing", model=FunctionModel(respond), tools=[refund], store=store)
-
-
 async def test_a_grant_given_in_one_tier_never_covers_a_call_of_another(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
     policy = POLICY.replace(
         'approvers = ["U0LEAD001"]\n', 'approvers = ["U0LEAD001"]\ngrant_for = ["1h"]\n', 1
     )
-    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
+    bot = await refund_bot(serve, store, refunds, policy)
     first = mention_event("refund A-1 500")
     assert await bot.send_event(first) == 200
     await bot.idle()
@@ -258,19 +250,10 @@ async def test_an_edit_is_checked_against_deciders_when_as_it_would_run(
         '[tools.refund]\napprovers = ["U0LEAD001", "U0MALLORY"]\n'
         "deciders_when = \"decider.id != 'U0MALLORY' || args.amount < 100\"\n"
     )
-    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
-    root = mention_event("refund A-1 50")
-    assert await bot.send_event(root) == 200
-    await bot.idle()
-    (card,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
-    assert await bot.press(card, EDIT_ACTION, user="U0MALLORY") == 200
-    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
-    view = slack.of("views.open")[0].args["view"]
-    bigger = submission(view, {**prefilled(view), "amount": "5000"}, user="U0MALLORY")
-    status, body = await bot.interact(bigger)
-    await bot.idle()
+    bot = await refund_bot(serve, store, refunds, policy)
+    _, (card,) = await asked(bot, slack, 50)
+    status, told = await edit_to(bot, slack, card, 5000, user="U0MALLORY")
     assert status == 200
-    told = body + " ".join(str(c.args) for c in slack.of("chat.postEphemeral"))
     assert "deciders_when" in told
     assert refunds == []
     assert await bot.press(card, APPROVE_ACTION, user="U0MALLORY") == 200  # 50: hers to approve
@@ -282,19 +265,11 @@ async def test_an_editor_may_not_approve_their_own_edit_when_the_policy_says_so(
     serve: StartBot, store: Store, slack: FakeSlack, refunds: list[int]
 ) -> None:
     policy = '[tools.refund]\napprovers = ["U0LEAD001", "U0FIN0001"]\neditor_may_approve = false\n'
-    bot = await serve(refunds_by_amount(store, refunds), policy=ApprovalPolicy.from_toml(policy))
-    root = mention_event("refund A-1 500")
-    assert await bot.send_event(root) == 200
-    await bot.idle()
-    (card,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
-    assert await bot.press(card, EDIT_ACTION, user=LEAD) == 200
-    await slack.wait_for(lambda: bool(slack.of("views.open")), what="the edit form")
-    view = slack.of("views.open")[0].args["view"]
-    smaller = submission(view, {**prefilled(view), "amount": "450"}, user=LEAD)
-    assert (await bot.interact(smaller))[0] == 200
-    await bot.idle()
+    bot = await refund_bot(serve, store, refunds, policy)
+    root, (card,) = await asked(bot, slack, 500)
+    assert (await edit_to(bot, slack, card, 450, user=LEAD))[0] == 200
     assert refunds == [], "the edit asked again instead of approving"
-    (again,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+    (again,) = [m for m in slack.in_thread(CHANNEL, root) if has_buttons(m)]
     assert await bot.press(again, APPROVE_ACTION, user=LEAD) == 200
     await bot.idle()
     told = [c.args["text"] for c in slack.of("chat.postEphemeral")]
