@@ -21,6 +21,12 @@ restrict approving. With a quorum above 1 each allowed Approve is one vote and
 the call runs once enough different people approved; a single allowed Decline
 still declines at once. A quorum above the number of listed approvers could
 never be reached, so it is refused when the file is loaded.
+
+A tool's section may hold ordered ``[[tools.<tool>.tiers]]``: the first whose ``when``
+(CEL over the call, ``bot.tiers``) holds sets the rule over the section's, and
+``approval = "none"`` lets the call run without a card. Who decides can be narrowed
+further by ``distinct_groups``, ``deciders_when`` and ``editor_may_approve``, and
+``review = "model"`` has a model read each call first (``bot.reviewer``).
 """
 
 from __future__ import annotations
