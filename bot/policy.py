@@ -309,6 +309,13 @@ class ApprovalPolicy:
             merged = self._merged[tool_name, tier] = self._merge(tool_name, tier)
         return merged
 
+    def anyone_of(self, tool_name: str) -> frozenset[str]:
+        """Everyone the rules of ``tool_name`` name to decide (its section's and every
+        tier's approvers and escalations): whose approvals lists a call of it touches."""
+        count = len(self._when.get(tool_name, ()))
+        rules = [self._merge(tool_name, tier) for tier in [None, *range(count)]]
+        return frozenset().union(*(rule.approvers | rule.escalate_to for rule in rules))
+
     def tiers_of(self, tool_name: str) -> list[str | None]:
         """Every rule a call of ``tool_name`` may come under, as ``EffectiveRule.tier``
         names it (``None``: the section's own)."""

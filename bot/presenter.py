@@ -361,8 +361,7 @@ class Presenter:
     ) -> None:
         """Tell the platform whose inboxes a call's change touches: who may decide it
         (groups as members; nobody listed: nobody in particular) and who asked."""
-        rule = self._policy.rule(tool_name)
-        names = rule.approvers | rule.escalate_to
+        names = self._policy.anyone_of(tool_name)  # whichever tier the call is in
         people = await self.people.groups.expand(thread.platform, messenger, names)
         if requester:
             people |= {requester}

@@ -196,6 +196,9 @@ def test_the_people_and_channels_of_tiers_are_the_policys_names() -> None:
     people, channels = policy.names()
     assert {"U0LEAD001", "U0FIN0001", "U0FIN0002"} <= people
     assert channels == frozenset({"C0FINANCE"})
+    assert policy.anyone_of("refund") == frozenset(  # whose approvals lists a call touches
+        {"U0LEAD001", "U0FIN0001", "U0FIN0002", "U0FIN0003"}
+    )
 
 
 def test_votes_span_as_many_groups_as_a_matching_of_voters_to_groups_gives() -> None:
