@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -125,64 +126,66 @@ def _key(request: web.Request) -> str | None:
     return key
 
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _answering(handler: Handler) -> Handler:
+    """``handler``, with a ``ServiceError`` it raises answered as its JSON error."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            return await handler(request)
+        except ServiceError as exc:
+            return error(exc.status, exc.message, field=exc.field)
+
+    return handle
+
+
+@_answering
 async def create_approval(request: web.Request) -> web.Response:
     """``POST /v1/approvals``."""
-    try:
-        service, client = _client(request)
-        key = _key(request)
-        asked = parsed(ApprovalRequest, await _body(request))
-        approval, created = await service.request(client, asked, key)
-    except ServiceError as exc:
-        return error(exc.status, exc.message, field=exc.field)
+    service, client = _client(request)
+    key = _key(request)
+    asked = parsed(ApprovalRequest, await _body(request))
+    approval, created = await service.request(client, asked, key)
     return _created(approval, created)
 
 
+@_answering
 async def get_approval(request: web.Request) -> web.Response:
     """``GET /v1/approvals/{id}?wait=N``."""
-    try:
-        service, client = _client(request)
-        wait = _wait(request.query.get("wait"))
-        approval = await service.wait(client, request.match_info["id"], wait)
-    except ServiceError as exc:
-        return error(exc.status, exc.message, field=exc.field)
-    return _answer(approval)
+    service, client = _client(request)
+    wait = _wait(request.query.get("wait"))
+    return _answer(await service.wait(client, request.match_info["id"], wait))
 
 
+@_answering
 async def cancel_approval(request: web.Request) -> web.Response:
     """``POST /v1/approvals/{id}/cancel``."""
-    try:
-        service, client = _client(request)
-        approval = await service.cancel(client, request.match_info["id"])
-    except ServiceError as exc:
-        return error(exc.status, exc.message, field=exc.field)
-    return _answer(approval)
+    service, client = _client(request)
+    return _answer(await service.cancel(client, request.match_info["id"]))
 
 
+@_answering
 async def create_question(request: web.Request) -> web.Response:
     """``POST /v1/questions?wait=N``: ask, and answer once answered or after ``N``
     seconds (``MAX_WAIT`` unless told): 201 the first time a key is sent, 200 after."""
-    try:
-        service, client = _client(request)
-        key = _key(request)
-        wait = _wait(request.query.get("wait"), MAX_WAIT)
-        asked = parsed(QuestionRequest, await _body(request))
-        question, created = await service.ask(client, asked, key)
-        if wait:
-            question = await service.wait_answer(client, question.id, wait)
-    except ServiceError as exc:
-        return error(exc.status, exc.message, field=exc.field)
+    service, client = _client(request)
+    key = _key(request)
+    wait = _wait(request.query.get("wait"), MAX_WAIT)
+    asked = parsed(QuestionRequest, await _body(request))
+    question, created = await service.ask(client, asked, key)
+    if wait:
+        question = await service.wait_answer(client, question.id, wait)
     return _created(question, created)
 
 
+@_answering
 async def get_question(request: web.Request) -> web.Response:
     """``GET /v1/questions/{id}?wait=N``."""
-    try:
-        service, client = _client(request)
-        wait = _wait(request.query.get("wait"))
-        question = await service.wait_answer(client, request.match_info["id"], wait)
-    except ServiceError as exc:
-        return error(exc.status, exc.message, field=exc.field)
-    return _answer(question)
+    service, client = _client(request)
+    wait = _wait(request.query.get("wait"))
+    return _answer(await service.wait_answer(client, request.match_info["id"], wait))
 
 
 def _wait(value: str | None, default: float = 0.0) -> float:
