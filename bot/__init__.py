@@ -136,7 +136,7 @@ from .types import (
     plain_text,
     tool_label,
 )
-from .views import answer_mark, post_mark
+from .views import answer_mark, choice_text, post_mark
 
 __all__ = [
     "APPROVALS_USAGE",
@@ -245,6 +245,7 @@ __all__ = [
     "change_side",
     "changes_rich",
     "changes_text",
+    "choice_text",
     "compose",
     "decision_buttons",
     "dump_document",

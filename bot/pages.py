@@ -23,9 +23,10 @@ from agents import Agent, RunNotFoundError
 from . import texts
 from .compose import card_document, rich
 from .document import Document, Rich
+from .intake import Overloaded
 from .links import LinkFor, Links
 from .people import People
-from .types import ApprovalCard, Click, ClickAction, ClickResult, Text, ThreadKey
+from .types import ApprovalCard, Click, ClickAction, ClickResult, Person, Text
 from .views import thread_of
 
 GRANT: Final = "grant:"
@@ -64,10 +65,14 @@ class DecisionPage:
 
 @dataclass(frozen=True, kw_only=True)
 class _Opened:
+    """A link opened: what it names, its person's click as a look at the card, the card
+    as it reads now, whether the link was used, and who its person is."""
+
     link: LinkFor
-    thread: ThreadKey
+    click: Click
     card: ApprovalCard
-    name: str | None
+    spent: bool
+    who: Person
 
 
 class DecisionPages:
@@ -93,7 +98,7 @@ class DecisionPages:
         click: Callable[[Click], Awaitable[ClickResult]],
     ) -> None:
         self._agent = agent
-        self.links = links
+        self._links = links
         self._people = people
         self._card_now = card_now
         self._check = check
@@ -106,19 +111,25 @@ class DecisionPages:
             return opened
         return await self._shown(opened)
 
-    async def decide(self, token: str, form: PageForm) -> DecisionPage:
-        """Decide with ``token``'s link as ``form`` says; the page as it then reads."""
+    async def decide(self, token: str, form: PageForm | None) -> DecisionPage:
+        """Decide with ``token``'s link as ``form`` says (``None``: the body was not the
+        page's form); the page as it then reads."""
+        if form is None:
+            return DecisionPage(status=400, said=(texts.PAGE_BAD_FORM,))
         opened = await self._open(token)
         if isinstance(opened, DecisionPage):
             return opened
-        if opened.card.status != "pending" or await self.links.spent(opened.link):
+        if opened.card.status != "pending" or opened.spent:
             return await self._shown(opened)
         pressed = _pressed(form.action)
         if pressed is None:
             return await self._shown(opened, status=400, said=(texts.PAGE_UNKNOWN_ACTION,))
-        result = await self._click(_click(opened, form, *pressed))
+        try:
+            result = await self._click(_click(opened, form, *pressed))
+        except Overloaded:
+            return DecisionPage(status=503, said=(texts.PAGE_BUSY,))
         if result.accepted:
-            await self.links.spend(opened.link)
+            await self._links.spend(opened.link)
             card = result.card if isinstance(result.card, ApprovalCard) else opened.card
             said = result.said or (texts.PAGE_DONE,)
             return DecisionPage(status=200, said=said, document=_card(card, decides=False))
@@ -130,7 +141,7 @@ class DecisionPages:
 
     async def _open(self, token: str) -> _Opened | DecisionPage:
         """The link's call as it reads now, or the page saying why it cannot be opened."""
-        link = await self.links.read(token)
+        link = await self._links.read(token)
         if link is None:
             return DecisionPage(status=401, said=(texts.PAGE_FORGED,))
         try:
@@ -140,19 +151,20 @@ class DecisionPages:
         thread = thread_of(snap.metadata)
         if thread is None:
             return DecisionPage(status=410, said=(texts.PAGE_UNKNOWN,))
-        name = self._people.who(thread, link.user_id).name
+        who = self._people.who(thread, link.user_id)
         looking = Click(
             thread=thread,
             user_id=link.user_id,
             run_id=link.run_id,
             tool_call_id=link.tool_call_id,
             action="approve",
-            user_name=name,
+            user_name=who.name,
         )
         card = await self._card_now(looking)
         if card is None:
             return DecisionPage(status=410, said=(texts.PAGE_UNKNOWN,))
-        return _Opened(link=link, thread=thread, card=card, name=name)
+        spent = await self._links.spent(link)
+        return _Opened(link=link, click=looking, card=card, spent=spent, who=who)
 
     async def _shown(
         self, opened: _Opened, *, status: int | None = None, said: Rich = ()
@@ -161,17 +173,16 @@ class DecisionPages:
         card = opened.card
         if card.status == "expired":
             return _over(card, status or 410, said or (texts.PAGE_EXPIRED,))
-        if await self.links.spent(opened.link):
+        if opened.spent:
             return _over(card, status or 410, said or (texts.PAGE_USED,))
         if card.status != "pending":
             return _over(card, status or 410, said or (texts.PAGE_DECIDED,))
-        refusal = await self._check(_click(opened, PageForm(action="approve", ask=card.ask)))
+        refusal = await self._check(replace(opened.click, ask=card.ask))
         if refusal is not None:
             return _over(card, status or 403, said or refusal)
-        who = self._people.who(opened.thread, opened.link.user_id)
         return DecisionPage(
             status=status or 200,
-            said=said or rich(texts.PAGE_FOR, who=who),
+            said=said or rich(texts.PAGE_FOR, who=opened.who),
             document=_card(card, decides=True),
             decides=True,
             ask=card.ask,
@@ -202,16 +213,10 @@ def _pressed(action: str) -> tuple[ClickAction, str | None] | None:
     return None
 
 
-def _click(
-    opened: _Opened, form: PageForm, action: ClickAction = "approve", grant_for: str | None = None
-) -> Click:
-    """The click ``form`` makes as the link's person."""
-    return Click(
-        thread=opened.thread,
-        user_id=opened.link.user_id,
-        user_name=opened.name,
-        run_id=opened.link.run_id,
-        tool_call_id=opened.link.tool_call_id,
+def _click(opened: _Opened, form: PageForm, action: ClickAction, grant_for: str | None) -> Click:
+    """The click ``form`` makes as the link's person, on the card it showed."""
+    return replace(
+        opened.click,
         action=action,
         reason=form.reason if action == "decline" else None,
         values=dict(form.values or {}) if action == "edit" else None,

@@ -189,7 +189,7 @@ def _field(name: str, spec: dict[str, Any], required: bool) -> PromptField:
     options = [o for o in spec.get("anyOf", ()) if isinstance(o, dict) and o.get("type") != "null"]
     typed = {**options[0], **spec} if len(options) == 1 else spec
     enum = _enum(typed)
-    choices = tuple(_text(v) for v in enum)
+    choices = tuple(choice_text(v) for v in enum)
     kind: FieldKind = "choice" if choices else _KINDS.get(str(typed.get("type")), "text")
     title = typed.get("title")
     description = typed.get("description")
@@ -215,7 +215,7 @@ def _enum(spec: dict[str, Any]) -> list[Any]:
     return consts if consts and all(c is not None for c in consts) else []
 
 
-def _text(value: Any) -> str:
+def choice_text(value: Any) -> str:
     """A choice as a form shows and sends it (JSON for anything but text: ``true``, ``1``)."""
     return value if isinstance(value, str) else json.dumps(value)
 

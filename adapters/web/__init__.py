@@ -4,6 +4,5 @@ one approver decides a card in a browser. What a page says is the core's
 buttons work without JavaScript."""
 
 from .page import page_routes
-from .render import draw_page
 
-__all__ = ["draw_page", "page_routes"]
+__all__ = ["page_routes"]

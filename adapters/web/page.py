@@ -12,10 +12,9 @@ from typing import Final
 
 from aiohttp import web
 
-from bot import DecisionPage, DecisionPages, Overloaded, PageForm
-from bot import texts as core_texts
+from bot import REASON_INPUT, DecisionPage, DecisionPages, PageForm
+from bot.links import PATH
 
-from . import texts
 from .render import FIELD, draw_page
 
 log = logging.getLogger(__name__)
@@ -45,15 +44,10 @@ def page_routes(pages: DecisionPages) -> list[web.RouteDef]:
 
     async def decide(request: web.Request) -> web.Response:
         form = await _form(request)
-        if form is None:
-            return _drawn(DecisionPage(status=400, said=(texts.BAD_FORM,)))
-        try:
-            decided = await pages.decide(request.match_info["token"], form)
-        except Overloaded:
-            decided = DecisionPage(status=503, said=(core_texts.PAGE_BUSY,))
-        return _drawn(decided)
+        return _drawn(await pages.decide(request.match_info["token"], form))
 
-    return [web.get("/approve/{token}", show), web.post("/approve/{token}", decide)]
+    route = f"{PATH}{{token}}"
+    return [web.get(route, show), web.post(route, decide)]
 
 
 async def _form(request: web.Request) -> PageForm | None:
@@ -73,7 +67,7 @@ async def _form(request: web.Request) -> PageForm | None:
     values = {
         name.removeprefix(FIELD): value for name, value in fields.items() if name.startswith(FIELD)
     }
-    return PageForm(action=action, ask=ask, reason=fields.get("reason"), values=values)
+    return PageForm(action=action, ask=ask, reason=fields.get(REASON_INPUT), values=values)
 
 
 def _drawn(page: DecisionPage) -> web.Response:

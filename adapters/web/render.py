@@ -32,6 +32,8 @@ from bot import (
     TextInput,
     When,
     changes_rich,
+    choice_text,
+    shown_value,
 )
 from bot import texts as core_texts
 from bot.pages import GRANT
@@ -176,7 +178,7 @@ def _form(actions: tuple[Button, ...], inputs: list[TextInput], ask: str) -> str
     for box in inputs:
         parts.append(
             f'<label for="{escape(box.name)}">{escape(box.label)}</label>'
-            f'<textarea id="{escape(box.name)}" name="reason" rows="2" '
+            f'<textarea id="{escape(box.name)}" name="{escape(box.name)}" rows="2" '
             f'maxlength="{box.max_length}" placeholder="{escape(box.placeholder)}"></textarea>'
         )
     pressed = [button for button in actions if button.form is None]
@@ -189,7 +191,8 @@ def _form(actions: tuple[Button, ...], inputs: list[TextInput], ask: str) -> str
             parts.append(
                 f"<details><summary>{escape(button.label)}</summary>"
                 f'<p class="small">{html(button.form.intro)}</p>{fields}'
-                f'<div class="buttons"><button type="submit" name="action" value="edit" '
+                f'<div class="buttons"><button type="submit" name="action" '
+                f'value="{escape(button.action)}" '
                 f'class="primary">{escape(button.form.submit)}</button></div></details>'
             )
     parts.append("</form>")
@@ -222,7 +225,7 @@ def _field(field: PromptField) -> str:
             words = _YES_NO.get(choice, choice) if field.kind == "boolean" else choice
             options.append(f'<option value="{escape(choice)}"{selected}>{escape(words)}</option>')
         return f'{label}<select id="{name}" name="{name}">{"".join(options)}</select>'
-    text = "" if value is None else (value if isinstance(value, str) else json.dumps(value))
+    text = "" if value is None else shown_value(value)
     if field.kind in ("number", "integer"):
         step = "1" if field.kind == "integer" else "any"
         attributes = f'type="number" step="{step}" value="{escape(text)}"'
@@ -236,11 +239,10 @@ _YES_NO: Final = {"true": texts.TRUE, "false": texts.FALSE}
 
 
 def _choice_value(field: PromptField, value: Any) -> str:
-    if value is None:
+    """The option a field's value is: its choice's text (``choice_text``), or none."""
+    if value is None or (field.kind == "boolean" and not isinstance(value, bool)):
         return ""
-    if field.kind == "boolean":
-        return "true" if value is True else "false" if value is False else ""
-    return json.dumps(value) if field.json_choices else str(value)
+    return choice_text(value)
 
 
 def _rows(text: str) -> int:
