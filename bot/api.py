@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from .asks import Approval, ApprovalRequest, Question, QuestionRequest, ServiceError
 from .clients import Client, Clients
+from .inputs import has_lone_surrogate
 from .service import MAX_WAIT, ApprovalService
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,12 @@ async def _body(request: web.Request) -> Any:
     if len(raw) > MAX_BODY:
         raise ServiceError(400, f"the body is over {MAX_BODY} bytes")
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ServiceError(400, f"the body is not JSON: {exc}") from None
+    if has_lone_surrogate(data):
+        raise ServiceError(400, "the body holds text that is not valid Unicode")
+    return data
 
 
 def parsed(model: type[Body], data: Any) -> Body:

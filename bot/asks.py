@@ -180,7 +180,9 @@ def check_answer_schema(schema: dict[str, Any]) -> None:
     if schema.get("type") != "object" or not isinstance(properties, dict) or not properties:
         raise ServiceError(400, "an object with properties, one per answer field", field="schema")
     for name, spec in properties.items():
-        kind = spec.get("type") if isinstance(spec, dict) else None
+        if not isinstance(spec, dict):  # ``true``: anything, which no form can ask for
+            raise ServiceError(400, f"{name}: a form field needs a schema", field="schema")
+        kind = spec.get("type")
         if kind not in ("string", "number", "integer", "boolean") and "enum" not in spec:
             raise ServiceError(
                 400, f"{name}: a form asks for text, numbers, yes/no or choices", field="schema"

@@ -63,7 +63,8 @@ MCP_START_WAIT = 20.0
 
 MIN_TOKEN = 16
 """The shortest client token taken: a bearer token is all a caller shows."""
-CLIENT_NAME = re.compile(r"^(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
+MAX_CLIENT_NAME = 31
+"""The longest client name (an MCP server's shape: words joined by single ``_``)."""
 CLIENT_TOOL = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -423,7 +424,7 @@ def _client_problems(config: ConfigFile) -> list[Problem]:
     problems: list[Problem] = []
     taken = {config.bot.root, *config.agents, *config.mcp}
     for name, client in config.clients.items():
-        if not CLIENT_NAME.fullmatch(name):
+        if not SERVER_NAME.fullmatch(name) or len(name) > MAX_CLIENT_NAME:
             problems.append(
                 (f"clients.{name}", "a client name has letters, digits, '-', single '_'")
             )

@@ -327,8 +327,13 @@ class ApprovalService:
         return thread
 
     async def state(self, client: Client, approval: str) -> Approval:
-        """An approval of ``client`` as it stands (404: none by that id)."""
+        """An approval of ``client`` as it stands, with its approvers' links while it
+        waits (404: none by that id)."""
         return await self._linked(client, await self._approval(client, approval))
+
+    async def _state(self, client: Client, approval: str) -> Approval:
+        """``state`` without the links (what a wait reads every ``POLL`` seconds)."""
+        return approval_of(await self._approval(client, approval))
 
     async def _linked(self, client: Client, snap: RunSnapshot) -> Approval:
         """The approval ``snap`` is, with its approvers' links while it waits."""
@@ -384,7 +389,9 @@ class ApprovalService:
 
         ``progress`` is called every ``POLL`` seconds while it waits (an MCP call's
         progress notifications)."""
-        return await self._wait(lambda: self.state(client, approval), approval, seconds, progress)
+        found = await self._wait(lambda: self._state(client, approval), approval, seconds, progress)
+        # The approvers' links only on the answer, not on every read while it waits.
+        return await self.state(client, approval) if found.status == "pending" else found
 
     async def wait_answer(
         self,
@@ -416,6 +423,9 @@ class ApprovalService:
                     return found
                 if progress is not None:
                     await progress()
+                if event.is_set():  # woken here before, and still pending: read each POLL
+                    await asyncio.sleep(min(POLL, left))
+                    continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(min(POLL, left)):
                         await event.wait()

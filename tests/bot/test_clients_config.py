@@ -37,6 +37,9 @@ token = "${OPS_TOKEN}"
 [clients."two__parts"]
 token = "another-token-of-20-chars"
 
+[clients.ci_]
+token = "a-third-token-of-20-chars"
+
 [clients.cd]
 token = "a-token-of-twenty-chars"
 tools = ["deploy", "ask", "not a name"]
@@ -48,6 +51,8 @@ colour = "red"
     assert "clients.ops: an agent or MCP server has this name already" in found
     assert "clients.ops.token: ${OPS_TOKEN} is not set" in found
     assert any(p.startswith("clients.two__parts: a client name") for p in found)
+    # ci_'s deploy and ci's _deploy would both be ci___deploy in the policy.
+    assert any(p.startswith("clients.ci_: a client name") for p in found)
     assert "clients.cd.tools[1]: 'ask' is its questions'" in found
     assert "clients.cd.tools[2]: 'not a name' is no tool name" in found
     assert any(p.startswith("clients.cd.colour") for p in found)

@@ -199,6 +199,8 @@ async def test_bad_requests_get_a_clear_answer_and_post_nothing(ci: Api, slack: 
         assert status == 400, body_sent
         assert body.get("field") == field, (body_sent, body)
     assert (await ci.ask(raw=b"{not json", key=None))[0] == 400
+    lone = b'{"tool": "deploy", "summary": "\\ud800"}'  # a lone surrogate, spelled in JSON
+    assert (await ci.ask(raw=lone, key=None))[0] == 400
     assert (await ci.ask(raw=b"x" * 300_000, key=None))[0] == 400
     assert (await ci.ask(key="k" * 201))[0] == 400
     assert (await ci.get("appr_unknown"))[0] == 404

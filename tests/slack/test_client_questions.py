@@ -106,6 +106,7 @@ async def test_a_schema_no_form_can_ask_is_refused(bot: BotServer, slack: FakeSl
         {"type": "array"},
         {"type": "object", "properties": {"tags": {"type": "array"}}},
         {"type": "object", "properties": {"x": {"type": "nonsense"}}},
+        {"type": "object", "properties": {"anything": True}},
     ):
         status, body = await post_question(bot, {"question": "?", "schema": schema}, key="bad")
         assert (status, body["field"]) == (400, "schema"), schema
