@@ -76,12 +76,15 @@ async def test_a_peer_run_expires_like_the_roots_own() -> None:
     assert not ran.calls
 
 
-def test_a_peer_must_be_keyed_by_its_id() -> None:
+async def test_a_peer_must_be_keyed_by_its_id_and_one_it_has_not_is_refused() -> None:
     peer = Agent(id="ci", model=call_then_answer(ToolCall("x", {})))
     with pytest.raises(ValueError, match="peer"):
         Agent(id="ops", model=call_then_answer(ToolCall("x", {})), peers={"cd": peer})
+    itself = Agent(id="ops", model=call_then_answer(ToolCall("x", {})))
+    with pytest.raises(ValueError, match="peer"):
+        Agent(id="ops", model=call_then_answer(ToolCall("x", {})), peers={"ops": itself})
     with pytest.raises(KeyError):
-        Agent(id="ops", model=call_then_answer(ToolCall("x", {}))).peers["ci"]
+        await Agent(id="ops", model=call_then_answer(ToolCall("x", {}))).stream("go", peer="ci")
 
 
 async def test_a_run_may_ask_for_less_time_than_its_tools_expiry() -> None:

@@ -24,7 +24,7 @@ from bot.clients import Client, Clients
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
-from .harness import ALICE, BOB, BotServer, view_submission
+from .harness import ALICE, BOB, BotServer, block_actions, view_submission
 from .scripted import Ran, build_agent
 from .test_approvals import card_text, has_buttons
 
@@ -166,6 +166,7 @@ async def test_the_policy_names_a_clients_tool(ci: Api, slack: FakeSlack) -> Non
 async def test_cancel_withdraws_it_and_the_card_says_so(ci: Api, slack: FakeSlack) -> None:
     _, asked = await ci.ask()
     card = await the_card(slack)
+    late = block_actions(card, APPROVE_ACTION, user=BOB)  # the card as it was
     status, cancelled = await ci.cancel(asked["id"])
     assert (status, cancelled["status"], cancelled["decided_by"]) == (200, "cancelled", "client:ci")
     await ci.bot.idle()
@@ -173,6 +174,8 @@ async def test_cancel_withdraws_it_and_the_card_says_so(ci: Api, slack: FakeSlac
     said = " ".join(m.text for m in slack.in_thread(CI_CHANNEL, card.thread_ts or ""))
     assert "ci withdrew its request to run deploy" in said
     # A click on the withdrawn card decides nothing.
+    assert (await ci.bot.interact(late))[0] == 200
+    await ci.bot.idle()
     assert (await ci.get(asked["id"]))[1]["status"] == "cancelled"
     # Cancelling what is decided changes nothing.
     assert (await ci.cancel(asked["id"]))[1]["status"] == "cancelled"

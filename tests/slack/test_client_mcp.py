@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import TextContent
 
 from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, EDIT_ACTION
@@ -183,6 +184,7 @@ async def test_mcp_without_a_clients_token_is_refused(bot: BotServer) -> None:
         headers={"Accept": "application/json, text/event-stream"},
     ) as response:
         assert response.status == 401
-    with pytest.raises(Exception):  # noqa: B017,PT011 (the SDK wraps the 401 its own way)
+    with pytest.raises(ExceptionGroup) as raised:  # the SDK's task groups wrap its error
         async with mcp_client(bot, token="wrong-token-0123456789") as client:
             await client.list_tools()
+    assert raised.group_contains(MCPError, depth=2)
