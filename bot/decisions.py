@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from agents import (
     Agent,
@@ -57,6 +57,8 @@ from .votes import audit_vote, spanned
 
 log = logging.getLogger(__name__)
 
+
+Taken = TypeVar("Taken")
 
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
     "answer": "answered",
@@ -308,10 +310,12 @@ class Decisions:
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
                 return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
-            editor_may = self._policy.rule(call.tool_name, call).editor_may_approve
-            if not editor_may or self._other_tier(call, click):
-                return await self._ask_again(click, call)
-            refused = await self._by_rule(click, self._edited(call, click), "approve")
+            rule, edited = self._policy.rule(call.tool_name, call), self._edited(call, click)
+            moved = self._policy.rule(call.tool_name, edited).tier != rule.tier
+            if moved or not rule.editor_may_approve:
+                # Another tier's deciders (or someone else) approve it: it is asked again.
+                return await self._ask_again(click, call, edited)
+            refused = await self._by_rule(click, edited, "approve")
             if refused is not None:  # the edited call must be this decider's to approve too
                 return self._refuse(refused, outcome="refused")
             return await self._carry_out(click, call)
@@ -467,37 +471,23 @@ class Decisions:
         await self._follow(click, call, card, stream)
         return _decided(click, card)
 
-    def _other_tier(self, call: PendingInfo, click: Click) -> bool:
-        """Whether an edit puts ``call`` under another tier of the policy (other
-        approvers, another quorum, nobody), which this card's deciders cannot stand in
-        for: it is then asked again, not approved (``_ask_again``; so is every edit
-        under ``editor_may_approve = false``)."""
-        now = self._policy.rule(call.tool_name, call).tier
-        return self._policy.rule(call.tool_name, self._edited(call, click)).tier != now
-
-    async def _ask_again(self, click: Click, call: PendingInfo) -> ClickResult:
-        """Ask ``call`` anew with an edit's arguments, under the tier they put it in:
-        this card says so (its votes end with it), a new card asks the new tier's
-        deciders, and the runtime keeps waiting (audited ``edited``)."""
-        edited = self._edited(call, click)
+    async def _ask_again(self, click: Click, call: PendingInfo, edited: PendingInfo) -> ClickResult:
+        """Ask ``call`` anew as ``edited``, under the tier its arguments put it in: this
+        card says so (its votes end with it), a new card asks the tier's deciders, and
+        the runtime keeps waiting (audited ``edited``)."""
         if edited.args == call.args:  # nothing changed: the click approves as it is
             return await self._carry_out(click, call)
         expires_in = self._policy.rule(call.tool_name, edited).expires_in
-        try:
-            asked = await self._agent.ask_again(
-                run_id=call.run_id,
-                tool_call_id=call.tool_call_id,
-                args=edited.args,
-                edited_by=click.user_id,
-                expires_in=expires_in,
-            )
-        except ArgsInvalidError as exc:
-            invalid = texts.EDIT_INVALID.format(errors="; ".join(exc.errors))
-            return ClickResult(accepted=False, said=(invalid,), retry=True)
-        except (AlreadyDecidedError, CallExpiredError, ToolCallNotPendingError, RunNotFoundError):
-            return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
-        except RunChangedError:
-            return self._refuse(texts.CLICK_RACED, outcome="stale")
+        asking = self._agent.ask_again(
+            run_id=call.run_id,
+            tool_call_id=call.tool_call_id,
+            args=edited.args,
+            edited_by=click.user_id,
+            expires_in=expires_in,
+        )
+        asked = await self._decided(click, call, asking)
+        if isinstance(asked, ClickResult):
+            return asked
         self._metrics.decided("asked_again")
         card = self._presenter.card(
             click.thread, call, status="asked_again", decided_by=(click.user_id,)
@@ -552,9 +542,10 @@ class Decisions:
         return decision.args if decision is not None else None
 
     async def _decided(
-        self, click: Click, call: PendingInfo, deciding: Awaitable[AgentStream]
-    ) -> AgentStream | ClickResult:
-        """The runtime's stream once it took the decision, or the refusal that says why not."""
+        self, click: Click, call: PendingInfo, deciding: Awaitable[Taken]
+    ) -> Taken | ClickResult:
+        """What the runtime answers once it took the decision (a stream, a call asked
+        again), or the refusal that says why not."""
         try:
             return await deciding
         except (ResumeDataInvalidError, ArgsInvalidError) as exc:

@@ -80,7 +80,7 @@ class Grants:
         if granted is None or granted.thread_id != click.thread.id:
             return (texts.GRANT_UNKNOWN,), "stale"
         tool = granted.tool_name
-        names = self._policy.deciders(tool, escalated=False)
+        names = self._policy.anyone_of(tool)  # whichever tier the grant was given in
         people = self._presenter.people
         messenger = self._presenter.messenger_of(click.thread)
         allowed = await people.groups.expand(click.thread.platform, messenger, names)

@@ -53,6 +53,8 @@ class People:
         messenger_of: Callable[[ThreadKey | None], Messenger | None],
     ) -> None:
         self._policy = policy
+        self._named = policy.names()[0]
+        """Every person and group the policy names (it never changes once loaded)."""
         self._messenger_of = messenger_of
         self._names: LRUCache[str, str] = LRUCache(maxsize=NAME_CACHE_SIZE)
         self.groups = Groups()
@@ -106,7 +108,7 @@ class People:
         workspace), as the policy names them; one that cannot be looked up is left out
         (``strict``: ``LookupError``, for a rule that must not guess)."""
         messenger = self._messenger_of(thread)
-        people, _ = self._policy.names()
+        people = self._named
         found: list[str] = []
         for name in sorted(people - {user_id}):
             if messenger is None:

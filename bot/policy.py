@@ -325,9 +325,11 @@ class ApprovalPolicy:
     def _tier(self, tool_name: str, call: Call) -> int | None:
         """The tier ``call`` is in; a waiting call's is kept (a card reads its rule a
         dozen times; what it is asked with, and when, never change)."""
-        if not isinstance(call, PendingInfo):
-            return self._choose(tool_name, call)
-        key = (tool_name, call.run_id, call.tool_call_id, call.created_at, _frozen(call.args))
+        asked_at = call.created_at if isinstance(call, PendingInfo) else call.asked_at
+        if call.run_id is None or call.tool_call_id is None or asked_at is None:
+            return self._choose(tool_name, call)  # no call of a run: nothing to keep
+        # A call about to wait and the same call waiting share one key (one asked_at).
+        key = (tool_name, call.run_id, call.tool_call_id, asked_at, _frozen(call.args))
         if key not in self._tiers:
             self._tiers[key] = self._choose(tool_name, call)
         return self._tiers[key]

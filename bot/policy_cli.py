@@ -37,7 +37,7 @@ from agents import AuditEntry, StandingAsk, open_store
 
 from .audit import since_of
 from .policy import ApprovalPolicy, EffectiveRule, PolicyError, treated_otherwise
-from .settings import load_settings
+from .settings import SettingsError, load_settings
 from .tomlfile import FileProblems, parse, read_text
 
 
@@ -194,7 +194,7 @@ def policy_main(argv: Sequence[str]) -> int:
             else ApprovalPolicy()
         )
         changed = asyncio.run(replay(new, current, settings.store_url, since))
-    except (PolicyError, CasesError) as exc:
+    except (PolicyError, CasesError, SettingsError) as exc:
         for line in exc.lines:
             print(f"approval-bot: {line}", file=sys.stderr)
         return 2

@@ -39,14 +39,6 @@ HISTORY_KEPT: Final = 20
 """The conversation's latest messages the reviewer reads."""
 PROMPT: Final = resources.files("bot").joinpath("prompts/reviewer.md").read_text("utf-8")
 """The reviewer's instructions: one file a team can read (``bot/prompts/reviewer.md``)."""
-SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": ["clear", "caution"]},
-        "reason": {"type": "string", "maxLength": 300},
-    },
-    "required": ["verdict", "reason"],
-}
 
 
 class Verdict(BaseModel):
@@ -56,6 +48,10 @@ class Verdict(BaseModel):
 
     verdict: Literal["clear", "caution"]
     reason: Annotated[str, Field(min_length=1, max_length=300)]
+
+
+SCHEMA: Final[dict[str, Any]] = Verdict.model_json_schema()
+"""What the ``review`` tool takes: a ``Verdict``."""
 
 
 @dataclass(frozen=True, kw_only=True)

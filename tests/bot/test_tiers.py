@@ -91,14 +91,20 @@ approvers = ["U0LEAD001"]
 when = "platform == 'slack' && channel == 'C0BILLING' && requester == 'U0ALICE01'"
 approvers = ["U0BOB0001"]
 [[tools.refund.tiers]]
-when = "agent[0] == 'ops' && tool == 'refund' && now < timestamp('2000-01-01T00:00:00Z')"
-approval = "none"
+when = "agent[0] == 'ops' && tool == 'refund' && now > timestamp('2000-01-01T00:00:00Z')"
+approvers = ["U0CAROL01"]
 """
     )
     assert policy.rule("refund", ask({})).approvers == frozenset({"U0BOB0001"})
+    # Asked elsewhere, or by someone else: the second tier (its agent, tool and time hold).
     elsewhere = ask({}, thread_id="teams:tenant-1:19:ops@thread.tacv2:1700")
-    assert policy.rule("refund", elsewhere).tier is None
-    assert policy.rule("refund", ask({}, requester=None)).tier is None
+    assert policy.rule("refund", elsewhere).tier == "tools.refund.tiers[1]"
+    assert policy.rule("refund", ask({}, requester=None)).tier == "tools.refund.tiers[1]"
+    # ... unless another agent asks, or before 2000: the section's own rule.
+    other = ask({}, requester=None, agent_path=("support",))
+    assert policy.rule("refund", other).tier is None
+    long_ago = ask({}, requester=None, asked_at=datetime(1999, 1, 1, tzinfo=UTC))
+    assert policy.rule("refund", long_ago).tier is None
 
 
 def test_a_when_that_fails_on_a_call_fails_closed_to_the_strictest_it_could_be(
