@@ -146,15 +146,14 @@ def _state(
     """The call's wait (while it waits) and its decision (once claimed), if any."""
     if call is None:
         return None, None
-    pending = next((p for p in snap.pending if p.tool_call_id == call.tool_call_id), None)
-    return pending, snap.decisions.get(call.tool_call_id)
+    return snap.find_pending(call.tool_call_id), snap.decisions.get(call.tool_call_id)
 
 
 def snap_results(snap: RunSnapshot) -> set[str]:
     """The calls of a run that have a result."""
     done = {r.tool_call_id for r in snap.tool_results} | set(snap.results)
     for message in snap.messages:
-        done |= {p.tool_call_id for p in message.parts if p.kind == "tool-result"}
+        done |= {result.tool_call_id for result in message.tool_results}
     return done
 
 

@@ -75,8 +75,8 @@ class Presenter:
         following: Following,
         policy: ApprovalPolicy,
         metrics: Metrics,
+        links: Links,
         schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
-        links: Links | None = None,
     ) -> None:
         self._top = (agent_id,)
         self._links = links
@@ -304,7 +304,7 @@ class Presenter:
         the bot knows its public address)."""
         page = None
         links = self._links
-        if to.user_id is not None and card.status == "pending" and links and links.public_url:
+        if to.user_id is not None and card.status == "pending" and links.public_url:
             link = LinkFor(run_id=card.run_id, tool_call_id=card.tool_call_id, user_id=to.user_id)
             page = await links.url(link)
         return replace(card, requested_in=thread, page=page)

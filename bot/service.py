@@ -168,7 +168,7 @@ class ApprovalService:
             try:
                 place = await messenger.channel_place(channel, client.workspace)
             except Undeliverable as exc:
-                raise ServiceError(503, f"the chat platform cannot be reached: {exc}") from exc
+                raise _unreachable(exc) from exc
             except LookupError as exc:
                 raise ServiceError(400, str(exc), field="channel") from exc
             if place is not None:
@@ -183,11 +183,7 @@ class ApprovalService:
     ) -> tuple[ThreadKey, Messenger]:
         """The thread a request is asked in, ``header`` posted first: ``root`` of its
         channel (the client's by default), else a new one there, started by ``header``."""
-        channel = channel or client.channel
-        if channel is None:
-            raise ServiceError(
-                400, "no channel: give one, or a default for the client", field="channel"
-            )
+        channel = _channel_or_default(client, channel)
         near = await self._channel(client, channel)
         messenger = self._presenter.messenger(near.platform)
         if root is not None:
@@ -197,7 +193,7 @@ class ApprovalService:
         try:
             posted = await messenger.post_elsewhere(near, Destination(channel=channel), header)
         except Undeliverable as exc:
-            raise ServiceError(503, f"the chat platform cannot be reached: {exc}") from exc
+            raise _unreachable(exc) from exc
         except Exception as exc:  # the channel changed since (archived, the bot removed)
             log.warning("client %s: posting in %s failed: %s", client.name, channel, exc)
             self._places.pop((client.name, channel, client.workspace), None)
@@ -465,16 +461,14 @@ class ApprovalService:
 
     async def notify(self, client: Client, text: str, channel: str | None = None) -> None:
         """Say ``text`` in the client's channel (or ``channel``), as a new message."""
-        where = channel or client.channel
-        if where is None:
-            raise ServiceError(400, "no channel: give one, or a default for the client")
+        where = _channel_or_default(client, channel)
         near = await self._channel(client, where)
         messenger = self._presenter.messenger(near.platform)
         note = Notice(text=texts.CLIENT_SAYS.format(client=client.name, text=text))
         try:
             await messenger.post_elsewhere(near, Destination(channel=where), note)
         except Undeliverable as exc:
-            raise ServiceError(503, f"the chat platform cannot be reached: {exc}") from exc
+            raise _unreachable(exc) from exc
 
     async def _approval(self, client: Client, approval: str) -> RunSnapshot:
         """The run of ``client``'s approval (404: none by that id)."""
@@ -514,3 +508,18 @@ class ApprovalService:
             waited[0].set()
         if run_id.startswith(f"{APPROVAL}_"):
             self._tasks.spawn(self.callbacks.deliver(run_id), name=f"callback {run_id}")
+
+
+def _channel_or_default(client: Client, channel: str | None) -> str:
+    """``channel``, else the client's default (a 400 naming the field: neither)."""
+    found = channel or client.channel
+    if found is None:
+        raise ServiceError(
+            400, "no channel: give one, or a default for the client", field="channel"
+        )
+    return found
+
+
+def _unreachable(exc: Undeliverable) -> ServiceError:
+    """The 503 of a chat platform that did not answer (send it again)."""
+    return ServiceError(503, f"the chat platform cannot be reached: {exc}")

@@ -325,17 +325,10 @@ class SlackMessenger:
                 "give its workspace"
             )
         client = await self._client(workspace)
-        try:
-            async with _reaching():
-                response = await client.conversations_info(channel=channel)
-                team = workspace or str((await client.auth_test()).get("team_id") or "")
-        except SlackApiError as exc:
-            if exc.response.get("error") in _NO_CHANNEL:
-                return None
-            raise
-        info = response.get("channel")
-        if not isinstance(info, dict) or info.get("is_archived") or info.get("is_member") is False:
+        if not await _may_post_in(client, channel):
             return None
+        async with _reaching():
+            team = workspace or str((await client.auth_test()).get("team_id") or "")
         return thread_key(team, channel, "")
 
     async def knows_channel(self, channel: str) -> bool:
@@ -350,17 +343,7 @@ class SlackMessenger:
                 f"a bot of many Slack workspaces cannot tell whose channel {channel} is; "
                 "name people instead"
             )
-        try:
-            async with _reaching():
-                response = await self.client.conversations_info(channel=channel)
-        except SlackApiError as exc:
-            if exc.response.get("error") in _NO_CHANNEL:
-                return False
-            raise
-        info = response.get("channel")
-        if not isinstance(info, dict):
-            return False
-        return not info.get("is_archived") and info.get("is_member") is not False
+        return await _may_post_in(self.client, channel)
 
     async def group_members(self, name: str) -> frozenset[str] | None:
         """The members of the user group ``S0GROUP`` or ``@handle``; ``None`` for any
@@ -511,3 +494,19 @@ class SlackMessenger:
             )
 
         return await self.pacer.call(channel, f"post:{channel}", post)
+
+
+async def _may_post_in(client: AsyncWebClient, channel: str) -> bool:
+    """Whether the bot is in ``channel`` and may post there (``conversations.info``): not
+    an unknown or archived one, nor one it is not a member of."""
+    try:
+        async with _reaching():
+            response = await client.conversations_info(channel=channel)
+    except SlackApiError as exc:
+        if exc.response.get("error") in _NO_CHANNEL:
+            return False
+        raise
+    info = response.get("channel")
+    if not isinstance(info, dict):
+        return False
+    return not info.get("is_archived") and info.get("is_member") is not False
