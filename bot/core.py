@@ -44,6 +44,7 @@ from .config import ConfigError
 from .decisions import Decisions
 from .feedback import Feedback
 from .following import Following
+from .followups import FollowUps
 from .grants import Grants
 from .housekeeping import DEFAULT_RUN_RETENTION, Housekeeping
 from .inbox import Inboxes
@@ -162,6 +163,7 @@ class ChatBot:
             metrics=self.metrics,
             schema_of=agent.input_schema,
             links=self.links,
+            followups=FollowUps(agent, self.chat),
         )
         self.grants = Grants(
             agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
@@ -189,6 +191,7 @@ class ChatBot:
             policy=self.policy,
             presenter=self.presenter,
             grants=self.grants,
+            followups=self.presenter.followups,
             metrics=self.metrics,
         )
         self.stopper = Stopper(agent, self.presenter, self.metrics)

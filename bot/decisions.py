@@ -606,7 +606,9 @@ class Decisions:
                 requester, text = told
                 to = self._presenter.people.who(click.thread, requester)
                 await self._presenter.say(messenger, click.thread, Notice(text=text, to=to))
-            await self._presenter.consume(click.thread, messenger, stream, requester=call.requester)
+            await self._presenter.consume(
+                click.thread, messenger, stream, requester=call.requester, resumed=True
+            )
 
 
 def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:

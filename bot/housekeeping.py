@@ -130,7 +130,7 @@ class Housekeeping:
                     messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
                 await self._presenter.consume(
-                    thread, messenger, item.stream, requester=info.requester
+                    thread, messenger, item.stream, requester=info.requester, resumed=True
                 )
 
     # -- reminders and escalations -----------------------------------------------

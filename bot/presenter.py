@@ -23,6 +23,7 @@ from agents import (
 from . import texts
 from .chat_state import CardCopy, CardPlace, ShownState, ask_of
 from .following import Following
+from .followups import FollowUps
 from .links import LinkFor, Links
 from .metrics import Metrics
 from .people import People, scope_of
@@ -64,6 +65,8 @@ class Presenter:
         following: Threads the bot posts in become followed.
         policy: For how many approvals a card asks.
         metrics: Runs finished and failed are counted here.
+        links: Decision links, for cards sent to people.
+        followups: Which runs' answers name their request.
         schema_of: A pending call's input schema, for the card's Edit form.
     """
 
@@ -76,10 +79,13 @@ class Presenter:
         policy: ApprovalPolicy,
         metrics: Metrics,
         links: Links,
+        followups: FollowUps,
         schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
     ) -> None:
         self._top = (agent_id,)
         self._links = links
+        self.followups = followups
+        """Which runs' answers name their request (their thread went on while they waited)."""
         self._schema_of = schema_of
         self._chat = chat
         self._kept_updates: set[str] = set()

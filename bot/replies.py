@@ -1,8 +1,10 @@
 """The reply path: what a person's message in a thread becomes.
 
 A message answers the question waiting in its thread (the one it names, by run and
-call), leaves it (``cancel``), ends the thread's grants (``revoke``), is told that a
-card waits, or starts a new run. ``ChatBot`` calls it under the thread's lock.
+call), leaves it (``cancel``), ends the thread's grants (``revoke``), or starts a new
+turn of the thread's conversation, even while a card waits there (its model is told
+what waits: ``FollowUps``). Text never decides a card: a message that only says
+"approve" is told to use the card. ``ChatBot`` calls it under the thread's lock.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agents import (
 )
 
 from . import texts
+from .followups import FollowUps
 from .grants import Grants
 from .metrics import Metrics
 from .policy import ApprovalPolicy
@@ -52,6 +55,7 @@ class Replies:
         policy: Who may answer or leave a question.
         presenter: How answers and notices reach people.
         grants: The thread's grants (``revoke``).
+        followups: What a new turn is told of what waits in its thread.
         metrics: Runs started and questions cancelled are counted here.
     """
 
@@ -62,9 +66,11 @@ class Replies:
         policy: ApprovalPolicy,
         presenter: Presenter,
         grants: Grants,
+        followups: FollowUps,
         metrics: Metrics,
     ) -> None:
         self._agent = agent
+        self._followups = followups
         self._policy = policy
         self._presenter = presenter
         self._grants = grants
@@ -81,89 +87,97 @@ class Replies:
         """
         thread = message.thread
         pending = await self.pending(thread.id)
-        questions = [p for p in pending if p.kind == "suspension"]
         if " ".join(message.text.lower().split()) in texts.REVOKE_WORDS:
             await self._grants.end_in_thread(thread, messenger)
             return None
+        questions = [p for p in pending if p.kind == "suspension"]
         live = [q for q in questions if q.expires_at > datetime.now(UTC)]
-        waiting = _not_an_answer(message, live[-1]) if live else None
-        if waiting is not None:
-            # A new request, by all signs: never taken as the answer without asking.
-            await self._say_about(messenger, thread, waiting, live[-1], cause=run_id, retry=retry)
-            return None
-        if live and _cancels(message.text, live[-1]):
-            return await self._cancel_question(
-                message, messenger, live[-1], run_id=run_id, retry=retry
-            )
-        if questions:
-            refused = (
-                self._policy.question_refusal(
-                    live[-1],
-                    message.user_id,
-                    reply=True,
-                    allowed=await self._presenter.people.deciders(thread, live[-1]),
-                )
-                if live
-                else None
-            )
-            if refused is not None:
-                await self._presenter.tell(thread, message.user_id, (refused,))
-                return None
-            try:
-                answered = (
-                    await self._agent.answer_question(
-                        message.text,
-                        thread_id=thread.id,
-                        resource_id=message.user_id,
-                        run_id=live[-1].run_id,
-                        tool_call_id=live[-1].tool_call_id,
-                    )
-                    if live
-                    else None
-                )
-            except ResumeDataInvalidError as exc:
-                asked = next((p for p in questions if p.tool_call_id == exc.tool_call_id), None)
-                # Asked again below the reply: that message is the question's card now.
-                # Its mark names this message's work, which a retry looks for first.
-                error = "; ".join(exc.errors)
-                await self._presenter.show_pending(
-                    messenger, thread, asked or questions[-1], error, look_first=retry, cause=run_id
-                )
-                return None
-            except _GONE:
-                # Another replica took the answer first, or the question expired, or its
-                # request was stopped, meanwhile.
-                if not retry:
-                    gone = Notice(text=texts.QUESTION_GONE)
-                    await self._presenter.say(messenger, thread, gone)
-                return None
-            except RunChangedError:
-                raced = texts.ANSWER_RACED
-                await self._say_about(messenger, thread, raced, live[-1], cause=run_id, retry=retry)
-                return None
-            if answered is not None:
-                await self._presenter.show_settled(
-                    messenger, thread, live[-1], "answered", message.user_id
-                )
-                return answered
-            # Every question here has expired: only a message addressed to the bot
-            # may start a new run, as it may below.
-            pending = [p for p in pending if p.kind != "suspension"]
+        if live and not _new_request(message, live[-1]):
+            return await self._answer(message, messenger, live[-1], run_id=run_id, retry=retry)
         if not message.addressed:
             return None
-        if pending:
-            notice = texts.APPROVAL_PENDING.format(tool=pending[-1].tool_name)
-            await self._say_about(messenger, thread, notice, pending[-1], cause=run_id, retry=retry)
+        approvals = [p for p in pending if p.kind == "approval"]
+        if approvals and _said(message.text) in texts.APPROVAL_WORDS:
+            # Someone deciding by text: only the card decides, and they are told so.
+            notice = texts.APPROVAL_PENDING.format(tool=approvals[-1].tool_name)
+            await self._say_about(
+                messenger, thread, notice, approvals[-1], cause=run_id, retry=retry
+            )
             return None
+        # A new turn, while anything else here waits: its model is told what waits.
+        notes = await self._followups.notes(pending) if pending else []
         self._metrics.runs_started.inc()
         return await self._agent.stream(
-            _run_input(message),
+            _run_input(message, notes),
             thread_id=thread.id,
             resource_id=message.user_id,
             auto_resume_suspended_tools=False,
             metadata=run_metadata(thread),
             run_id=run_id,
         )
+
+    async def _answer(
+        self,
+        message: IncomingMessage,
+        messenger: Messenger,
+        question: PendingInfo,
+        *,
+        run_id: str,
+        retry: bool,
+    ) -> AgentStream | None:
+        """Take a reply as the answer to the thread's newest question (or, on a cancel
+        word, leave it); a reply that is clearly no answer is told so."""
+        thread = message.thread
+        waiting = _not_an_answer(message, question)
+        if waiting is not None:
+            # A new request, by all signs: never taken as the answer without asking.
+            await self._say_about(messenger, thread, waiting, question, cause=run_id, retry=retry)
+            return None
+        if _cancels(message.text, question):
+            return await self._cancel_question(
+                message, messenger, question, run_id=run_id, retry=retry
+            )
+        refused = self._policy.question_refusal(
+            question,
+            message.user_id,
+            reply=True,
+            allowed=await self._presenter.people.deciders(thread, question),
+        )
+        if refused is not None:
+            await self._presenter.tell(thread, message.user_id, (refused,))
+            return None
+        try:
+            answered = await self._agent.answer_question(
+                message.text,
+                thread_id=thread.id,
+                resource_id=message.user_id,
+                run_id=question.run_id,
+                tool_call_id=question.tool_call_id,
+            )
+        except ResumeDataInvalidError as exc:
+            # Asked again below the reply: that message is the question's card now.
+            # Its mark names this message's work, which a retry looks for first.
+            error = "; ".join(exc.errors)
+            await self._presenter.show_pending(
+                messenger, thread, question, error, look_first=retry, cause=run_id
+            )
+            return None
+        except _GONE:
+            # Another replica took the answer first, or the question expired, or its
+            # request was stopped, meanwhile.
+            if not retry:
+                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
+            return None
+        except RunChangedError:
+            raced = texts.ANSWER_RACED
+            await self._say_about(messenger, thread, raced, question, cause=run_id, retry=retry)
+            return None
+        if answered is None:  # it expired a moment ago
+            if not retry:
+                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
+            return None
+        await self._presenter.show_settled(messenger, thread, question, "answered", message.user_id)
+        return answered
 
     async def _cancel_question(
         self,
@@ -271,38 +285,55 @@ NEW_REQUEST_WORDS = 3
 is a new request (``_not_an_answer``)."""
 
 
-def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
-    """What to say when a reply is clearly a new request, not the question's answer.
+def _new_request(message: IncomingMessage, question: PendingInfo) -> bool:
+    """Whether a message is clearly a new request to the bot rather than the answer to
+    the question waiting in its thread: it mentions the bot (where a plain reply would
+    do) and is not one of the question's choices. It starts a new turn; the question
+    stays open."""
+    if not message.mentioned:
+        return False
+    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
+    return _said(message.text) not in choices
 
-    It mentions the bot (where a plain reply would do), or the question says what its
-    answers are (a choice of a few) and the reply is a sentence that is none of them.
-    """
+
+def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
+    """What to say when a reply is clearly not the question's answer: the question says
+    what its answers are (a choice of a few) and the reply is a sentence that is none of
+    them."""
     asked = prompt(question)
-    tool = tool_label(asked)
-    if message.mentioned:
-        return texts.QUESTION_WAITS.format(tool=tool)
     if len(asked.fields) != 1 or asked.fields[0].kind != "choice":
         return None
     choices = asked.fields[0].choices
-    said = " ".join(message.text.lower().strip(" .!").split())
+    said = _said(message.text)
     if said in {c.lower() for c in choices} or len(said.split()) < NEW_REQUEST_WORDS:
         return None  # an answer, or a short slip: asked again as usual if it does not fit
     if said in texts.CANCEL_WORDS:
         return None
+    tool = tool_label(asked)
     return texts.QUESTION_WAITS_CHOICE.format(tool=tool, choices=", ".join(choices))
+
+
+def _said(text: str) -> str:
+    """A message's words as compared with fixed words (lower case, single spaces, no
+    closing punctuation)."""
+    return " ".join(text.lower().strip(" .!").split())
 
 
 def _cancels(text: str, question: PendingInfo) -> bool:
     """Whether a reply only says to leave the question (and is not one of its choices)."""
-    said = " ".join(text.lower().strip(" .!").split())
+    said = _said(text)
     if said not in texts.CANCEL_WORDS:
         return False
     choices = {c.lower() for f in prompt(question).fields for c in f.choices}
     return said not in choices
 
 
-def _run_input(message: IncomingMessage) -> str:
-    """What a new run is given: the message's text, after what the person is looking at."""
-    if not message.context:
+def _run_input(message: IncomingMessage, notes: list[str]) -> str:
+    """What a new run is given: the message's text, after what the person is looking at
+    and what waits in the thread (``notes``)."""
+    context = list(notes)
+    if message.context:
+        context.insert(0, texts.LOOKING_AT.format(context=message.context))
+    if not context:
         return message.text
-    return f"{texts.LOOKING_AT.format(context=message.context)}\n\n{message.text}"
+    return "\n".join(context) + f"\n\n{message.text}"

@@ -66,22 +66,31 @@ class Segments:
         stream: AgentStream,
         *,
         requester: str | None = None,
+        resumed: bool = False,
     ) -> None:
         """Drive a run segment to its end, posting cards, questions, errors and the answer
         (live, with its tool steps, where the platform can: ``Answer``).
 
         ``requester``: who asked (a live answer in a channel is addressed to them).
+        ``resumed``: the run waited for a person: if its thread went on meanwhile, its
+        answer first names the request it answers (``FollowUps.about``).
         """
         to = self._presenter.people.who(thread, requester) if requester else None
         answer = Answer(
             messenger, thread, to, lambda reply: self._presenter.say(messenger, thread, reply)
         )
         failure: Notice | None = None
+        led = not resumed
         await self._presenter.status(messenger, thread, texts.THINKING)
         try:
             async for chunk in stream:
                 if isinstance(chunk, TextDeltaChunk):
                     if chunk.agent_path == self._top:
+                        if not led:
+                            led = True
+                            about = await self._presenter.followups.about(stream.run_id)
+                            if about is not None:
+                                await answer.write(texts.ANSWER_ABOUT.format(request=about))
                         await answer.write(chunk.text)
                     continue
                 answer.step_ended()

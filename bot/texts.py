@@ -17,10 +17,49 @@ STEP_QUESTION: Final = "Waiting for an answer"
 # -- messages in a thread ------------------------------------------------------
 
 APPROVAL_PENDING: Final = (
-    "I'm waiting for a decision on `{tool}` (the approval card above); a message can't "
-    "approve it. Send your message again once it is decided, or say `stop` to stop that "
-    "request."
+    "A message can't approve `{tool}`: only the Approve and Decline buttons on its card "
+    "above decide it. Meanwhile, ask me anything else here."
 )
+APPROVAL_WORDS: Final = frozenset(
+    {
+        "approve",
+        "approved",
+        "approve it",
+        "yes",
+        "y",
+        "ok",
+        "okay",
+        "lgtm",
+        "go",
+        "go ahead",
+        "decline",
+        "declined",
+        "deny",
+        "denied",
+        "no",
+        "n",
+        "reject",
+        "rejected",
+    }
+)
+"""A message that is only one of these, while an approval waits, is someone deciding by
+text: they are told only the card decides it (a new turn would only confuse them)."""
+WAITING_NOTE: Final = (
+    "[Still waiting in this thread, not run yet: `{tool}` ({args}), asked by {requester} "
+    'for "{request}". It runs only once someone decides it on its approval card; a '
+    "message cannot approve it.]"
+)
+"""Put before a new request's text for the agent (never shown to people), for each call
+waiting in the thread: the conversation goes on while a card waits, and the model knows."""
+WAITING_QUESTION_NOTE: Final = (
+    "[Still waiting in this thread: `{tool}` asked {requester} a question for "
+    '"{request}"; their plain reply in the thread answers it.]'
+)
+ANSWER_ABOUT: Final = "About “{request}”:\n\n"
+"""Leads the answer of a request that was waiting while the thread went on (a follow-up
+was answered meanwhile): which request this answer is about."""
+REQUEST_SHOWN: Final = 120
+"""The longest request an answer's lead (``ANSWER_ABOUT``) quotes."""
 ANSWER_RACED: Final = (
     "Someone changed this request at the same moment, so your answer did not count. "
     "Please send it again."
@@ -31,11 +70,6 @@ QUESTION_WAITS_CHOICE: Final = (
     "the question; then send your request again."
 )
 """A question whose answers are its choices says what a new request is: anything longer."""
-QUESTION_WAITS: Final = (
-    "`{tool}` is still waiting for an answer to its question above, so I did not take "
-    "your message as one. Reply without mentioning me to answer it, or reply `cancel` "
-    "to leave it; then send your request again."
-)
 CANCEL_WORDS: Final = frozenset({"cancel", "stop", "never mind", "nevermind", "forget it"})
 """A reply that is only one of these leaves the question (unless it is one of its choices)."""
 QUESTION_GONE: Final = (

@@ -51,6 +51,14 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
     "/cancel": "cancel",
 }
 """What a line says to the newest question instead of answering it."""
+CARD_WORDS = frozenset(
+    {"a", "approve", "y", "yes", "d", "decline", "n", "no", "e", "edit", "g", "grant", "s", "stop"}
+)
+"""The first words a card's prompt takes (an answer it cannot take is asked again)."""
+FOLLOW_UP_WORDS = 2
+"""At a card's prompt, a line of at least this many words that does not start with one
+of the card's words is a message to the thread (the card waits on); a shorter one is
+asked again."""
 
 
 class ConsoleMessenger:
@@ -230,11 +238,7 @@ class ConsoleAdapter:
                 elif self.messenger.questions and line.lower() in QUESTION_COMMANDS:
                     await self._decline_question(QUESTION_COMMANDS[line.lower()])
                 else:
-                    await self.bot.on_message(
-                        IncomingMessage(
-                            thread=self.thread, user_id=self.user, text=line, user_name=self.user
-                        )
-                    )
+                    await self._say(line)
                 # One turn at a time: the next line may answer what this one caused.
                 await self.bot.drain()
             await self._vet_cards()
@@ -248,6 +252,12 @@ class ConsoleAdapter:
         if left:
             waiting = ", ".join(dict.fromkeys(left))
             self.messenger.write(texts.LEFT_WAITING.format(what=waiting, thread=self.thread.root))
+
+    async def _say(self, line: str) -> None:
+        """Send a line to the thread as the person's message."""
+        await self.bot.on_message(
+            IncomingMessage(thread=self.thread, user_id=self.user, text=line, user_name=self.user)
+        )
 
     def _spoke(self) -> None:
         """The bot printed while a prompt was showing (an expiry, a reminder): ask again
@@ -318,6 +328,10 @@ class ConsoleAdapter:
             case "g" | "grant" if card.grant_for and may.approve and _offered(card, rest):
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
+                return
+            case said if said not in CARD_WORDS and len(line.split()) >= FOLLOW_UP_WORDS:
+                # Not an answer but a message: the conversation goes on, the card waits.
+                await self._say(line)
                 return
             case _:
                 self.messenger.write(_card_answers(card, may, reask=True))

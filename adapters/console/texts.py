@@ -6,14 +6,17 @@ from typing import Final
 
 WELCOME: Final = (
     "Approval bot console: you are {user}. Write a request; approval cards and "
-    "questions are answered on the next line. End with Ctrl-D."
+    "questions are answered on the next line, and a longer line at a card is a "
+    "message while the card waits. End with Ctrl-D."
 )
 INPUT: Final = "you> "
 STILL_WAITING: Final = "(these still wait in thread '{thread}', from an earlier session)"
 CARD_QUESTION: Final = "Approve? {options} > "
 CARD_DECLINE_QUESTION: Final = "Decline? {options} > "
 """The prompt of a card its reader may decline but not approve (their own request)."""
-CARD_REASK: Final = "Please answer {options}."
+CARD_REASK: Final = (
+    "Please answer {options}. A longer line is sent as a message, and the card waits."
+)
 APPROVE_OPTION: Final = ("[a]pprove", "'a' (or 'y') to approve")
 EDIT_OPTION: Final = ("[e]dit", "'e' to edit the arguments first")
 GRANT_OPTION: Final = (

@@ -62,6 +62,10 @@ def _refund_args(found: dict[str, str]) -> dict[str, Any]:
     return {"order_id": found["order_id"], "amount": float(found["amount"])}
 
 
+def _status_args(found: dict[str, str]) -> dict[str, Any]:
+    return {"service": found.get("service") or found["named"]}
+
+
 _ID = r"#?(?P<{}>[A-Za-z0-9][\w-]*)"
 
 _INTENTS: tuple[_Intent, ...] = (
@@ -94,6 +98,19 @@ _INTENTS: tuple[_Intent, ...] = (
         topics=("deploy", "deploys", "deployment", "deployments", "service", "services"),
         done="Deployed {service} to {environment}",
         attempt="deploy {service} to {environment}",
+    ),
+    _Intent(
+        tool="service_status",
+        pattern=re.compile(
+            r"\b(?:status\s+of|how\s+is)\s+(?:the\s+)?(?P<service>[\w-]+)"
+            r"(?:\s+(?:service|doing))?\s*\??\s*$"
+            r"|^\s*(?P<named>[\w-]+)\s+status\s*\??\s*$",
+            re.IGNORECASE,
+        ),
+        topics=("status", "service", "services", "deploy", "deployment", "deployments"),
+        done="Status of {service}",
+        attempt="tell the status of {service}",
+        convert=_status_args,
     ),
     _Intent(
         tool="refund",
@@ -146,6 +163,7 @@ DEMO_REQUESTS: tuple[tuple[str, str], ...] = (
     ("delete record abc-123", "delete a record (asks for approval)"),
     ("deploy api 1.4.2 to staging", "deploy a version (production asks for approval)"),
     ("deploy web to staging", "deploy; you are asked which version (reply in the thread)"),
+    ("status of web", "what version runs where (ask it while a card waits)"),
     ("refund order A-1001 50", "refund part of an order (over 100 asks for approval)"),
     ("show ticket T-100", "an MCP server's read-only tool (with BOT_CONFIG=examples/bot.toml)"),
     ("close ticket T-101", "an MCP tool that changes data (asks for approval)"),

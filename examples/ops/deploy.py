@@ -23,11 +23,12 @@ from .database import OpsDatabase, now
 DESCRIPTION = (
     "Deploys services (api, web, worker) to staging or production with deploy_service; "
     "production deployments need approval, and it asks for the version when none is given. "
+    "Tells the status of a service (what runs where) with service_status. "
     "Give it the request as the user wrote it, e.g. 'deploy api 1.4.2 to staging'."
 )
 
 INSTRUCTIONS = """\
-You deploy services with deploy_service.
+You deploy services with deploy_service, and tell what runs where with service_status.
 - Pass the service, the environment and the version if the user gave one. When
   the version is missing, call the tool without it: it asks the user itself.
 - Production deployments need a person's approval; the system asks for it.
@@ -159,7 +160,14 @@ def deploy_tools(db: OpsDatabase) -> list[Tool]:
             _deploy, service, environment, version, ctx.tool_call_id, ctx.resource_id
         )
 
-    return [deploy_service]
+    @tool
+    async def service_status(
+        service: str = Field(description="The service: api, web or worker."),
+    ) -> dict[str, Any]:
+        """What version of a service runs in each environment, and since when."""
+        return await db.run(_status, service)
+
+    return [deploy_service, service_status]
 
 
 def deploy_agent(model: Model, db: OpsDatabase) -> Agent:
@@ -182,6 +190,21 @@ def _check_service(conn: sqlite3.Connection, service: str) -> None:
     if not _service_exists(conn, service):
         known = ", ".join(r["name"] for r in conn.execute("SELECT name FROM services ORDER BY 1"))
         raise LookupError(f"Unknown service {service!r}. Known services: {known}.")
+
+
+def _status(conn: sqlite3.Connection, service: str) -> dict[str, Any]:
+    _check_service(conn, service)
+    status: dict[str, Any] = {"service": service}
+    for environment in ("staging", "production"):
+        row = conn.execute(
+            "SELECT version, deployed_at FROM deployments"
+            " WHERE service = ? AND environment = ? ORDER BY id DESC LIMIT 1",
+            (service, environment),
+        ).fetchone()
+        status[environment] = (
+            f"{row['version']} (deployed {row['deployed_at']})" if row else "not deployed"
+        )
+    return status
 
 
 def _deploy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,3 +57,13 @@ class Counter:
     @property
     def count(self) -> int:
         return len(self.calls)
+
+
+WAITING_NOTE = re.compile(r"^\[Still waiting in this thread[^`\n]*`([^`]+)`[^\n]*\]\n+", re.M)
+"""A line the chat layer puts before a request for a call still waiting in its thread."""
+
+
+def still_waiting(text: str) -> tuple[str, list[str]]:
+    """A turn's text without the chat layer's waiting notes, and the tools they name (a
+    scripted model's view of what the chat layer told it waits)."""
+    return WAITING_NOTE.sub("", text), WAITING_NOTE.findall(text)

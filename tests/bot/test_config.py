@@ -206,7 +206,8 @@ async def test_a_value_the_schema_refuses_hides_no_other_problem(tmp_path: Path)
     [
         (
             "[agents.a]\ntools = ['examples.ops.deploy:tools', 'examples.ops.deploy:tools']\n",
-            "agents.a.tools: two tools are named 'deploy_service'",
+            "agents.a.tools: two tools are named 'deploy_service'\n"
+            "agents.a.tools: two tools are named 'service_status'",
         ),
         (
             "[agents.a]\nagents = ['deploy_service']\ntools = ['tests.bot.test_config:clash']\n"
@@ -222,12 +223,12 @@ async def test_tool_names_that_clash_are_one_line(
     path = write(tmp_path, "[bot]\nroot = 'a'\n" + agents)
     with pytest.raises(ConfigError) as info:
         await load_config(path, DemoModel(), MemoryStore())
-    assert info.value.lines == [f"config {path}: {problem}"]
+    assert info.value.lines == [f"config {path}: {line}" for line in problem.splitlines()]
 
 
 def clash() -> list[Tool]:
     """A tool named like the delegation tool of a sub-agent ``deploy_service``."""
-    return [replace(t, name="agent-deploy_service") for t in deploy_tools()]
+    return [replace(deploy_tools()[0], name="agent-deploy_service")]
 
 
 async def test_an_override_of_a_tool_the_server_lacks_stops_the_start(

@@ -483,3 +483,23 @@ async def test_an_edited_mcp_call_answers_for_the_ticket_that_ran(tmp_path: Path
     assert answer.startswith("bot> Ticket T-100 (arguments edited before approval): Closed T-100")
     assert "T-101" not in answer
     assert json.loads(tickets.read_text())["T-101"]["status"] == "open"
+
+
+async def test_a_follow_up_at_a_card_is_answered_and_the_card_still_decides(
+    tmp_path: Path,
+) -> None:
+    """A card waits -> "status of api?" is answered -> the card is approved -> the first
+    call runs once, and its answer says which request it answers."""
+    out = await console_demo(
+        tmp_path, "deploy api to production", "1.4.2", "status of api?", "maybe", "a"
+    )
+    prompt = "Approve? [a]pprove / [d]ecline (reason) > "
+    assert out.count(prompt) == 3  # asked, after the follow-up, and after "maybe"
+    status = out.index("bot> Status of api: staging: 1.4.1")
+    assert "production: 1.4.0" in out[status:]
+    assert "A longer line is sent as a message, and the card waits." in out
+    approved = out.index("✅ Approved: deploy_service")
+    assert status < approved
+    assert out[approved:].count("bot> About “deploy api to production”:") == 1
+    assert out.count("Deployed api to production: deployment id: 7; version: 1.4.2") == 1
+    assert deployed(tmp_path / "ops.db") == [("api", "production", "1.4.2")]

@@ -271,14 +271,15 @@ async def test_a_runs_error_is_said_once_its_failure_is_on_record(
 
 
 async def test_a_notice_said_before_a_crash_is_not_said_again_to_that_message() -> None:
+    """A message that only says "approve" while a card waits is told to use the card."""
     bot, messenger, card = await restart_requested(Counter())
     waits = Notice(text=APPROVAL_PENDING.format(tool=card.tool_name))
-    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=False)
-    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=True)
+    await bot.replies.stream_for(message("approve"), messenger, "run_inbox_7", retry=False)
+    await bot.replies.stream_for(message("approve"), messenger, "run_inbox_7", retry=True)
     assert messenger.views(Notice) == [waits]
 
     # Another message is told again, and so is this one, were its notice lost.
-    await bot.replies.stream_for(message("hello?"), messenger, "run_inbox_8", retry=True)
+    await bot.replies.stream_for(message("yes"), messenger, "run_inbox_8", retry=True)
     messenger.marked.clear()
-    await bot.replies.stream_for(message("hello"), messenger, "run_inbox_7", retry=True)
+    await bot.replies.stream_for(message("approve"), messenger, "run_inbox_7", retry=True)
     assert messenger.views(Notice) == [waits] * 3

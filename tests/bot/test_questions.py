@@ -207,20 +207,25 @@ async def test_stop_is_an_answer_when_the_question_offers_it() -> None:
     assert "service: stop" in run.text
 
 
-async def test_a_mention_while_a_question_waits_is_not_taken_as_the_answer() -> None:
+async def test_a_mention_while_a_question_waits_is_a_new_turn_and_the_question_stays() -> None:
     bot = ChatBot(weather_agent())
     messenger = wired(bot)
     question = await asked(bot, messenger, "what's the weather?")
     await bot.on_message(replace(message("deploy web"), mentioned=True))
     await bot.drain()
-    (notice,) = messenger.views(Notice)
-    assert notice.text.startswith("`weather` is still waiting for an answer to its question")
-    (waiting,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
-    assert waiting.tool_call_id == question.tool_call_id
-    # A plain reply still answers it.
+    assert messenger.views(Notice) == []
+    turn = bot.agent.model.requests[-1].messages[-1].text  # type: ignore[attr-defined]
+    assert turn.endswith("\n\ndeploy web")
+    assert "`weather` asked U1 a question" in turn
+    # The new turn asked a question of its own (this agent always does); the first one
+    # still waits, and a plain reply answers the newest.
+    first, newest = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert first.tool_call_id == question.tool_call_id
     await bot.on_message(message("Oslo"))
     await bot.drain()
     assert messenger.views(Reply)[-1].text.endswith("Oslo: sunny")
+    (waiting,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
+    assert waiting.tool_call_id == question.tool_call_id != newest.tool_call_id
 
 
 async def test_a_sentence_that_is_none_of_a_choice_questions_answers_is_a_new_request() -> None:

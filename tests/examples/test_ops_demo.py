@@ -55,6 +55,9 @@ DOCUMENTED = {
     "refund order A-1001 50": Documented(
         finish_reason="stop", tool="refund", text="Refunded order A-1001"
     ),
+    "status of web": Documented(
+        finish_reason="stop", tool="service_status", text="Status of web: staging: "
+    ),
     "help": Documented(finish_reason="stop", tool=None, text=DEMO_HELP),
     "show ticket T-100": Documented(
         finish_reason="stop", tool="tickets__show_ticket", text="Printer on floor 3"

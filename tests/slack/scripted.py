@@ -2,7 +2,8 @@
 
 The model reads the user's latest words: ``deploy <service>`` asks for the gated
 ``deploy`` tool, ``release <service>`` for ``release`` (which asks for a version
-and resumes from the reply), ``long`` answers at length; anything else is echoed.
+and resumes from the reply), ``long`` answers at length; anything else is echoed,
+with the calls the chat layer says still wait in the thread (``still_waiting``).
 After tool results it reports them, errors and declines included.
 """
 
@@ -25,6 +26,7 @@ from agents import (
     tool,
 )
 from agents.models.base import ModelRequest
+from tests.agents.helpers import still_waiting
 
 LONG_ANSWER_PARAGRAPH = "All systems nominal. " * 40
 
@@ -74,7 +76,8 @@ def _respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
             for r in last.tool_results
         ]
         return ModelResponse(text="Done. " + " ".join(lines))
-    words = last.text.strip().split()
+    text, waiting = still_waiting(last.text)
+    words = text.strip().split()
     if len(words) == 2 and words[0] == "deploy":
         return ModelResponse(
             text="Deploying.", tool_calls=[ToolCall("deploy", {"service": words[1]})]
@@ -85,7 +88,9 @@ def _respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
         return ModelResponse(tool_calls=[ToolCall("deploy", {"service": "<&>" * 2000})])
     if words == ["long"]:
         return ModelResponse(text="\n\n".join([LONG_ANSWER_PARAGRAPH] * 20))
-    return ModelResponse(text=f"You said: {last.text}")
+    if waiting:
+        return ModelResponse(text=f"You said: {text} (still waiting here: {', '.join(waiting)})")
+    return ModelResponse(text=f"You said: {text}")
 
 
 def build_agent(store: Store, ran: Ran | None = None) -> Agent:

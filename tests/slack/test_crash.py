@@ -328,7 +328,7 @@ async def test_a_kill_between_saying_an_approval_waits_and_recording_it_says_it_
     root = card.thread_ts or ""
     waits = APPROVAL_PENDING.format(tool="deploy")
     killed = kill_at(slack, bot, is_post_saying(waits))
-    assert await bot.send_event(mention_event("hello", thread_ts=root)) == 200
+    assert await bot.send_event(mention_event("approve", thread_ts=root)) == 200
     await slack.wait_for(killed.is_set, what="the notice said and the bot killed")
     await bot.start()
     await slack.wait_for(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.slack.wire import APPROVE_ACTION
+
 from .fake_slack import BOT_ID, BOT_USER_ID, FakeSlack, Scripted
 from .harness import (
     ALICE,
@@ -16,7 +18,7 @@ from .harness import (
     new_ts,
 )
 from .scripted import Ran
-from .test_approvals import card_text
+from .test_approvals import card_text, the_card
 
 
 def texts_in(slack: FakeSlack, root: str, channel: str = CHANNEL) -> list[str]:
@@ -208,12 +210,49 @@ async def test_a_rate_limited_post_is_retried(bot: BotServer, slack: FakeSlack) 
     assert len(slack.of("chat.postMessage")) == 2
 
 
-async def test_a_message_while_a_card_waits_points_at_the_card(
-    bot: BotServer, slack: FakeSlack
+async def test_the_thread_goes_on_while_a_card_waits_and_the_card_still_decides(
+    bot: BotServer, slack: FakeSlack, ran: Ran
 ) -> None:
+    """A card waits -> "status of web?" is answered (the model told what waits) -> the
+    card is approved -> the first call runs once, its answer naming its request."""
     root = mention_event("deploy api")
     await bot.send_event(root)
     await bot.idle()
-    await bot.send_event(message_event("well?", user=ALICE, thread_ts=root["ts"]))
+    card = the_card(slack.in_thread(CHANNEL, root["ts"]))
+    await bot.send_event(message_event("status of web?", user=BOB, thread_ts=root["ts"]))
     await bot.idle()
-    assert "waiting for a decision" in texts_in(slack, root["ts"])[-1]
+    assert texts_in(slack, root["ts"])[-1] == (
+        "You said: status of web? (still waiting here: deploy)"
+    )
+    assert ran.deploys == []
+    # Text never decides: a message that only says "approve" is told to use the card.
+    await bot.send_event(message_event("approve", user=BOB, thread_ts=root["ts"]))
+    await bot.idle()
+    assert "only the Approve and Decline buttons" in texts_in(slack, root["ts"])[-1]
+    assert ran.deploys == []
+
+    assert await bot.press(card, APPROVE_ACTION, user=BOB) == 200
+    await bot.idle()
+    assert len(ran.deploys) == 1
+    answer = texts_in(slack, root["ts"])[-1]
+    assert answer.startswith("About “deploy api”:")
+    assert "deploy ok" in answer
+    assert len([t for t in texts_in(slack, root["ts"]) if "deploy ok" in t]) == 1
+    assert f"Approved by <@{BOB}>" in card_text(card)
+
+
+async def test_a_mention_while_a_question_waits_is_a_new_turn_and_a_reply_answers_it(
+    bot: BotServer, slack: FakeSlack, ran: Ran
+) -> None:
+    root = mention_event("release web")
+    await bot.send_event(root)
+    await bot.idle()
+    thread = root["ts"]
+    await bot.send_event(mention_event("how is api", user=BOB, thread_ts=thread))
+    await bot.idle()
+    assert texts_in(slack, thread)[-1] == "You said: how is api (still waiting here: release)"
+    assert ran.releases == []
+    await bot.send_event(message_event("1.2.3", thread_ts=thread))
+    await bot.idle()
+    assert ran.releases == [{"service": "web", "version": "1.2.3"}]
+    assert "release ok" in texts_in(slack, thread)[-1]

@@ -3,7 +3,7 @@
 "deploy <service>" asks to run ``deploy`` (always needs approval); "weather"
 runs ``weather``, which suspends to ask for a city (letters only) and resumes
 from the next reply in the thread; "fail" fails the run (the model is down); anything
-else is echoed.
+else is echoed, with the calls the chat layer says still wait in the thread.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from agents import (
     tool,
 )
 from agents.models.base import ModelRequest
+from tests.agents.helpers import still_waiting
 
 MODEL_DOWN = "The model is down."
 """Why a run asked to ``fail`` failed, as people are told."""
@@ -59,13 +60,18 @@ def build_agent(store: Store, deployed: list[str]) -> Agent:
                 for r in last.tool_results
             )
             return ModelResponse(text=f"Done. {summary}")
-        words = last.text.split()
+        text, waiting = still_waiting(last.text)
+        words = text.split()
         if words[:1] == ["deploy"] and len(words) > 1:
             return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
         if words[:1] == ["weather"]:
             return ModelResponse(tool_calls=[ToolCall("weather", {})])
         if words == ["fail"]:
             raise ModelError("asked to fail", user_message=MODEL_DOWN)
+        if waiting:
+            return ModelResponse(
+                text=f"You said: {text} (still waiting here: {', '.join(waiting)})"
+            )
         return ModelResponse(text=f"You said: {last.text}")
 
     return Agent(id="ops", model=FunctionModel(respond), tools=[deploy, weather], store=store)

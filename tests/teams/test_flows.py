@@ -98,6 +98,38 @@ async def test_approve_with_action_execute_updates_the_card_and_answers_in_the_t
     assert any("deploy ok: deployed api" in t for t in connector.texts(in_thread(THREAD_1)))
 
 
+async def test_the_thread_goes_on_while_a_card_waits_and_the_card_still_decides(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    """A card waits -> "status of web?" is answered (the model told what waits) -> the
+    card is approved -> the first call runs once, its answer naming its request."""
+    teams = await make_bot()
+    posted = await ask_for_deploy(teams, connector)
+    assert posted.card is not None
+    await teams.post(act.channel_post(connector.url, "status of web?", root=THREAD_1))
+    await teams.bot.drain()
+    thread = in_thread(THREAD_1)
+    assert connector.texts(thread)[-1] == "You said: status of web? (still waiting here: deploy)"
+    await teams.post(act.channel_post(connector.url, "yes", root=THREAD_1))
+    await teams.bot.drain()
+    assert "only the Approve and Decline buttons" in connector.texts(thread)[-1]
+    assert teams.deployed == []
+
+    click = act.execute(
+        connector.url,
+        posted.card,
+        "approve",
+        conversation=act.channel_conversation(THREAD_1),
+        card_id=posted.response_id,
+    )
+    assert (await teams.post(click)).status == 200
+    await teams.bot.drain()
+    assert teams.deployed == ["api"]
+    answer = connector.texts(thread)[-1]
+    assert answer.startswith("About “deploy api”:")
+    assert answer.endswith("deploy ok: deployed api")
+
+
 async def test_decline_with_a_reason_from_the_card_input_never_runs_the_tool(
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
@@ -286,10 +318,12 @@ async def test_two_threads_in_one_channel_stay_separate(
     assert teams.deployed == ["web"]
     assert any("deployed web" in t for t in connector.texts(in_thread(THREAD_2)))
     assert not any("deployed" in t for t in connector.texts(in_thread(THREAD_1)))
-    # The first thread still waits: a message there points at its card.
+    # The first thread still waits, and goes on: a message there is a new turn.
     await teams.post(act.channel_post(connector.url, "status?", root=THREAD_1))
     await teams.bot.drain()
-    assert "waiting for a decision on `deploy`" in connector.texts(in_thread(THREAD_1))[-1]
+    said = connector.texts(in_thread(THREAD_1))[-1]
+    assert said == "You said: status? (still waiting here: deploy)"
+    assert teams.deployed == ["web"]
     assert first.card is not None
 
 
@@ -405,7 +439,7 @@ async def test_in_a_followed_group_chat_only_a_mention_starts_work(
     assert connector.texts(act.GROUP_CHAT) == ["You said: first", "You said: second"]
 
 
-async def test_in_a_group_chat_a_mention_is_no_answer_to_a_question_and_cancel_leaves_it(
+async def test_in_a_group_chat_a_mention_is_a_new_turn_while_a_question_waits_and_cancel_leaves_it(
     make_bot: MakeBot, connector: FakeConnector
 ) -> None:
     teams = await make_bot()
@@ -413,11 +447,10 @@ async def test_in_a_group_chat_a_mention_is_no_answer_to_a_question_and_cancel_l
     await teams.post(act.message(connector.url, "weather", conversation=chat, mention=True))
     await teams.bot.drain()
     (asked,) = connector.cards(act.GROUP_CHAT, kind="question")
-    await teams.post(act.message(connector.url, "Paris", conversation=chat, mention=True))
+    await teams.post(act.message(connector.url, "how is api", conversation=chat, mention=True))
     await teams.bot.drain()
-    assert connector.texts(act.GROUP_CHAT)[-1].startswith(
-        "`weather` is still waiting for an answer to its question"
-    )
+    said = connector.texts(act.GROUP_CHAT)[-1]
+    assert said == "You said: how is api (still waiting here: weather)"
     await teams.post(act.message(connector.url, "cancel", conversation=chat))
     await teams.bot.drain()
     assert "cancelled the question" in connector.texts(act.GROUP_CHAT)[-1]

@@ -143,11 +143,11 @@ async def test_a_notice_teams_took_before_a_crash_is_not_said_again_to_that_mess
     assert posted.card is not None
     thread = await thread_of_run(teams, act.action_data(posted.card, "approve")["run_id"])
     waits = APPROVAL_PENDING.format(tool="deploy")
-    await worked_on(teams, thread, "hello", "run_inbox_9", retry=False)
-    await worked_on(teams, thread, "hello", "run_inbox_9", retry=True)
+    await worked_on(teams, thread, "approve", "run_inbox_9", retry=False)
+    await worked_on(teams, thread, "approve", "run_inbox_9", retry=True)
     assert connector.texts(in_thread(THREAD_1)) == [waits]
 
-    await worked_on(teams, thread, "hello again", "run_inbox_10", retry=True)
+    await worked_on(teams, thread, "approved", "run_inbox_10", retry=True)
     assert connector.texts(in_thread(THREAD_1)) == [waits, waits]
 
 
