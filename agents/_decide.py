@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from . import texts
 from ._calls import Granted, Outcome, error_chunk, error_outcome
 from ._turns import Turns, audit_entry
-from .chunks import Chunk
+from .chunks import Chunk, ToolResultChunk
 from .errors import (
     AlreadyDecidedError,
     ArgsInvalidError,
@@ -43,6 +43,7 @@ from .errors import (
     ToolCallNotPendingError,
     validation_messages,
 )
+from .messages import ToolResultPart
 from .snapshot import AuditEntry, AuditEvent, Decision, PendingCall, RunSnapshot, utcnow
 from .stores.base import StoreConflict
 from .tools import Tool
@@ -262,6 +263,22 @@ class Decider:
             text = _refused_text(entry, decision)
             outcomes[call.tool_call_id] = error_outcome(call, text)
             yield error_chunk(leaf, call, text)
+        elif decision.action == "respond":
+            # A person answered for the tool: their words are its result; it never runs.
+            given = ToolResultPart(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                content=decision.response or "",
+                given_by=decision.decided_by or texts.SOMEONE,
+            )
+            outcomes[call.tool_call_id] = Outcome(result=given)
+            yield ToolResultChunk(
+                run_id=leaf.run_id,
+                agent_path=tuple(leaf.agent_path),
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                result=given.content,
+            )
         elif tool is None:
             # The tool went away (a redeploy) while the call waited: nothing can run.
             text = texts.UNKNOWN_TOOL.format(tool=call.tool_name)
@@ -335,7 +352,12 @@ class Decider:
                     yield chunk
         outcome = outcomes[call.tool_call_id]
         ran = _ran(
-            chain[0], owned, decision, outcome, heard or decision.action != "decline", ran_with
+            chain[0],
+            owned,
+            decision,
+            outcome,
+            heard or decision.action not in ("decline", "respond"),
+            ran_with,
         )
         async for chunk in self._settle(chain, call.tool_call_id, outcome, shown, ran):
             yield chunk
@@ -520,7 +542,9 @@ def select_pending(
     if entry.decision is not None:
         raise AlreadyDecidedError(top.run_id, entry.tool_call_id, entry.decision)
     # A question can be answered or declined; an approval approved or declined.
-    wants = {"resume": "suspension", "approve": "approval"}.get(decision.action)
+    wants = {"resume": "suspension", "approve": "approval", "respond": "approval"}.get(
+        decision.action
+    )
     if wants is not None and entry.kind != wants:
         detail = (
             "waits for resume data, not for approval"

@@ -132,10 +132,11 @@ class Recoverer:
             return None
         entry = executing[0]
         decision = entry.decision
-        # A declined approval or an expiry runs nothing; a declined question runs a
-        # tool that hears declines, so it is safe only as an idempotent call is.
+        # A declined or answered-for approval, or an expiry, runs nothing; a declined
+        # question runs a tool that hears declines, so it is safe only as an idempotent
+        # call is.
         runs_nothing = decision is not None and (
-            decision.action == "expire"
+            decision.action in ("expire", "respond")
             or (decision.action == "decline" and entry.kind == "approval")
         )
         if decision is None or not (runs_nothing or entry.idempotent):

@@ -543,5 +543,6 @@ def audit_entry(
         kind=call.kind,
         requester=call.requester,
         actor=decision.decided_by if decision else None,
-        reason=decision.reason if decision else None,
+        # What a person answered for the tool is on record as why it did not run.
+        reason=(decision.reason or decision.response) if decision else None,
     )

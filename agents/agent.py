@@ -253,6 +253,23 @@ class Agent:
         decision = Decision(action="approve", decided_by=decided_by, args=args)
         return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
 
+    async def respond_tool_call(
+        self,
+        *,
+        run_id: str,
+        tool_call_id: str | None = None,
+        response: str,
+        decided_by: str | None = None,
+    ) -> AgentStream:
+        """Answer for a pending approval instead of running its tool ("already restarted
+        it by hand"): the tool never runs; the model gets ``response`` as the call's
+        result, marked as given by ``decided_by`` (``ToolResultPart.given_by``). Audited
+        as ``responded``, with the response as its reason. A question is answered with
+        ``resume_stream`` instead (this raises ``ToolCallNotPendingError`` for one).
+        """
+        decision = Decision(action="respond", decided_by=decided_by, response=response)
+        return self._stream(run_id, await self.engine.decide(run_id, tool_call_id, decision))
+
     async def ask_again(
         self,
         *,

@@ -39,6 +39,8 @@ class ToolResultPart(_Part):
     ``is_error`` marks failures, declines and expiries so the model can tell them
     apart from results. ``edited_args``: the arguments the call ran with when a
     person edited them before approving (``None``: it ran as the model asked).
+    ``given_by``: the tool did not run; this person answered for it, and ``content``
+    is their answer (``Agent.respond_tool_call``).
     """
 
     kind: Literal["tool-result"] = "tool-result"
@@ -47,14 +49,16 @@ class ToolResultPart(_Part):
     content: str
     is_error: bool = False
     edited_args: dict[str, Any] | None = None
+    given_by: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_unedited(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Nearly every result ran as asked: stored snapshots and histories leave the
-        # field out then, instead of repeating a null in every result.
+        # fields out then, instead of repeating a null in every result.
         data: dict[str, Any] = handler(self)
-        if data.get("edited_args") is None:
-            data.pop("edited_args", None)
+        for rare in ("edited_args", "given_by"):
+            if data.get(rare) is None:
+                data.pop(rare, None)
         return data
 
 

@@ -25,12 +25,13 @@ RunStatus = Literal["running", "paused", "finished", "failed", "interrupted", "s
 FinishReason = Literal[
     "stop", "suspended", "max_steps", "length", "refusal", "error", "interrupted", "stopped"
 ]
-DecisionAction = Literal["approve", "decline", "resume", "expire"]
+DecisionAction = Literal["approve", "decline", "resume", "expire", "respond"]
 AuditEvent = Literal[
     "requested",
     "edited",
     "approved",
     "declined",
+    "responded",
     "cancelled",
     "resumed",
     "expired",
@@ -43,6 +44,7 @@ AuditEvent = Literal[
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
 ``cancelled``: a question the person called off (``declined``: refused to answer).
+``responded``: a person answered for the tool instead of letting it run.
 ``superseded`` (the decision logged just before did not take effect) is only in logs
 written before decisions were audited in their claim's save; readers still honour it."""
 
@@ -57,6 +59,7 @@ _DECIDED: dict[DecisionAction, AuditEvent] = {
     "decline": "declined",
     "resume": "resumed",
     "expire": "expired",
+    "respond": "responded",
 }
 """The audit event each kind of decision writes (``Decision.event``)."""
 
@@ -78,6 +81,9 @@ class Decision(BaseModel):
     args: dict[str, Any] | None = None
     """On an approval of edited arguments: the arguments as edited (validated, JSON);
     the call runs with them instead of those it asked with."""
+    response: str | None = None
+    """On ``respond``: what the person answered for the tool, which the model gets as
+    the call's result (the tool never runs)."""
 
     @property
     def event(self) -> AuditEvent:

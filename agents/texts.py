@@ -106,3 +106,9 @@ MODEL_PROBLEMS: Final[dict[ModelProblem, str]] = {
     "no_structured_answer": "Claude did not answer in the expected form; please try again.",
 }
 """What people in a chat see for each kind of failure (``ModelError.user_message``)."""
+GIVEN_BY: Final = (
+    "The tool did not run: {who} answered for it instead (a person's words, not the tool's output):"
+)
+"""Put before a result a person gave in the tool's place (``ToolResultPart.given_by``)."""
+SOMEONE: Final = "someone"
+"""Who answered for a tool when the decision names nobody."""

@@ -52,6 +52,7 @@ from .types import (
     View,
     tool_label,
 )
+from .views import response_field
 
 REASON_INPUT = "reason"
 """The name of a pending card's reason box (sent with Decline)."""
@@ -183,7 +184,23 @@ def decision_buttons(card: ApprovalCard) -> tuple[Button, ...]:
     if card.editable and card.fields:
         form = Form(intro=(texts.EDIT_HINT,), fields=card.fields, submit=texts.APPROVE_EDITED)
         buttons.append(Button(action="edit", label=texts.EDIT, target=target, form=form))
+    if card.respond:
+        buttons.append(
+            Button(
+                action="respond",
+                label=texts.RESPOND,
+                target=target,
+                form=respond_form(card),
+                tooltip=texts.RESPOND_TOOLTIP,
+            )
+        )
     return tuple(buttons)
+
+
+def respond_form(card: ApprovalCard) -> Form:
+    """Respond's form: one text, the answer the model gets in the tool's place."""
+    intro = texts.RESPOND_HINT.format(tool=tool_label(card))
+    return Form(intro=(intro,), fields=(response_field(),), submit=texts.RESPOND_SUBMIT)
 
 
 def _grant_buttons(card: ApprovalCard) -> list[Button]:

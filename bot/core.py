@@ -427,6 +427,10 @@ class ChatBot:
         """The form an ``edit`` click opens, or why editing would be refused."""
         return await self.decisions.edit_form(click)
 
+    async def respond_form(self, click: Click) -> Prompt | Text:
+        """The form a ``respond`` click opens, or why responding would be refused."""
+        return await self.decisions.respond_form(click)
+
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question an ``answer`` click opens a form for, or why it would be refused."""
         return await self.decisions.question_form(click)

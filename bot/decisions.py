@@ -52,7 +52,15 @@ from .types import (
     PromptField,
     Text,
 )
-from .views import edit_fields, edit_form, form_answer, prompt, thread_of
+from .views import (
+    RESPONSE_INPUT,
+    edit_fields,
+    edit_form,
+    form_answer,
+    prompt,
+    respond_prompt,
+    thread_of,
+)
 from .votes import audit_vote, spanned
 
 log = logging.getLogger(__name__)
@@ -169,6 +177,16 @@ class Decisions:
             return (texts.EDIT_NOT_OFFERED,)
         return edit_form(call, fields)
 
+    async def respond_form(self, click: Click) -> Prompt | Text:
+        """The form to answer in a tool's place, or why responding is refused."""
+        _, call, refusal = await self._check(replace(click, action="respond"))
+        if call is None:
+            assert refusal is not None
+            return refusal[0]
+        if not self._policy.rule(call.tool_name, call).respond:
+            return (texts.RESPOND_NOT_OFFERED,)
+        return respond_prompt(call)
+
     def _edit_fields(self, call: PendingInfo, quorum: int) -> tuple[PromptField, ...]:
         """The fields an edit of ``call`` changes: none with a quorum (the votes were
         for the arguments shown), an earlier answer, or arguments a form cannot hold."""
@@ -229,7 +247,7 @@ class Decisions:
             return await self._check(located)
         if call is None:
             return click, None, (await self._record.why_not_pending(click), "stale")
-        if call.kind != "approval" and click.action in ("approve", "edit", "grant"):
+        if call.kind != "approval" and click.action in ("approve", "edit", "grant", "respond"):
             return click, None, ((texts.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
             return click, None, ((texts.CLICK_NOT_A_QUESTION,), "stale")
@@ -318,6 +336,13 @@ class Decisions:
             refused = await self._by_rule(click, edited, "approve")
             if refused is not None:  # the edited call must be this decider's to approve too
                 return self._refuse(refused, outcome="refused")
+            return await self._carry_out(click, call)
+        if click.action == "respond":
+            if not self._policy.rule(call.tool_name, call).respond:
+                return self._refuse(texts.RESPOND_NOT_OFFERED, outcome="refused")
+            if not _response(click):
+                self._metrics.decided("refused")
+                return ClickResult(accepted=False, said=(texts.RESPONSE_REQUIRED,), retry=True)
             return await self._carry_out(click, call)
         if click.action == "grant":
             rule = self._policy.rule(call.tool_name, call)
@@ -424,7 +449,15 @@ class Decisions:
         edited: dict[str, Any] | None = None
         if click.action == "edit":
             edited = form_answer(self._edit_fields(call, 1), click.values or {})
-        if click.action in ("approve", "edit", "grant"):
+        if click.action == "respond":
+            reason = _response(click)
+            deciding = self._agent.respond_tool_call(
+                run_id=call.run_id,
+                tool_call_id=call.tool_call_id,
+                response=reason,
+                decided_by=decided_by,
+            )
+        elif click.action in ("approve", "edit", "grant"):
             deciding = self._agent.approve_tool_call(
                 run_id=call.run_id,
                 tool_call_id=call.tool_call_id,
@@ -441,8 +474,12 @@ class Decisions:
         stream = await self._decided(click, call, deciding)
         if isinstance(stream, ClickResult):
             return stream
-        status: Literal["approved", "declined"] = (
-            "declined" if click.action == "decline" else "approved"
+        status: Literal["approved", "declined", "responded"] = (
+            "declined"
+            if click.action == "decline"
+            else "responded"
+            if click.action == "respond"
+            else "approved"
         )
         self._metrics.decided(status)
         shown, before = call, None
@@ -609,6 +646,12 @@ class Decisions:
             await self._presenter.consume(
                 click.thread, messenger, stream, requester=call.requester, resumed=True
             )
+
+
+def _response(click: Click) -> str:
+    """What a ``respond`` click answers in the tool's place (empty: nothing)."""
+    value = (click.values or {}).get(RESPONSE_INPUT)
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:

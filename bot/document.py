@@ -227,6 +227,7 @@ ButtonAction = Literal[
     "decline",
     "edit",
     "grant",
+    "respond",
     "answer",
     "question_decline",
     "question_cancel",

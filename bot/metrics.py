@@ -40,10 +40,12 @@ DecisionOutcome = Literal[
     "answered",
     "cancelled",
     "asked_again",
+    "responded",
 ]
 """``answered``/``cancelled``: a question's form or its Cancel button; ``voted``: an
 approval counted towards a quorum not yet reached; ``asked_again``: an edit into another
-rule of the policy, asked anew on a new card; ``refused``: the
+rule of the policy, asked anew on a new card; ``responded``: an approver answered for
+the tool instead of running it; ``refused``: the
 policy said no (or the person already voted); ``stale``: the call was already
 decided, expired or unknown at click time; ``expired``: resolved by the expiry sweep."""
 

@@ -112,6 +112,7 @@ EndingName = Literal[
     "answered",
     "cancelled",
     "question_expired",
+    "responded",
 ]
 """Every way a card or question ends (a settled status, or a variant of one)."""
 
@@ -142,6 +143,12 @@ ENDINGS: Final[dict[EndingName, Ending]] = {
         line="Edited by {who}: asked again below as edited, for the approval policy's deciders",
         tone="void",
     ),
+    "responded": Ending(
+        mark="💬",
+        title="Answered instead",
+        line="Not run: {who} answered for it: {reason}",
+        tone="void",
+    ),
     "answered": Ending(mark="✅", title="Answered", line="Answered by {who}"),
     "cancelled": Ending(mark="🚫", title="Cancelled", line="Cancelled by {who}", tone="void"),
     "question_expired": Ending(
@@ -160,6 +167,7 @@ RECENT: Final[dict[RecentOutcome, str]] = {
     "declined": "❌ Declined",
     "edited": "✏️ Approved as edited",
     "voted": "🗳️ Voted to approve",
+    "responded": "💬 Answered instead of running it",
 }
 """How a person's recent decisions (their approvals list) name what they did."""
 
@@ -180,6 +188,7 @@ SETTLED: Final[dict[str, Settled]] = {
     "approved": Settled(past="approved", by_person=True, card="approved"),
     "granted": Settled(past="approved", card="approved"),
     "declined": Settled(past="declined", by_person=True, card="declined"),
+    "responded": Settled(past="answered for", by_person=True, card="responded"),
     "resumed": Settled(past="answered", by_person=True),
     "cancelled": Settled(past="cancelled", by_person=True),
     "expired": Settled(past="expired", card="expired"),
@@ -244,6 +253,8 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
             plain = _outcome(ENDINGS["declined"], card.decided_by, {})
             because = texts.OUTCOME_REASON.format(reason=reason)
             return replace(outcome, headline=plain.line, because=because)
+        case "responded":
+            name, fields = "responded", {"reason": clipped(card.reason or "", REASON_SHOWN)}
         case "approved" | "declined" | "expired" | "stopped" | "asked_again":
             name = card.status
         case _:
@@ -275,7 +286,11 @@ def decision_notice(
 ) -> tuple[str, str] | None:
     """Whom to tell that their card was decided, and what: whoever asked, when someone
     else approved or declined it (a question's answer, or one's own decision, needs none)."""
-    if not isinstance(card, ApprovalCard) or card.status not in ("approved", "declined"):
+    if not isinstance(card, ApprovalCard) or card.status not in (
+        "approved",
+        "declined",
+        "responded",
+    ):
         return None
     if requester is None or requester == decider:
         return None
@@ -284,6 +299,8 @@ def decision_notice(
     if outcome is not None and outcome.changes:
         changes = changes_text(outcome.changes)
         text = texts.DECIDED_EDITED.format(tool=tool, changes=changes)
+    elif card.status == "responded":
+        text = texts.DECIDED_RESPONDED.format(tool=tool, response=card.reason or "")
     elif card.status == "declined" and card.reason:
         text = texts.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
     elif card.status == "declined":

@@ -138,6 +138,9 @@ class _Fields(BaseModel):
     """Durations of "Approve for this thread" on cards (off when unset or empty)."""
     grant: StrictBool | None = None
     """``false``: never offer a grant for this tool, whatever ``[default]`` says."""
+    respond: StrictBool | None = None
+    """``true``: cards offer Respond: an approver answers in the tool's place ("already
+    restarted it by hand"), the tool never runs, the model gets their words."""
     channel: (
         Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator(_listed)] | None
     ) = None
@@ -204,6 +207,8 @@ class EffectiveRule:
     escalate_to: frozenset[str] = frozenset()
     grant_for: tuple[str, ...] = ()
     """Durations a grant may last; empty when grants are off (or a quorum asks for more)."""
+    respond: bool = False
+    """Whether an approver may answer in the tool's place (never with a quorum)."""
     channels: tuple[str, ...] = ()
     """Where the card goes instead of the thread: the first of these its platform knows."""
     notify: Literal["thread", "dm"] = "thread"
@@ -373,6 +378,7 @@ class ApprovalPolicy:
             escalate_after=pick("escalate_after"),
             escalate_to=frozenset(pick("escalate_to") or ()),
             grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
+            respond=pick("respond") is True and quorum == 1,
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,
@@ -710,7 +716,5 @@ def _too_few(quorum: int, approvers: Iterable[str]) -> str:
 def _unknown(err: ErrorDetails) -> str:
     if len(err["loc"]) == 1:
         return "unknown section (known: [default], [tools.<tool name>])"
-    return (
-        "unknown field (known: approvers, allow_self_approval, channel, escalate_after,"
-        " escalate_to, expires_in, grant, grant_for, notify, quorum, remind_after, sensitive)"
-    )
+    known = ", ".join(sorted(set(Rule.model_fields) | set(Tier.model_fields)))
+    return f"unknown field (known: {known})"

@@ -77,6 +77,11 @@ class ChatCore(Protocol):
         tool's input schema, each with the value shown); or why editing is refused."""
         ...
 
+    async def respond_form(self, click: Click) -> Prompt | Text:
+        """The form a ``respond`` click opens: one text, the answer the agent gets in
+        the tool's place; or why responding is refused."""
+        ...
+
     async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
         """Stop a run of the thread (``run_id``; else each one working or waiting) if
         ``user_id`` may; the text, for them only, says why nothing was stopped."""

@@ -415,6 +415,7 @@ class Presenter:
             if status == "pending"
             else (),
             granted_for=granted_for,
+            respond=self._policy.rule(info.tool_name, info).respond,
             ask=ask_of(info),
             deciders=tuple(sorted(self._policy.deciders_of(info))) if status == "pending" else (),
         )

@@ -100,6 +100,9 @@ DECIDED_DECLINED: Final = "your request to run `{tool}` was declined, so it did 
 DECIDED_DECLINED_WHY: Final = (
     "your request to run `{tool}` was declined, so it did not run. Reason: {reason}"
 )
+DECIDED_RESPONDED: Final = (
+    "your request to run `{tool}` was answered instead, so it did not run: {response}"
+)
 """Said to whoever asked, when someone else decided their card (the card says who)."""
 GRANTED_RUN: Final = (
     "`{tool}` ran under your grant for this thread, without a new card "
@@ -277,6 +280,18 @@ GRANT_TOOLTIP: Final = (
 REASON_LABEL: Final = "Reason (optional, shown with a decline)"
 REASON_PLACEHOLDER: Final = "Why?"
 EDIT_HINT: Final = "Change the arguments, then approve them as edited."
+RESPOND: Final = "Respond instead"
+RESPOND_HINT: Final = (
+    'Answer for {tool} instead of running it ("already restarted it by hand"): it does '
+    "not run, and the agent gets your words as its result, marked as yours."
+)
+RESPONSE_LABEL: Final = "Your answer"
+RESPOND_SUBMIT: Final = "Send instead of running"
+RESPOND_TOOLTIP: Final = "Answer for the tool instead of running it"
+RESPOND_NOT_OFFERED: Final = (
+    "This card does not offer answering in the tool's place (the approval policy's `respond`)."
+)
+RESPONSE_REQUIRED: Final = "Write the answer the agent should get instead of the tool's result."
 
 QUESTION_TITLE: Final = "💬 {tool} asks:"
 QUESTION_VIA: Final = "via {agent}"

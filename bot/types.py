@@ -70,10 +70,13 @@ class IncomingMessage:
     when the platform says: a new run is given it before the text."""
 
 
-ClickAction = Literal["approve", "decline", "edit", "grant", "answer", "cancel", "revoke"]
+ClickAction = Literal[
+    "approve", "decline", "edit", "grant", "respond", "answer", "cancel", "revoke"
+]
 """Approve, Decline, an edit (the edited arguments, approved) or a grant (approve
-this call and the same tool's later ones in the thread, for ``grant_for``) on a
-card; on a question, a form's answer, Decline or Cancel; Revoke on the notice of a
+this call and the same tool's later ones in the thread, for ``grant_for``) or a
+response (``values[RESPONSE_INPUT]``: the approver's answer in the tool's place; it
+never runs) on a card; on a question, a form's answer, Decline or Cancel; Revoke on the notice of a
 call that ran under a grant (``Notice.revoke``): the grant ends."""
 
 
@@ -111,8 +114,11 @@ class Click:
         return self.where or self.thread
 
 
-CardStatus = Literal["pending", "approved", "declined", "expired", "stopped", "asked_again"]
-"""``asked_again``: edited into another rule of the policy, so asked anew on another card."""
+CardStatus = Literal[
+    "pending", "approved", "declined", "expired", "stopped", "asked_again", "responded"
+]
+"""``asked_again``: edited into another rule of the policy, so asked anew on another card;
+``responded``: a person answered for the tool (``reason`` holds it), which never ran."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +158,9 @@ class ApprovalCard:
     call, and the same tool's later calls here by the same requester, without cards."""
     granted_for: str | None = None
     """Once approved by a grant: for how long."""
+    respond: bool = False
+    """While pending: the card offers Respond, an approver's answer in the tool's place
+    (the policy's ``respond``)."""
     ask: str = ""
     """Which asking of the call this card shows (``bot.ask_of``). Buttons carry it back
     as ``Click.ask``: a click on a card of an earlier asking is refused as outdated."""
@@ -330,7 +339,7 @@ class CardPointer:
     people: tuple[Person, ...] = ()
 
 
-RecentOutcome = Literal["approved", "declined", "edited", "voted"]
+RecentOutcome = Literal["approved", "declined", "edited", "voted", "responded"]
 """What a person did on a card, as their recent decisions list it: approved or declined
 it, approved it as they edited it, or approved one that needs more approvals."""
 

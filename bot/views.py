@@ -49,6 +49,7 @@ def approval_card(
     edited_by: Person | None = None,
     grant_for: tuple[str, ...] = (),
     granted_for: str | None = None,
+    respond: bool = False,
     ask: str = "",
     deciders: tuple[str, ...] = (),
 ) -> ApprovalCard:
@@ -79,6 +80,7 @@ def approval_card(
         edited_by=edited_by,
         grant_for=grant_for if quorum == 1 and info.answer is None else (),
         granted_for=granted_for,
+        respond=respond and quorum == 1 and status == "pending",
         ask=ask,
         deciders=deciders if status == "pending" else (),
         remark=info.remark if status == "pending" else None,
@@ -136,6 +138,29 @@ def edit_form(info: PendingInfo, fields: tuple[PromptField, ...]) -> Prompt:
         source=info.source,
     )
     return replace(form, question=texts.EDIT_INTRO.format(tool=tool_label(form)))
+
+
+RESPONSE_INPUT = "response"
+"""The name of Respond's one field (``Click.values``): the answer in the tool's place."""
+
+
+def response_field() -> PromptField:
+    """Respond's one field: the answer a model gets in the tool's place."""
+    return PromptField(name=RESPONSE_INPUT, label=texts.RESPONSE_LABEL, required=True)
+
+
+def respond_prompt(info: PendingInfo) -> Prompt:
+    """The form Respond opens: the one text a model gets in the tool's place."""
+    form = Prompt(
+        run_id=info.run_id,
+        tool_call_id=info.tool_call_id,
+        tool_name=info.tool_name,
+        agent_path=info.agent_path,
+        question="",
+        fields=(response_field(),),
+        source=info.source,
+    )
+    return replace(form, question=texts.RESPOND_HINT.format(tool=tool_label(form)))
 
 
 def shown_args(info: PendingInfo) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as AnthropicTextDelta
 
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
-from ..texts import EDITED, MODEL_PROBLEMS, ModelProblem
+from ..texts import EDITED, GIVEN_BY, MODEL_PROBLEMS, ModelProblem
 from ..usage import Usage
 from . import _guard
 from .base import (
@@ -406,16 +406,21 @@ def _block(part: TextPart | ToolCallPart | ToolResultPart) -> _Block:
         case ToolResultPart():
             # The API rejects an error result without content.
             content = part.content or ("The tool call failed." if part.is_error else "")
-            if part.edited_args is None:
+            notes = []
+            if part.given_by is not None:
+                # A person answered in the tool's place: Claude is told so first.
+                notes.append(GIVEN_BY.format(who=part.given_by))
+            if part.edited_args is not None:
+                # Claude asked with other arguments: a note first says which ones ran.
+                notes.append(EDITED.format(args=json.dumps(part.edited_args, ensure_ascii=False)))
+            if not notes:
                 return ToolResultBlockParam(
                     type="tool_result",
                     tool_use_id=part.tool_call_id,
                     content=content,
                     is_error=part.is_error,
                 )
-            # Claude asked with other arguments: a note first says which ones ran.
-            note = EDITED.format(args=json.dumps(part.edited_args, ensure_ascii=False))
-            blocks = [TextBlockParam(type="text", text=note)]
+            blocks = [TextBlockParam(type="text", text=note) for note in notes]
             if content:  # the API rejects an empty text block
                 blocks.append(TextBlockParam(type="text", text=content))
             return ToolResultBlockParam(

@@ -303,6 +303,11 @@ def _describe(result: ToolResultPart, args: dict[str, Any]) -> str:
     if result.tool_name.startswith(DELEGATION_PREFIX):
         return result.content  # the sub-agent's own answer, relayed as it is
     intent = next((i for i in _INTENTS if i.tool == result.tool_name), None)
+    if result.given_by is not None:
+        attempt = intent.attempt.format_map(_Missing(args)) if intent else f"run {result.tool_name}"
+        return GIVEN_NOTE.format(
+            attempt=attempt, who=result.given_by, said=_sentence(result.content)
+        )
     if result.edited_args is not None:
         args = result.edited_args
     edited = EDITED_NOTE if result.edited_args is not None else ""
@@ -317,6 +322,8 @@ def _describe(result: ToolResultPart, args: dict[str, Any]) -> str:
 
 
 EDITED_NOTE = " (arguments edited before approval)"
+GIVEN_NOTE = "I did not {attempt}: {who} answered for it instead: {said}"
+"""The answer about a call a person answered for instead of letting it run."""
 """Follows what was done when a person edited the call's arguments before approving it."""
 
 

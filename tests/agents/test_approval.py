@@ -81,6 +81,32 @@ async def test_decline_never_runs_the_tool_and_the_model_sees_why() -> None:
     assert result.tool_results[-1].is_error
 
 
+async def test_a_response_instead_of_the_tool_is_its_result_and_nothing_runs() -> None:
+    ran = Counter()
+    agent = make_delete_agent(ran)
+    stream = await agent.stream("Delete record abc-123")
+    await stream.result()
+    responded = await agent.respond_tool_call(
+        run_id=stream.run_id, response="Already deleted it by hand.", decided_by="U2"
+    )
+    result = await responded.result()
+    assert ran.count == 0
+    (given,) = result.tool_results
+    assert (given.content, given.given_by, given.is_error) == (
+        "Already deleted it by hand.",
+        "U2",
+        False,
+    )
+    run = await agent.get_run(stream.run_id)
+    assert run.decisions["call-1"].action == "respond"
+    entries = await agent.audit(run_id=stream.run_id)
+    assert [e.event for e in entries] == ["requested", "responded"]
+    assert (entries[-1].actor, entries[-1].reason) == ("U2", "Already deleted it by hand.")
+    # A decided call is decided once: the response stands.
+    with pytest.raises(AlreadyDecidedError):
+        await agent.approve_tool_call(run_id=stream.run_id, tool_call_id="call-1")
+
+
 async def test_per_call_require_tool_approval_pauses_every_tool() -> None:
     ran = Counter()
     agent = make_delete_agent(ran, require=False)
