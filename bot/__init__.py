@@ -136,7 +136,7 @@ from .types import (
     plain_text,
     tool_label,
 )
-from .views import answer_mark, choice_text, post_mark
+from .views import RESPONSE_INPUT, answer_mark, choice_text, post_mark
 
 __all__ = [
     "APPROVALS_USAGE",
@@ -146,6 +146,7 @@ __all__ = [
     "REASON_INPUT",
     "REASON_SHOWN",
     "RECENT",
+    "RESPONSE_INPUT",
     "VIEW_VERSION",
     "Adapter",
     "AdapterState",

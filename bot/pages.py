@@ -35,6 +35,7 @@ _ACTIONS: Final[dict[str, ClickAction]] = {
     "approve": "approve",
     "decline": "decline",
     "edit": "edit",
+    "respond": "respond",
 }
 
 
@@ -219,7 +220,7 @@ def _click(opened: _Opened, form: PageForm, action: ClickAction, grant_for: str 
         opened.click,
         action=action,
         reason=form.reason if action == "decline" else None,
-        values=dict(form.values or {}) if action == "edit" else None,
+        values=dict(form.values or {}) if action in ("edit", "respond") else None,
         grant_for=grant_for,
         ask=form.ask,
     )

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Literal, TextIO
 
 from bot import (
+    RESPONSE_INPUT,
     ApprovalCard,
     ChatCore,
     Click,
@@ -53,6 +54,7 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
 """What a line says to the newest question instead of answering it."""
 CARD_WORDS = frozenset(
     {"a", "approve", "y", "yes", "d", "decline", "n", "no", "e", "edit", "g", "grant", "s", "stop"}
+    | {"r", "respond"}
 )
 """The first words a card's prompt takes (an answer it cannot take is asked again)."""
 FOLLOW_UP_WORDS = 2
@@ -325,6 +327,9 @@ class ConsoleAdapter:
                     self.messenger.write(texts.PRIVATE.format(text=plain_text(said)))
                 await self.bot.drain()
                 return
+            case "r" | "respond" if card.respond and may.approve and rest.strip():
+                await self._click(ref, card, "respond", values={RESPONSE_INPUT: rest.strip()})
+                return
             case "g" | "grant" if card.grant_for and may.approve and _offered(card, rest):
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
@@ -519,6 +524,8 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
         options.append(
             (shown.format(durations=durations), said.format(duration=card.grant_for[-1]))
         )
+    if may.approve and card.respond:
+        options.append(texts.RESPOND_OPTION)
     if may.decline:
         options.append(texts.DECLINE_OPTION)
     if not reask:

@@ -23,6 +23,10 @@ GRANT_OPTION: Final = (
     "[g]rant for this thread ({durations})",
     "'g' (or 'g {duration}') to approve it and its like in this thread for a while",
 )
+RESPOND_OPTION: Final = (
+    "[r]espond instead (text)",
+    "'r' then your answer to answer for the tool instead of running it",
+)
 DECLINE_OPTION: Final = (
     "[d]ecline (reason)",
     "'d' or 'n' (then a reason, if you like) to decline",

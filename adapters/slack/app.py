@@ -91,7 +91,8 @@ from .installations import (
     workspace_of,
 )
 from .messenger import SlackMessenger
-from .modals import answer_modal, decline_modal, edit_modal, form_error
+from .modals import answer_modal, decline_modal, edit_modal, form_error, respond_modal
+from .mrkdwn import Block
 from .settings import SlackSettings
 from .viewing import Viewing
 from .wire import (
@@ -111,6 +112,8 @@ from .wire import (
     HOME_OPENED_EVENT,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
+    RESPOND_ACTION,
+    RESPOND_VIEW,
     REVOKE_ACTION,
     STOP_ACTION,
     ModalMetadata,
@@ -241,10 +244,10 @@ class SlackAdapter:
         self.app.event(ASSISTANT_STARTED_EVENT)(self._on_assistant_started)
         self.app.event(ASSISTANT_CONTEXT_EVENT)(self._on_viewing)
         self.app.action(DECLINE_ACTION)(self._on_decline)
-        for action in (ANSWER_ACTION, EDIT_ACTION):
+        for action in (ANSWER_ACTION, EDIT_ACTION, RESPOND_ACTION):
             self.app.action(action)(self._on_form_button)
         self.app.view(DECLINE_VIEW)(self._on_decline_submitted)
-        for view in (ANSWER_VIEW, EDIT_VIEW):
+        for view in (ANSWER_VIEW, EDIT_VIEW, RESPOND_VIEW):
             self.app.view(view)(self._on_form_submitted)
         self.app.command(APPROVALS_COMMAND)(self._on_command)
         self.app.action(FEEDBACK_ACTION)(self._on_feedback)
@@ -496,16 +499,28 @@ class SlackAdapter:
         await client.views_open(trigger_id=trigger_id, view=decline_modal(metadata))
 
     async def _open_form(self, action: ActionIn, metadata: ModalMetadata) -> None:
-        """Open a question's form (its fields as they are now), or a card's edit form
-        (its arguments as the card shows them), unless the click would be refused
-        anyway."""
+        """Open a question's form (its fields as they are now), a card's edit form
+        (its arguments as the card shows them) or its Respond form, unless the click
+        would be refused anyway."""
         click = to_click(action, workspace=metadata.team)
-        editing = click.action == "edit"
-        form = await (self.bot.edit_form(click) if editing else self.bot.question_form(click))
+        match click.action:
+            case "edit":
+                form = await self.bot.edit_form(click)
+            case "respond":
+                form = await self.bot.respond_form(click)
+            case _:
+                form = await self.bot.question_form(click)
         if not isinstance(form, Prompt):
             await self._tell(click, form, metadata.response_url)
             return
-        view = edit_modal(metadata, form) if editing else answer_modal(metadata, form)
+        view: Block | None
+        match click.action:
+            case "edit":
+                view = edit_modal(metadata, form)
+            case "respond":
+                view = respond_modal(metadata, form)
+            case _:
+                view = answer_modal(metadata, form)
         if view is None:  # arguments a Slack form cannot hold whole
             await self._tell(click, (texts.EDIT_TOO_BIG,), metadata.response_url)
             return

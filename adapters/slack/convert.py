@@ -47,6 +47,8 @@ from .wire import (
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
     REASON_INPUT,
+    RESPOND_ACTION,
+    RESPOND_VIEW,
     REVOKE_ACTION,
     STOP_ACTION,
     ButtonValue,
@@ -78,13 +80,14 @@ _ACTIONS: dict[str, ClickAction] = {
     APPROVE_ACTION: "approve",
     DECLINE_ACTION: "decline",
     EDIT_ACTION: "edit",
+    RESPOND_ACTION: "respond",
     ANSWER_ACTION: "answer",
     QUESTION_DECLINE_ACTION: "decline",
     QUESTION_CANCEL_ACTION: "cancel",
     REVOKE_ACTION: "revoke",
 }
-FormAction = Literal["answer", "edit"]
-_FORMS: dict[str, FormAction] = {ANSWER_VIEW: "answer", EDIT_VIEW: "edit"}
+FormAction = Literal["answer", "edit", "respond"]
+_FORMS: dict[str, FormAction] = {ANSWER_VIEW: "answer", EDIT_VIEW: "edit", RESPOND_VIEW: "respond"}
 
 
 # -- what parse() returns ---------------------------------------------------------

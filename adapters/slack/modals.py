@@ -19,6 +19,7 @@ from .wire import (
     FIELD_INPUT,
     REASON_BLOCK,
     REASON_INPUT,
+    RESPOND_VIEW,
     FormMetadata,
     ModalMetadata,
     encode_metadata,
@@ -84,6 +85,19 @@ def answer_modal(metadata: ModalMetadata, question: Prompt) -> Block:
         title=texts.FORM_TITLE,
         submit=texts.FORM_SUBMIT,
         close=texts.FORM_CLOSE,
+    )
+
+
+def respond_modal(metadata: ModalMetadata, form: Prompt) -> Block:
+    """The form that answers in a tool's place: what it does, then the one text."""
+    return _form(
+        metadata,
+        form,
+        form.fields,
+        callback_id=RESPOND_VIEW,
+        title=texts.RESPOND_TITLE,
+        submit=texts.RESPOND_SUBMIT,
+        close=texts.RESPOND_CLOSE,
     )
 
 

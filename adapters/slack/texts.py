@@ -62,6 +62,12 @@ FORM_REFUSED = "That answer was not taken."
 EDIT_TITLE = "Edit and approve"
 EDIT_SUBMIT = "Approve"
 EDIT_CLOSE = "Cancel"
+# -- respond form (title, submit and close are limited to 24 characters) --------
+
+RESPOND_TITLE = "Respond instead"
+RESPOND_SUBMIT = "Send, don't run"
+RESPOND_CLOSE = "Cancel"
+
 EDIT_TOO_BIG = (
     "These arguments are too long or too many to edit in Slack, so nothing was opened; "
     "you can still approve or decline them as they are."

@@ -36,13 +36,14 @@ CHAT_ROOT: Final = "chat"
 """The root of a chat's single thread (chats have no threads of their own)."""
 
 _ACTIONS: Final = {
-    KIND: ("approve", "decline", "edit", "grant"),
+    KIND: ("approve", "decline", "edit", "grant", "respond"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
     NOTICE_KIND: ("revoke",),
 }
 """What each kind of card sends: an approval is never answered, a question never approved."""
-_WITH_VALUES: Final = ("answer", "edit")
-"""The actions that send a form: a question's answer, an approval's edited arguments."""
+_WITH_VALUES: Final = ("answer", "edit", "respond")
+"""The actions that send a form: a question's answer, an approval's edited arguments,
+an answer in the tool's place."""
 _FORM_VALUE: Final = (str, bool, int, float)
 """What an input's value may be (Teams sends text; a toggle's is "true"/"false")."""
 
@@ -53,7 +54,7 @@ class _ActionData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["approval", "question", "notice"]
-    action: Literal["approve", "decline", "edit", "grant", "answer", "cancel", "revoke"]
+    action: Literal["approve", "decline", "edit", "grant", "respond", "answer", "cancel", "revoke"]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None

@@ -503,3 +503,22 @@ async def test_a_follow_up_at_a_card_is_answered_and_the_card_still_decides(
     assert out[approved:].count("bot> About “deploy api to production”:") == 1
     assert out.count("Deployed api to production: deployment id: 7; version: 1.4.2") == 1
     assert deployed(tmp_path / "ops.db") == [("api", "production", "1.4.2")]
+
+
+async def test_respond_at_a_card_answers_for_the_tool_and_it_never_runs() -> None:
+    ran = Counter()
+    out = await chat_under(
+        "[tools.restart_service]\nrespond = true\n",
+        "restart the api",
+        "r",
+        "r Restarted it by hand an hour ago.",
+        ran=ran,
+    )
+    assert "[r]espond instead (text)" in out
+    assert "'r' then your answer" in out  # a bare r is asked again
+    assert (
+        "💬 Answered instead: restart_service\n"
+        "    💬 Not run: ada answered for it: Restarted it by hand an hour ago."
+    ) in out
+    assert out.rstrip().endswith("Restarted it by hand an hour ago.")
+    assert ran.count == 0

@@ -20,6 +20,8 @@ from adapters.slack.wire import (
     DECLINE_ACTION,
     EDIT_ACTION,
     EDIT_VIEW,
+    RESPOND_ACTION,
+    RESPOND_VIEW,
     FormMetadata,
     ModalMetadata,
     decode_button_value,
@@ -447,3 +449,36 @@ def test_the_edit_button_and_the_edit_form_become_edit_clicks() -> None:
     assert (click.action, click.values, click.user_id) == ("edit", {"amount": "120"}, BOB)
     assert click.message_ref == {"channel": CHANNEL, "ts": "1.2"}
     assert click.thread.id == f"slack:{TEAM_ID}:{CHANNEL}:1.1"
+
+
+RESPONDING = ApprovalPolicy.from_toml("[tools.refund]\nrespond = true\n")
+
+
+async def test_respond_instead_opens_a_form_and_its_answer_is_the_result_nothing_runs(
+    till: Till, slack: FakeSlack, refunds: Refunds
+) -> None:
+    bot = await till(policy=RESPONDING)
+    card = await ask(bot, slack)
+    assert ("approval_respond", "Respond instead") in buttons(card)
+    assert await bot.press(card, RESPOND_ACTION, user=BOB) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="views.open")
+    (opened,) = slack.of("views.open")
+    view: dict[str, Any] = opened.args["view"]
+    assert view["callback_id"] == RESPOND_VIEW
+    assert (view["title"]["text"], view["submit"]["text"]) == ("Respond instead", "Send, don't run")
+    assert card.updates == 0, "opening the form decides nothing"
+
+    empty = submission(view, {"response": ""}, user=BOB)
+    status, body = await bot.interact(empty)
+    assert status == 200
+    assert json.loads(body)["response_action"] == "errors"
+    assert refunds == []
+
+    sent = submission(view, {"response": "Refunded it by hand."}, user=BOB)
+    assert await bot.interact(sent) == (200, "")
+    await bot.idle()
+    assert refunds == []
+    shown = card_text(card)
+    assert f"Not run: <@{BOB}> answered for it: Refunded it by hand." in shown
+    assert not has_buttons(card)
+    assert "Refunded it by hand." in answers(slack, card)

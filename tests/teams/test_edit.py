@@ -231,3 +231,50 @@ async def test_a_card_that_needs_two_approvals_has_no_edit_and_a_forged_edit_is_
     assert forged.body == message_answer(core_texts.EDIT_NOT_OFFERED)
     assert asked.updates() == []
     assert till.ran == []
+
+
+RESPONDING = "[tools.refund]\nrespond = true\n"
+
+
+async def test_respond_instead_answers_for_the_tool_which_never_runs(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till(RESPONDING)
+    asked = await till.ask_refund()
+    assert top_actions(asked.card)[-1] == ("Action.ShowCard", "Respond instead")
+    (respond,) = [a for a in asked.card["actions"] if a["title"] == "Respond instead"]
+    (field,) = [e for e in respond["card"]["body"] if e["type"].startswith("Input.")]
+    assert (field["id"], field["isRequired"]) == ("field:response", True)
+
+    answer = await asked.press("respond", values={"response": "Refunded it by hand."})
+
+    shown = card_text(answer.body["value"])
+    assert "💬 Not run: Bob answered for it: Refunded it by hand." in shown
+    assert [card_text(c) for c in asked.updates()] == [shown]
+    assert till.ran == []
+    run_id = act.action_data(asked.card, "approve")["run_id"]
+    audit = await till.teams.bot.store.list_audit(run_id=run_id)
+    (responded,) = [e for e in audit if e.event == "responded"]
+    assert (responded.actor, responded.reason) == ("aad-bob", "Refunded it by hand.")
+    assert asked.texts()[-1].endswith("Refunded it by hand.")
+
+
+async def test_respond_is_not_taken_where_the_policy_does_not_offer_it(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till()
+    asked = await till.ask_refund()
+    assert ("Action.ShowCard", "Respond instead") not in top_actions(asked.card)
+    data = {**act.action_data(asked.card, "approve"), "action": "respond"}
+    data |= form(response="done")
+    click = act.execute(
+        till.connector.url,
+        {"actions": [{"type": "Action.Execute", "verb": "respond", "data": data}]},
+        "respond",
+        conversation=act.channel_conversation(asked.root),
+        card_id=asked.posted.response_id,
+    )
+    refused = await asked.send(click)
+    assert refused.body["type"] == MESSAGE_TYPE
+    assert "does not offer answering" in refused.body["value"]
+    assert till.ran == []
