@@ -1,6 +1,6 @@
 """Agent runtime: tools, approvals, suspensions, supervisors, stores and models."""
 
-from ._calls import Expiry, Remark, StandingApproval, StandingAsk
+from ._calls import Expiry, Refusal, Remark, StandingApproval, StandingAsk
 from ._engine import DEFAULT_LEASE
 from .agent import Agent
 from .chunks import (
@@ -84,6 +84,7 @@ __all__ = [
     "Pruned",
     "Reachable",
     "RecoveredRun",
+    "Refusal",
     "Remark",
     "ResumeDataInvalidError",
     "RunChangedError",

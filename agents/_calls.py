@@ -53,12 +53,23 @@ class Remark:
     text: str
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A standing decline's answer for a call: declined without asking anyone (a person
+    said not to ask again here), audited ``declined`` as ``by``; the model is told
+    ``reason``."""
+
+    by: str
+    reason: str
+
+
 Expiry = Callable[[StandingAsk], timedelta | None]
 """How long a call that needs approval stays decidable (``None``: the tool's, the
 agent's)."""
-StandingApproval = Callable[[StandingAsk], Awaitable[str | Remark | None]]
+StandingApproval = Callable[[StandingAsk], Awaitable[str | Remark | Refusal | None]]
 """Who has already approved calls like this one (``None``: nobody, ask as usual; a
-``Remark``: nobody, ask, and show it with the call)."""
+``Remark``: nobody, ask, and show it with the call; a ``Refusal``: declined already,
+nobody is asked)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,8 @@ class Calls:
             by = await self._standing_by(snap, tool, call, args, asked_at)
             if isinstance(by, str):
                 return Granted(by)
+            if isinstance(by, Refusal):
+                return await self._refused(snap, tool, call, args, by)
             remark = by.text if by is not None else None
             approval = self.pending(
                 snap,
@@ -132,7 +145,7 @@ class Calls:
         call: ToolCallPart,
         args: BaseModel,
         asked_at: datetime,
-    ) -> str | Remark | None:
+    ) -> str | Remark | Refusal | None:
         """Who already approved calls like this one; a lookup that fails asks as usual."""
         if self.standing is None or tool.delegate_to is not None:
             return None
@@ -151,6 +164,27 @@ class Calls:
         except Exception:
             log.exception("standing approval lookup for %s failed; asking instead", tool.name)
             return None
+
+    async def _refused(
+        self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, by: Refusal
+    ) -> Outcome:
+        """Decline a call a standing decline covers: on record (``declined``, as whoever
+        said not to ask again), and the model told why."""
+        await self.store.append_audit(
+            AuditEntry(
+                event="declined",
+                run_id=snap.root_run_id,
+                thread_id=snap.thread_id,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=tool.dump_args(args),
+                kind="approval",
+                requester=snap.resource_id,
+                actor=by.by,
+                reason=by.reason,
+            )
+        )
+        return error_outcome(call, texts.DECLINED + texts.DECLINED_REASON.format(reason=by.reason))
 
     async def granted(
         self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, grant: Granted

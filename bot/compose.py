@@ -157,9 +157,11 @@ def card_document(card: ApprovalCard, *, actionable: bool = True) -> Document:
 
 def card_buttons(card: ApprovalCard) -> tuple[Button, ...]:
     """Approve (confirmed first), Decline (with the reason box), Edit (with its form),
-    and one "Approve for this thread" per duration the card offers (confirmed first:
-    it approves later calls too). Also the buttons of the card in approvals lists."""
-    return (*decision_buttons(card), *_grant_buttons(card))
+    one "Approve for this thread" per duration the card offers (confirmed first: it
+    approves later calls too), and one "Decline, don't ask again here" per duration
+    (confirmed first: it declines later calls too). Also the buttons of the card in
+    approvals lists."""
+    return (*decision_buttons(card), *_grant_buttons(card), *_never_buttons(card))
 
 
 def decision_buttons(card: ApprovalCard) -> tuple[Button, ...]:
@@ -201,6 +203,27 @@ def respond_form(card: ApprovalCard) -> Form:
     """Respond's form: one text, the answer the model gets in the tool's place."""
     intro = texts.RESPOND_HINT.format(tool=tool_label(card))
     return Form(intro=(intro,), fields=(response_field(),), submit=texts.RESPOND_SUBMIT)
+
+
+def _never_buttons(card: ApprovalCard) -> list[Button]:
+    label = tool_label(card)
+    target = Target(run_id=card.run_id, tool_call_id=card.tool_call_id, ask=card.ask)
+    return [
+        Button(
+            action="never",
+            label=texts.NEVER.format(duration=duration),
+            target=replace(target, grant_for=duration),
+            style="danger",
+            confirm=Confirm(
+                title=texts.NEVER_CONFIRM_TITLE,
+                text=rich(texts.NEVER_CONFIRM_TEXT, tool=Code(text=label), duration=duration),
+                yes=texts.NEVER_CONFIRM_YES,
+                no=texts.CONFIRM_NO,
+            ),
+            tooltip=texts.NEVER_TOOLTIP.format(duration=duration, tool=label),
+        )
+        for duration in dict.fromkeys(card.never_for)
+    ]
 
 
 def _grant_buttons(card: ApprovalCard) -> list[Button]:

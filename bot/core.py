@@ -26,6 +26,7 @@ from agents import (
     AuditEntry,
     Message,
     Model,
+    Refusal,
     Remark,
     RunNotFoundError,
     RunSnapshot,
@@ -243,14 +244,18 @@ class ChatBot:
         """Whether background work (deliveries, runs, decisions) is still going on."""
         return self.tasks.running > 0 or self.intake.busy
 
-    async def _standing(self, ask: StandingAsk) -> str | Remark | None:
+    async def _standing(self, ask: StandingAsk) -> str | Remark | Refusal | None:
         """Who already approved calls like ``ask``: the policy, for a tier that needs no
-        person (``POLICY_ACTOR`` and the tier); else a grant here (``Grants.standing``)."""
+        person (``POLICY_ACTOR`` and the tier); else a standing decline here declines it
+        (``Grants.refused``); else a grant here (``Grants.standing``)."""
         rule = self.policy.rule(ask.tool_name, ask)
         if self.shadow is not None:
             self._shadowed(ask, rule)
         if not rule.approval:
             return f"{POLICY_ACTOR}{rule.tier}"
+        refused = await self.grants.refused(ask)
+        if refused is not None:
+            return refused
         granted = await self.grants.standing(ask)
         if granted is not None or not rule.review or rule.quorum > 1:
             return granted

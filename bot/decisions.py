@@ -266,7 +266,7 @@ class Decisions:
             )
         else:
             action: Literal["approve", "decline"] = (
-                "decline" if click.action == "decline" else "approve"
+                "decline" if click.action in ("decline", "never") else "approve"
             )
             refusal = self._policy.check(
                 call.tool_name,
@@ -344,6 +344,10 @@ class Decisions:
                 self._metrics.decided("refused")
                 return ClickResult(accepted=False, said=(texts.RESPONSE_REQUIRED,), retry=True)
             return await self._carry_out(click, call)
+        if click.action == "never":
+            rule = self._policy.rule(call.tool_name, call)
+            if click.grant_for not in rule.never_for:
+                return self._refuse(texts.NEVER_NOT_OFFERED, outcome="refused")
         if click.action == "grant":
             rule = self._policy.rule(call.tool_name, call)
             offered = rule.grant_for if call.answer is None else ()
@@ -362,7 +366,7 @@ class Decisions:
             if call is None:
                 assert refusal is not None
                 return self._refuse(refusal[0], outcome=refusal[1])
-            if click.action == "decline":
+            if click.action in ("decline", "never"):
                 return await self._carry_out(click, call)
             return await self._vote(click, call, quorum)
 
@@ -465,10 +469,13 @@ class Decisions:
                 args=edited,
             )
         else:
+            if click.action == "never":  # the model reads why; the card says it its way
+                said = texts.NEVER_REASON.format(duration=click.grant_for)
+                reason, told = None, f"{reason}; {said}" if reason else said
             deciding = self._agent.decline_tool_call(
                 run_id=call.run_id,
                 tool_call_id=call.tool_call_id,
-                reason=reason,
+                reason=told if click.action == "never" else reason,
                 decided_by=decided_by,
             )
         stream = await self._decided(click, call, deciding)
@@ -476,7 +483,7 @@ class Decisions:
             return stream
         status: Literal["approved", "declined", "responded"] = (
             "declined"
-            if click.action == "decline"
+            if click.action in ("decline", "never")
             else "responded"
             if click.action == "respond"
             else "approved"
@@ -502,9 +509,12 @@ class Decisions:
             previous_args=before,
             edited_by=click.user_id if before is not None else None,
             granted_for=click.grant_for if click.action == "grant" else None,
+            declined_for=click.grant_for if click.action == "never" else None,
         )
         if click.action == "grant" and click.grant_for is not None:
             await self._grants.give(click.thread, call, click.grant_for, click.user_id)
+        if click.action == "never" and click.grant_for is not None:
+            await self._grants.refuse(click.thread, call, click.grant_for, click.user_id)
         await self._follow(click, call, card, stream)
         return _decided(click, card)
 

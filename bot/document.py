@@ -227,6 +227,7 @@ ButtonAction = Literal[
     "decline",
     "edit",
     "grant",
+    "never",
     "respond",
     "answer",
     "question_decline",

@@ -1,9 +1,13 @@
-"""Standing grants: "Approve for this thread (1h)" and what ends them.
+"""Standing grants: "Approve for this thread (1h)", its mirror "Decline, don't ask
+again here (1h)", and what ends them.
 
 A grant approves a call and lets the same tool's later calls by the same requester
 in that thread run without a card until it lapses (the runtime asks ``standing``).
-It ends at its time, by the End grant button on the notice of a call that ran under
-it, by ``revoke`` in its thread, or by ``/approvals revoke`` of whoever gave it.
+A standing decline declines a call and every later call of that tool in the thread,
+whoever asks, without a card, until it lapses (``refused``); the model is told why.
+Both end at their time, by ``revoke`` in their thread, or by ``/approvals revoke`` of
+whoever gave them; a grant also by the End grant button on the notice of a call that
+ran under it.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from agents import Agent, PendingInfo, StandingAsk
+from agents import Agent, PendingInfo, Refusal, StandingAsk
 
 from . import texts
-from .chat_state import GrantState, grant_key
+from .chat_state import GrantState, grant_key, never_key
 from .metrics import DecisionOutcome
 from .people import scope_of
 from .policy import ApprovalPolicy, parse_duration
@@ -51,6 +55,28 @@ class Grants:
         now = datetime.now(UTC).timestamp()
         key = grant_key(ask.requester, ask.tool_name, rule.tier)  # a grant holds in its tier
         return await self._chat.grant(ask.thread_id, key, now)
+
+    async def refused(self, ask: StandingAsk) -> Refusal | None:
+        """The standing decline of this call's tool in its thread, if anyone gave one (a
+        tool the policy no longer offers it for has none)."""
+        rule = self._policy.rule(ask.tool_name, ask)
+        if ask.thread_id is None or not rule.never_for:
+            return None
+        now = datetime.now(UTC).timestamp()
+        by = await self._chat.grant(ask.thread_id, never_key(ask.tool_name), now)
+        if by is None:
+            return None
+        return Refusal(by=by, reason=texts.NEVER_STANDING.format(tool=ask.tool_name))
+
+    async def refuse(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
+        """Keep a standing decline: later calls of this tool in this thread, whoever asks,
+        are declined without a card until it lapses. The call itself is declined by now,
+        so a failure to keep it is logged, not raised."""
+        until = datetime.now(UTC) + parse_duration(duration)
+        try:
+            await self._chat.set_grant(thread.id, never_key(call.tool_name), until.timestamp(), by)
+        except Exception:
+            log.exception("could not keep the decline of %s in %s", call.tool_name, thread.id)
 
     async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this

@@ -106,6 +106,7 @@ EndingName = Literal[
     "granted",
     "declined",
     "declined_why",
+    "declined_here",
     "expired",
     "stopped",
     "asked_again",
@@ -122,6 +123,12 @@ ENDINGS: Final[dict[EndingName, Ending]] = {
         mark="✅", title="Approved", line="Approved by {who} for this thread ({duration})"
     ),
     "declined": Ending(mark="❌", title="Declined", line="Declined by {who}", tone="refused"),
+    "declined_here": Ending(
+        mark="❌",
+        title="Declined",
+        line="Declined by {who}, and not asked again in this thread for {duration}",
+        tone="refused",
+    ),
     "declined_why": Ending(
         mark="❌", title="Declined", line="Declined by {who}: {reason}", tone="refused"
     ),
@@ -247,6 +254,8 @@ def card_outcome(card: ApprovalCard) -> Outcome | None:
             return None
         case "approved" if card.granted_for:
             name, fields = "granted", {"duration": card.granted_for}
+        case "declined" if card.declined_for:
+            name, fields = "declined_here", {"duration": card.declined_for}
         case "declined" if card.reason:
             reason = clipped(card.reason, REASON_SHOWN)
             outcome = _outcome(ENDINGS["declined_why"], card.decided_by, {"reason": reason})
@@ -301,6 +310,8 @@ def decision_notice(
         text = texts.DECIDED_EDITED.format(tool=tool, changes=changes)
     elif card.status == "responded":
         text = texts.DECIDED_RESPONDED.format(tool=tool, response=card.reason or "")
+    elif card.status == "declined" and card.declined_for:
+        text = texts.DECIDED_DECLINED_HERE.format(tool=tool, duration=card.declined_for)
     elif card.status == "declined" and card.reason:
         text = texts.DECIDED_DECLINED_WHY.format(tool=tool, reason=card.reason)
     elif card.status == "declined":

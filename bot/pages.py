@@ -30,6 +30,8 @@ from .types import ApprovalCard, Click, ClickAction, ClickResult, Person, Text
 from .views import thread_of
 
 GRANT: Final = "grant:"
+NEVER: Final = "never:"
+"""Start the page form's ``action`` of a grant (a standing decline), then its duration."""
 """A form's ``action`` of a grant: ``grant:<duration>`` (``grant:1h``)."""
 _ACTIONS: Final[dict[str, ClickAction]] = {
     "approve": "approve",
@@ -209,6 +211,8 @@ def _pressed(action: str) -> tuple[ClickAction, str | None] | None:
     button the page has not."""
     if action.startswith(GRANT):
         return "grant", action.removeprefix(GRANT)
+    if action.startswith(NEVER):
+        return "never", action.removeprefix(NEVER)
     if action in _ACTIONS:
         return _ACTIONS[action], None
     return None

@@ -138,6 +138,10 @@ class _Fields(BaseModel):
     """Durations of "Approve for this thread" on cards (off when unset or empty)."""
     grant: StrictBool | None = None
     """``false``: never offer a grant for this tool, whatever ``[default]`` says."""
+    never_for: list[DurationText] | None = None
+    """Durations of "Decline, don't ask again here" on cards (off when unset or empty):
+    the call is declined, and so is every later call of the tool in that thread until
+    it lapses, without a card."""
     respond: StrictBool | None = None
     """``true``: cards offer Respond: an approver answers in the tool's place ("already
     restarted it by hand"), the tool never runs, the model gets their words."""
@@ -207,6 +211,8 @@ class EffectiveRule:
     escalate_to: frozenset[str] = frozenset()
     grant_for: tuple[str, ...] = ()
     """Durations a grant may last; empty when grants are off (or a quorum asks for more)."""
+    never_for: tuple[str, ...] = ()
+    """Durations a standing decline may last (empty: not offered)."""
     respond: bool = False
     """Whether an approver may answer in the tool's place (never with a quorum)."""
     channels: tuple[str, ...] = ()
@@ -379,6 +385,7 @@ class ApprovalPolicy:
             escalate_to=frozenset(pick("escalate_to") or ()),
             grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
             respond=pick("respond") is True and quorum == 1,
+            never_for=tuple(dict.fromkeys(pick("never_for") or ())),
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,

@@ -392,6 +392,7 @@ class Presenter:
         previous_args: dict[str, Any] | None = None,
         edited_by: str | None = None,
         granted_for: str | None = None,
+        declined_for: str | None = None,
     ) -> ApprovalCard:
         """The card of a waiting (or decided) call, people named as far as known.
 
@@ -416,6 +417,8 @@ class Presenter:
             else (),
             granted_for=granted_for,
             respond=self._policy.rule(info.tool_name, info).respond,
+            never_for=self._policy.rule(info.tool_name, info).never_for,
+            declined_for=declined_for,
             ask=ask_of(info),
             deciders=tuple(sorted(self._policy.deciders_of(info))) if status == "pending" else (),
         )

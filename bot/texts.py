@@ -97,6 +97,10 @@ DECIDED_EDITED: Final = (
     "it runs now, exactly as edited."
 )
 DECIDED_DECLINED: Final = "your request to run `{tool}` was declined, so it did not run."
+DECIDED_DECLINED_HERE: Final = (
+    "your request to run `{tool}` was declined, so it did not run, and `{tool}` is not "
+    "asked for again in this thread for {duration}."
+)
 DECIDED_DECLINED_WHY: Final = (
     "your request to run `{tool}` was declined, so it did not run. Reason: {reason}"
 )
@@ -280,6 +284,27 @@ GRANT_TOOLTIP: Final = (
 REASON_LABEL: Final = "Reason (optional, shown with a decline)"
 REASON_PLACEHOLDER: Final = "Why?"
 EDIT_HINT: Final = "Change the arguments, then approve them as edited."
+NEVER: Final = "Decline, don't ask again here ({duration})"
+NEVER_CONFIRM_TITLE: Final = "Decline, and not ask again?"
+NEVER_CONFIRM_TEXT: Final = (
+    "This declines {tool}, and for {duration} declines every call of {tool} in this "
+    "thread without asking, whoever asks. `revoke` in the thread, or `/approvals revoke`, "
+    "ends it sooner."
+)
+NEVER_CONFIRM_YES: Final = "Decline"
+NEVER_TOOLTIP: Final = (
+    "Decline this call, and for {duration} decline {tool} in this thread without asking"
+)
+NEVER_REASON: Final = "declined, and not to be asked again in this thread for {duration}"
+"""The reason a "Decline, don't ask again here" decision gives (the model reads it)."""
+NEVER_STANDING: Final = (
+    "a person said not to ask again for {tool} in this thread for a while; don't call "
+    "it again here unless someone says that has ended"
+)
+"""Why a call a standing decline covers was declined without asking (the model reads it)."""
+NEVER_NOT_OFFERED: Final = (
+    "This card does not offer declining for a while (the policy's `never_for`)."
+)
 RESPOND: Final = "Respond instead"
 RESPOND_HINT: Final = (
     'Answer for {tool} instead of running it ("already restarted it by hand"): it does '

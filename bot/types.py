@@ -71,10 +71,12 @@ class IncomingMessage:
 
 
 ClickAction = Literal[
-    "approve", "decline", "edit", "grant", "respond", "answer", "cancel", "revoke"
+    "approve", "decline", "edit", "grant", "never", "respond", "answer", "cancel", "revoke"
 ]
 """Approve, Decline, an edit (the edited arguments, approved) or a grant (approve
-this call and the same tool's later ones in the thread, for ``grant_for``) or a
+this call and the same tool's later ones in the thread, for ``grant_for``), a never
+(decline this call, and the same tool's later ones in the thread without asking, for
+``grant_for``) or a
 response (``values[RESPONSE_INPUT]``: the approver's answer in the tool's place; it
 never runs) on a card; on a question, a form's answer, Decline or Cancel; Revoke on the notice of a
 call that ran under a grant (``Notice.revoke``): the grant ends."""
@@ -99,7 +101,8 @@ class Click:
     user_name: str | None = None
     values: dict[str, Any] | None = None
     grant_for: str | None = None
-    """On ``grant``: for how long, one of the card's ``grant_for`` (``"1h"``)."""
+    """On ``grant`` (``never``): for how long, one of the card's ``grant_for``
+    (``never_for``), such as ``"1h"``."""
     ask: str | None = None
     """The card's ``ApprovalCard.ask``, when its buttons carry it (a card shown away from
     its thread must: see ``where``)."""
@@ -158,6 +161,11 @@ class ApprovalCard:
     call, and the same tool's later calls here by the same requester, without cards."""
     granted_for: str | None = None
     """Once approved by a grant: for how long."""
+    never_for: tuple[str, ...] = ()
+    """While pending: the durations of "Decline, don't ask again here" buttons: this
+    call, and the same tool's later calls in the thread, declined without a card."""
+    declined_for: str | None = None
+    """Once declined by such a button: for how long no call of the tool is asked here."""
     respond: bool = False
     """While pending: the card offers Respond, an approver's answer in the tool's place
     (the policy's ``respond``)."""

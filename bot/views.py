@@ -50,6 +50,8 @@ def approval_card(
     grant_for: tuple[str, ...] = (),
     granted_for: str | None = None,
     respond: bool = False,
+    never_for: tuple[str, ...] = (),
+    declined_for: str | None = None,
     ask: str = "",
     deciders: tuple[str, ...] = (),
 ) -> ApprovalCard:
@@ -81,6 +83,8 @@ def approval_card(
         grant_for=grant_for if quorum == 1 and info.answer is None else (),
         granted_for=granted_for,
         respond=respond and quorum == 1 and status == "pending",
+        never_for=never_for if status == "pending" else (),
+        declined_for=declined_for,
         ask=ask,
         deciders=deciders if status == "pending" else (),
         remark=info.remark if status == "pending" else None,

@@ -54,7 +54,7 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
 """What a line says to the newest question instead of answering it."""
 CARD_WORDS = frozenset(
     {"a", "approve", "y", "yes", "d", "decline", "n", "no", "e", "edit", "g", "grant", "s", "stop"}
-    | {"r", "respond"}
+    | {"r", "respond", "never"}
 )
 """The first words a card's prompt takes (an answer it cannot take is asked again)."""
 FOLLOW_UP_WORDS = 2
@@ -330,7 +330,11 @@ class ConsoleAdapter:
             case "r" | "respond" if card.respond and may.approve and rest.strip():
                 await self._click(ref, card, "respond", values={RESPONSE_INPUT: rest.strip()})
                 return
-            case "g" | "grant" if card.grant_for and may.approve and _offered(card, rest):
+            case "never" if card.never_for and may.decline and _offered(card.never_for, rest):
+                duration = rest.strip() or card.never_for[0]
+                await self._click(ref, card, "never", grant_for=duration)
+                return
+            case "g" | "grant" if card.grant_for and may.approve and _offered(card.grant_for, rest):
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
                 return
@@ -505,9 +509,10 @@ class _May:
 _MAY_ASK: tuple[Literal["approve", "decline"], ...] = ("approve", "decline")
 
 
-def _offered(card: ApprovalCard, rest: str) -> bool:
-    """Whether a grant's duration (none: the card's first) is one the card offers."""
-    return not rest.strip() or rest.strip() in card.grant_for
+def _offered(durations: tuple[str, ...], rest: str) -> bool:
+    """Whether a grant's (or a standing decline's) duration (none: the card's first) is
+    one the card offers."""
+    return not rest.strip() or rest.strip() in durations
 
 
 def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
@@ -528,6 +533,12 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
         options.append(texts.RESPOND_OPTION)
     if may.decline:
         options.append(texts.DECLINE_OPTION)
+    if may.decline and card.never_for:
+        shown, said = texts.NEVER_OPTION
+        durations = " / ".join(card.never_for)
+        options.append(
+            (shown.format(durations=durations), said.format(duration=card.never_for[-1]))
+        )
     if not reask:
         question = texts.CARD_QUESTION if may.approve else texts.CARD_DECLINE_QUESTION
         return question.format(options=" / ".join(shown for shown, _ in options))

@@ -31,6 +31,11 @@ DECLINE_OPTION: Final = (
     "[d]ecline (reason)",
     "'d' or 'n' (then a reason, if you like) to decline",
 )
+NEVER_OPTION: Final = (
+    "[never] again here ({durations})",
+    "'never' (or 'never {duration}') to decline it and the tool's later calls in this "
+    "thread for a while",
+)
 """Each answer a card takes: as the prompt lists it, and as the re-ask explains it."""
 STOP_ANSWER: Final = "'stop' to stop the whole request"
 """Also taken at a card's prompt, and named only when it asks again."""

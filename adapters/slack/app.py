@@ -110,6 +110,7 @@ from .wire import (
     FEEDBACK_ACTION,
     GRANT_ACTION_ID,
     HOME_OPENED_EVENT,
+    NEVER_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     RESPOND_ACTION,
@@ -162,7 +163,7 @@ _DECIDING_ACTIONS = frozenset(
     (APPROVE_ACTION, QUESTION_DECLINE_ACTION, QUESTION_CANCEL_ACTION, REVOKE_ACTION)
 )
 """The buttons that decide at once (``_on_click``), besides "Approve for this thread"
-(``GRANT_ACTION_ID``)."""
+(``GRANT_ACTION_ID``) and "Decline, don't ask again here" (``NEVER_ACTION_ID``)."""
 
 
 class SlackAdapter:
@@ -717,7 +718,11 @@ class _HandOff(AsyncMiddleware):
             return self.on_message if body["event"]["type"] in MESSAGE_EVENTS else None
         if is_block_actions(body):
             action = body["actions"][0]["action_id"]
-            deciding = action in _DECIDING_ACTIONS or GRANT_ACTION_ID.search(action)
+            deciding = (
+                action in _DECIDING_ACTIONS
+                or GRANT_ACTION_ID.search(action)
+                or NEVER_ACTION_ID.search(action)
+            )
             return self.on_click if deciding else None
         return None
 

@@ -69,6 +69,7 @@ from .wire import (
     encode_button_value,
     encode_stop_value,
     grant_action,
+    never_action,
 )
 
 CONFIRM_TEXT_LIMIT = 300
@@ -118,7 +119,8 @@ _ACTION_IDS: dict[ButtonAction, str] = {
     "stop": STOP_ACTION,
     "revoke": REVOKE_ACTION,
 }
-"""The ``action_id`` of each button, but a grant's (``grant_action``: by its index)."""
+"""The ``action_id`` of each button, but a grant's (``grant_action``: by its index) and a
+standing decline's (``never_action``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,10 +337,12 @@ def actions_block(buttons: tuple[Button, ...]) -> Block:
     """Buttons in one actions block (as many as it holds); each "Approve for this
     thread" with its index, since Slack wants the ids in a block unique."""
     elements: list[Block] = []
-    grants = 0
+    grants = nevers = 0
     for button in buttons[:ACTIONS_LIMIT]:
         if button.action == "grant":
             action_id, grants = grant_action(grants), grants + 1
+        elif button.action == "never":
+            action_id, nevers = never_action(nevers), nevers + 1
         else:
             action_id = _ACTION_IDS[button.action]
         elements.append(button_element(button, action_id))

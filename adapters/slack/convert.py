@@ -43,6 +43,7 @@ from .wire import (
     HOME_OPENED_EVENT,
     HOME_TAB,
     MESSAGES_TAB,
+    NEVER_ACTION_ID,
     QUESTION_CANCEL_ACTION,
     QUESTION_DECLINE_ACTION,
     REASON_BLOCK,
@@ -603,6 +604,8 @@ def _action_of(action_id: str) -> ClickAction | None:
     """What pressing the button ``action_id`` does, or ``None`` for a button not ours."""
     if GRANT_ACTION_ID.search(action_id):
         return "grant"
+    if NEVER_ACTION_ID.search(action_id):
+        return "never"
     return _ACTIONS.get(action_id)
 
 
@@ -669,7 +672,8 @@ def _parse_action(payload: _BlockActions) -> ActionIn | FeedbackIn | StopIn | Fo
     response_url = payload.response_url if ephemeral else None
     try:
         # A grant's value has its duration, and no other button's has one.
-        value = decode_button_value(action.value, GrantValue if kind == "grant" else ButtonValue)
+        timed = kind in ("grant", "never")
+        value = decode_button_value(action.value, GrantValue if timed else ButtonValue)
     except PayloadError:
         # Signed by Slack, so a person pressed it: they are told, nothing is decided.
         return ForeignActionIn(

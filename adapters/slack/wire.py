@@ -23,6 +23,9 @@ GRANT_ACTION = "approval_grant"
 """Starts the ``action_id`` of each "Approve for this thread" button (``approval_grant:0``,
 ``approval_grant:1``...): Slack wants the ids in one block unique, so each has its index."""
 GRANT_ACTION_ID = re.compile(rf"^{GRANT_ACTION}:[0-9]{{1,2}}\Z")
+NEVER_ACTION = "approval_never"
+"""Starts the ``action_id`` of each "Decline, don't ask again here" button, by index."""
+NEVER_ACTION_ID = re.compile(rf"^{NEVER_ACTION}:[0-9]{{1,2}}\Z")
 EDIT_VIEW = "approval_edit_form"
 RESPOND_ACTION = "approval_respond"
 RESPOND_VIEW = "approval_respond_form"
@@ -212,6 +215,11 @@ def decode_stop_value(value: str | None) -> str:
 def grant_action(index: int) -> str:
     """The ``action_id`` of a card's ``index``-th "Approve for this thread" button."""
     return f"{GRANT_ACTION}:{index}"
+
+
+def never_action(index: int) -> str:
+    """The ``action_id`` of a card's ``index``-th "Decline, don't ask again here" button."""
+    return f"{NEVER_ACTION}:{index}"
 
 
 def field_block(index: int) -> str:

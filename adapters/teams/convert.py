@@ -36,7 +36,7 @@ CHAT_ROOT: Final = "chat"
 """The root of a chat's single thread (chats have no threads of their own)."""
 
 _ACTIONS: Final = {
-    KIND: ("approve", "decline", "edit", "grant", "respond"),
+    KIND: ("approve", "decline", "edit", "grant", "never", "respond"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
     NOTICE_KIND: ("revoke",),
 }
@@ -54,7 +54,9 @@ class _ActionData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["approval", "question", "notice"]
-    action: Literal["approve", "decline", "edit", "grant", "respond", "answer", "cancel", "revoke"]
+    action: Literal[
+        "approve", "decline", "edit", "grant", "never", "respond", "answer", "cancel", "revoke"
+    ]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None
@@ -67,8 +69,8 @@ class _ActionData(BaseModel):
     def _action_of_its_kind(self) -> Self:
         if self.action not in _ACTIONS[self.kind]:
             raise ValueError(f"a {self.kind} card has no {self.action!r} action")
-        if self.action == "grant" and self.grant_for is None:
-            raise ValueError("a grant says for how long")
+        if self.action in ("grant", "never") and self.grant_for is None:
+            raise ValueError(f"a {self.action} says for how long")
         return self
 
 
@@ -361,7 +363,7 @@ def _click(activity: Activity, thread: ThreadKey, data: dict[str, Any]) -> Click
         if activity.reply_to_id
         else None,
         values=values,
-        grant_for=parsed.grant_for if parsed.action == "grant" else None,
+        grant_for=parsed.grant_for if parsed.action in ("grant", "never") else None,
         ask=(parsed.ask or None) if parsed.kind == KIND else None,
     )
 

@@ -36,7 +36,7 @@ from bot import (
     shown_value,
 )
 from bot import texts as core_texts
-from bot.pages import GRANT
+from bot.pages import GRANT, NEVER
 
 from . import texts
 
@@ -201,8 +201,9 @@ def _form(actions: tuple[Button, ...], inputs: list[TextInput], ask: str) -> str
 
 def _button(button: Button) -> str:
     value: str = button.action
-    if button.action == "grant" and button.target.grant_for:
-        value = f"{GRANT}{button.target.grant_for}"
+    if button.action in ("grant", "never") and button.target.grant_for:
+        prefix = GRANT if button.action == "grant" else NEVER
+        value = f"{prefix}{button.target.grant_for}"
     style = f' class="{button.style}"' if button.style != "plain" else ""
     title = f' title="{escape(button.tooltip)}"' if button.tooltip else ""
     return (

@@ -24,6 +24,7 @@ from .base import (
     TimerState,
     ask_of,
     grant_key,
+    never_key,
 )
 from .memory import MemoryChatState
 
@@ -47,6 +48,7 @@ __all__ = [
     "TimerState",
     "ask_of",
     "grant_key",
+    "never_key",
     "open_chat_state",
 ]
 

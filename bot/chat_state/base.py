@@ -106,6 +106,11 @@ def grant_key(requester: str | None, tool_name: str, tier: str | None = None) ->
     return f"{key}|{tier}" if tier else key
 
 
+def never_key(tool_name: str) -> str:
+    """A thread's standing decline of a tool (whoever asks), beside its grants."""
+    return f"!never|{tool_name}"
+
+
 def ask_of(call: PendingInfo) -> str:
     """The ask of a pending call (see ``ask_id``)."""
     return ask_id(call.tool_call_id, call.created_at)

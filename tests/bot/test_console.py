@@ -522,3 +522,19 @@ async def test_respond_at_a_card_answers_for_the_tool_and_it_never_runs() -> Non
     ) in out
     assert out.rstrip().endswith("Restarted it by hand an hour ago.")
     assert ran.count == 0
+
+
+async def test_never_at_a_card_declines_it_and_the_tools_later_calls_here() -> None:
+    ran = Counter()
+    out = await chat_under(
+        '[tools.restart_service]\nnever_for = ["1h"]\n',
+        "restart the api",
+        "never",
+        "restart the api again",
+        ran=ran,
+    )
+    assert "[never] again here (1h)" in out
+    assert "❌ Declined by ada, and not asked again in this thread for 1h" in out
+    assert out.count("🔒 Approval needed: restart_service") == 1  # no second card
+    assert "said not to ask again for restart_service in this thread" in out
+    assert ran.count == 0

@@ -24,6 +24,7 @@ from adapters.slack.wire import (
     decode_button_value,
     encode_button_value,
     grant_action,
+    never_action,
 )
 from agents import Agent, Store, ToolCall, tool
 from bot import ApprovalCard, ApprovalPolicy, Person, PromptField
@@ -384,3 +385,39 @@ def _call_of(card: Posted) -> tuple[str, str]:
     )
     value = decode_button_value(approve["value"])
     return value.run, value.call
+
+
+NEVERS = '[tools.refund]\nnever_for = ["1h"]\n'
+NEVER_1H = never_action(0)
+
+
+async def test_decline_and_dont_ask_again_here_declines_later_calls_without_a_card(
+    till: Till, slack: FakeSlack, refunds: Refunds
+) -> None:
+    bot = await till(NEVERS)
+    root, posted = await ask(bot, slack)
+    card = the_card(posted)
+    (offered,) = [e for e in elements(card.shown) if e["action_id"] == NEVER_1H]
+    assert offered["text"]["text"] == "Decline, don't ask again here (1h)"
+    assert offered["style"] == "danger"
+    assert "confirm" in offered
+
+    assert await bot.press(card, NEVER_1H, user=BOB) == 200
+    await bot.idle()
+    assert not has_buttons(card)
+    assert f"Declined by <@{BOB}>, and not asked again in this thread for 1h" in card_text(card)
+
+    # The same tool, asked again in that thread by anyone: declined, no card, and the
+    # model says why.
+    _, again = await ask(bot, slack, thread_ts=root, user=CAROL)
+    assert not any(has_buttons(m) for m in again), "no new card"
+    assert any("said not to ask again for refund in this thread" in m.text for m in again)
+    assert refunds == []
+
+    # Another thread asks as usual; "revoke" in the first ends the decline there.
+    _, elsewhere = await ask(bot, slack)
+    assert any(has_buttons(m) for m in elsewhere)
+    await request(bot, slack, "revoke", thread_ts=root)
+    _, after = await ask(bot, slack, thread_ts=root)
+    assert any(has_buttons(m) for m in after)
+    assert refunds == []

@@ -410,3 +410,32 @@ async def test_end_grant_on_the_notice_ends_the_grant_and_the_next_call_asks_aga
 
     gone = await press_end_grant(asked, notice)
     assert gone.body["value"] == core_texts.GRANT_GONE.format(tool="refund")
+
+
+NEVERS = '[tools.refund]\nnever_for = ["1h"]\n'
+
+
+async def test_decline_and_dont_ask_again_here_declines_later_calls_without_a_card(
+    make_till: MakeTill,
+) -> None:
+    till = await make_till(NEVERS)
+    asked = await (await till.ask_refund()).seen_by(act.BOB)
+    (never,) = [a for a in asked.card["actions"] if a.get("verb") == "never"]
+    assert never["title"] == "Decline, don't ask again here (1h)"
+    assert never["data"]["grant_for"] == "1h"
+    click = act.execute(
+        till.connector.url,
+        asked.card,
+        "never",
+        conversation=act.channel_conversation(asked.root),
+        card_id=asked.posted.response_id,
+    )
+    answer = await asked.send(click)
+    declined = card_text(answer.body["value"])
+    assert "❌ Declined by Bob, and not asked again in this thread for 1h" in declined
+
+    posted = await till.ask_in(asked.root)
+    assert [c for c in cards_in(posted) if c.card_kind == "approval"] == [], "no new card"
+    said = " ".join(c.text or "" for c in posted)
+    assert "said not to ask again for refund in this thread" in said
+    assert till.ran == []
