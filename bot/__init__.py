@@ -101,6 +101,7 @@ from .tasks import KeyedLocks, TaskTracker
 from .texts import APPROVALS_USAGE
 from .types import (
     ApprovalCard,
+    BatchCard,
     CardPointer,
     CardStatus,
     Click,
@@ -155,6 +156,7 @@ __all__ = [
     "ApprovalsCommand",
     "ArgChange",
     "Arguments",
+    "BatchCard",
     "Block",
     "Button",
     "ButtonAction",

@@ -30,11 +30,13 @@ from .document import (
     Fact,
     Facts,
     Form,
+    Item,
     Link,
     Markdown,
     Paragraph,
     Place,
     Rich,
+    Section,
     Span,
     Strong,
     Target,
@@ -44,6 +46,7 @@ from .document import (
 from .outcome import EDIT_MARK, Outcome, card_outcome, change_side, clipped, question_outcome
 from .types import (
     ApprovalCard,
+    BatchCard,
     CardPointer,
     Notice,
     Person,
@@ -74,6 +77,8 @@ def compose(view: View, *, actionable: bool = True) -> Document:
             return notice_document(view)
         case Reply():
             return reply_document(view)
+        case BatchCard():
+            return batch_document(view)
         case _:
             assert_never(view)
 
@@ -152,6 +157,85 @@ def card_document(card: ApprovalCard, *, actionable: bool = True) -> Document:
         title=title,
         body=(*body, reason),
         actions=card_buttons(card),
+    )
+
+
+def batch_document(batch: BatchCard) -> Document:
+    """Several calls on one card: who asks and until when, then a line per call (its
+    arguments, and its own buttons while it waits, or how it ended), and Approve all and
+    Decline all while any waits."""
+    first = batch.cards[0]
+    waiting = batch.waiting
+    count = str(len(batch.cards))
+    items = tuple(_batch_item(card) for card in batch.cards)
+    calls = Section(title=(texts.BATCH_CALLS,), items=items, more=texts.MORE)
+    if not waiting:
+        # Every call is decided: the card is their record (the lines say how each ended).
+        title = (texts.BATCH_DONE_TITLE.format(count=count),)
+        summary = (texts.BATCH_DONE_SUMMARY.format(count=count),)
+        # No one tone: each line says how its call ended.
+        return Document(kind="card", summary=summary, title=title, body=(calls,))
+    facts = Facts(
+        facts=(
+            Fact(label=texts.FACT_ASKED_BY, value=_requester(first)),
+            Fact(label=texts.FACT_EXPIRES, value=(When(at=min(c.expires_at for c in waiting)),)),
+        )
+    )
+    needed = Strong(text=texts.APPROVAL_NEEDED)
+    return Document(
+        kind="card",
+        summary=rich(texts.BATCH_SUMMARY, count=count, requester=_requester(first)),
+        title=rich(texts.BATCH_TITLE, approval_needed=needed, count=count),
+        body=(facts, calls),
+        actions=_all_buttons(waiting),
+    )
+
+
+def _batch_item(card: ApprovalCard) -> Item:
+    """One call of a card of several: its tool and arguments; while it waits, its agent
+    and its own buttons; once settled, how it ended."""
+    outcome = card_outcome(card)
+    mark = f"{outcome.mark} " if outcome is not None else ""
+    text = rich(
+        texts.BATCH_CALL, mark=mark, tool=Code(text=tool_label(card)), args=args_line(card.args)
+    )
+    if outcome is not None:
+        return Item(text=text, details=outcome.line)
+    via = (texts.BATCH_VIA.format(agent=agent_path(card.agent_path)),)
+    return Item(text=text, details=via, actions=decision_buttons(card))
+
+
+def _all_buttons(waiting: tuple[ApprovalCard, ...]) -> tuple[Button, ...]:
+    """Approve all and Decline all (each confirmed first), on the calls still waiting
+    (the click names the first, which finds the rest)."""
+    first = waiting[0]
+    target = Target(run_id=first.run_id, tool_call_id=first.tool_call_id, ask=first.ask)
+    count = str(len(waiting))
+    return (
+        Button(
+            action="approve_all",
+            label=texts.APPROVE_ALL.format(count=count),
+            target=target,
+            style="primary",
+            confirm=Confirm(
+                title=texts.APPROVE_ALL_CONFIRM_TITLE,
+                text=(texts.APPROVE_ALL_CONFIRM_TEXT.format(count=count),),
+                yes=texts.CONFIRM_YES,
+                no=texts.CONFIRM_NO,
+            ),
+        ),
+        Button(
+            action="decline_all",
+            label=texts.DECLINE_ALL.format(count=count),
+            target=target,
+            style="danger",
+            confirm=Confirm(
+                title=texts.DECLINE_ALL_CONFIRM_TITLE,
+                text=(texts.DECLINE_ALL_CONFIRM_TEXT.format(count=count),),
+                yes=texts.NEVER_CONFIRM_YES,
+                no=texts.CONFIRM_NO,
+            ),
+        ),
     )
 
 

@@ -42,8 +42,10 @@ from .tasks import KeyedLocks, TaskTracker
 from .tiers import allows
 from .types import (
     ApprovalCard,
+    BatchCard,
     CardStatus,
     Click,
+    ClickAction,
     ClickResult,
     Messenger,
     Notice,
@@ -318,6 +320,8 @@ class Decisions:
         return texts.CLICK_OUTDATED
 
     async def _decide(self, click: Click) -> ClickResult:
+        if click.action in ("approve_all", "decline_all"):
+            return await self._decide_all(click)
         click, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
@@ -369,6 +373,36 @@ class Decisions:
             if click.action in ("decline", "never"):
                 return await self._carry_out(click, call)
             return await self._vote(click, call, quorum)
+
+    async def _decide_all(self, click: Click) -> ClickResult:
+        """Approve all (Decline all) on a card of several calls: each call of it still
+        waiting, decided on its own as a click on its line would (so each is checked,
+        claimed and audited alone); the card as it then reads."""
+        action: ClickAction = "approve" if click.action == "approve_all" else "decline"
+        click, call, refusal = await self._check(replace(click, action=action))
+        if call is None:
+            assert refusal is not None
+            return self._refuse(refusal[0], outcome=refusal[1])
+        place = await self._presenter.card_place(call)
+        batch = await self._presenter.batch_of(place) if place is not None else None
+        if place is None or batch is None:
+            return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
+        decided: list[ClickResult] = []
+        refused: list[ClickResult] = []
+        for card in batch.waiting:
+            one = replace(click, action=action, tool_call_id=card.tool_call_id, ask=card.ask)
+            result = await self._decide(one)
+            (decided if result.accepted else refused).append(result)
+        if not decided:
+            return (
+                refused[0] if refused else self._refuse(texts.BATCH_NONE_WAITING, outcome="stale")
+            )
+        said: Text = ()
+        if refused:
+            why = "; ".join(dict.fromkeys(r.message or "" for r in refused))
+            said = (texts.BATCH_SOME_REFUSED.format(count=len(refused), why=why),)
+        shown = await self._presenter.batch_of(place)
+        return ClickResult(accepted=True, card=shown or decided[-1].card, said=said)
 
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:
         """Count an allowed Approve towards the quorum (under the card's vote lock)."""
@@ -515,8 +549,23 @@ class Decisions:
             await self._grants.give(click.thread, call, click.grant_for, click.user_id)
         if click.action == "never" and click.grant_for is not None:
             await self._grants.refuse(click.thread, call, click.grant_for, click.user_id)
-        await self._follow(click, call, card, stream)
-        return _decided(click, card)
+        # A card of several calls is redrawn before the click is answered: the clicker
+        # sees every line as it now reads (the others may be decided at the same time).
+        batch = await self._batch_shown(click, call, card)
+        await self._follow(click, call, card, stream, shown=batch is not None)
+        return _decided(click, batch or card)
+
+    async def _batch_shown(
+        self, click: Click, call: PendingInfo, card: ApprovalCard
+    ) -> BatchCard | None:
+        """Show ``card`` as its line of a card of several calls, if it is on one: that
+        card as it now reads."""
+        place = await self._presenter.card_place(call)
+        if place is None or place.batch is None:
+            return None
+        messenger = self._presenter.messenger(click.thread.platform)
+        shown = await self._presenter.show_card(messenger, place, card)
+        return shown if isinstance(shown, BatchCard) else None
 
     async def _ask_again(self, click: Click, call: PendingInfo, edited: PendingInfo) -> ClickResult:
         """Ask ``call`` anew as ``edited``, under the tier its arguments put it in: this
@@ -619,14 +668,21 @@ class Decisions:
             return self._refuse(texts.CLICK_RACED, outcome="stale")
 
     async def _follow(
-        self, click: Click, call: PendingInfo, shown: ApprovalCard | Prompt, stream: AgentStream
+        self,
+        click: Click,
+        call: PendingInfo,
+        card: ApprovalCard | Prompt,
+        stream: AgentStream,
+        *,
+        shown: bool = False,
     ) -> None:
-        """Update the clicked card (or question) and continue the run, in the background."""
+        """Update the clicked card (or question; unless it was ``shown`` already) and
+        continue the run, in the background."""
         self._presenter.settle(call.run_id)  # the decision is on record: a waiter may read it
         messenger = self._presenter.messenger(click.thread.platform)
         try:
             self._tasks.spawn(
-                self._after_decision(click, call, messenger, shown, stream),
+                self._after_decision(click, call, messenger, card, stream, shown=shown),
                 name=f"decision:{call.run_id}",
             )
         except RuntimeError:
@@ -644,8 +700,11 @@ class Decisions:
         messenger: Messenger,
         card: ApprovalCard | Prompt,
         stream: AgentStream,
+        *,
+        shown: bool,
     ) -> None:
-        await self._show(click, call, card)
+        if not shown:
+            await self._show(click, call, card)
         async with self._threads.hold(click.thread.id):
             told = decision_notice(card, requester=call.requester, decider=click.user_id)
             if told is not None:
@@ -664,7 +723,7 @@ def _response(click: Click) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _decided(click: Click, card: ApprovalCard | Prompt) -> ClickResult:
+def _decided(click: Click, card: ApprovalCard | Prompt | BatchCard) -> ClickResult:
     """A click's accepted result: the card as it now reads where it was clicked (away
     from its thread, with a link to it)."""
     if click.where is not None and isinstance(card, ApprovalCard):

@@ -229,6 +229,8 @@ ButtonAction = Literal[
     "grant",
     "never",
     "respond",
+    "approve_all",
+    "decline_all",
     "answer",
     "question_decline",
     "question_cancel",

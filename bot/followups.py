@@ -25,6 +25,8 @@ from .outcome import clipped
 TALKED_OVER_FOR: Final = timedelta(days=1)
 """How long after its last call's expiry a talked-over run is remembered as one (its
 answer comes when that call is decided, so before the call expires, or right after)."""
+NOTE_TIME: Final = "%Y-%m-%d %H:%M UTC"
+"""How a waiting note dates itself."""
 NOTE_ARGS: Final = 300
 """The longest arguments line a waiting note gives the model."""
 
@@ -64,6 +66,7 @@ class FollowUps:
         requests: dict[str, str] = {}
         lines: list[str] = []
         now = datetime.now(UTC)
+        stamp = now.strftime(NOTE_TIME)
         for call in waiting:
             if call.run_id not in requests:
                 requests[call.run_id] = await self._request(call.run_id)
@@ -78,13 +81,17 @@ class FollowUps:
                 args = clipped(args_line(call.args), NOTE_ARGS)
                 lines.append(
                     texts.WAITING_NOTE.format(
-                        tool=call.tool_name, args=args, requester=requester, request=request
+                        now=stamp,
+                        tool=call.tool_name,
+                        args=args,
+                        requester=requester,
+                        request=request,
                     )
                 )
             else:
                 lines.append(
                     texts.WAITING_QUESTION_NOTE.format(
-                        tool=call.tool_name, requester=requester, request=request
+                        now=stamp, tool=call.tool_name, requester=requester, request=request
                     )
                 )
         return lines

@@ -142,6 +142,9 @@ class _Fields(BaseModel):
     """Durations of "Decline, don't ask again here" on cards (off when unset or empty):
     the call is declined, and so is every later call of the tool in that thread until
     it lapses, without a card."""
+    batch: StrictBool | None = None
+    """``true``: calls of this tool one model turn asks for together show as one card
+    (with the others that may), Approve all and Decline all beside each call's own."""
     respond: StrictBool | None = None
     """``true``: cards offer Respond: an approver answers in the tool's place ("already
     restarted it by hand"), the tool never runs, the model gets their words."""
@@ -213,6 +216,9 @@ class EffectiveRule:
     """Durations a grant may last; empty when grants are off (or a quorum asks for more)."""
     never_for: tuple[str, ...] = ()
     """Durations a standing decline may last (empty: not offered)."""
+    batch: bool = False
+    """Whether its calls asked together share one card (only one person decides each,
+    and only cards posted in the thread: never a quorum, a channel or direct messages)."""
     respond: bool = False
     """Whether an approver may answer in the tool's place (never with a quorum)."""
     channels: tuple[str, ...] = ()
@@ -386,6 +392,7 @@ class ApprovalPolicy:
             grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
             respond=pick("respond") is True and quorum == 1,
             never_for=tuple(dict.fromkeys(pick("never_for") or ())),
+            batch=pick("batch") is True and quorum == 1,
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,

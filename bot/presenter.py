@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from cachetools import TTLCache
@@ -21,7 +21,8 @@ from agents import (
 )
 
 from . import texts
-from .chat_state import CardCopy, CardPlace, ShownState, ask_of
+from .chat_state import CardCopy, CardPlace, ShownState, ask_of, batch_key
+from .documents import dump_view, load_view
 from .following import Following
 from .followups import FollowUps
 from .links import LinkFor, Links
@@ -32,6 +33,7 @@ from .segments import Segments
 from .timers import deliver_later, post_later, set_timers, update_key
 from .types import (
     ApprovalCard,
+    BatchCard,
     CardPointer,
     CardStatus,
     Destination,
@@ -54,6 +56,9 @@ log = logging.getLogger(__name__)
 CHANNEL_TTL = 300.0
 """How long (seconds) a platform's answer on whether it knows a channel is kept."""
 CHANNELS_KEPT = 1_000
+BATCH_KEPT = timedelta(days=1)
+"""How long after the last of its calls could be decided a card of several calls is kept
+(its lines are redrawn from it: an expiry, a stop)."""
 
 
 class Presenter:
@@ -213,6 +218,34 @@ class Presenter:
                 return
             # The thread goes along so the expiry sweep knows where to say so.
             place = CardPlace(thread=thread, ref=ref)
+        await self._remember(messenger, thread, info, place)
+
+    async def show_batch(
+        self, messenger: Messenger, thread: ThreadKey, infos: list[PendingInfo]
+    ) -> None:
+        """Post calls one model turn asked for together on one card (the policy's
+        ``batch``) and remember where each is; when that post fails, each is posted on
+        its own card instead (and, failing that, later, as any card is)."""
+        cards = tuple(self.card(thread, info) for info in infos)
+        view = BatchCard(cards=cards)
+        ref = await self.say(messenger, thread, view, keep=False, mark=card_mark(cards[0]))
+        if ref is None:
+            for info in infos:
+                await self.show_pending(messenger, thread, info)
+            return
+        key = batch_key(infos[0])
+        place = CardPlace(thread=thread, ref=ref, batch=key)
+        try:
+            await self._keep_batch(key, view)
+        except Exception:  # its calls are still decided one by one; only the redraw suffers
+            log.exception("could not keep the card of %s calls of %s", len(infos), key)
+        for info in infos:
+            await self._remember(messenger, thread, info, place)
+
+    async def _remember(
+        self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, place: CardPlace
+    ) -> None:
+        """Remember where a waiting call's card is, its timers, and whose lists it is on."""
         try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
             if info.kind == "approval":
@@ -223,6 +256,50 @@ class Presenter:
                 await self.inboxes_changed(messenger, thread, info.tool_name, info.requester)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+
+    async def _keep_batch(self, key: str, batch: BatchCard) -> None:
+        """Keep how each call of a card of several reads now, until a day after the last
+        of them could be decided."""
+        last = max(card.expires_at for card in batch.cards)
+        ttl = (last - datetime.now(UTC) + BATCH_KEPT).total_seconds()
+        await self._chat.set_note(key, dump_view(batch).decode(), ttl=max(ttl, 1.0))
+
+    async def batch_of(self, place: CardPlace) -> BatchCard | None:
+        """How a card of several calls reads now (``None``: not one, or no longer kept)."""
+        if place.batch is None:
+            return None
+        stored = await self._chat.note(place.batch)
+        if stored is None:
+            return None
+        view = load_view(stored)
+        return view if isinstance(view, BatchCard) else None
+
+    async def _show_in_batch(
+        self, messenger: Messenger, place: CardPlace, card: ApprovalCard
+    ) -> View:
+        """Redraw a card of several calls with one of them as ``card`` now reads, under
+        the card's lock (two calls decided at once each keep the other's line)."""
+        assert place.batch is not None
+        try:
+            async with self._chat.card_lock(card.run_id, place.batch):
+                return await self._redraw_batch(messenger, place, card)
+        except LockTimeout:
+            return await self._redraw_batch(messenger, place, card)
+
+    async def _redraw_batch(
+        self, messenger: Messenger, place: CardPlace, card: ApprovalCard
+    ) -> View:
+        batch = await self.batch_of(place)
+        if batch is None:
+            log.warning("the card of %s is no longer kept; showing one call", place.batch)
+            await self.update(messenger, place.thread, place.ref, card)
+            return card
+        cards = tuple(card if c.tool_call_id == card.tool_call_id else c for c in batch.cards)
+        shown = BatchCard(cards=cards)
+        assert place.batch is not None
+        await self._keep_batch(place.batch, shown)
+        await self.update(messenger, place.thread, place.ref, shown)
+        return shown
 
     async def _route(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, *, look_first: bool
@@ -347,10 +424,14 @@ class Presenter:
         messenger: Messenger,
         place: CardPlace,
         view: ApprovalCard | Prompt,
-    ) -> None:
+    ) -> View:
         """Show a card's (or question's) new state everywhere it is: in its thread (the
-        pointer, when it was sent elsewhere) and each copy."""
-        if isinstance(view, ApprovalCard) and place.copies:
+        pointer, when it was sent elsewhere; its line, on a card of several calls) and
+        each copy. What its message now shows (a card of several calls, on one)."""
+        shown: View = view
+        if isinstance(view, ApprovalCard) and place.batch is not None:
+            shown = await self._show_in_batch(messenger, place, view)
+        elif isinstance(view, ApprovalCard) and place.copies:
             for copy in place.copies:
                 shown = await self._copy(view, place.thread, copy.to)
                 await self.update(messenger, copy.thread, copy.ref, shown)
@@ -361,6 +442,7 @@ class Presenter:
         if isinstance(view, ApprovalCard):
             requester = view.requester.id if view.requester else None
             await self.inboxes_changed(messenger, place.thread, view.tool_name, requester)
+        return shown
 
     async def inboxes_changed(
         self, messenger: Messenger, thread: ThreadKey, tool_name: str, requester: str | None

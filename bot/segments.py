@@ -80,6 +80,8 @@ class Segments:
             messenger, thread, to, lambda reply: self._presenter.say(messenger, thread, reply)
         )
         failure: Notice | None = None
+        held: list[PendingInfo] = []
+        """Calls the policy lets share one card, waiting for the rest of their turn's."""
         led = not resumed
         await self._presenter.status(messenger, thread, texts.THINKING)
         try:
@@ -94,6 +96,13 @@ class Segments:
                         await answer.write(chunk.text)
                     continue
                 answer.step_ended()
+                if isinstance(chunk, ToolCallApprovalChunk) and self._batches(chunk.payload):
+                    # Shown with the others its turn asks for, once they are all here.
+                    await self._waiting(answer, thread, chunk.payload)
+                    await answer.pause(stop=stream.run_id)
+                    held.append(chunk.payload)
+                    continue
+                await self._show_held(messenger, thread, held)
                 if isinstance(chunk, ToolCallChunk | ToolResultChunk | ToolErrorChunk):
                     await self._step(answer, chunk)
                 elif isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
@@ -145,6 +154,7 @@ class Segments:
                     why = texts.FINISH_NOTES.get(chunk.finish_reason)
                     if why is not None:
                         await self._presenter.say(messenger, thread, Notice(text=why))
+            await self._show_held(messenger, thread, held)
         except Exception:
             log.exception("run %s failed while streaming in %s", stream.run_id, thread.id)
             self._metrics.runs_failed.inc()
@@ -153,6 +163,22 @@ class Segments:
         finally:
             await answer.close()
             await self._presenter.status(messenger, thread, None)
+
+    def _batches(self, info: PendingInfo) -> bool:
+        """Whether the policy lets this call share a card with the others of its turn (it
+        is posted in the thread, and one person decides it)."""
+        rule = self._policy.rule(info.tool_name, info)
+        return rule.batch and not rule.channels and rule.notify == "thread"
+
+    async def _show_held(
+        self, messenger: Messenger, thread: ThreadKey, held: list[PendingInfo]
+    ) -> None:
+        """Post the calls held for one card: several together, a single one on its own."""
+        if len(held) > 1:
+            await self._presenter.show_batch(messenger, thread, list(held))
+        elif held:
+            await self._presenter.show_pending(messenger, thread, held[0])
+        held.clear()
 
     async def _step(
         self, answer: Answer, chunk: ToolCallChunk | ToolResultChunk | ToolErrorChunk

@@ -45,14 +45,15 @@ APPROVAL_WORDS: Final = frozenset(
 """A message that is only one of these, while an approval waits, is someone deciding by
 text: they are told only the card decides it (a new turn would only confuse them)."""
 WAITING_NOTE: Final = (
-    "[Still waiting in this thread, not run yet: `{tool}` ({args}), asked by {requester} "
-    'for "{request}". It runs only once someone decides it on its approval card; a '
-    "message cannot approve it.]"
+    "[Still waiting in this thread at {now}, not run yet: `{tool}` ({args}), asked by "
+    '{requester} for "{request}". It runs only once someone decides it on its approval '
+    "card; a message cannot approve it.]"
 )
 """Put before a new request's text for the agent (never shown to people), for each call
-waiting in the thread: the conversation goes on while a card waits, and the model knows."""
+waiting in the thread: the conversation goes on while a card waits, and the model knows.
+``now`` dates it: kept in the thread's history, it reads as what was true then."""
 WAITING_QUESTION_NOTE: Final = (
-    "[Still waiting in this thread: `{tool}` asked {requester} a question for "
+    "[Still waiting in this thread at {now}: `{tool}` asked {requester} a question for "
     '"{request}"; their plain reply in the thread answers it.]'
 )
 ANSWER_ABOUT: Final = "About “{request}”:\n\n"
@@ -247,6 +248,23 @@ AGENT_PATH_SEPARATOR: Final = " › "
 CARD_TITLE: Final = "🔒 {approval_needed} {tool}"
 APPROVAL_NEEDED: Final = "Approval needed:"
 CARD_SUMMARY: Final = "Approval needed: {tool} (asked by {requester})"
+BATCH_TITLE: Final = "🔒 {approval_needed} {count} calls"
+BATCH_SUMMARY: Final = "Approval needed: {count} calls (asked by {requester})"
+BATCH_DONE_TITLE: Final = "{count} calls, each decided"
+BATCH_DONE_SUMMARY: Final = "{count} calls, each decided"
+BATCH_CALLS: Final = "Calls"
+BATCH_CALL: Final = "{mark}{tool} {args}"
+BATCH_VIA: Final = "via {agent}"
+APPROVE_ALL: Final = "Approve all ({count})"
+DECLINE_ALL: Final = "Decline all ({count})"
+APPROVE_ALL_CONFIRM_TITLE: Final = "Approve all?"
+APPROVE_ALL_CONFIRM_TEXT: Final = (
+    "The agent will run each of the {count} calls still waiting, with the arguments shown."
+)
+DECLINE_ALL_CONFIRM_TITLE: Final = "Decline all?"
+DECLINE_ALL_CONFIRM_TEXT: Final = "None of the {count} calls still waiting will run."
+BATCH_NONE_WAITING: Final = "None of these calls waits any more."
+BATCH_SOME_REFUSED: Final = "{count} of them were not decided: {why}"
 SETTLED_TITLE: Final = "{mark} {title} {tool}"
 OUTCOME_TITLE: Final = "{title}:"
 SETTLED_SUMMARY: Final = "{tool}: {outcome}"

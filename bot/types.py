@@ -71,15 +71,26 @@ class IncomingMessage:
 
 
 ClickAction = Literal[
-    "approve", "decline", "edit", "grant", "never", "respond", "answer", "cancel", "revoke"
+    "approve",
+    "decline",
+    "edit",
+    "grant",
+    "never",
+    "respond",
+    "approve_all",
+    "decline_all",
+    "answer",
+    "cancel",
+    "revoke",
 ]
-"""Approve, Decline, an edit (the edited arguments, approved) or a grant (approve
-this call and the same tool's later ones in the thread, for ``grant_for``), a never
-(decline this call, and the same tool's later ones in the thread without asking, for
-``grant_for``) or a
-response (``values[RESPONSE_INPUT]``: the approver's answer in the tool's place; it
-never runs) on a card; on a question, a form's answer, Decline or Cancel; Revoke on the notice of a
-call that ran under a grant (``Notice.revoke``): the grant ends."""
+"""On a card: Approve, Decline, an edit (the edited arguments, approved), a grant
+(approve this call and the same tool's later ones in the thread, for ``grant_for``), a
+never (decline this call, and the same tool's later ones in the thread without asking,
+for ``grant_for``), a response (``values[RESPONSE_INPUT]``: the approver's answer in the
+tool's place; it never runs), or, on a card of several calls, Approve all or Decline
+all (every call of it still waiting; the click names one of them). On a question: a
+form's answer, Decline or Cancel. Revoke on the notice of a call that ran under a grant
+(``Notice.revoke``): the grant ends."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -334,6 +345,22 @@ class Destination:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BatchCard:
+    """Several calls one model turn asked for, on one card (the policy's ``batch``): a
+    line per call with its arguments and, while it waits, its own buttons; Approve all
+    and Decline all while any waits. Each call is decided on its own (deciding one
+    leaves the others waiting); ``cards`` are each call's card as it now reads."""
+
+    kind: Literal["batch"] = "batch"
+    cards: tuple[ApprovalCard, ...]
+
+    @property
+    def waiting(self) -> tuple[ApprovalCard, ...]:
+        """The calls still waiting for a decision."""
+        return tuple(card for card in self.cards if card.status == "pending")
+
+
+@dataclass(frozen=True, kw_only=True)
 class CardPointer:
     """The line left in the requester's thread for a card shown elsewhere: "waiting for
     approval in #approvals" (``channel``, the card ``at`` a message there) or "sent to
@@ -381,7 +408,7 @@ class Inbox:
     """How many standing grants this person gave are still running."""
 
 
-View = ApprovalCard | Prompt | Reply | Notice | CardPointer
+View = ApprovalCard | Prompt | Reply | Notice | CardPointer | BatchCard
 """Everything the core shows; each names its ``kind``, for its stored form (``bot.documents``)."""
 
 
@@ -445,8 +472,9 @@ class ClickResult:
     """The answer to a click: the updated card, or words for the clicker only."""
 
     accepted: bool
-    card: ApprovalCard | Prompt | None = None
-    """The card (or question) as it now reads, to show in place of the clicked one."""
+    card: ApprovalCard | Prompt | BatchCard | None = None
+    """The card (or question) as it now reads, to show in place of the clicked one (a
+    card of several calls, when the clicked call is one of them)."""
     said: Text = ()
     retry: bool = False
     """A form's answer that did not fit: the same form may be corrected and sent again

@@ -17,6 +17,7 @@ from . import texts
 from .chat_state import ask_of
 from .types import (
     ApprovalCard,
+    BatchCard,
     CardPointer,
     CardStatus,
     FieldKind,
@@ -356,6 +357,8 @@ def post_mark(view: View) -> PostMark | None:
         return answer_mark(view.feedback) if view.feedback else None
     if isinstance(view, ApprovalCard):
         return card_mark(view)
+    if isinstance(view, BatchCard):
+        return card_mark(view.cards[0])
     if isinstance(view, CardPointer):
         return card_mark(view.card, pointer=True)
     return None

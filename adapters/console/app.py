@@ -21,6 +21,7 @@ from typing import Any, Literal, TextIO
 from bot import (
     RESPONSE_INPUT,
     ApprovalCard,
+    BatchCard,
     ChatCore,
     Click,
     ClickAction,
@@ -38,6 +39,7 @@ from bot import (
     ThreadKey,
     View,
     approvals_command,
+    args_line,
     plain_text,
 )
 
@@ -57,6 +59,13 @@ CARD_WORDS = frozenset(
     | {"r", "respond", "never"}
 )
 """The first words a card's prompt takes (an answer it cannot take is asked again)."""
+ALL_WORDS: dict[str, ClickAction] = {
+    "a": "approve_all",
+    "approve": "approve_all",
+    "d": "decline_all",
+    "decline": "decline_all",
+}
+"""``a all`` / ``d all`` at a line of a card of several calls: each call still waiting."""
 FOLLOW_UP_WORDS = 2
 """At a card's prompt, a line of at least this many words that does not start with one
 of the card's words is a message to the thread (the card waits on); a shorter one is
@@ -86,6 +95,8 @@ class ConsoleMessenger:
         self._printed()
         if isinstance(view, ApprovalCard) and view.status == "pending":
             self.open_cards.append((ref, view))
+        elif isinstance(view, BatchCard):  # each of its calls is asked in turn
+            self.open_cards += [(ref, card) for card in view.waiting]
         elif isinstance(view, Prompt) and view.status == "waiting":
             # A question asked again (the answer did not fit) is answered at its newest.
             same = (view.run_id, view.tool_call_id)
@@ -104,6 +115,10 @@ class ConsoleMessenger:
         )
         if settled:
             self.forget(ref)
+        elif isinstance(view, BatchCard):
+            for card in view.cards:
+                if card.status != "pending":
+                    self.forget(ref, (card.run_id, card.tool_call_id))
 
     def _printed(self) -> None:
         if self.on_output is not None:
@@ -155,9 +170,14 @@ class ConsoleMessenger:
         """The console has no user groups."""
         return None
 
-    def forget(self, ref: MessageRef) -> None:
-        """Stop waiting for an answer to the card (or question) at ``ref``."""
-        self.open_cards = [(r, c) for r, c in self.open_cards if r != ref]
+    def forget(self, ref: MessageRef, call: tuple[str, str] | None = None) -> None:
+        """Stop waiting for an answer to the card (or question) at ``ref`` (only to the
+        line of ``call``, on a card of several calls)."""
+        self.open_cards = [
+            (r, c)
+            for r, c in self.open_cards
+            if r != ref or (call is not None and (c.run_id, c.tool_call_id) != call)
+        ]
         self.questions = [(r, q) for r, q in self.questions if r != ref]
 
     def write(self, text: str, *, end: str = "\n") -> None:
@@ -311,6 +331,10 @@ class ConsoleAdapter:
         ref, card = self.messenger.open_cards[0]
         may = self._may_do(card)
         word, _, rest = line.partition(" ")
+        together = self._batched(ref)
+        if together > 1 and rest.strip().lower() == "all" and word.lower() in ALL_WORDS:
+            await self._click(ref, card, ALL_WORDS[word.lower()], batched=True)
+            return
         action: Literal["approve", "decline"]
         match word.lower().rstrip(":,"):
             case "a" | "approve" | "y" | "yes" if may.approve:
@@ -343,7 +367,7 @@ class ConsoleAdapter:
                 await self._say(line)
                 return
             case _:
-                self.messenger.write(_card_answers(card, may, reask=True))
+                self.messenger.write(_card_answers(card, may, reask=True, together=together))
                 return
         await self._click(
             ref,
@@ -392,18 +416,32 @@ class ConsoleAdapter:
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
 
     async def _click(
-        self, ref: MessageRef, card: ApprovalCard | Prompt, action: ClickAction, **given: Any
+        self,
+        ref: MessageRef,
+        card: ApprovalCard | Prompt,
+        action: ClickAction,
+        *,
+        batched: bool = False,
+        **given: Any,
     ) -> ClickResult:
         """Press ``action`` on the card (or question) at ``ref``; ``given``: the click's
-        reason, values or grant (``_click_on``)."""
+        reason, values or grant (``_click_on``); ``batched``: it is about every call of
+        a card of several."""
         result = await self.bot.on_click(self._click_on(ref, card, action, **given))
+        call = None if batched else (card.run_id, card.tool_call_id)
         if result.accepted and "inbox" in ref:
-            self.messenger.forget(ref)  # its own thread's card shows how it went
+            self.messenger.forget(ref, call)  # its own thread's card shows how it went
         if not result.accepted and not result.retry:
             # Refused for good (decided, expired or not allowed): asking again can't help.
-            self.messenger.forget(ref)
+            self.messenger.forget(ref, call)
+            self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
+        elif result.said:
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
         return result
+
+    def _batched(self, ref: MessageRef) -> int:
+        """How many calls still wait on the card at ``ref`` (more than one: several)."""
+        return sum(r == ref for r, _ in self.messenger.open_cards)
 
     def _click_on(
         self,
@@ -442,8 +480,10 @@ class ConsoleAdapter:
             label = texts.EDIT_FIELD.format(label=field.label, value=_shown(field.value))
             self.messenger.write(label, end=end)
         elif self.messenger.open_cards:
-            card = self.messenger.open_cards[0][1]
-            question = _card_answers(card, self._may_do(card), reask=False)
+            ref, card = self.messenger.open_cards[0]
+            question = _card_answers(
+                card, self._may_do(card), reask=False, together=self._batched(ref)
+            )
             self.messenger.write(question, end=end)
         elif self._form is not None or self._start_form():
             assert self._form is not None
@@ -515,7 +555,7 @@ def _offered(durations: tuple[str, ...], rest: str) -> bool:
     return not rest.strip() or rest.strip() in durations
 
 
-def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
+def _card_answers(card: ApprovalCard, may: _May, *, reask: bool, together: int = 1) -> str:
     """The card's prompt (or, ``reask``, what to answer it with): what the person may
     do: Approve, Edit when it may be edited, a grant when one is offered, Decline."""
     options = []
@@ -533,6 +573,9 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
         options.append(texts.RESPOND_OPTION)
     if may.decline:
         options.append(texts.DECLINE_OPTION)
+    if together > 1:
+        shown, said = texts.ALL_OPTION
+        options.append((shown.format(count=together), said.format(count=together)))
     if may.decline and card.never_for:
         shown, said = texts.NEVER_OPTION
         durations = " / ".join(card.never_for)
@@ -540,8 +583,12 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool) -> str:
             (shown.format(durations=durations), said.format(duration=card.never_for[-1]))
         )
     if not reask:
+        listed = " / ".join(shown for shown, _ in options)
+        if together > 1 and may.approve:
+            call = f"{card.tool} ({args_line(card.args)})" if card.args else card.tool
+            return texts.CARD_QUESTION_OF.format(call=call, options=listed)
         question = texts.CARD_QUESTION if may.approve else texts.CARD_DECLINE_QUESTION
-        return question.format(options=" / ".join(shown for shown, _ in options))
+        return question.format(options=listed)
     answers = [answer for _, answer in options] + [texts.STOP_ANSWER]
     return texts.CARD_REASK.format(options=", ".join(answers[:-1]) + ", or " + answers[-1])
 

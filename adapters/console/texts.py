@@ -12,6 +12,8 @@ WELCOME: Final = (
 INPUT: Final = "you> "
 STILL_WAITING: Final = "(these still wait in thread '{thread}', from an earlier session)"
 CARD_QUESTION: Final = "Approve? {options} > "
+CARD_QUESTION_OF: Final = "Approve {call}? {options} > "
+"""The prompt of one call of a card of several, naming which."""
 CARD_DECLINE_QUESTION: Final = "Decline? {options} > "
 """The prompt of a card its reader may decline but not approve (their own request)."""
 CARD_REASK: Final = (
@@ -30,6 +32,10 @@ RESPOND_OPTION: Final = (
 DECLINE_OPTION: Final = (
     "[d]ecline (reason)",
     "'d' or 'n' (then a reason, if you like) to decline",
+)
+ALL_OPTION: Final = (
+    "[a all] / [d all] ({count} calls)",
+    "'a all' or 'd all' to approve or decline all {count} calls of this card",
 )
 NEVER_OPTION: Final = (
     "[never] again here ({durations})",

@@ -100,10 +100,12 @@ from .wire import (
     ANSWER_VIEW,
     APPROVALS_COMMAND,
     APPROVE_ACTION,
+    APPROVE_ALL_ACTION,
     ASSISTANT_CONTEXT_EVENT,
     ASSISTANT_STARTED_EVENT,
     CONTEXT_CHANGED_EVENT,
     DECLINE_ACTION,
+    DECLINE_ALL_ACTION,
     DECLINE_VIEW,
     EDIT_ACTION,
     EDIT_VIEW,
@@ -160,7 +162,14 @@ RETRY_AFTER = "5"
 
 
 _DECIDING_ACTIONS = frozenset(
-    (APPROVE_ACTION, QUESTION_DECLINE_ACTION, QUESTION_CANCEL_ACTION, REVOKE_ACTION)
+    (
+        APPROVE_ACTION,
+        APPROVE_ALL_ACTION,
+        DECLINE_ALL_ACTION,
+        QUESTION_DECLINE_ACTION,
+        QUESTION_CANCEL_ACTION,
+        REVOKE_ACTION,
+    )
 )
 """The buttons that decide at once (``_on_click``), besides "Approve for this thread"
 (``GRANT_ACTION_ID``) and "Decline, don't ask again here" (``NEVER_ACTION_ID``)."""

@@ -56,7 +56,9 @@ from .mrkdwn import (
 from .wire import (
     ANSWER_ACTION,
     APPROVE_ACTION,
+    APPROVE_ALL_ACTION,
     DECLINE_ACTION,
+    DECLINE_ALL_ACTION,
     EDIT_ACTION,
     FEEDBACK_ACTION,
     FEEDBACK_HELPFUL,
@@ -113,6 +115,8 @@ _ACTION_IDS: dict[ButtonAction, str] = {
     "decline": DECLINE_ACTION,
     "edit": EDIT_ACTION,
     "respond": RESPOND_ACTION,
+    "approve_all": APPROVE_ALL_ACTION,
+    "decline_all": DECLINE_ALL_ACTION,
     "answer": ANSWER_ACTION,
     "question_decline": QUESTION_DECLINE_ACTION,
     "question_cancel": QUESTION_CANCEL_ACTION,

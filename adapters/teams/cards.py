@@ -166,7 +166,16 @@ def button_data(button: Button, *, shown_in: str | None = None) -> dict[str, str
     target = button.target
     ids = {"run_id": target.run_id, "tool_call_id": target.tool_call_id}
     match button.action:
-        case "approve" | "decline" | "edit" | "grant" | "never" | "respond":
+        case (
+            "approve"
+            | "decline"
+            | "edit"
+            | "grant"
+            | "never"
+            | "respond"
+            | "approve_all"
+            | "decline_all"
+        ):
             data = {"kind": KIND, "action": button.action, **ids}
             if target.ask:
                 data[ASK] = target.ask

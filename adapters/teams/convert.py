@@ -36,7 +36,7 @@ CHAT_ROOT: Final = "chat"
 """The root of a chat's single thread (chats have no threads of their own)."""
 
 _ACTIONS: Final = {
-    KIND: ("approve", "decline", "edit", "grant", "never", "respond"),
+    KIND: ("approve", "decline", "edit", "grant", "never", "respond", "approve_all", "decline_all"),
     QUESTION_KIND: ("answer", "decline", "cancel"),
     NOTICE_KIND: ("revoke",),
 }
@@ -55,7 +55,17 @@ class _ActionData(BaseModel):
 
     kind: Literal["approval", "question", "notice"]
     action: Literal[
-        "approve", "decline", "edit", "grant", "never", "respond", "answer", "cancel", "revoke"
+        "approve",
+        "decline",
+        "edit",
+        "grant",
+        "never",
+        "respond",
+        "approve_all",
+        "decline_all",
+        "answer",
+        "cancel",
+        "revoke",
     ]
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)

@@ -22,6 +22,7 @@ from msrest.exceptions import HttpOperationError
 from bot import (
     AdapterState,
     ApprovalCard,
+    BatchCard,
     ChatCore,
     Click,
     ClickResult,
@@ -328,7 +329,9 @@ class TeamsBot:
             log.warning("could not refresh the reference of %s: %s", thread.id, why)
 
 
-def _card_body(card: ApprovalCard | Prompt, click_from: Activity | None) -> dict[str, Any]:
+def _card_body(
+    card: ApprovalCard | Prompt | BatchCard, click_from: Activity | None
+) -> dict[str, Any]:
     """The invoke answer showing the clicker (the sender of ``click_from``) the card as it
     now reads: a pending approval as they see it (``refresh.view_for``)."""
     if isinstance(card, ApprovalCard) and click_from is not None:

@@ -23,6 +23,7 @@ from .base import (
     ThreadState,
     TimerState,
     ask_of,
+    batch_key,
     grant_key,
     never_key,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ThreadState",
     "TimerState",
     "ask_of",
+    "batch_key",
     "grant_key",
     "never_key",
     "open_chat_state",

@@ -56,6 +56,9 @@ class CardPlace:
     thread: ThreadKey
     ref: MessageRef
     copies: tuple[CardCopy, ...] = ()
+    batch: str | None = None
+    """On a card of several calls (a ``BatchCard``): the note that keeps how each of its
+    calls reads now (``batch_key``), which every update of one of them redraws from."""
 
     def holds(self, ref: MessageRef) -> bool:
         """Whether the message ``ref`` is this card (or one of its copies)."""
@@ -109,6 +112,11 @@ def grant_key(requester: str | None, tool_name: str, tier: str | None = None) ->
 def never_key(tool_name: str) -> str:
     """A thread's standing decline of a tool (whoever asks), beside its grants."""
     return f"!never|{tool_name}"
+
+
+def batch_key(first: PendingInfo) -> str:
+    """Where a card of several calls keeps how each of them reads now (by its first)."""
+    return f"batch:{first.run_id}:{ask_of(first)}"
 
 
 def ask_of(call: PendingInfo) -> str:
@@ -389,6 +397,6 @@ class InboxState(CardState, GrantState, NoteState, Protocol):
     gave, and their kept decisions."""
 
 
-class ShownState(CardState, TimerState, RetentionState, Protocol):
+class ShownState(CardState, TimerState, RetentionState, NoteState, Protocol):
     """What showing cards needs: where each card is, its lock and index, its timers, and
     forgetting them once their runs are pruned."""

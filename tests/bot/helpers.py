@@ -24,6 +24,7 @@ from agents.models.base import ModelRequest
 from bot import (
     ApprovalCard,
     ApprovalPolicy,
+    BatchCard,
     CardPointer,
     ChatBot,
     Click,
@@ -45,7 +46,7 @@ from bot import (
 )
 from tests.agents.helpers import Counter, call_then_answer, last_results
 
-V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice, CardPointer)
+V = TypeVar("V", ApprovalCard, Prompt, Reply, Notice, CardPointer, BatchCard)
 
 THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000100")
 OTHER_THREAD = ThreadKey(platform="test", workspace="W1", channel="C1", root="1700000000.000200")

@@ -22,6 +22,7 @@ from tests.agents.helpers import Counter
 from tests.examples.conftest import deployed
 
 from .helpers import booking_agent, restart_agent, weather_agent
+from .test_batch import BATCHED, restarts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -538,3 +539,21 @@ async def test_never_at_a_card_declines_it_and_the_tools_later_calls_here() -> N
     assert out.count("🔒 Approval needed: restart_service") == 1  # no second card
     assert "said not to ask again for restart_service in this thread" in out
     assert ran.count == 0
+
+
+async def test_a_batch_card_asks_each_call_in_turn_and_a_all_approves_the_rest() -> None:
+    ran = Counter()
+    bot = ChatBot(restarts(ran), policy=ApprovalPolicy.from_toml(BATCHED))
+    out = io.StringIO()
+    typed = lines("restart everything", "d", "a all")
+    await ConsoleAdapter(bot, user="ada", lines=typed, out=out).run()
+    await bot.aclose()
+    printed = out.getvalue()
+    assert "🔒 Approval needed: 3 calls" in printed
+    assert "Approve restart_service (service: api)? [a]pprove" in printed
+    assert "[a all] / [d all] (3 calls)" in printed  # at the first call's prompt
+    assert "[a all] / [d all] (2 calls)" in printed  # one declined, two left
+    assert sorted(call["service"] for call in ran.calls) == ["web", "worker"]
+    assert "3 calls, each decided" in printed
+    assert "✅ restart_service service: worker (Approved by ada)" in printed
+    assert printed.count("bot> Done.") == 1

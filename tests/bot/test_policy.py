@@ -72,7 +72,7 @@ def test_a_policy_file_is_loaded_from_disk(tmp_path: Path) -> None:
         (
             "[tools.deploy]\nquorom = 2",
             "tools.deploy.quorom",
-            "grant, grant_for, notify, quorum, remind_after, sensitive)",
+            "never_for, notify, quorum, remind_after, respond, review, sensitive, tiers, when)",
         ),
         ("[default]\nquorum = 0", "default.quorum", "greater than or equal to 1"),
         ('[default]\nquorum = "2"', "default.quorum", "valid integer"),

@@ -233,7 +233,7 @@ async def test_simultaneous_approvals_count_once_each_and_decide_once(store: Sto
     )
     await bot.drain()
 
-    accepted = [r.card for r in results if r.accepted and r.card is not None]
+    accepted = [r.card for r in results if r.accepted and isinstance(r.card, ApprovalCard)]
     assert sorted(c.status for c in accepted) == ["approved", "pending"]
     assert ran.count == 1
     assert shown(messenger).status == "approved"

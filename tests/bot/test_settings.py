@@ -390,10 +390,10 @@ def test_check_says_every_problem_on_its_own_line(
         f"approval-bot: approval policy {policy}: default.quorum: "
         "Input should be greater than or equal to 1",
         f"approval-bot: approval policy {policy}: default.expires: unknown field "
-        "(known: allow_self_approval, approval, approvers, channel, deciders_when,"
+        "(known: allow_self_approval, approval, approvers, batch, channel, deciders_when,"
         " distinct_groups, editor_may_approve, escalate_after, escalate_to, expires_in,"
-        " grant, grant_for, notify, quorum, remind_after, respond, review, sensitive,"
-        " tiers, when)",
+        " grant, grant_for, never_for, notify, quorum, remind_after, respond, review,"
+        " sensitive, tiers, when)",
         "approval-bot: invalid configuration: BOT_MODEL=claude-sonnet-5-5 needs "
         "ANTHROPIC_API_KEY (or BOT_MODEL=demo for the offline demo model)",
     ]

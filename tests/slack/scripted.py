@@ -1,10 +1,10 @@
 """A scripted agent for the Slack tests: a gated tool, a suspending tool, plain answers.
 
-The model reads the user's latest words: ``deploy <service>`` asks for the gated
-``deploy`` tool, ``release <service>`` for ``release`` (which asks for a version
-and resumes from the reply), ``long`` answers at length; anything else is echoed,
-with the calls the chat layer says still wait in the thread (``still_waiting``).
-After tool results it reports them, errors and declines included.
+The model reads the user's latest words: ``deploy <service>...`` asks for the gated
+``deploy`` tool (once per service, in one turn), ``release <service>`` for ``release``
+(which asks for a version and resumes from the reply), ``long`` answers at length;
+anything else is echoed, with the calls the chat layer says still wait in the thread
+(``still_waiting``). After tool results it reports them, errors and declines included.
 """
 
 from __future__ import annotations
@@ -78,10 +78,9 @@ def _respond(messages: list[Message], request: ModelRequest) -> ModelResponse:
         return ModelResponse(text="Done. " + " ".join(lines))
     text, waiting = still_waiting(last.text)
     words = text.strip().split()
-    if len(words) == 2 and words[0] == "deploy":
-        return ModelResponse(
-            text="Deploying.", tool_calls=[ToolCall("deploy", {"service": words[1]})]
-        )
+    if len(words) >= 2 and words[0] == "deploy":  # one call per service, in one turn
+        calls = [ToolCall("deploy", {"service": service}) for service in words[1:]]
+        return ModelResponse(text="Deploying.", tool_calls=calls)
     if len(words) == 2 and words[0] == "release":
         return ModelResponse(tool_calls=[ToolCall("release", {"service": words[1]})])
     if words == ["big"]:

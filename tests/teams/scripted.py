@@ -1,6 +1,7 @@
 """A scripted ops agent for the Teams tests: one gated tool, one asking tool.
 
-"deploy <service>" asks to run ``deploy`` (always needs approval); "weather"
+"deploy <service>..." asks to run ``deploy`` (always needs approval; once per service,
+in one turn); "weather"
 runs ``weather``, which suspends to ask for a city (letters only) and resumes
 from the next reply in the thread; "fail" fails the run (the model is down); anything
 else is echoed, with the calls the chat layer says still wait in the thread.
@@ -62,8 +63,9 @@ def build_agent(store: Store, deployed: list[str]) -> Agent:
             return ModelResponse(text=f"Done. {summary}")
         text, waiting = still_waiting(last.text)
         words = text.split()
-        if words[:1] == ["deploy"] and len(words) > 1:
-            return ModelResponse(tool_calls=[ToolCall("deploy", {"service": words[1]})])
+        if words[:1] == ["deploy"] and len(words) > 1:  # one call per service, one turn
+            calls = [ToolCall("deploy", {"service": service}) for service in words[1:]]
+            return ModelResponse(tool_calls=calls)
         if words[:1] == ["weather"]:
             return ModelResponse(tool_calls=[ToolCall("weather", {})])
         if words == ["fail"]:

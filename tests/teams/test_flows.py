@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -572,3 +574,63 @@ async def test_a_quorum_of_two_needs_action_execute_from_two_people(
         ("approved", "aad-bob,aad-carol"),
         ("executed", "aad-bob,aad-carol"),
     ]
+
+
+async def test_one_card_for_a_batch_each_decided_alone_or_all_at_once(
+    make_bot: MakeBot, connector: FakeConnector
+) -> None:
+    policy = ApprovalPolicy.from_toml("[tools.deploy]\nbatch = true\n")
+    teams = await make_bot(policy=policy)
+    post = act.channel_post(
+        connector.url, "deploy api web worker", activity_id=THREAD_1, mention=True
+    )
+    assert (await teams.post(post)).status == 200
+    await teams.bot.drain()
+    (posted,) = connector.cards(in_thread(THREAD_1))
+    card = posted.card
+    assert card is not None
+    assert "Approval needed: 3 calls" in json.dumps(card)
+    executes = list(_executes(card))
+    verbs = [e["verb"] for e in executes]
+    assert verbs.count("approve") == 3
+    assert verbs[-2:] == ["approve_all", "decline_all"]
+
+    first = next(e for e in executes if e["verb"] == "approve")
+    one = act.execute(
+        connector.url,
+        {"actions": [first]},
+        "approve",
+        conversation=act.channel_conversation(THREAD_1),
+        card_id=posted.response_id,
+    )
+    answer = await teams.post(one)
+    assert answer.body["type"] == "application/vnd.microsoft.card.adaptive"
+    assert "Approve all (2)" in json.dumps(answer.body["value"])
+    await teams.bot.drain()
+    assert teams.deployed == ["api"]
+
+    every = act.execute(
+        connector.url,
+        answer.body["value"],
+        "approve_all",
+        conversation=act.channel_conversation(THREAD_1),
+        card_id=posted.response_id,
+    )
+    done = await teams.post(every)
+    await teams.bot.drain()
+    assert "approve_all" not in json.dumps(done.body["value"])
+    assert sorted(teams.deployed) == ["api", "web", "worker"]
+    answers = [t for t in connector.texts(in_thread(THREAD_1)) if t.startswith("Done.")]
+    assert len(answers) == 1
+
+
+def _executes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every Action.Execute of a card, in its body's action sets and its actions, in order."""
+    if isinstance(node, dict):
+        if node.get("type") == "Action.Execute":
+            yield node
+        for value in node.values():
+            yield from _executes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _executes(value)
