@@ -551,21 +551,23 @@ class Decisions:
             await self._grants.refuse(click.thread, call, click.grant_for, click.user_id)
         # A card of several calls is redrawn before the click is answered: the clicker
         # sees every line as it now reads (the others may be decided at the same time).
-        batch = await self._batch_shown(click, call, card)
-        await self._follow(click, call, card, stream, shown=batch is not None)
+        on_batch, batch = await self._batch_shown(click, call, card)
+        await self._follow(click, call, card, stream, shown=on_batch)
         return _decided(click, batch or card)
 
     async def _batch_shown(
         self, click: Click, call: PendingInfo, card: ApprovalCard
-    ) -> BatchCard | None:
-        """Show ``card`` as its line of a card of several calls, if it is on one: that
-        card as it now reads."""
+    ) -> tuple[bool, BatchCard | None]:
+        """Show ``card`` as its line of a card of several calls, if it is on one: whether
+        it was, and that card as it now reads when the click was on it (a click from an
+        approvals list or a decision page shows its own call)."""
         place = await self._presenter.card_place(call)
         if place is None or place.batch is None:
-            return None
+            return False, None
         messenger = self._presenter.messenger(click.thread.platform)
         shown = await self._presenter.show_card(messenger, place, card)
-        return shown if isinstance(shown, BatchCard) else None
+        on_it = click.message_ref is not None and place.holds(click.message_ref)
+        return True, shown if isinstance(shown, BatchCard) and on_it else None
 
     async def _ask_again(self, click: Click, call: PendingInfo, edited: PendingInfo) -> ClickResult:
         """Ask ``call`` anew as ``edited``, under the tier its arguments put it in: this

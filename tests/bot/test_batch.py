@@ -78,18 +78,22 @@ async def test_a_turns_calls_show_as_one_card_with_all_and_each_calls_buttons() 
 
 async def test_deciding_one_leaves_the_others_waiting_and_the_card_says_each() -> None:
     bot, messenger, batch, ran = await asked()
-    result = await bot.on_click(on(batch, "approve", index=1))
+    clicked = replace(on(batch, "approve", index=1), message_ref=messenger.ref_of(batch))
+    result = await bot.on_click(clicked)
     await bot.drain()
     assert result.accepted
-    assert isinstance(result.card, BatchCard)
+    assert isinstance(result.card, BatchCard)  # the clicked message, as it now reads
     assert [c.status for c in result.card.cards] == ["pending", "approved", "pending"]
     assert ran.calls == [{"service": "web"}]
     shown = latest(messenger)
     assert [c.status for c in shown.cards] == ["pending", "approved", "pending"]
     assert [b.label for b in compose(shown).actions] == ["Approve all (2)", "Decline all (2)"]
 
+    # From elsewhere (an approvals list, a decision page): that call's own card.
     declined = await bot.on_click(on(shown, "decline", index=0))
     await bot.drain()
+    assert isinstance(declined.card, ApprovalCard)
+    assert declined.card.status == "declined"
     assert declined.accepted
     assert [c.status for c in latest(messenger).cards] == ["declined", "approved", "pending"]
     assert len(await bot.agent.list_suspended_runs(thread_id=THREAD.id)) == 1
