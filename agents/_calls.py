@@ -170,40 +170,41 @@ class Calls:
     ) -> Outcome:
         """Decline a call a standing decline covers: on record (``declined``, as whoever
         said not to ask again), and the model told why."""
+        await self._standing_entry(snap, call, tool.dump_args(args), "declined", by.by, by.reason)
+        return error_outcome(call, texts.DECLINED + texts.DECLINED_REASON.format(reason=by.reason))
+
+    async def _standing_entry(
+        self,
+        snap: RunSnapshot,
+        call: ToolCallPart,
+        args: dict[str, Any],
+        event: Literal["granted", "declined"],
+        actor: str,
+        reason: str | None = None,
+    ) -> None:
+        """Audit a call a standing answer settled without asking anyone (``actor``: who
+        gave that answer)."""
         await self.store.append_audit(
             AuditEntry(
-                event="declined",
+                event=event,
                 run_id=snap.root_run_id,
                 thread_id=snap.thread_id,
                 tool_call_id=call.tool_call_id,
                 tool_name=call.tool_name,
-                args=tool.dump_args(args),
+                args=args,
                 kind="approval",
                 requester=snap.resource_id,
-                actor=by.by,
-                reason=by.reason,
+                actor=actor,
+                reason=reason,
             )
         )
-        return error_outcome(call, texts.DECLINED + texts.DECLINED_REASON.format(reason=by.reason))
 
     async def granted(
         self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, grant: Granted
     ) -> ToolCallGrantedChunk:
         """Put a call a standing approval covers on record (``granted``), and say so."""
         dumped = tool.dump_args(args)
-        await self.store.append_audit(
-            AuditEntry(
-                event="granted",
-                run_id=snap.root_run_id,
-                thread_id=snap.thread_id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=dumped,
-                kind="approval",
-                requester=snap.resource_id,
-                actor=grant.by,
-            )
-        )
+        await self._standing_entry(snap, call, dumped, "granted", grant.by)
         return ToolCallGrantedChunk(
             run_id=snap.run_id,
             agent_path=tuple(snap.agent_path),

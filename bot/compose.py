@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from string import Formatter
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from . import texts
 from .document import (
     Arguments,
     Block,
     Button,
+    ButtonStyle,
     Changes,
     Channel,
     Code,
@@ -289,44 +290,67 @@ def respond_form(card: ApprovalCard) -> Form:
     return Form(intro=(intro,), fields=(response_field(),), submit=texts.RESPOND_SUBMIT)
 
 
-def _never_buttons(card: ApprovalCard) -> list[Button]:
-    label = tool_label(card)
-    target = Target(run_id=card.run_id, tool_call_id=card.tool_call_id, ask=card.ask)
-    return [
-        Button(
-            action="never",
-            label=texts.NEVER.format(duration=duration),
-            target=replace(target, grant_for=duration),
-            style="danger",
-            confirm=Confirm(
-                title=texts.NEVER_CONFIRM_TITLE,
-                text=rich(texts.NEVER_CONFIRM_TEXT, tool=Code(text=label), duration=duration),
-                yes=texts.NEVER_CONFIRM_YES,
-                no=texts.CONFIRM_NO,
-            ),
-            tooltip=texts.NEVER_TOOLTIP.format(duration=duration, tool=label),
-        )
-        for duration in dict.fromkeys(card.never_for)
-    ]
+@dataclass(frozen=True)
+class _Timed:
+    """The words of a button that decides for a while ("for this thread (1h)")."""
+
+    label: str
+    title: str
+    text: str
+    yes: str
+    tooltip: str
+    style: ButtonStyle = "plain"
+
+
+_GRANT = _Timed(
+    label=texts.GRANT,
+    title=texts.GRANT_CONFIRM_TITLE,
+    text=texts.GRANT_CONFIRM_TEXT,
+    yes=texts.CONFIRM_YES,
+    tooltip=texts.GRANT_TOOLTIP,
+)
+_NEVER = _Timed(
+    label=texts.NEVER,
+    title=texts.NEVER_CONFIRM_TITLE,
+    text=texts.NEVER_CONFIRM_TEXT,
+    yes=texts.NEVER_CONFIRM_YES,
+    tooltip=texts.NEVER_TOOLTIP,
+    style="danger",
+)
 
 
 def _grant_buttons(card: ApprovalCard) -> list[Button]:
+    return _timed_buttons(card, "grant", card.grant_for, _GRANT)
+
+
+def _never_buttons(card: ApprovalCard) -> list[Button]:
+    return _timed_buttons(card, "never", card.never_for, _NEVER)
+
+
+def _timed_buttons(
+    card: ApprovalCard,
+    action: Literal["grant", "never"],
+    durations: tuple[str, ...],
+    words: _Timed,
+) -> list[Button]:
+    """One button per duration, each confirmed first (it decides later calls too)."""
     label = tool_label(card)
     target = Target(run_id=card.run_id, tool_call_id=card.tool_call_id, ask=card.ask)
     return [
         Button(
-            action="grant",
-            label=texts.GRANT.format(duration=duration),
+            action=action,
+            label=words.label.format(duration=duration),
             target=replace(target, grant_for=duration),
+            style=words.style,
             confirm=Confirm(
-                title=texts.GRANT_CONFIRM_TITLE,
-                text=rich(texts.GRANT_CONFIRM_TEXT, tool=Code(text=label), duration=duration),
-                yes=texts.CONFIRM_YES,
+                title=words.title,
+                text=rich(words.text, tool=Code(text=label), duration=duration),
+                yes=words.yes,
                 no=texts.CONFIRM_NO,
             ),
-            tooltip=texts.GRANT_TOOLTIP.format(duration=duration, tool=label),
+            tooltip=words.tooltip.format(duration=duration, tool=label),
         )
-        for duration in dict.fromkeys(card.grant_for)
+        for duration in dict.fromkeys(durations)
     ]
 
 

@@ -16,7 +16,7 @@ from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ConversationReference
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot import REASON_INPUT, Click, IncomingMessage, MessageRef, ThreadKey
+from bot import REASON_INPUT, Click, ClickAction, IncomingMessage, MessageRef, ThreadKey
 
 from .cards import (
     FIELD_INPUT_PREFIX,
@@ -54,19 +54,7 @@ class _ActionData(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["approval", "question", "notice"]
-    action: Literal[
-        "approve",
-        "decline",
-        "edit",
-        "grant",
-        "never",
-        "respond",
-        "approve_all",
-        "decline_all",
-        "answer",
-        "cancel",
-        "revoke",
-    ]
+    action: ClickAction
     run_id: str = Field(min_length=1)
     tool_call_id: str = Field(min_length=1)
     reason: str | None = None

@@ -3,39 +3,25 @@ that long, every later call of the tool in that thread, without a card."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-from bot import ApprovalCard, ApprovalPolicy, ChatBot, Click, Notice
+from bot import ApprovalCard, ChatBot, Click, Notice
 from bot.compose import compose
 from bot.document import Button
 
-from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, refund_agent
+from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message
+from .test_grants import ask, grant
+from .test_grants import wired as granting
 
 POLICY = '[tools.refund]\nnever_for = ["1h"]\n'
 
 
 def wired(policy: str = POLICY) -> tuple[ChatBot, RecordingMessenger, list[str]]:
-    ran: list[str] = []
-    bot = ChatBot(refund_agent(ran), policy=ApprovalPolicy.from_toml(policy))
-    messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    return bot, messenger, ran
+    return granting(policy)
 
 
 def never(card: ApprovalCard, duration: str = "1h", user: str = "U2") -> Click:
-    return Click(
-        thread=THREAD,
-        user_id=user,
-        run_id=card.run_id,
-        tool_call_id=card.tool_call_id,
-        action="never",
-        grant_for=duration,
-    )
-
-
-async def ask(bot: ChatBot, text: str, **kw: Any) -> None:
-    await bot.on_message(message(text, user="U1", **kw))
-    await bot.drain()
+    return replace(grant(card, duration, user), action="never")
 
 
 async def test_never_declines_this_call_and_later_ones_here_until_revoked() -> None:
