@@ -384,7 +384,7 @@ class Decisions:
             assert refusal is not None
             return self._refuse(refusal[0], outcome=refusal[1])
         place = await self._presenter.card_place(call)
-        batch = await self._presenter.batch_of(place) if place is not None else None
+        batch = await self._presenter.batches.of(place) if place is not None else None
         if place is None or batch is None:
             return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
         decided: list[ClickResult] = []
@@ -401,7 +401,7 @@ class Decisions:
         if refused:
             why = "; ".join(dict.fromkeys(r.message or "" for r in refused))
             said = (texts.BATCH_SOME_REFUSED.format(count=len(refused), why=why),)
-        shown = await self._presenter.batch_of(place)
+        shown = await self._presenter.batches.of(place)
         return ClickResult(accepted=True, card=shown or decided[-1].card, said=said)
 
     async def _vote(self, click: Click, call: PendingInfo, quorum: int) -> ClickResult:

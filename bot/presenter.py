@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from cachetools import TTLCache
@@ -21,8 +21,8 @@ from agents import (
 )
 
 from . import texts
+from .batches import Batches
 from .chat_state import CardCopy, CardPlace, ShownState, ask_of, batch_key
-from .documents import dump_view, load_view
 from .following import Following
 from .followups import FollowUps
 from .links import LinkFor, Links
@@ -56,9 +56,6 @@ log = logging.getLogger(__name__)
 CHANNEL_TTL = 300.0
 """How long (seconds) a platform's answer on whether it knows a channel is kept."""
 CHANNELS_KEPT = 1_000
-BATCH_KEPT = timedelta(days=1)
-"""How long after the last of its calls could be decided a card of several calls is kept
-(its lines are redrawn from it: an expiry, a stop)."""
 
 
 class Presenter:
@@ -90,6 +87,8 @@ class Presenter:
         self._top = (agent_id,)
         self._links = links
         self.followups = followups
+        self.batches = Batches(chat)
+        """Cards of several calls: how each of their calls reads now."""
         """Which runs' answers name their request (their thread went on while they waited)."""
         self._schema_of = schema_of
         self._chat = chat
@@ -236,7 +235,7 @@ class Presenter:
         key = batch_key(infos[0])
         place = CardPlace(thread=thread, ref=ref, batch=key)
         try:
-            await self._keep_batch(key, view)
+            await self.batches.keep(key, view)
         except Exception:  # its calls are still decided one by one; only the redraw suffers
             log.exception("could not keep the card of %s calls of %s", len(infos), key)
         for info in infos:
@@ -256,50 +255,6 @@ class Presenter:
                 await self.inboxes_changed(messenger, thread, info.tool_name, info.requester)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
-
-    async def _keep_batch(self, key: str, batch: BatchCard) -> None:
-        """Keep how each call of a card of several reads now, until a day after the last
-        of them could be decided."""
-        last = max(card.expires_at for card in batch.cards)
-        ttl = (last - datetime.now(UTC) + BATCH_KEPT).total_seconds()
-        await self._chat.set_note(key, dump_view(batch).decode(), ttl=max(ttl, 1.0))
-
-    async def batch_of(self, place: CardPlace) -> BatchCard | None:
-        """How a card of several calls reads now (``None``: not one, or no longer kept)."""
-        if place.batch is None:
-            return None
-        stored = await self._chat.note(place.batch)
-        if stored is None:
-            return None
-        view = load_view(stored)
-        return view if isinstance(view, BatchCard) else None
-
-    async def _show_in_batch(
-        self, messenger: Messenger, place: CardPlace, card: ApprovalCard
-    ) -> View:
-        """Redraw a card of several calls with one of them as ``card`` now reads, under
-        the card's lock (two calls decided at once each keep the other's line)."""
-        assert place.batch is not None
-        try:
-            async with self._chat.card_lock(card.run_id, place.batch):
-                return await self._redraw_batch(messenger, place, card)
-        except LockTimeout:
-            return await self._redraw_batch(messenger, place, card)
-
-    async def _redraw_batch(
-        self, messenger: Messenger, place: CardPlace, card: ApprovalCard
-    ) -> View:
-        batch = await self.batch_of(place)
-        if batch is None:
-            log.warning("the card of %s is no longer kept; showing one call", place.batch)
-            await self.update(messenger, place.thread, place.ref, card)
-            return card
-        cards = tuple(card if c.tool_call_id == card.tool_call_id else c for c in batch.cards)
-        shown = BatchCard(cards=cards)
-        assert place.batch is not None
-        await self._keep_batch(place.batch, shown)
-        await self.update(messenger, place.thread, place.ref, shown)
-        return shown
 
     async def _route(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, *, look_first: bool
@@ -430,7 +385,11 @@ class Presenter:
         each copy. What its message now shows (a card of several calls, on one)."""
         shown: View = view
         if isinstance(view, ApprovalCard) and place.batch is not None:
-            shown = await self._show_in_batch(messenger, place, view)
+
+            async def show(drawn: View) -> None:
+                await self.update(messenger, place.thread, place.ref, drawn)
+
+            shown = await self.batches.redraw(place, view, show)
         elif isinstance(view, ApprovalCard) and place.copies:
             for copy in place.copies:
                 shown = await self._copy(view, place.thread, copy.to)
