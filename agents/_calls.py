@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -85,6 +85,8 @@ class Outcome:
 
     result: ToolResultPart | None = None
     pending: list[PendingCall] | None = None
+    declined_by: str | None = None
+    """Who said not to ask again, when a standing decline settled it (``Refusal``)."""
 
 
 class Calls:
@@ -171,7 +173,8 @@ class Calls:
         """Decline a call a standing decline covers: on record (``declined``, as whoever
         said not to ask again), and the model told why."""
         await self._standing_entry(snap, call, tool.dump_args(args), "declined", by.by, by.reason)
-        return error_outcome(call, texts.DECLINED + texts.DECLINED_REASON.format(reason=by.reason))
+        said = texts.DECLINED + texts.DECLINED_REASON.format(reason=by.reason)
+        return replace(error_outcome(call, said), declined_by=by.by)
 
     async def _standing_entry(
         self,
@@ -381,11 +384,14 @@ def error_outcome(
     )
 
 
-def error_chunk(snap: RunSnapshot, call: ToolCallPart, text: str) -> ToolErrorChunk:
+def error_chunk(
+    snap: RunSnapshot, call: ToolCallPart, text: str, *, declined_by: str | None = None
+) -> ToolErrorChunk:
     return ToolErrorChunk(
         run_id=snap.run_id,
         agent_path=tuple(snap.agent_path),
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
         error=text,
+        declined_by=declined_by,
     )

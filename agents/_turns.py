@@ -362,7 +362,8 @@ class Turns(Saves):
             if gated is not None:
                 outcomes[call.tool_call_id] = gated
                 if gated.result is not None:
-                    yield error_chunk(snap, call, gated.result.content)
+                    said = gated.result.content
+                    yield error_chunk(snap, call, said, declined_by=gated.declined_by)
                 continue
             runs.append(self.execute(agent, snap, call, tool, args, outcomes))
             starting.append(call.tool_call_id)

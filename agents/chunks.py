@@ -109,7 +109,10 @@ class ToolResultChunk:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolErrorChunk:
-    """A tool call failed (bad arguments, an exception, a decline or an expiry)."""
+    """A tool call failed (bad arguments, an exception, a decline or an expiry).
+
+    ``declined_by``: a standing decline declined it without asking anyone (a person said
+    not to ask again: ``Refusal``); who said so."""
 
     type: Literal["tool-error"] = "tool-error"
     run_id: str
@@ -117,6 +120,7 @@ class ToolErrorChunk:
     tool_call_id: str
     tool_name: str
     error: str
+    declined_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

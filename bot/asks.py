@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final, Literal
 from jsonschema.exceptions import SchemaError
 from pydantic import AnyHttpUrl, BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 
-from agents import Decision, PendingCall, RunSnapshot, ToolCallPart
+from agents import Decision, PendingCall, RunSnapshot, ToolCallPart, ToolResultPart
 from agents.tools import schema_model
 
 from .clients import Client, requested_call
@@ -28,6 +28,8 @@ _DECIDED: dict[str, Status] = {
     "decline": "declined",
     "expire": "expired",
     "resume": "approved",
+    # Answered for by a person: the call did not run; their words are the reason.
+    "respond": "declined",
 }
 
 
@@ -126,7 +128,7 @@ def approval_of(snap: RunSnapshot) -> Approval:
                 "status": status,
                 "args": decision.args if decision.args is not None else found.requested_args,
                 "decided_by": decision.decided_by,
-                "reason": decision.reason,
+                "reason": decision.reason or decision.response,
                 "decided_at": decision.decided_at,
             }
         )
@@ -134,7 +136,12 @@ def approval_of(snap: RunSnapshot) -> Approval:
         return found.model_copy(
             update={"status": "cancelled", "decided_by": snap.stop.by, "decided_at": snap.stop.at}
         )
-    if call is not None and pending is None and call.tool_call_id in snap_results(snap):
+    result = _result_of(snap, call.tool_call_id) if call is not None and pending is None else None
+    if result is not None and result.is_error:
+        # Declined without a card: someone said not to ask again in its thread.
+        update = {"status": "declined", "reason": result.content, "decided_at": snap.updated_at}
+        return found.model_copy(update=update)
+    if result is not None:
         # Approved without a card: a grant standing for calls like it.
         return found.model_copy(update={"status": "approved", "decided_at": snap.updated_at})
     return found
@@ -149,12 +156,11 @@ def _state(
     return snap.find_pending(call.tool_call_id), snap.decisions.get(call.tool_call_id)
 
 
-def snap_results(snap: RunSnapshot) -> set[str]:
-    """The calls of a run that have a result."""
-    done = {r.tool_call_id for r in snap.tool_results} | set(snap.results)
-    for message in snap.messages:
-        done |= {result.tool_call_id for result in message.tool_results}
-    return done
+def _result_of(snap: RunSnapshot, tool_call_id: str) -> ToolResultPart | None:
+    """The result a run has for one of its calls, if any."""
+    found = [*snap.tool_results, *snap.results.values()]
+    found += [result for message in snap.messages for result in message.tool_results]
+    return next((r for r in found if r.tool_call_id == tool_call_id), None)
 
 
 def _call_of(snap: RunSnapshot) -> ToolCallPart | None:

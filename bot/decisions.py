@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from agents import (
     Agent,
@@ -249,7 +249,7 @@ class Decisions:
             return await self._check(located)
         if call is None:
             return click, None, (await self._record.why_not_pending(click), "stale")
-        if call.kind != "approval" and click.action in ("approve", "edit", "grant", "respond"):
+        if call.kind != "approval" and click.action in _APPROVAL_ONLY:
             return click, None, ((texts.CLICK_NOT_AN_APPROVAL,), "stale")
         if call.kind == "approval" and click.action in ("answer", "cancel"):
             return click, None, ((texts.CLICK_NOT_A_QUESTION,), "stale")
@@ -267,8 +267,9 @@ class Decisions:
                 call, click.user_id, declining=declining, allowed=allowed
             )
         else:
+            # A never declines others' later calls too: only who may approve may.
             action: Literal["approve", "decline"] = (
-                "decline" if click.action in ("decline", "never") else "approve"
+                "decline" if click.action == "decline" else "approve"
             )
             refusal = self._policy.check(
                 call.tool_name,
@@ -379,13 +380,14 @@ class Decisions:
         waiting, decided on its own as a click on its line would (so each is checked,
         claimed and audited alone); the card as it then reads."""
         action: ClickAction = "approve" if click.action == "approve_all" else "decline"
-        click, call, refusal = await self._check(replace(click, action=action))
-        if call is None:
-            assert refusal is not None
-            return self._refuse(refusal[0], outcome=refusal[1])
-        place = await self._presenter.card_place(call)
+        # Found by the card it names, decided or not: someone may have decided that one
+        # call a moment ago, and the others still wait. Each is checked on its own below.
+        place = await self._chat.card_of(click.run_id, click.ask) if click.ask else None
         batch = await self._presenter.batches.of(place) if place is not None else None
         if place is None or batch is None:
+            _, _, refusal = await self._check(replace(click, action=action))
+            if refusal is not None:
+                return self._refuse(refusal[0], outcome=refusal[1])
             return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
         decided: list[ClickResult] = []
         refused: list[ClickResult] = []
@@ -565,7 +567,11 @@ class Decisions:
         if place is None or place.batch is None:
             return False, None
         messenger = self._presenter.messenger(click.thread.platform)
-        shown = await self._presenter.show_card(messenger, place, card)
+        try:
+            shown = await self._presenter.show_card(messenger, place, card)
+        except Exception:  # the decision stands and its run goes on: shown behind, again
+            log.exception("could not redraw the card of %s", place.batch)
+            return False, None
         on_it = click.message_ref is not None and place.holds(click.message_ref)
         return True, shown if isinstance(shown, BatchCard) and on_it else None
 
@@ -717,6 +723,12 @@ class Decisions:
             await self._presenter.consume(
                 click.thread, messenger, stream, requester=call.requester, resumed=True
             )
+
+
+_APPROVAL_ONLY: Final = frozenset(
+    {"approve", "edit", "grant", "never", "respond", "approve_all", "decline_all"}
+)
+"""What only an approval card has (a question is answered, declined or cancelled)."""
 
 
 def _response(click: Click) -> str:

@@ -10,17 +10,20 @@ later and below other answers, starts by naming its request (``about``).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, Protocol
 
 from agents import Agent, PendingInfo, RunNotFoundError, RunSnapshot
 
 from . import texts
-from .chat_state import NoteState
+from .chat_state import NoteState, RecordState
 from .compose import args_line
 from .outcome import clipped
+
+log = logging.getLogger(__name__)
 
 TALKED_OVER_FOR: Final = timedelta(days=1)
 """How long after its last call's expiry a talked-over run is remembered as one (its
@@ -33,6 +36,10 @@ NOTE_ARGS: Final = 300
 _NOTES = re.compile(r"\A\s*(?:\[[^\n]*\]\s*\n)+")
 """Bracketed lines the chat layer puts before a request (what the person looks at, what
 waits): context for the model, not the person's words."""
+
+
+class FollowUpState(NoteState, RecordState, Protocol):
+    """Where talked-over runs are noted (a note, taken by the answer that names it)."""
 
 
 def request_text(run: RunSnapshot) -> str:
@@ -56,7 +63,7 @@ class FollowUps:
         chat: Where talked-over runs are noted.
     """
 
-    def __init__(self, agent: Agent, chat: NoteState) -> None:
+    def __init__(self, agent: Agent, chat: FollowUpState) -> None:
         self._agent = agent
         self._chat = chat
 
@@ -98,8 +105,13 @@ class FollowUps:
 
     async def about(self, run_id: str) -> str | None:
         """The request a run's answer names first: the run's words, when its thread went
-        on while it waited; ``None`` when it did not (its answer follows its request)."""
-        request = await self._chat.note(talked_over_key(run_id))
+        on while it waited (once: the note is taken); ``None`` when it did not (its answer
+        follows its request), or when the chat state cannot say (the answer goes on)."""
+        try:
+            request = await self._chat.take_note(talked_over_key(run_id))
+        except Exception as exc:
+            log.warning("could not read whether run %s was talked over: %s", run_id, exc)
+            return None
         return clipped(request, texts.REQUEST_SHOWN) if request else None
 
     async def _request(self, run_id: str) -> str:

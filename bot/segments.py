@@ -105,6 +105,12 @@ class Segments:
                 await self._show_held(messenger, thread, held)
                 if isinstance(chunk, ToolCallChunk | ToolResultChunk | ToolErrorChunk):
                     await self._step(answer, chunk)
+                    if isinstance(chunk, ToolErrorChunk) and chunk.declined_by is not None:
+                        # Declined without a card: the thread hears why, and from whom.
+                        await answer.pause()
+                        said = texts.NEVER_RAN.format(tool=chunk.tool_name)
+                        who = self._presenter.people.who(thread, chunk.declined_by)
+                        await self._presenter.say(messenger, thread, Notice(text=said, also=(who,)))
                 elif isinstance(chunk, ToolCallApprovalChunk | ToolCallSuspendedChunk):
                     # The text so far introduces the card: keep it above the card.
                     await self._waiting(answer, thread, chunk.payload)

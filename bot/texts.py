@@ -25,25 +25,19 @@ APPROVAL_WORDS: Final = frozenset(
         "approve",
         "approved",
         "approve it",
-        "yes",
-        "y",
-        "ok",
-        "okay",
         "lgtm",
-        "go",
-        "go ahead",
         "decline",
         "declined",
+        "decline it",
         "deny",
         "denied",
-        "no",
-        "n",
         "reject",
         "rejected",
     }
 )
 """A message that is only one of these, while an approval waits, is someone deciding by
-text: they are told only the card decides it (a new turn would only confuse them)."""
+text: they are told only the card decides it. Only words that name a decision: a "yes"
+or "ok" may answer what the conversation asked since, so it is a new turn."""
 WAITING_NOTE: Final = (
     "[Still waiting in this thread at {now}, not run yet: `{tool}` ({args}), asked by "
     '{requester} for "{request}". It runs only once someone decides it on its approval '
@@ -114,8 +108,11 @@ GRANTED_RUN: Final = (
     "(reply `revoke` to end this thread's grants)."
 )
 GRANT_NOT_OFFERED: Final = "This request can't be approved for the thread; approve it on its own."
-GRANTS_REVOKED: Final = "Ended {count} grant(s) in this thread: each call asks for approval again."
-NO_GRANTS: Final = "There are no grants in this thread to end."
+GRANTS_REVOKED: Final = (
+    "Ended {count} grant(s) or standing decline(s) in this thread: each call asks for "
+    "approval again."
+)
+NO_GRANTS: Final = "There are no grants or standing declines in this thread to end."
 FEEDBACK_THANKS: Final = "Thanks: your rating of this answer is noted."
 FEEDBACK_UNKNOWN: Final = "That answer is not known here any more."
 GRANT_ENDED: Final = (
@@ -126,8 +123,10 @@ GRANT_UNKNOWN: Final = "That grant is not known in this thread."
 GRANT_NOT_YOURS: Final = (
     "Only the requester, whoever granted it, or an approver of `{tool}` can end this grant."
 )
-GRANTS_GIVEN_ENDED: Final = "Ended {count} grant(s) you gave: those calls ask for approval again."
-NO_GRANTS_GIVEN: Final = "You have no grants running."
+GRANTS_GIVEN_ENDED: Final = (
+    "Ended {count} grant(s) or standing decline(s) you gave: those calls ask for approval again."
+)
+NO_GRANTS_GIVEN: Final = "You have no grants or standing declines running."
 REVOKE_WORDS: Final = frozenset({"revoke", "revoke grants"})
 """A message that is only one of these ends the thread's grants."""
 APPROVALS_USAGE: Final = (
@@ -320,6 +319,11 @@ NEVER_STANDING: Final = (
     "it again here unless someone says that has ended"
 )
 """Why a call a standing decline covers was declined without asking (the model reads it)."""
+NEVER_RAN: Final = (
+    "`{tool}` was declined without asking: someone said not to ask again in this thread "
+    "for a while (`revoke` here ends it)."
+)
+"""Said in the thread of a call a standing decline declined (naming who said so)."""
 NEVER_NOT_OFFERED: Final = (
     "This card does not offer declining for a while (the policy's `never_for`)."
 )

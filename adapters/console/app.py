@@ -354,7 +354,7 @@ class ConsoleAdapter:
             case "r" | "respond" if card.respond and may.approve and rest.strip():
                 await self._click(ref, card, "respond", values={RESPONSE_INPUT: rest.strip()})
                 return
-            case "never" if card.never_for and may.decline and _offered(card.never_for, rest):
+            case "never" if card.never_for and may.approve and _offered(card.never_for, rest):
                 duration = rest.strip() or card.never_for[0]
                 await self._click(ref, card, "never", grant_for=duration)
                 return
@@ -576,7 +576,7 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool, together: int =
     if together > 1:
         shown, said = texts.ALL_OPTION
         options.append((shown.format(count=together), said.format(count=together)))
-    if may.decline and card.never_for:
+    if may.approve and card.never_for:
         shown, said = texts.NEVER_OPTION
         durations = " / ".join(card.never_for)
         options.append(

@@ -78,8 +78,9 @@ FIELD_INPUT_PREFIX: Final = "field:"
 data, so an input named like one of its keys (``run_id``) must not replace it."""
 
 _MAX_ACTIONS: Final = 6
-"""Teams shows at most six actions of a card: those beyond (a card's last "Approve for
-this thread" buttons) are left out."""
+"""Teams shows at most six actions of a card: those beyond go under a sixth, "More…"
+(``_fitted``), so none is lost (a card's last "Approve for this thread" and "Decline,
+don't ask again here" buttons)."""
 _MAX_ITEMS: Final = 10
 """Items a list shows when its drawing sets no cap of its own."""
 _STYLES: Final = {"primary": "positive", "danger": "destructive", "plain": None}
@@ -194,6 +195,15 @@ def button_data(button: Button, *, shown_in: str | None = None) -> dict[str, str
             assert_never(button.action)
 
 
+def _fitted(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most ``_MAX_ACTIONS`` actions: past five, the rest are shown by a sixth."""
+    if len(actions) <= _MAX_ACTIONS:
+        return actions
+    keep = _MAX_ACTIONS - 1
+    more = {"type": "AdaptiveCard", "body": [], "actions": actions[keep:][:_MAX_ACTIONS]}
+    return [*actions[:keep], {"type": "Action.ShowCard", "title": texts.MORE_ACTIONS, "card": more}]
+
+
 # -- internals -------------------------------------------------------------------
 
 
@@ -247,7 +257,7 @@ class _Pen:
         if refresh is not None:
             content["refresh"] = refresh
         if actions:
-            content["actions"] = actions[:_MAX_ACTIONS]
+            content["actions"] = _fitted(actions)
         return content
 
     def text(self, text: Rich, *, limit: int | None = None) -> str:

@@ -50,3 +50,6 @@ STREAM_MORE_STEPS: Final = "…and {count} more"
 
 CARD_REFRESH: Final = "Refresh"
 CARD_UNKNOWN: Final = "This card is no longer known to the bot."
+
+MORE_ACTIONS: Final = "More…"
+"""The action that shows the buttons a card has beyond the six Teams shows."""

@@ -146,3 +146,28 @@ async def test_someone_not_allowed_approves_nothing_of_it() -> None:
     refused = await bot.on_click(replace(on(batch, "approve_all"), user_id="U2"))
     assert not refused.accepted
     assert ran.count == 0
+
+
+async def test_approve_all_from_a_card_not_redrawn_yet_decides_the_others() -> None:
+    """Its button names the first call, which someone decided a moment ago: the others
+    still wait, and each is decided (and checked) on its own."""
+    bot, _, batch, ran = await asked()
+    await bot.on_click(on(batch, "decline", index=0))
+    await bot.drain()
+    result = await bot.on_click(on(batch, "approve_all"))  # the card as first shown
+    await bot.drain()
+    assert result.accepted
+    assert sorted(call["service"] for call in ran.calls) == ["web", "worker"]
+
+
+async def test_approve_all_approves_only_what_the_clicker_may() -> None:
+    policy = (
+        BATCHED + "[[tools.restart_service.tiers]]\n"
+        'when = \'args.service == "api"\'\napprovers = ["U9"]\n'
+    )
+    bot, _, batch, ran = await asked(policy)
+    result = await bot.on_click(on(batch, "approve_all"))
+    await bot.drain()
+    assert result.accepted
+    assert sorted(call["service"] for call in ran.calls) == ["web", "worker"]
+    assert "1 of them were not decided" in (result.message or "")

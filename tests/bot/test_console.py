@@ -296,7 +296,7 @@ async def test_approvals_lists_what_waits_in_other_threads_and_decides_it(tmp_pa
     assert "Nothing waits for your decision." in out
     assert "✅ Approved delete_record (record_id: abc-123)" in out  # the recent decisions
     revoked = await console_demo(tmp_path, "/approvals revoke")
-    assert "(only you see this) You have no grants running." in revoked
+    assert "(only you see this) You have no grants or standing declines running." in revoked
 
 
 async def test_y_and_n_answer_a_card_too() -> None:

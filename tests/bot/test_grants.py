@@ -73,7 +73,9 @@ async def test_revoke_ends_the_threads_grants() -> None:
     await bot.on_click(grant(card, "1d"))
     await bot.drain()
     await ask(bot, "revoke")
-    assert "Ended 1 grant(s) in this thread" in messenger.views(Notice)[-1].text
+    assert (
+        "Ended 1 grant(s) or standing decline(s) in this thread" in messenger.views(Notice)[-1].text
+    )
     await ask(bot, "A-2")
     assert ran == ["A-1"]
     assert len(messenger.views(ApprovalCard)) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot import ApprovalCard, ChatBot, Click, Notice
+from bot import ApprovalCard, ChatBot, Click, Notice, texts
 from bot.compose import compose
 from bot.document import Button
 
@@ -49,6 +49,10 @@ async def test_never_declines_this_call_and_later_ones_here_until_revoked() -> N
     await bot.drain()
     assert ran == []
     assert len(messenger.views(ApprovalCard)) == 1
+    (said,) = [
+        n for n in messenger.views(Notice) if n.text == texts.NEVER_RAN.format(tool="refund")
+    ]
+    assert [p.id for p in said.also] == ["U2"]
     audit = await bot.agent.audit(thread_id=THREAD.id)
     declined = [e for e in audit if e.event == "declined"]
     assert [(e.actor, e.tool_call_id == card.tool_call_id) for e in declined] == [
@@ -63,7 +67,7 @@ async def test_never_declines_this_call_and_later_ones_here_until_revoked() -> N
 
     # Ended from the approvals list (or "revoke" in the thread): asked again.
     said = await bot.revoke_given(THREAD, "U2")
-    assert said == ("Ended 1 grant(s) you gave: those calls ask for approval again.",)
+    assert said == (texts.GRANTS_GIVEN_ENDED.format(count=1),)
     await ask(bot, "A-4")
     assert len(messenger.views(ApprovalCard)) == 3
     assert ran == []
@@ -76,7 +80,9 @@ async def test_revoke_in_the_thread_ends_a_standing_decline() -> None:
     await bot.on_click(never(card))
     await bot.drain()
     await ask(bot, "revoke")
-    assert "Ended 1 grant(s) in this thread" in messenger.views(Notice)[-1].text
+    assert (
+        "Ended 1 grant(s) or standing decline(s) in this thread" in messenger.views(Notice)[-1].text
+    )
     await ask(bot, "A-2")
     assert len(messenger.views(ApprovalCard)) == 2
 
@@ -94,3 +100,13 @@ async def test_only_a_duration_the_policy_offers_declines_for_a_while() -> None:
     (other,) = plain_messenger.views(ApprovalCard)
     assert other.never_for == ()
     assert not (await plain.on_click(never(other))).accepted
+
+
+async def test_a_requester_who_may_not_approve_may_not_decline_for_everyone() -> None:
+    bot, messenger, _ = wired('[tools.refund]\nnever_for = ["1h"]\napprovers = ["U9"]\n')
+    await ask(bot, "A-1")
+    (card,) = messenger.views(ApprovalCard)
+    refused = await bot.on_click(never(card, user="U1"))  # their own request
+    assert not refused.accepted
+    assert await bot.agent.waiting_call(card.run_id, card.tool_call_id) is not None
+    assert (await bot.on_click(never(card, user="U9"))).accepted

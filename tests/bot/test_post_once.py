@@ -279,7 +279,7 @@ async def test_a_notice_said_before_a_crash_is_not_said_again_to_that_message() 
     assert messenger.views(Notice) == [waits]
 
     # Another message is told again, and so is this one, were its notice lost.
-    await bot.replies.stream_for(message("yes"), messenger, "run_inbox_8", retry=True)
+    await bot.replies.stream_for(message("lgtm"), messenger, "run_inbox_8", retry=True)
     messenger.marked.clear()
     await bot.replies.stream_for(message("approve"), messenger, "run_inbox_7", retry=True)
     assert messenger.views(Notice) == [waits] * 3

@@ -23,6 +23,7 @@ from bot import (
     PolicyError,
     Posted,
     ThreadKey,
+    texts,
 )
 
 from .helpers import OTHER_THREAD, THREAD, RecordingMessenger, message, refund_agent
@@ -379,13 +380,13 @@ async def test_grants_end_from_their_notice_or_all_at_once() -> None:
     assert ran == ["C-1", "C-2"]
     assert len(messenger.views(ApprovalCard)) == 2
 
-    assert (await bot.revoke_given(THREAD, "U2")) == ("You have no grants running.",)
+    assert (await bot.revoke_given(THREAD, "U2")) == (texts.NO_GRANTS_GIVEN,)
     (second,) = messenger.views(ApprovalCard)[1:]
     again_granted = replace(granted, run_id=second.run_id, tool_call_id=second.tool_call_id)
     assert (await bot.on_click(again_granted)).accepted
     await bot.drain()
     said = await bot.revoke_given(THREAD, "U2")
-    assert said == ("Ended 1 grant(s) you gave: those calls ask for approval again.",)
+    assert said == (texts.GRANTS_GIVEN_ENDED.format(count=1),)
     assert (await bot.inbox(THREAD, "U2")).grants == 0
 
 

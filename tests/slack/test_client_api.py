@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION
+from adapters.slack.wire import APPROVE_ACTION, DECLINE_ACTION, RESPOND_ACTION
 from agents import Store
 from bot import ApprovalPolicy
 from bot.callbacks import SIGNATURE, signature
@@ -27,6 +27,7 @@ from .fake_slack import FakeSlack, Posted
 from .harness import ALICE, BOB, BotServer, block_actions, view_submission
 from .scripted import Ran, build_agent
 from .test_approvals import card_text, has_buttons
+from .test_questions import submission
 
 CI_CHANNEL = "C0DEPLOYS"
 TOKEN = "ci-token-0123456789abcdef"
@@ -275,3 +276,25 @@ async def test_the_decision_is_posted_signed_to_the_callback_until_taken(
     await ci.bot.bot.send_reminders()
     assert len(receiver.got) == 3
     assert await ci.bot.bot.chat.record(f"callback:{asked['id']}") is None
+
+
+async def test_a_response_in_the_tools_place_is_a_decline_with_the_persons_words(
+    serve: StartBot, store: Store, ran: Ran, slack: FakeSlack
+) -> None:
+    slack.add_channel(CI_CHANNEL, name="deploys")
+    policy = ApprovalPolicy.from_toml("[default]\nrespond = true\n")
+    api = Api(await serve(build_agent(store, ran), policy=policy, clients=CLIENTS))
+    _, asked = await api.ask()
+    card = await the_card(slack)
+    assert await api.bot.press(card, RESPOND_ACTION, user=BOB) == 200
+    await slack.wait_for(lambda: bool(slack.of("views.open")), what="views.open")
+    view = slack.of("views.open")[0].args["view"]
+    sent = submission(view, {"response": "Shipped v2 by hand."}, user=BOB)
+    assert await api.bot.interact(sent) == (200, "")
+    status, decided = await api.get(asked["id"], wait=10)
+    assert status == 200
+    assert (decided["status"], decided["decided_by"], decided["reason"]) == (
+        "declined",
+        BOB,
+        "Shipped v2 by hand.",
+    )

@@ -112,7 +112,7 @@ async def test_the_thread_goes_on_while_a_card_waits_and_the_card_still_decides(
     await teams.bot.drain()
     thread = in_thread(THREAD_1)
     assert connector.texts(thread)[-1] == "You said: status of web? (still waiting here: deploy)"
-    await teams.post(act.channel_post(connector.url, "yes", root=THREAD_1))
+    await teams.post(act.channel_post(connector.url, "lgtm", root=THREAD_1))
     await teams.bot.drain()
     assert "only the Approve and Decline buttons" in connector.texts(thread)[-1]
     assert teams.deployed == []

@@ -99,10 +99,13 @@ def test_a_card_without_durations_or_decided_has_no_grant_actions() -> None:
     assert "actions" not in drawn(decided)
 
 
-def test_teams_gets_at_most_six_actions_and_approve_decline_and_edit_stay() -> None:
-    many = tuple(f"{n}h" for n in range(1, 10))
+def test_teams_gets_at_most_six_actions_and_the_rest_under_more() -> None:
+    many = ("1h", "2h", "3h")
     editable = approval(
-        grant_for=many, editable=True, fields=(PromptField(name="order", label="Order"),)
+        grant_for=many,
+        never_for=("1h",),
+        editable=True,
+        fields=(PromptField(name="order", label="Order"),),
     )
     card = drawn(editable)
     assert [title for _, title in top_actions(card)] == [
@@ -111,8 +114,14 @@ def test_teams_gets_at_most_six_actions_and_approve_decline_and_edit_stay() -> N
         "Edit",
         "Approve for this thread (1h)",
         "Approve for this thread (2h)",
-        "Approve for this thread (3h)",
+        "More…",
     ]
+    (more,) = [a for a in card["actions"] if a["title"] == "More…"]
+    assert [a["title"] for a in more["card"]["actions"]] == [
+        "Approve for this thread (3h)",
+        "Decline, don't ask again here (1h)",
+    ]
+    assert [a["verb"] for a in more["card"]["actions"]] == ["grant", "never"]
 
 
 def test_a_card_approved_by_a_grant_says_for_how_long() -> None:

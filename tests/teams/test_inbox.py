@@ -378,13 +378,13 @@ async def test_approvals_revoke_ends_the_grants_you_gave_and_the_next_call_asks_
 
     (said,) = await desk.command("approvals revoke")
 
-    assert said.text == "Ended 1 grant(s) you gave: those calls ask for approval again."
+    assert said.text == core_texts.GRANTS_GIVEN_ENDED.format(count=1)
     posted = await desk.ask_in(asked.root)
     assert [c.card_kind for c in posted if c.card is not None] == ["approval"]
     assert desk.ran == [ASKED]
 
     (nothing,) = await desk.command("approvals revoke")
-    assert nothing.text == "You have no grants running."
+    assert nothing.text == core_texts.NO_GRANTS_GIVEN
 
 
 async def test_an_inbox_button_through_the_submit_fallback_decides_and_says_so(
