@@ -66,8 +66,8 @@ async def test_never_declines_this_call_and_later_ones_here_until_revoked() -> N
     assert len(messenger.views(ApprovalCard)) == 2
 
     # Ended from the approvals list (or "revoke" in the thread): asked again.
-    said = await bot.revoke_given(THREAD, "U2")
-    assert said == (texts.GRANTS_GIVEN_ENDED.format(count=1),)
+    ended = await bot.revoke_given(THREAD, "U2")
+    assert ended == (texts.GRANTS_GIVEN_ENDED.format(count=1),)
     await ask(bot, "A-4")
     assert len(messenger.views(ApprovalCard)) == 3
     assert ran == []
