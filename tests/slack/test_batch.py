@@ -3,15 +3,24 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.slack.wire import APPROVE_ACTION, APPROVE_ALL_ACTION, DECLINE_ALL_ACTION
 from agents import Store
-from bot import ApprovalPolicy
+from bot import ApprovalPolicy, BatchCard
+from bot.batches import Batches
+from bot.chat_state import CardPlace
+from tests.stores.conftest import DURABLE_KINDS, store_url
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
-from .harness import BOB, CHANNEL, BotServer, block_actions, mention_event
+from .harness import BOB, CHANNEL, BotServer, block_actions, mention_event, replicas_on
 from .scripted import Ran, build_agent
 from .test_approvals import card_text, has_buttons
 
@@ -74,3 +83,45 @@ async def test_one_card_for_three_calls_each_decided_alone_then_all(
     assert not has_buttons(card)
     answers = [m.text for m in slack.in_thread(CHANNEL, thread) if "deploy ok" in m.text]
     assert len(answers) == 1, "the run goes on once, when its last call is decided"
+
+
+@pytest.fixture(params=DURABLE_KINDS)
+async def replicas(
+    request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path, ran: Ran
+) -> AsyncIterator[list[BotServer]]:
+    """Two replicas, each with its own handle on one durable store."""
+    agent = partial(build_agent, ran=ran)
+    async with (
+        store_url(request.param, tmp_path) as url,
+        replicas_on(slack, url, agent, policy=BATCHED) as bots,
+    ):
+        yield bots
+
+
+async def test_two_calls_decided_at_once_on_two_replicas_both_show(
+    replicas: list[BotServer], slack: FakeSlack, ran: Ran, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each replica redraws the card from its kept state under the card's lock: neither
+    decision's line is lost to the other's redraw (each read is slowed, so without the
+    lock both would read the card before either kept its line)."""
+    read = Batches.of
+
+    async def slow(self: Batches, place: CardPlace) -> BatchCard | None:
+        found = await read(self, place)
+        await asyncio.sleep(0.2)
+        return found
+
+    monkeypatch.setattr(Batches, "of", slow)
+    a, b = replicas
+    root = mention_event("deploy api web")
+    assert await a.send_event(root) == 200
+    await a.idle()
+    (card,) = [m for m in slack.in_thread(CHANNEL, root["ts"]) if has_buttons(m)]
+    first, second = press(card, APPROVE_ACTION, line=0), press(card, APPROVE_ACTION, line=1)
+    answers = await asyncio.gather(a.interact(first), b.interact(second))
+    assert [*answers] == [(200, ""), (200, "")]
+    await a.idle()
+    await b.idle()
+    assert sorted(d["service"] for d in ran.deploys) == ["api", "web"]
+    assert card_text(card).count(f"Approved by <@{BOB}>") == 2
+    assert not has_buttons(card)
