@@ -164,7 +164,6 @@ class ChatBot:
             metrics=self.metrics,
             schema_of=agent.input_schema,
             links=self.links,
-            followups=FollowUps(agent, self.chat),
         )
         self.grants = Grants(
             agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
@@ -192,7 +191,7 @@ class ChatBot:
             policy=self.policy,
             presenter=self.presenter,
             grants=self.grants,
-            followups=self.presenter.followups,
+            followups=FollowUps(agent, self.chat),
             metrics=self.metrics,
         )
         self.stopper = Stopper(agent, self.presenter, self.metrics)

@@ -464,11 +464,17 @@ class Decisions:
             return None
         return texts.VOTE_SAME_GROUP.format(count=rule.distinct_groups, tool=call.tool_name)
 
-    async def _show(self, click: Click, call: PendingInfo, card: ApprovalCard | Prompt) -> None:
-        """Show a card's new state wherever it is (the clicked message, if it was never
-        recorded)."""
+    async def _show(
+        self,
+        click: Click,
+        call: PendingInfo,
+        card: ApprovalCard | Prompt,
+        place: CardPlace | None = None,
+    ) -> None:
+        """Show a card's new state wherever it is (``place``, looked up when not given;
+        the clicked message, if it was never recorded)."""
         messenger = self._presenter.messenger(click.thread.platform)
-        place = await self._presenter.card_place(call)
+        place = place or await self._presenter.card_place(call)
         if place is None and click.message_ref is not None:
             place = CardPlace(thread=click.place, ref=click.message_ref)
         if place is not None:
@@ -553,17 +559,17 @@ class Decisions:
             await self._grants.refuse(click.thread, call, click.grant_for, click.user_id)
         # A card of several calls is redrawn before the click is answered: the clicker
         # sees every line as it now reads (the others may be decided at the same time).
-        on_batch, batch = await self._batch_shown(click, call, card)
-        await self._follow(click, call, card, stream, shown=on_batch)
+        place = await self._presenter.card_place(call)
+        on_batch, batch = await self._batch_shown(click, place, card)
+        await self._follow(click, call, card, stream, shown=on_batch, place=place)
         return _decided(click, batch or card)
 
     async def _batch_shown(
-        self, click: Click, call: PendingInfo, card: ApprovalCard
+        self, click: Click, place: CardPlace | None, card: ApprovalCard
     ) -> tuple[bool, BatchCard | None]:
         """Show ``card`` as its line of a card of several calls, if it is on one: whether
         it was, and that card as it now reads when the click was on it (a click from an
         approvals list or a decision page shows its own call)."""
-        place = await self._presenter.card_place(call)
         if place is None or place.batch is None:
             return False, None
         messenger = self._presenter.messenger(click.thread.platform)
@@ -683,14 +689,17 @@ class Decisions:
         stream: AgentStream,
         *,
         shown: bool = False,
+        place: CardPlace | None = None,
     ) -> None:
-        """Update the clicked card (or question; unless it was ``shown`` already) and
-        continue the run, in the background."""
+        """Update the clicked card (or question, at ``place`` when known; unless it was
+        ``shown`` already) and continue the run, in the background."""
         self._presenter.settle(call.run_id)  # the decision is on record: a waiter may read it
         messenger = self._presenter.messenger(click.thread.platform)
         try:
             self._tasks.spawn(
-                self._after_decision(click, call, messenger, card, stream, shown=shown),
+                self._after_decision(
+                    click, call, messenger, card, stream, shown=shown, place=place
+                ),
                 name=f"decision:{call.run_id}",
             )
         except RuntimeError:
@@ -710,9 +719,11 @@ class Decisions:
         stream: AgentStream,
         *,
         shown: bool,
+        place: CardPlace | None,
     ) -> None:
+        place = place or await self._presenter.card_place(call)
         if not shown:
-            await self._show(click, call, card)
+            await self._show(click, call, card, place)
         async with self._threads.hold(click.thread.id):
             told = decision_notice(card, requester=call.requester, decider=click.user_id)
             if told is not None:
@@ -720,8 +731,9 @@ class Decisions:
                 requester, text = told
                 to = self._presenter.people.who(click.thread, requester)
                 await self._presenter.say(messenger, click.thread, Notice(text=text, to=to))
+            about = place.about if place is not None else None
             await self._presenter.consume(
-                click.thread, messenger, stream, requester=call.requester, resumed=True
+                click.thread, messenger, stream, requester=call.requester, about=about
             )
 
 

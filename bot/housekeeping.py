@@ -121,7 +121,7 @@ class Housekeeping:
                 info = item.pending
                 # Looked up under the thread's lock: a card posted just before the
                 # sweep is recorded by now.
-                await self._presenter.close_card(messenger, thread, info, "expired")
+                place = await self._presenter.close_card(messenger, thread, info, "expired")
                 template = (
                     texts.EXPIRED_APPROVAL if info.kind == "approval" else texts.EXPIRED_QUESTION
                 )
@@ -130,7 +130,11 @@ class Housekeeping:
                     messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
                 await self._presenter.consume(
-                    thread, messenger, item.stream, requester=info.requester, resumed=True
+                    thread,
+                    messenger,
+                    item.stream,
+                    requester=info.requester,
+                    about=place.about if place is not None else None,
                 )
 
     # -- reminders and escalations -----------------------------------------------

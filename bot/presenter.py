@@ -24,7 +24,6 @@ from . import texts
 from .batches import Batches
 from .chat_state import CardCopy, CardPlace, ShownState, ask_of, batch_key
 from .following import Following
-from .followups import FollowUps
 from .links import LinkFor, Links
 from .metrics import Metrics
 from .people import People, scope_of
@@ -68,7 +67,6 @@ class Presenter:
         policy: For how many approvals a card asks.
         metrics: Runs finished and failed are counted here.
         links: Decision links, for cards sent to people.
-        followups: Which runs' answers name their request.
         schema_of: A pending call's input schema, for the card's Edit form.
     """
 
@@ -81,15 +79,12 @@ class Presenter:
         policy: ApprovalPolicy,
         metrics: Metrics,
         links: Links,
-        followups: FollowUps,
         schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
     ) -> None:
         self._top = (agent_id,)
         self._links = links
-        self.followups = followups
         self.batches = Batches(chat)
         """Cards of several calls: how each of their calls reads now."""
-        """Which runs' answers name their request (their thread went on while they waited)."""
         self._schema_of = schema_of
         self._chat = chat
         self._kept_updates: set[str] = set()
@@ -490,12 +485,12 @@ class Presenter:
         call: PendingInfo,
         status: Literal["expired", "stopped"],
         by: str | None = None,
-    ) -> None:
+    ) -> CardPlace | None:
         """Show the card (or question) of a call that left its run undecided without its
-        buttons: expired (its run was interrupted), or stopped by ``by``."""
+        buttons: expired (its run was interrupted), or stopped by ``by``; where it was."""
         place = await self.card_place(call)
         if place is None:
-            return
+            return None
         if call.kind != "approval":
             ended = (
                 self.settled(thread, call, "cancelled", by)
@@ -503,7 +498,7 @@ class Presenter:
                 else prompt(call, status="expired")
             )
             await self.show_card(messenger, place, ended)
-            return
+            return place
         card = self.card(thread, call, status=status, decided_by=(by,) if by else ())
         # A quorum card's votes update it under this lock: take it too, so a vote
         # counted just before cannot show up after the card closed.
@@ -512,6 +507,7 @@ class Presenter:
                 await self.show_card(messenger, place, card)
         except LockTimeout:
             await self.show_card(messenger, place, card)
+        return place
 
     async def card_place(self, call: PendingInfo) -> CardPlace | None:
         """Where a call's card was posted, if it was (a failing lookup is logged)."""

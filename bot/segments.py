@@ -66,14 +66,14 @@ class Segments:
         stream: AgentStream,
         *,
         requester: str | None = None,
-        resumed: bool = False,
+        about: str | None = None,
     ) -> None:
         """Drive a run segment to its end, posting cards, questions, errors and the answer
         (live, with its tool steps, where the platform can: ``Answer``).
 
         ``requester``: who asked (a live answer in a channel is addressed to them).
-        ``resumed``: the run waited for a person: if its thread went on meanwhile, its
-        answer first names the request it answers (``FollowUps.about``).
+        ``about``: the request the answer names first (the run waited for a person while
+        its thread went on: ``CardPlace.about``).
         """
         to = self._presenter.people.who(thread, requester) if requester else None
         answer = Answer(
@@ -82,17 +82,15 @@ class Segments:
         failure: Notice | None = None
         held: list[PendingInfo] = []
         """Calls the policy lets share one card, waiting for the rest of their turn's."""
-        led = not resumed
+        lead = texts.ANSWER_ABOUT.format(request=about) if about else None
         await self._presenter.status(messenger, thread, texts.THINKING)
         try:
             async for chunk in stream:
                 if isinstance(chunk, TextDeltaChunk):
                     if chunk.agent_path == self._top:
-                        if not led:
-                            led = True
-                            about = await self._presenter.followups.about(stream.run_id)
-                            if about is not None:
-                                await answer.write(texts.ANSWER_ABOUT.format(request=about))
+                        if lead is not None:
+                            await answer.write(lead)
+                            lead = None
                         await answer.write(chunk.text)
                     continue
                 answer.step_ended()

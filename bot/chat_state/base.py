@@ -59,6 +59,9 @@ class CardPlace:
     batch: str | None = None
     """On a card of several calls (a ``BatchCard``): the note that keeps how each of its
     calls reads now (``batch_key``), which every update of one of them redraws from."""
+    about: str | None = None
+    """The request the run's answer names first, once decided: its thread went on while
+    this call waited (``FollowUps``). Read with the place, at no extra cost."""
 
     def holds(self, ref: MessageRef) -> bool:
         """Whether the message ``ref`` is this card (or one of its copies)."""
