@@ -10,6 +10,7 @@ what waits: ``FollowUps``). Text never decides a card: a message that only says
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 
 from agents import (
@@ -146,13 +147,16 @@ class Replies:
         if refused is not None:
             await self._presenter.tell(thread, message.user_id, (refused,))
             return None
+        answering = self._agent.answer_question(
+            message.text,
+            thread_id=thread.id,
+            resource_id=message.user_id,
+            run_id=question.run_id,
+            tool_call_id=question.tool_call_id,
+        )
         try:
-            answered = await self._agent.answer_question(
-                message.text,
-                thread_id=thread.id,
-                resource_id=message.user_id,
-                run_id=question.run_id,
-                tool_call_id=question.tool_call_id,
+            answered = await self._taken(
+                answering, messenger, thread, question, run_id=run_id, retry=retry
             )
         except ResumeDataInvalidError as exc:
             # Asked again below the reply: that message is the question's card now.
@@ -162,22 +166,37 @@ class Replies:
                 messenger, thread, question, error, look_first=retry, cause=run_id
             )
             return None
+        if answered is not None:
+            await self._presenter.show_settled(
+                messenger, thread, question, "answered", message.user_id
+            )
+        return answered
+
+    async def _taken(
+        self,
+        deciding: Awaitable[AgentStream | None],
+        messenger: Messenger,
+        thread: ThreadKey,
+        question: PendingInfo,
+        *,
+        run_id: str,
+        retry: bool,
+    ) -> AgentStream | None:
+        """The run's stream once a reply answered (or left) ``question``; ``None`` once
+        the thread is told why not: it no longer waits (another replica took an answer
+        first, it expired, or its request was stopped, meanwhile), or someone changed the
+        request at the same moment."""
+        try:
+            stream = await deciding
         except _GONE:
-            # Another replica took the answer first, or the question expired, or its
-            # request was stopped, meanwhile.
-            if not retry:
-                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
-            return None
+            stream = None
         except RunChangedError:
             raced = texts.ANSWER_RACED
             await self._say_about(messenger, thread, raced, question, cause=run_id, retry=retry)
             return None
-        if answered is None:  # it expired a moment ago
-            if not retry:
-                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
-            return None
-        await self._presenter.show_settled(messenger, thread, question, "answered", message.user_id)
-        return answered
+        if stream is None and not retry:
+            await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
+        return stream
 
     async def _cancel_question(
         self,
@@ -197,20 +216,14 @@ class Replies:
         if refused is not None:
             await self._presenter.tell(thread, message.user_id, (refused,))
             return None
-        try:
-            stream = await self._agent.decline_tool_call(
-                run_id=question.run_id,
-                tool_call_id=question.tool_call_id,
-                decided_by=message.user_id,
-                cancel=True,
-            )
-        except _GONE:
-            if not retry:
-                await self._presenter.say(messenger, thread, Notice(text=texts.QUESTION_GONE))
-            return None
-        except RunChangedError:
-            raced = texts.ANSWER_RACED
-            await self._say_about(messenger, thread, raced, question, cause=run_id, retry=retry)
+        leaving = self._agent.decline_tool_call(
+            run_id=question.run_id,
+            tool_call_id=question.tool_call_id,
+            decided_by=message.user_id,
+            cancel=True,
+        )
+        stream = await self._taken(leaving, messenger, thread, question, run_id=run_id, retry=retry)
+        if stream is None:
             return None
         self._metrics.decided("cancelled")
         await self._presenter.show_settled(
