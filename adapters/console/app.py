@@ -55,8 +55,7 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
 }
 """What a line says to the newest question instead of answering it."""
 CARD_WORDS = frozenset(
-    {"a", "approve", "y", "yes", "d", "decline", "n", "no", "e", "edit", "g", "grant", "s", "stop"}
-    | {"r", "respond", "never"}
+    "a approve y yes d decline n no e edit g grant s stop r respond never".split()
 )
 """The first words a card's prompt takes (an answer it cannot take is asked again)."""
 ALL_WORDS: dict[str, ClickAction] = {
@@ -435,7 +434,7 @@ class ConsoleAdapter:
             # Refused for good (decided, expired or not allowed): asking again can't help.
             self.messenger.forget(ref, call)
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
-        elif result.said:
+        elif result.accepted and result.said:  # done, with a word (some of a card not)
             self.messenger.write(texts.PRIVATE.format(text=result.message or ""))
         return result
 
