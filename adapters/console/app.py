@@ -55,7 +55,11 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
 }
 """What a line says to the newest question instead of answering it."""
 CARD_WORDS = frozenset(
-    "a approve y yes d decline n no e edit g grant s stop r respond never".split()
+    (
+        *("a", "approve", "y", "yes"),
+        *("d", "decline", "n", "no"),
+        *("e", "edit", "g", "grant", "r", "respond", "never", "s", "stop"),
+    )
 )
 """The first words a card's prompt takes (an answer it cannot take is asked again)."""
 ALL_WORDS: dict[str, ClickAction] = {
