@@ -50,23 +50,26 @@ class Grants:
         """Who granted the thread a standing approval covering this call, if anyone (a
         tool the policy no longer offers grants for has none)."""
         rule = self._policy.rule(ask.tool_name, ask)
-        if ask.thread_id is None or not rule.grant_for:
+        if not rule.grant_for:
             return None
-        now = datetime.now(UTC).timestamp()
-        key = grant_key(ask.requester, ask.tool_name, rule.tier)  # a grant holds in its tier
-        return await self._chat.grant(ask.thread_id, key, now)
+        # A grant holds in its tier.
+        return await self._held(ask, grant_key(ask.requester, ask.tool_name, rule.tier))
 
     async def refused(self, ask: StandingAsk) -> Refusal | None:
         """The standing decline of this call's tool in its thread, if anyone gave one (a
         tool the policy no longer offers it for has none)."""
-        rule = self._policy.rule(ask.tool_name, ask)
-        if ask.thread_id is None or not rule.never_for:
+        if not self._policy.rule(ask.tool_name, ask).never_for:
             return None
-        now = datetime.now(UTC).timestamp()
-        by = await self._chat.grant(ask.thread_id, never_key(ask.tool_name), now)
+        by = await self._held(ask, never_key(ask.tool_name))
         if by is None:
             return None
         return Refusal(by=by, reason=texts.NEVER_STANDING.format(tool=ask.tool_name))
+
+    async def _held(self, ask: StandingAsk, key: str) -> str | None:
+        """Who gave the standing answer ``key`` in ``ask``'s thread, while it holds."""
+        if ask.thread_id is None:
+            return None
+        return await self._chat.grant(ask.thread_id, key, datetime.now(UTC).timestamp())
 
     async def refuse(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep a standing decline: later calls of this tool in this thread, whoever asks,

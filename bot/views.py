@@ -133,6 +133,12 @@ def _structured(schema: dict[str, Any]) -> bool:
 
 def edit_form(info: PendingInfo, fields: tuple[PromptField, ...]) -> Prompt:
     """The form an Edit opens: the arguments (``edit_fields``) to change, then approve."""
+    return _card_form(info, fields, texts.EDIT_INTRO)
+
+
+def _card_form(info: PendingInfo, fields: tuple[PromptField, ...], intro: str) -> Prompt:
+    """A form a card's button opens about its call: ``intro`` (naming the tool), then
+    ``fields``."""
     form = Prompt(
         run_id=info.run_id,
         tool_call_id=info.tool_call_id,
@@ -142,7 +148,7 @@ def edit_form(info: PendingInfo, fields: tuple[PromptField, ...]) -> Prompt:
         fields=fields,
         source=info.source,
     )
-    return replace(form, question=texts.EDIT_INTRO.format(tool=tool_label(form)))
+    return replace(form, question=intro.format(tool=tool_label(form)))
 
 
 RESPONSE_INPUT = "response"
@@ -156,16 +162,7 @@ def response_field() -> PromptField:
 
 def respond_prompt(info: PendingInfo) -> Prompt:
     """The form Respond opens: the one text a model gets in the tool's place."""
-    form = Prompt(
-        run_id=info.run_id,
-        tool_call_id=info.tool_call_id,
-        tool_name=info.tool_name,
-        agent_path=info.agent_path,
-        question="",
-        fields=(response_field(),),
-        source=info.source,
-    )
-    return replace(form, question=texts.RESPOND_HINT.format(tool=tool_label(form)))
+    return _card_form(info, (response_field(),), texts.RESPOND_HINT)
 
 
 def shown_args(info: PendingInfo) -> dict[str, Any]:
