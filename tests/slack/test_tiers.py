@@ -14,6 +14,7 @@ from agents.models.base import ModelRequest
 from agents.models.function import FunctionModel
 from bot import ApprovalPolicy
 from tests.agents.helpers import last_results
+from tests.bot.test_tiers import REFUNDS as POLICY
 
 from .conftest import StartBot
 from .fake_slack import FakeSlack, Posted
@@ -23,20 +24,6 @@ from .test_edit import prefilled
 from .test_questions import submission
 
 LEAD, FIN1, FIN2, FIN3 = "U0LEAD001", "U0FIN0001", "U0FIN0002", "U0FIN0003"
-POLICY = f"""
-[tools.refund]
-approvers = ["{LEAD}"]
-
-[[tools.refund.tiers]]
-when = "args.amount <= 100"
-approval = "none"
-
-[[tools.refund.tiers]]
-when = "args.amount > 1000"
-approvers = ["{FIN1}", "{FIN2}", "{FIN3}"]
-quorum = 2
-expires_in = "4h"
-"""
 
 
 def refunds_by_amount(store: Store, refunds: list[int]) -> Agent:
