@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from . import texts
 from .chunks import ToolCallGrantedChunk, ToolErrorChunk
-from .messages import ToolCallPart, ToolResultPart
+from .messages import Message, ToolCallPart, ToolResultPart
 from .snapshot import AuditEntry, PendingCall, RunSnapshot, utcnow
 from .spec import DELEGATION_PREFIX, AgentSpec
 from .stores.base import Store
@@ -43,6 +43,9 @@ class StandingAsk:
     tool_call_id: str | None = None
     asked_at: datetime | None = None
     """When it is asked (its pending call's ``created_at``); ``None``: now."""
+    messages: tuple[Message, ...] = ()
+    """The conversation that led to it (its run's messages, the thread's history first),
+    for a standing approval that reads it (a reviewer); empty when not asked in a run."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class Calls:
             run_id=snap.root_run_id,
             tool_call_id=call.tool_call_id,
             asked_at=asked_at,
+            messages=tuple(snap.messages),
         )
         try:
             return await self.standing(ask)

@@ -24,8 +24,6 @@ from agents import (
     DEFAULT_LEASE,
     Agent,
     AuditEntry,
-    Message,
-    Model,
     Refusal,
     Remark,
     RunNotFoundError,
@@ -56,7 +54,7 @@ from .pages import DecisionPages
 from .policy import POLICY_ACTOR, ApprovalPolicy, EffectiveRule, treated_otherwise
 from .presenter import Presenter
 from .replies import Replies
-from .reviewer import AUTO_APPROVED, REVIEW_TIMEOUT, REVIEWER_ACTOR, Reviewer
+from .reviewer import AUTO_APPROVED, REVIEWER_ACTOR, Reviewer
 from .service import ApprovalService
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
@@ -117,8 +115,6 @@ class ChatBot:
         clients: Clients | None = None,
         public_url: str | None = None,
         shadow: ApprovalPolicy | None = None,
-        reviewer: Model | None = None,
-        review_timeout: float = REVIEW_TIMEOUT,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -140,7 +136,7 @@ class ChatBot:
         )
         self.agent = agent
         """The agent as this core runs it: the given one, with the core's settings."""
-        self.reviewer = Reviewer(reviewer or agent.model, self._history, timeout=review_timeout)
+        self.reviewer = Reviewer(agent.model)
         """Reviews calls of rules with ``review = "model"`` (the agent's model unless told)."""
         self._owns_chat = chat is None
         self.chat = chat if chat is not None else open_chat_state(self.store)
@@ -252,11 +248,11 @@ class ChatBot:
             self._shadowed(ask, rule)
         if not rule.approval:
             return f"{POLICY_ACTOR}{rule.tier}"
-        refused = await self.grants.refused(ask)
+        refused = await self.grants.refused(ask, rule)
         if refused is not None:
             return refused
-        granted = await self.grants.standing(ask)
-        if granted is not None or not rule.review or rule.quorum > 1:
+        granted = await self.grants.standing(ask, rule)
+        if granted is not None or not rule.review:  # a rule that reviews has no quorum
             return granted
         return await self._reviewed(ask)
 
@@ -284,9 +280,6 @@ class ChatBot:
             )
         )
         return actor
-
-    async def _history(self, thread_id: str) -> list[Message]:
-        return await self.store.load_history(thread_id)
 
     def _shadowed(self, ask: StandingAsk, rule: EffectiveRule) -> None:
         """Log where the shadow policy would treat ``ask`` otherwise (one line, or none)."""

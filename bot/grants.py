@@ -21,7 +21,7 @@ from . import texts
 from .chat_state import GrantState, grant_key, never_key
 from .metrics import DecisionOutcome
 from .people import scope_of
-from .policy import ApprovalPolicy, parse_duration
+from .policy import ApprovalPolicy, EffectiveRule, parse_duration
 from .presenter import Presenter
 from .types import Click, Messenger, Notice, Text, ThreadKey
 
@@ -46,19 +46,19 @@ class Grants:
         self._chat = chat
         self._presenter = presenter
 
-    async def standing(self, ask: StandingAsk) -> str | None:
-        """Who granted the thread a standing approval covering this call, if anyone (a
-        tool the policy no longer offers grants for has none)."""
-        rule = self._policy.rule(ask.tool_name, ask)
+    async def standing(self, ask: StandingAsk, rule: EffectiveRule) -> str | None:
+        """Who granted the thread a standing approval covering this call (``rule``: the
+        policy's for it), if anyone (a tool the policy no longer offers grants for has
+        none)."""
         if not rule.grant_for:
             return None
         # A grant holds in its tier.
         return await self._held(ask, grant_key(ask.requester, ask.tool_name, rule.tier))
 
-    async def refused(self, ask: StandingAsk) -> Refusal | None:
-        """The standing decline of this call's tool in its thread, if anyone gave one (a
-        tool the policy no longer offers it for has none)."""
-        if not self._policy.rule(ask.tool_name, ask).never_for:
+    async def refused(self, ask: StandingAsk, rule: EffectiveRule) -> Refusal | None:
+        """The standing decline of this call's tool in its thread (``rule``: the policy's
+        for it), if anyone gave one (a tool the policy no longer offers it for has none)."""
+        if not rule.never_for:
             return None
         by = await self._held(ask, never_key(ask.tool_name))
         if by is None:

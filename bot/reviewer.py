@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Final, Literal
@@ -68,19 +67,11 @@ class Reviewer:
 
     Args:
         model: The model that reviews (the bot's own, by default).
-        history: The conversation of a thread (its latest messages), by thread id.
         timeout: Seconds before a person decides instead.
     """
 
-    def __init__(
-        self,
-        model: Model,
-        history: Callable[[str], Awaitable[Sequence[Message]]],
-        *,
-        timeout: float = REVIEW_TIMEOUT,
-    ) -> None:
+    def __init__(self, model: Model, *, timeout: float = REVIEW_TIMEOUT) -> None:
         self.model = model
-        self._history = history
         self.timeout = timeout
 
     async def review(self, ask: StandingAsk) -> Review:
@@ -105,13 +96,8 @@ class Reviewer:
         return Review(model=self.model.name, verdict=None, failure=why)
 
     async def _request(self, ask: StandingAsk) -> StructuredRequest:
-        history: list[Message] = []
-        if ask.thread_id is not None:
-            try:
-                history = list(await self._history(ask.thread_id))[-HISTORY_KEPT:]
-            except Exception:
-                log.warning("reviewer: the history of %s could not be read", ask.thread_id)
-        said = "\n".join(f"{m.role}: {m.text}" for m in history if m.text)
+        # The conversation that led to the call, the request that asked for it included.
+        said = "\n".join(f"{m.role}: {m.text}" for m in ask.messages[-HISTORY_KEPT:] if m.text)
         call = {
             "tool": ask.tool_name,
             "arguments": ask.args,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agents import DemoModel, MemoryStore, PendingInfo, StandingAsk
+from agents import DemoModel, PendingInfo, StandingAsk
 from bot import ApprovalPolicy, PolicyError
 from bot.policy import treated_otherwise
 from bot.reviewer import DEMO, Reviewer
@@ -266,7 +266,7 @@ def test_a_name_that_only_looks_like_a_macros_variable_is_still_unknown() -> Non
 
 
 async def test_the_offline_demo_model_urges_caution_and_never_clears() -> None:
-    reviewer = Reviewer(DemoModel(), MemoryStore().load_history)
+    reviewer = Reviewer(DemoModel())
     review = await reviewer.review(ask({"amount": 5}))
     assert review.verdict is not None
     assert (review.verdict.verdict, review.verdict.reason) == ("caution", DEMO)

@@ -58,6 +58,7 @@ async def test_clear_runs_the_call_without_a_card_on_record_with_the_reason(
     assert request.body["tool_choice"] == {"type": "tool", "name": "review"}
     assert PROMPT.strip()[:60] in str(request.body["system"])
     assert '"amount": 40' in str(request.body["messages"])
+    assert "user: refund A-1 40" in str(request.body["messages"])  # the request it reviews
     entries = await bot.bot.agent.audit()
     (cleared,) = [e for e in entries if e.event == "auto_approved"]
     assert cleared.actor == f"reviewer:{claude.name}"
