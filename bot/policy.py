@@ -56,7 +56,7 @@ from agents import PendingInfo
 from agents.mcp import asks_for_a_server
 
 from . import texts
-from .tiers import DECIDER_NAMES, Call, TierError, When, first_match
+from .tiers import DECIDER_NAMES, Call, TierError, When, asked_at, first_match
 from .tomlfile import FileProblems, parse, read_text
 
 TIERS_KEPT = 10_000
@@ -321,6 +321,11 @@ class ApprovalPolicy:
         tier = None
         if call is not None and tool_name in self._when:
             tier = self._tier(tool_name, call)
+        return self._at(tool_name, tier)
+
+    def _at(self, tool_name: str, tier: int | None) -> EffectiveRule:
+        """The rule of a tool's section (``tier`` ``None``) or of one of its tiers,
+        merged once."""
         merged = self._merged.get((tool_name, tier))
         if merged is None:
             merged = self._merged[tool_name, tier] = self._merge(tool_name, tier)
@@ -330,7 +335,7 @@ class ApprovalPolicy:
         """Everyone the rules of ``tool_name`` name to decide (its section's and every
         tier's approvers and escalations): whose approvals lists a call of it touches."""
         count = len(self._when.get(tool_name, ()))
-        rules = [self._merge(tool_name, tier) for tier in [None, *range(count)]]
+        rules = [self._at(tool_name, tier) for tier in [None, *range(count)]]
         return frozenset().union(*(rule.approvers | rule.escalate_to for rule in rules))
 
     def tiers_of(self, tool_name: str) -> list[str | None]:
@@ -342,11 +347,11 @@ class ApprovalPolicy:
     def _tier(self, tool_name: str, call: Call) -> int | None:
         """The tier ``call`` is in; a waiting call's is kept (a card reads its rule a
         dozen times; what it is asked with, and when, never change)."""
-        asked_at = call.created_at if isinstance(call, PendingInfo) else call.asked_at
-        if call.run_id is None or call.tool_call_id is None or asked_at is None:
+        at = asked_at(call)
+        if call.run_id is None or call.tool_call_id is None or at is None:
             return self._choose(tool_name, call)  # no call of a run: nothing to keep
         # A call about to wait and the same call waiting share one key (one asked_at).
-        key = (tool_name, call.run_id, call.tool_call_id, asked_at, _frozen(call.args))
+        key = (tool_name, call.run_id, call.tool_call_id, at, _frozen(call.args))
         if key not in self._tiers:
             self._tiers[key] = self._choose(tool_name, call)
         return self._tiers[key]
@@ -362,7 +367,7 @@ class ApprovalPolicy:
         if match is not None and own[match].approval == "none":
             match = None  # nobody deciding is never the fallback of an error
         candidates = [i for i in failed if own[i].approval == "required"] + [match]
-        return max(candidates, key=lambda i: self._merge(tool_name, i).quorum)
+        return max(candidates, key=lambda i: self._at(tool_name, i).quorum)
 
     def _merge(self, tool_name: str, tier: int | None = None) -> EffectiveRule:
         """``[default]``, then the tool's section, then its tier ``tier``: each field from
@@ -630,8 +635,8 @@ class ApprovalPolicy:
         """Whether ``call`` has waited past its ``escalate_after`` at ``now`` (one not yet
         asked has not)."""
         after = self.rule(call.tool_name, call).escalate_after
-        asked_at = call.created_at if isinstance(call, PendingInfo) else call.asked_at
-        return after is not None and asked_at is not None and asked_at + after <= now
+        at = asked_at(call)
+        return after is not None and at is not None and at + after <= now
 
     def expires_in(self, call: Call) -> timedelta | None:
         """How long ``call`` stays decidable, if the policy says (else the agent's)."""

@@ -70,7 +70,7 @@ class Case(BaseModel):
     requester: StrictStr | None = None
     agent: list[StrictStr] = Field(default_factory=list)
     thread: StrictStr | None = None
-    """Where it is asked, as a thread id (``slack:T1:C1:1700.1``)."""
+    """Where it is asked, as a thread id (``platform:workspace:channel:root``)."""
     expect: Expect = Field(default_factory=Expect)
 
 

@@ -98,12 +98,14 @@ Call = PendingInfo | StandingAsk
 """A call a tier is chosen for: one waiting for a person, or one about to."""
 
 
+def asked_at(call: Call) -> datetime | None:
+    """When ``call`` was asked (a waiting call's ``created_at``); ``None``: not yet."""
+    return call.created_at if isinstance(call, PendingInfo) else call.asked_at
+
+
 def facts(call: Call) -> dict[str, Any]:
     """What a tier's ``when`` sees of ``call``."""
-    if isinstance(call, PendingInfo):
-        asked_at = call.created_at
-    else:
-        asked_at = call.asked_at or datetime.now(UTC)
+    at = asked_at(call) or datetime.now(UTC)
     platform, workspace, channel = _place(call.thread_id)
     return {
         "args": call.args,
@@ -113,7 +115,7 @@ def facts(call: Call) -> dict[str, Any]:
         "platform": platform,
         "workspace": workspace,
         "channel": channel,
-        "now": asked_at,
+        "now": at,
     }
 
 
