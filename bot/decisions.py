@@ -70,6 +70,12 @@ log = logging.getLogger(__name__)
 
 Taken = TypeVar("Taken")
 
+_CARD_STATUS: dict[str, Literal["approved", "declined", "responded"]] = {
+    "decline": "declined",
+    "never": "declined",
+    "respond": "responded",
+}
+"""How a card reads after a click that decided it (any other: approved)."""
 _QUESTION_STATUS: dict[str, Literal["answered", "declined", "cancelled"]] = {
     "answer": "answered",
     "decline": "declined",
@@ -511,25 +517,20 @@ class Decisions:
                 args=edited,
             )
         else:
+            told = reason
             if click.action == "never":  # the model reads why; the card says it its way
                 said = texts.NEVER_REASON.format(duration=click.grant_for)
-                reason, told = None, f"{reason}; {said}" if reason else said
+                told, reason = (f"{reason}; {said}" if reason else said), None
             deciding = self._agent.decline_tool_call(
                 run_id=call.run_id,
                 tool_call_id=call.tool_call_id,
-                reason=told if click.action == "never" else reason,
+                reason=told,
                 decided_by=decided_by,
             )
         stream = await self._decided(click, call, deciding)
         if isinstance(stream, ClickResult):
             return stream
-        status: Literal["approved", "declined", "responded"] = (
-            "declined"
-            if click.action in ("decline", "never")
-            else "responded"
-            if click.action == "respond"
-            else "approved"
-        )
+        status = _CARD_STATUS.get(click.action, "approved")
         self._metrics.decided(status)
         shown, before = call, None
         if edited is not None:

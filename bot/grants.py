@@ -75,23 +75,23 @@ class Grants:
         """Keep a standing decline: later calls of this tool in this thread, whoever asks,
         are declined without a card until it lapses. The call itself is declined by now,
         so a failure to keep it is logged, not raised."""
-        until = datetime.now(UTC) + parse_duration(duration)
-        try:
-            await self._chat.set_grant(thread.id, never_key(call.tool_name), until.timestamp(), by)
-        except Exception:
-            log.exception("could not keep the decline of %s in %s", call.tool_name, thread.id)
+        await self._keep(thread, never_key(call.tool_name), duration, by)
 
     async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this
         thread, by the same requester, run without a card until it lapses. The call
         itself is approved by now, so a failure to keep it is logged, not raised."""
-        until = datetime.now(UTC) + parse_duration(duration)
         tier = self._policy.rule(call.tool_name, call).tier
-        key = grant_key(call.requester, call.tool_name, tier)
+        await self._keep(thread, grant_key(call.requester, call.tool_name, tier), duration, by)
+
+    async def _keep(self, thread: ThreadKey, key: str, duration: str, by: str) -> None:
+        """Keep the standing answer ``key`` in ``thread`` for ``duration``, given by ``by``
+        (logged, not raised, when it cannot be: the call itself is decided by now)."""
+        until = datetime.now(UTC) + parse_duration(duration)
         try:
             await self._chat.set_grant(thread.id, key, until.timestamp(), by)
         except Exception:
-            log.exception("could not keep the grant on %s in %s", call.tool_name, thread.id)
+            log.exception("could not keep %s in %s", key, thread.id)
 
     async def end(self, click: Click) -> tuple[Text, DecisionOutcome] | None:
         """End the grant a call ran under (the End grant button on its notice): for its

@@ -30,9 +30,9 @@ from .types import ApprovalCard, Click, ClickAction, ClickResult, Person, Text
 from .views import thread_of
 
 GRANT: Final = "grant:"
-NEVER: Final = "never:"
-"""Start the page form's ``action`` of a grant (a standing decline), then its duration."""
 """A form's ``action`` of a grant: ``grant:<duration>`` (``grant:1h``)."""
+NEVER: Final = "never:"
+"""A form's ``action`` of a standing decline: ``never:<duration>``."""
 _ACTIONS: Final[dict[str, ClickAction]] = {
     "approve": "approve",
     "decline": "decline",

@@ -385,6 +385,8 @@ class ApprovalPolicy:
         allow_self = pick("allow_self_approval")
         quorum = pick("quorum") or 1
         chosen = tiers[tier] if tier is not None else None
+        where = _destination(layers)
+        in_thread = not where["channels"] and where["notify"] == "thread"
         return EffectiveRule(
             approvers=frozenset(pick("approvers") or ()),
             allow_self_approval=True if allow_self is None else allow_self,
@@ -397,14 +399,14 @@ class ApprovalPolicy:
             grant_for=_grants(pick("grant"), pick("grant_for"), quorum),
             respond=pick("respond") is True and quorum == 1,
             never_for=tuple(dict.fromkeys(pick("never_for") or ())),
-            batch=pick("batch") is True and quorum == 1,
+            batch=pick("batch") is True and quorum == 1 and in_thread,
             approval=chosen is None or chosen.approval == "required",
             tier=f"tools.{tool_name}.tiers[{tier}]" if tier is not None else None,
             distinct_groups=pick("distinct_groups") or 1,
             editor_may_approve=pick("editor_may_approve") is not False,
             review=pick("review") == "model",
             deciders_when=self._deciders.get(pick("deciders_when") or ""),
-            **_destination(layers),
+            **where,
         )
 
     def quorum(self, tool_name: str, call: Call | None = None) -> int:

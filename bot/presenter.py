@@ -222,7 +222,7 @@ class Presenter:
         its own card instead (and, failing that, later, as any card is)."""
         cards = tuple(self.card(thread, info) for info in infos)
         view = BatchCard(cards=cards)
-        ref = await self.say(messenger, thread, view, keep=False, mark=card_mark(cards[0]))
+        ref = await self.say(messenger, thread, view, keep=False)
         if ref is None:
             for info in infos:
                 await self.show_pending(messenger, thread, info)
@@ -435,6 +435,7 @@ class Presenter:
         ``previous_args``: on a call approved as edited, what it asked to run with
         (``info`` holds the edited arguments); ``edited_by`` who edited them.
         """
+        rule = self._policy.rule(info.tool_name, info)
         # Ids stay in the snapshot, the audit log and the policy.
         return approval_card(
             info,
@@ -444,16 +445,14 @@ class Presenter:
             decided_by=tuple(self.people.who(thread, user) for user in decided_by),
             reason=reason,
             approvals=tuple(self.people.who(thread, user) for user in approvals),
-            quorum=self._policy.quorum(info.tool_name, info),
+            quorum=rule.quorum,
             schema=self._schema_of(info) if status == "pending" else None,
             previous_args=previous_args,
             edited_by=self.people.who(thread, edited_by) if edited_by else None,
-            grant_for=self._policy.rule(info.tool_name, info).grant_for
-            if status == "pending"
-            else (),
+            grant_for=rule.grant_for if status == "pending" else (),
             granted_for=granted_for,
-            respond=self._policy.rule(info.tool_name, info).respond,
-            never_for=self._policy.rule(info.tool_name, info).never_for,
+            respond=rule.respond,
+            never_for=rule.never_for,
             declined_for=declined_for,
             ask=ask_of(info),
             deciders=tuple(sorted(self._policy.deciders_of(info))) if status == "pending" else (),

@@ -305,8 +305,7 @@ def _new_request(message: IncomingMessage, question: PendingInfo) -> bool:
     stays open."""
     if not message.mentioned:
         return False
-    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
-    return _said(message.text) not in choices
+    return _said(message.text) not in _choices(question)
 
 
 def _not_an_answer(message: IncomingMessage, question: PendingInfo) -> str | None:
@@ -337,8 +336,12 @@ def _cancels(text: str, question: PendingInfo) -> bool:
     said = _said(text)
     if said not in texts.CANCEL_WORDS:
         return False
-    choices = {c.lower() for f in prompt(question).fields for c in f.choices}
-    return said not in choices
+    return said not in _choices(question)
+
+
+def _choices(question: PendingInfo) -> set[str]:
+    """The answers a question offers as choices, as compared with what people say."""
+    return {c.lower() for f in prompt(question).fields for c in f.choices}
 
 
 def _run_input(message: IncomingMessage, notes: list[str]) -> str:

@@ -94,11 +94,12 @@ class Segments:
                         await answer.write(chunk.text)
                     continue
                 answer.step_ended()
-                if isinstance(chunk, ToolCallApprovalChunk) and self._batches(chunk.payload):
+                info = chunk.payload if isinstance(chunk, ToolCallApprovalChunk) else None
+                if info is not None and self._policy.rule(info.tool_name, info).batch:
                     # Shown with the others its turn asks for, once they are all here.
-                    await self._waiting(answer, thread, chunk.payload)
+                    await self._waiting(answer, thread, info)
                     await answer.pause(stop=stream.run_id)
-                    held.append(chunk.payload)
+                    held.append(info)
                     continue
                 await self._show_held(messenger, thread, held)
                 if isinstance(chunk, ToolCallChunk | ToolResultChunk | ToolErrorChunk):
@@ -167,12 +168,6 @@ class Segments:
         finally:
             await answer.close()
             await self._presenter.status(messenger, thread, None)
-
-    def _batches(self, info: PendingInfo) -> bool:
-        """Whether the policy lets this call share a card with the others of its turn (it
-        is posted in the thread, and one person decides it)."""
-        rule = self._policy.rule(info.tool_name, info)
-        return rule.batch and not rule.channels and rule.notify == "thread"
 
     async def _show_held(
         self, messenger: Messenger, thread: ThreadKey, held: list[PendingInfo]

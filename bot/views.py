@@ -83,7 +83,7 @@ def approval_card(
         edited_by=edited_by,
         grant_for=grant_for if quorum == 1 and info.answer is None else (),
         granted_for=granted_for,
-        respond=respond and quorum == 1 and status == "pending",
+        respond=respond and status == "pending",
         never_for=never_for if status == "pending" else (),
         declined_for=declined_for,
         ask=ask,

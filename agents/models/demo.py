@@ -322,9 +322,9 @@ def _describe(result: ToolResultPart, args: dict[str, Any]) -> str:
 
 
 EDITED_NOTE = " (arguments edited before approval)"
+"""Follows what was done when a person edited the call's arguments before approving it."""
 GIVEN_NOTE = "I did not {attempt}: {who} answered for it instead: {said}"
 """The answer about a call a person answered for instead of letting it run."""
-"""Follows what was done when a person edited the call's arguments before approving it."""
 
 
 class _Missing(dict[str, Any]):

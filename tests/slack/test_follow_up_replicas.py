@@ -19,11 +19,6 @@ from .scripted import Ran, build_agent
 from .test_approvals import the_card
 
 
-@pytest.fixture
-def ran() -> Ran:
-    return Ran()
-
-
 @pytest.fixture(params=DURABLE_KINDS)
 async def replicas(
     request: pytest.FixtureRequest, slack: FakeSlack, tmp_path: Path, ran: Ran
