@@ -54,14 +54,17 @@ QUESTION_COMMANDS: dict[str, Literal["decline", "cancel"]] = {
     "/cancel": "cancel",
 }
 """What a line says to the newest question instead of answering it."""
-CARD_WORDS = frozenset(
-    (
-        *("a", "approve", "y", "yes"),
-        *("d", "decline", "n", "no"),
-        *("e", "edit", "g", "grant", "r", "respond", "never", "s", "stop"),
-    )
-)
-"""The first words a card's prompt takes (an answer it cannot take is asked again)."""
+CARD_VERBS: dict[str, str] = {
+    **dict.fromkeys(("a", "approve", "y", "yes"), "approve"),
+    **dict.fromkeys(("d", "decline", "n", "no"), "decline"),
+    **dict.fromkeys(("e", "edit"), "edit"),
+    **dict.fromkeys(("g", "grant"), "grant"),
+    **dict.fromkeys(("r", "respond"), "respond"),
+    "never": "never",
+    **dict.fromkeys(("s", "stop"), "stop"),
+}
+"""What the first word of a line at a card's prompt asks for (a word none of these is no
+answer: a message, when the line is long enough)."""
 ALL_WORDS: dict[str, ClickAction] = {
     "a": "approve_all",
     "approve": "approve_all",
@@ -71,7 +74,7 @@ ALL_WORDS: dict[str, ClickAction] = {
 """``a all`` / ``d all`` at a line of a card of several calls: each call still waiting."""
 FOLLOW_UP_WORDS = 2
 """At a card's prompt, a line of at least this many words that does not start with one
-of the card's words is a message to the thread (the card waits on); a shorter one is
+of ``CARD_VERBS`` is a message to the thread (the card waits on); a shorter one is
 asked again."""
 
 
@@ -339,33 +342,33 @@ class ConsoleAdapter:
             await self._click(ref, card, ALL_WORDS[word.lower()], batched=True)
             return
         action: Literal["approve", "decline"]
-        match word.lower().rstrip(":,"):
-            case "a" | "approve" | "y" | "yes" if may.approve:
+        match CARD_VERBS.get(word.lower().rstrip(":,")):
+            case "approve" if may.approve:
                 action = "approve"
-            case "d" | "decline" | "n" | "no" if may.decline:
+            case "decline" if may.decline:
                 action = "decline"
-            case "e" | "edit" if card.editable and may.approve:
+            case "edit" if card.editable and may.approve:
                 self._editing = _Edit(ref=ref, card=card)
                 return
-            case "stop" | "s":
+            case "stop":
                 thread = card.requested_in or self.thread  # an inbox shows other threads
                 said = await self.bot.on_stop(thread, self.user, card.run_id)
                 if said:
                     self.messenger.write(texts.PRIVATE.format(text=plain_text(said)))
                 await self.bot.drain()
                 return
-            case "r" | "respond" if card.respond and may.approve and rest.strip():
+            case "respond" if card.respond and may.approve and rest.strip():
                 await self._click(ref, card, "respond", values={RESPONSE_INPUT: rest.strip()})
                 return
             case "never" if card.never_for and may.approve and _offered(card.never_for, rest):
                 duration = rest.strip() or card.never_for[0]
                 await self._click(ref, card, "never", grant_for=duration)
                 return
-            case "g" | "grant" if card.grant_for and may.approve and _offered(card.grant_for, rest):
+            case "grant" if card.grant_for and may.approve and _offered(card.grant_for, rest):
                 duration = rest.strip() or card.grant_for[0]
                 await self._click(ref, card, "grant", grant_for=duration)
                 return
-            case said if said not in CARD_WORDS and len(line.split()) >= FOLLOW_UP_WORDS:
+            case None if len(line.split()) >= FOLLOW_UP_WORDS:
                 # Not an answer but a message: the conversation goes on, the card waits.
                 await self._say(line)
                 return
@@ -567,11 +570,7 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool, together: int =
     if may.approve and card.editable:
         options.append(texts.EDIT_OPTION)
     if may.approve and card.grant_for:
-        shown, said = texts.GRANT_OPTION
-        durations = " / ".join(card.grant_for)
-        options.append(
-            (shown.format(durations=durations), said.format(duration=card.grant_for[-1]))
-        )
+        options.append(_timed(texts.GRANT_OPTION, card.grant_for))
     if may.approve and card.respond:
         options.append(texts.RESPOND_OPTION)
     if may.decline:
@@ -580,11 +579,7 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool, together: int =
         shown, said = texts.ALL_OPTION
         options.append((shown.format(count=together), said.format(count=together)))
     if may.approve and card.never_for:
-        shown, said = texts.NEVER_OPTION
-        durations = " / ".join(card.never_for)
-        options.append(
-            (shown.format(durations=durations), said.format(duration=card.never_for[-1]))
-        )
+        options.append(_timed(texts.NEVER_OPTION, card.never_for))
     if not reask:
         listed = " / ".join(shown for shown, _ in options)
         if together > 1 and may.approve:
@@ -594,6 +589,13 @@ def _card_answers(card: ApprovalCard, may: _May, *, reask: bool, together: int =
         return question.format(options=listed)
     answers = [answer for _, answer in options] + [texts.STOP_ANSWER]
     return texts.CARD_REASK.format(options=", ".join(answers[:-1]) + ", or " + answers[-1])
+
+
+def _timed(option: tuple[str, str], durations: tuple[str, ...]) -> tuple[str, str]:
+    """An answer that decides for a while, as the prompt lists it (every duration) and as
+    the re-ask explains it (with the longest)."""
+    shown, said = option
+    return shown.format(durations=" / ".join(durations)), said.format(duration=durations[-1])
 
 
 def _shown(value: object) -> str:

@@ -92,7 +92,6 @@ from .installations import (
 )
 from .messenger import SlackMessenger
 from .modals import answer_modal, decline_modal, edit_modal, form_error, respond_modal
-from .mrkdwn import Block
 from .settings import SlackSettings
 from .viewing import Viewing
 from .wire import (
@@ -513,24 +512,15 @@ class SlackAdapter:
         (its arguments as the card shows them) or its Respond form, unless the click
         would be refused anyway."""
         click = to_click(action, workspace=metadata.team)
-        match click.action:
-            case "edit":
-                form = await self.bot.edit_form(click)
-            case "respond":
-                form = await self.bot.respond_form(click)
-            case _:
-                form = await self.bot.question_form(click)
+        asked, drawn = {
+            "edit": (self.bot.edit_form, edit_modal),
+            "respond": (self.bot.respond_form, respond_modal),
+        }.get(click.action, (self.bot.question_form, answer_modal))
+        form = await asked(click)
         if not isinstance(form, Prompt):
             await self._tell(click, form, metadata.response_url)
             return
-        view: Block | None
-        match click.action:
-            case "edit":
-                view = edit_modal(metadata, form)
-            case "respond":
-                view = respond_modal(metadata, form)
-            case _:
-                view = answer_modal(metadata, form)
+        view = drawn(metadata, form)
         if view is None:  # arguments a Slack form cannot hold whole
             await self._tell(click, (texts.EDIT_TOO_BIG,), metadata.response_url)
             return
