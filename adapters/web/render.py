@@ -240,10 +240,13 @@ _YES_NO: Final = {"true": texts.TRUE, "false": texts.FALSE}
 
 
 def _choice_value(field: PromptField, value: Any) -> str:
-    """The option a field's value is: its choice's text (``choice_text``), or none."""
+    """The option a field's value is: its choice's text (``choice_text``), or none (the
+    empty choice, which leaves the argument as it is: a value none of the choices is
+    never replaced by the first one unseen)."""
     if value is None or (field.kind == "boolean" and not isinstance(value, bool)):
         return ""
-    return choice_text(value)
+    shown = choice_text(value)
+    return shown if field.kind == "boolean" or shown in field.choices else ""
 
 
 def _rows(text: str) -> int:

@@ -29,3 +29,12 @@ def test_yes_no_and_text_keep_their_values() -> None:
     assert '<option value="true" selected>' in _field(flag)
     city = PromptField(name="city", label="City", value="Zürich")
     assert ">Zürich</textarea>" in _field(city)
+
+
+def test_a_choice_whose_value_is_none_of_them_starts_on_the_empty_choice() -> None:
+    """Sent as it is shown, an empty choice leaves the argument as it was; a first option
+    pre-selected by the browser would change it unseen."""
+    field = PromptField(name="mode", label="Mode", kind="choice", choices=("a", "b"), value="zzz")
+    shown = _field(field)
+    assert shown.index('<option value="">') < shown.index('<option value="a">')
+    assert " selected" not in shown
