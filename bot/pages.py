@@ -130,7 +130,7 @@ class DecisionPages:
         try:
             result = await self._click(_click(opened, form, *pressed))
         except Overloaded:
-            return DecisionPage(status=503, said=(texts.PAGE_BUSY,))
+            return DecisionPage(status=503, said=(texts.CLICK_UNAVAILABLE,))
         if result.accepted:
             await self._links.spend(opened.link)
             card = result.card if isinstance(result.card, ApprovalCard) else opened.card

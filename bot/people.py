@@ -80,14 +80,12 @@ class People:
 
     def approvers(self, call: Call, people: frozenset[str]) -> list[str]:
         """Of ``people`` who may decide ``call``, those to send it to (not its requester,
-        when they may not approve their own call), at most ``MAX_DIRECT``."""
+        when they may not approve their own call), in order (a caller takes at most
+        ``MAX_DIRECT``)."""
         tool, requester = call.tool_name, call.requester
         if not self._policy.rule(tool, call).allow_self_approval and requester is not None:
             people = people - {requester}
-        chosen = sorted(people)
-        if len(chosen) > MAX_DIRECT:
-            log.warning("%s: %d approvers, only %d get a DM", tool, len(chosen), MAX_DIRECT)
-        return chosen[:MAX_DIRECT]
+        return sorted(people)
 
     def waiting_names(self, info: PendingInfo) -> list[str]:
         """Whom a waiting call is indexed under for inboxes: the names that may decide it

@@ -26,7 +26,7 @@ from .chat_state import CardCopy, CardPlace, ShownState, ask_of, batch_key
 from .following import Following
 from .links import LinkFor, Links
 from .metrics import Metrics
-from .people import People, scope_of
+from .people import MAX_DIRECT, People, scope_of
 from .policy import ApprovalPolicy, PolicyError
 from .segments import Segments
 from .timers import deliver_later, post_later, set_timers, update_key
@@ -329,7 +329,11 @@ class Presenter:
     def direct(self, info: PendingInfo, people: frozenset[str]) -> list[Destination]:
         """Direct messages to ``people`` about ``info`` (``People.approvers``)."""
         chosen = self.people.approvers(info, people)
-        return [Destination(user_id=user) for user in chosen]
+        if len(chosen) > MAX_DIRECT:
+            log.warning(
+                "%s: %d approvers, only %d get a DM", info.tool_name, len(chosen), MAX_DIRECT
+            )
+        return [Destination(user_id=user) for user in chosen[:MAX_DIRECT]]
 
     async def _copy(self, card: ApprovalCard, thread: ThreadKey, to: Destination) -> ApprovalCard:
         """``card`` (asked in ``thread``) as its copy at ``to`` shows it: with a link to

@@ -57,6 +57,7 @@ from .chat_state import ChatState
 from .clients import QUESTION, Client, Clients, request_message
 from .following import Following
 from .links import LinkFor, Links
+from .people import MAX_DIRECT
 from .presenter import Presenter
 from .tasks import TaskTracker
 from .types import (
@@ -359,7 +360,7 @@ class ApprovalService:
         if found.status != "pending":
             return found
         people = self._presenter.people
-        approvers = people.approvers(call, await people.deciders(thread, call))
+        approvers = people.approvers(call, await people.deciders(thread, call))[:MAX_DIRECT]
         asked = call_id(found.id)
         links = {
             user: await self._links.url(LinkFor(run_id=found.id, tool_call_id=asked, user_id=user))
