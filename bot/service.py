@@ -249,13 +249,7 @@ class ApprovalService:
         if isinstance(started, RunSnapshot):
             return await self._linked(client, started), False
         found = pending_approval(run_id, request.tool, request.args)
-        asked = StandingAsk(
-            thread_id=started.id,
-            requester=request.requested_by,
-            tool_name=client.tool_name(request.tool),
-            args=request.args,
-            agent_path=(client.name,),
-        )
+        asked = _as_asked(client, found, started.id, request.requested_by)
         return await self._with_links(found, started, asked), True
 
     async def ask(
@@ -328,10 +322,6 @@ class ApprovalService:
         waits (404: none by that id)."""
         return await self._linked(client, await self._approval(client, approval))
 
-    async def _state(self, client: Client, approval: str) -> Approval:
-        """``state`` without the links (what a wait reads every ``POLL`` seconds)."""
-        return approval_of(await self._approval(client, approval))
-
     async def _linked(self, client: Client, snap: RunSnapshot) -> Approval:
         """The approval ``snap`` is, with its approvers' links while it waits."""
         found = approval_of(snap)
@@ -342,13 +332,7 @@ class ApprovalService:
         asked: PendingInfo | StandingAsk = (
             PendingInfo.of(snap.run_id, waiting)
             if waiting is not None
-            else StandingAsk(  # not asked yet: as it will be
-                thread_id=snap.thread_id,
-                requester=snap.resource_id,
-                tool_name=client.tool_name(found.tool),
-                args=found.requested_args,
-                agent_path=tuple(snap.agent_path),
-            )
+            else _as_asked(client, found, snap.thread_id, snap.resource_id)  # not asked yet
         )
         return await self._with_links(found, thread, asked)
 
@@ -386,9 +370,16 @@ class ApprovalService:
 
         ``progress`` is called every ``POLL`` seconds while it waits (an MCP call's
         progress notifications)."""
-        found = await self._wait(lambda: self._state(client, approval), approval, seconds, progress)
-        # The approvers' links only on the answer, not on every read while it waits.
-        return await self.state(client, approval) if found.status == "pending" else found
+        last: list[RunSnapshot] = []
+
+        async def read() -> Approval:
+            last[:] = [await self._approval(client, approval)]
+            return approval_of(last[0])
+
+        found = await self._wait(read, approval, seconds, progress)
+        # The approvers' links only on the answer (of the run as last read), not on every
+        # read while it waits.
+        return await self._linked(client, last[0]) if found.status == "pending" else found
 
     async def wait_answer(
         self,
@@ -524,3 +515,16 @@ def _channel_or_default(client: Client, channel: str | None) -> str:
 def _unreachable(exc: Undeliverable) -> ServiceError:
     """The 503 of a chat platform that did not answer (send it again)."""
     return ServiceError(503, f"the chat platform cannot be reached: {exc}")
+
+
+def _as_asked(
+    client: Client, found: Approval, thread_id: str | None, requester: str | None
+) -> StandingAsk:
+    """A client's request not asked yet, as the policy will see it once it is."""
+    return StandingAsk(
+        thread_id=thread_id,
+        requester=requester,
+        tool_name=client.tool_name(found.tool),
+        args=found.requested_args,
+        agent_path=(client.name,),
+    )
