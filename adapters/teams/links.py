@@ -40,6 +40,11 @@ def is_chat_id(channel: str) -> bool:
     return bool(_CHAT_ID.fullmatch(channel))
 
 
+def is_conversation_id(channel: str) -> bool:
+    """Whether ``channel`` is a Teams channel or group chat id (a place to post in)."""
+    return is_channel_id(channel) or is_chat_id(channel)
+
+
 def thread_link(thread: ThreadKey) -> str | None:
     """A deep link opening ``thread`` in Teams, or ``None`` when it has none (a 1:1 chat
     with the bot, an id of another shape)."""

@@ -321,7 +321,7 @@ class TeamsMessenger:
         near_ref = await self._reference(near)
         await self._auth.prefetch_token()
         if to.channel is not None:
-            if not (links.is_channel_id(to.channel) or links.is_chat_id(to.channel)):
+            if not links.is_conversation_id(to.channel):
                 raise ValueError(f"{to.channel!r} is no Teams channel or chat id")
             there = _reference(near_ref, ConversationAccount(id=to.channel, is_group=True))
             activity = render(view, await self._audience(there, view))
@@ -347,7 +347,7 @@ class TeamsMessenger:
         Raises:
             NotReachedYet: The bot was never addressed in that tenant.
         """
-        if not (links.is_channel_id(channel) or links.is_chat_id(channel)):
+        if not links.is_conversation_id(channel):
             return None
         near = await self.nearby.near(workspace)
         if near is None:
@@ -361,7 +361,7 @@ class TeamsMessenger:
     async def knows_channel(self, channel: str) -> bool:
         """Whether ``channel`` has the shape of a Teams channel or group chat id (Teams
         cannot be asked without a team to ask about: a wrong id shows on the first post)."""
-        return links.is_channel_id(channel) or links.is_chat_id(channel)
+        return links.is_conversation_id(channel)
 
     async def group_members(self, name: str) -> frozenset[str] | None:
         """Teams has no user groups the bot can read: approvers are Entra object ids."""

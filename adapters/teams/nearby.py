@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import asdict
 from typing import Final
 
 from bot import AdapterState, ThreadKey
-
-from .convert import PLATFORM
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +37,7 @@ class Nearby:
         conversations of its tenant from. A failure is logged; the next message tries."""
         if thread.workspace in self._kept:
             return
-        value = json.dumps(
-            {"tenant": thread.workspace, "channel": thread.channel, "root": thread.root}
-        )
+        value = json.dumps(asdict(thread))
         try:
             for tenant in (thread.workspace, ANY):
                 await self._chat.put_record(NEAR + tenant, value)
@@ -54,10 +51,4 @@ class Nearby:
         stored = await self._chat.record(NEAR + (tenant or ANY))
         if stored is None:
             return None
-        found = json.loads(stored)
-        return ThreadKey(
-            platform=PLATFORM,
-            workspace=str(found["tenant"]),
-            channel=str(found["channel"]),
-            root=str(found["root"]),
-        )
+        return ThreadKey(**json.loads(stored))
