@@ -154,17 +154,7 @@ class Calls:
         """Who already approved calls like this one; a lookup that fails asks as usual."""
         if self.standing is None or tool.delegate_to is not None:
             return None
-        ask = StandingAsk(
-            thread_id=snap.thread_id,
-            requester=snap.resource_id,
-            tool_name=tool.name,
-            args=tool.dump_args(args),
-            agent_path=tuple(snap.agent_path),
-            run_id=snap.root_run_id,
-            tool_call_id=call.tool_call_id,
-            asked_at=asked_at,
-            messages=tuple(snap.messages),
-        )
+        ask = _asked(snap, tool, call, tool.dump_args(args), asked_at)
         try:
             return await self.standing(ask)
         except Exception:
@@ -289,16 +279,7 @@ class Calls:
         agent = self.agent_at(snap.agent_path)
         now = asked_at or utcnow()
         dumped = tool.dump_args(args)
-        ask = StandingAsk(
-            thread_id=snap.thread_id,
-            requester=snap.resource_id,
-            tool_name=tool.name,
-            args=dumped,
-            agent_path=tuple(snap.agent_path),
-            run_id=snap.root_run_id,
-            tool_call_id=call.tool_call_id,
-            asked_at=now,
-        )
+        ask = _asked(snap, tool, call, dumped, now)
         ttl = (
             (self.expiry(ask) if self.expiry else None)
             or tool.expires_in
@@ -372,6 +353,24 @@ def _answer_json(answer: Any) -> Any:
     if isinstance(answer, BaseModel):
         return answer.model_dump(mode="json", by_alias=True)
     return jsonable(answer)
+
+
+def _asked(
+    snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: dict[str, Any], at: datetime
+) -> StandingAsk:
+    """A call of ``snap`` about to wait for a person, as its standing approval and its
+    expiry are asked about it (``args``: as the tool dumps them)."""
+    return StandingAsk(
+        thread_id=snap.thread_id,
+        requester=snap.resource_id,
+        tool_name=tool.name,
+        args=args,
+        agent_path=tuple(snap.agent_path),
+        run_id=snap.root_run_id,
+        tool_call_id=call.tool_call_id,
+        asked_at=at,
+        messages=tuple(snap.messages),
+    )
 
 
 def error_outcome(
