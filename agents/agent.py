@@ -12,6 +12,7 @@ from typing import Any
 from ._calls import CallPredicate, Expiry, StandingApproval
 from ._decide import select_pending
 from ._engine import DEFAULT_LEASE, Engine
+from .chain import AuditChain, Seal
 from .chunks import AgentResult, PendingInfo
 from .errors import AgentError, ResumeDataInvalidError, ToolCallNotPendingError
 from .messages import Message
@@ -19,7 +20,14 @@ from .models.base import Model, ModelError, StructuredRequest, ToolSpec
 from .runs import ExpiredCall, RecoveredRun, StoppedRun
 from .snapshot import AuditEntry, Decision, RunOptions, RunSnapshot, utcnow
 from .spec import AgentOptions, AgentSpec, tools_by_name
-from .stores.base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned, Store, tree_run_id
+from .stores.base import (
+    AUDIT_PRUNE_BATCH,
+    AUDIT_READ_BATCH,
+    PRUNE_BATCH,
+    Pruned,
+    Store,
+    tree_run_id,
+)
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import LiveTools, Tool, ToolSource
@@ -482,10 +490,29 @@ class Agent:
         """
         return await self.engine.store.prune(due)
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
         """Remove up to ``limit`` audit entries older than ``before`` from the start of the
-        log, oldest first (see ``Store.prune_audit``); how many were removed."""
-        return await self.engine.store.prune_audit(before, limit=limit)
+        log, oldest first, leaving an anchor (signed by ``seal``) so what remains still
+        verifies (see ``Store.prune_audit``); how many were removed."""
+        return await self.engine.store.prune_audit(before, limit=limit, seal=seal)
+
+    async def audit_chains(self) -> list[AuditChain]:
+        """The audit log's hash chains as stored, to check with ``agents.chain.walk``."""
+        return await self.engine.store.audit_chains()
+
+    async def read_audit(
+        self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
+    ) -> list[str]:
+        """Up to ``limit`` lines of one chain as stored, from the first numbered above
+        ``after`` (see ``Store.read_audit``): an export reads the log on with it."""
+        return await self.engine.store.read_audit(chain, after, limit=limit)
+
+    async def seal_audit(self, seal: Seal) -> int:
+        """Sign each chain's head with a ``checkpoint`` entry (unless it ends in one);
+        how many were appended."""
+        return await self.engine.store.seal_audit(seal)
 
     async def expire_due(self, now: datetime | None = None) -> list[ExpiredCall]:
         """Resolve every pending call past its expiry, each exactly once across processes.

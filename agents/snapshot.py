@@ -41,10 +41,12 @@ AuditEvent = Literal[
     "failed",
     "granted",
     "stopped",
+    "checkpoint",
 ]
 """What the runtime writes to the audit log, each with the save that makes it true.
 ``cancelled``: a question the person called off (``declined``: refused to answer).
 ``responded``: a person answered for the tool instead of letting it run.
+``checkpoint``: a signature of the chain so far (``agents.chain``), no call's.
 ``superseded`` (the decision logged just before did not take effect) is only in logs
 written before decisions were audited in their claim's save; readers still honour it."""
 
@@ -318,6 +320,17 @@ class AuditEntry(BaseModel):
     """On ``edited``: the arguments before the edit (``args`` are after)."""
     result: str | None = None
     """On ``executed`` / ``failed``: the start of the tool's result, or its error."""
+    signature: str | None = None
+    """On ``checkpoint``: the signature of the chain's head before it (``agents.chain``)."""
+    chain: int | None = None
+    """Which chain the entry is in, on a store with more than one (a Redis Cluster's
+    groups); set by the store (``agents.chain``)."""
+    seq: int | None = None
+    """The entry's place in its chain, from 1; set by the store."""
+    prev: str | None = None
+    """The hash of the entry before it in its chain; set by the store."""
+    hash: str | None = None
+    """SHA-256 of the entry's canonical JSON without it; set by the store."""
 
 
 SNAPSHOT_ADAPTER: TypeAdapter[RunSnapshot] = TypeAdapter(RunSnapshot)

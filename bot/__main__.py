@@ -1,6 +1,7 @@
 """The composition root: ``python -m bot`` (HTTP server), ``python -m bot console``,
 ``python -m bot check`` (validate the configuration, start nothing) and
-``python -m bot audit`` (print the audit log).
+``python -m bot audit`` (print the audit log), ``python -m bot audit verify`` (check it
+is evidence: ``bot.evidence``).
 
 This is the only module of ``bot`` that imports adapters. Configuration errors
 (settings, policy, agent) end the process with one readable line per problem
@@ -25,14 +26,17 @@ from typing import Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from adapters.web import page_routes
 from agents import Model, ModelError, Reachable, Store, open_store
+from agents.chain import Seal
 
 from .audit import AuditFormat, audit_rows, since_of, write
 from .checks import OTHER_VARIABLES, LiveCheck, live_report, unknown_variables, variables_of
 from .config import BotConfig, ConfigError, load_agent, load_config
 from .core import ChatBot
+from .evidence import KeyFileError, load_public_key, load_signing_key, sealer, verify
 from .policy import ApprovalPolicy, PolicyError
 from .policy_cli import policy_main
 from .server import Adapter, build_app
@@ -235,6 +239,55 @@ async def audit(
         await store.close()
 
 
+async def audit_verify(settings: Settings, key: Ed25519PublicKey | None) -> bool:
+    """Walk every chain of the audit log (``bot.evidence.verify``), printing what holds
+    and what does not; whether all of it holds."""
+    store = open_store(settings.store_url)
+    try:
+        chains = await store.audit_chains()
+    finally:
+        await store.close()
+    verdicts = [verify(chain, key) for chain in chains]
+    for verdict in verdicts:
+        for line in verdict.notes:
+            print(f"approval-bot: audit {line}")
+        for line in verdict.problems:
+            print(f"approval-bot: audit {line}", file=sys.stderr)
+    holds = all(v.holds for v in verdicts)
+    print(f"approval-bot: audit {'verified' if holds else 'NOT verified'}")
+    return holds
+
+
+def verify_main(argv: Sequence[str]) -> int:
+    """``python -m bot audit verify [--public-key F]``: 0 when every chain holds (and,
+    with the key, every signature verifies), 1 when not, 2 for a bad command line or
+    configuration."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bot audit verify",
+        description="Check the audit log's hash chain, and with a public key its signatures.",
+    )
+    parser.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="FILE",
+        help="the Ed25519 public key (PEM) of AUDIT_SIGNING_KEY: checkpoints and the"
+        " retention anchor must be signed by it",
+    )
+    args = parser.parse_args(argv)
+    _configure_logging(console=True)
+    try:
+        key = load_public_key(args.public_key) if args.public_key is not None else None
+        holds = asyncio.run(audit_verify(load_settings(), key))
+    except KeyFileError as exc:
+        print(f"approval-bot: --public-key: {exc}", file=sys.stderr)
+        return 2
+    except SettingsError as exc:
+        for line in exc.lines:
+            print(f"approval-bot: {line}", file=sys.stderr)
+        return 2
+    return 0 if holds else 1
+
+
 class StartupError(Exception):
     """Several configuration problems at once; ``lines`` says each in one line."""
 
@@ -243,9 +296,11 @@ class StartupError(Exception):
         self.lines = lines
 
 
-def _policy_and_model(settings: Settings, problems: list[str]) -> tuple[ApprovalPolicy, Model]:
-    """The policy and the model, or every problem with them or the platforms' settings
-    (after ``problems`` found before).
+def _policy_and_model(
+    settings: Settings, problems: list[str]
+) -> tuple[ApprovalPolicy, Model, Seal | None]:
+    """The policy, the model and the audit's signing key (``AUDIT_SIGNING_KEY``), or
+    every problem with them or the platforms' settings (after ``problems`` found before).
 
     Platform settings are checked in every mode, the console included: a
     half-configured platform is a deployment that cannot work.
@@ -264,9 +319,15 @@ def _policy_and_model(settings: Settings, problems: list[str]) -> tuple[Approval
         model = build_model(settings)
     except SettingsError as exc:
         problems += exc.lines
+    seal = None
+    if settings.audit_signing_key is not None:
+        try:
+            seal = sealer(load_signing_key(settings.audit_signing_key))
+        except KeyFileError as exc:
+            problems.append(f"AUDIT_SIGNING_KEY: {exc}")
     if problems:
         raise StartupError(problems)
-    return policy, model
+    return policy, model, seal
 
 
 async def check(
@@ -328,7 +389,7 @@ async def run(
     if command != "check":
         for line in unknown:
             log.warning("%s", line)
-    policy, model = _policy_and_model(settings, unknown if command == "check" else [])
+    policy, model, seal = _policy_and_model(settings, unknown if command == "check" else [])
     store = open_store(settings.store_url)
     config: BotConfig | None = None
     try:
@@ -346,6 +407,7 @@ async def run(
             workers=settings.bot_workers,
             run_retention=settings.run_retention,
             audit_retention=settings.audit_retention,
+            seal=seal,
             suggested_prompts=_prompts(settings, config),
             clients=config.clients if config is not None else None,
             public_url=settings.public_url,
@@ -434,6 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["policy"]:  # python -m bot policy test|replay ... (bot.policy_cli)
         _configure_logging(console=True)
         return policy_main(argv[1:])
+    if argv[:2] == ["audit", "verify"]:
+        return verify_main(argv[2:])
     parser = argparse.ArgumentParser(
         prog="python -m bot",
         description="Approval bot: AI agents run tools, people approve (Slack, Teams, terminal).",

@@ -33,6 +33,7 @@ from agents import (
     StoreConflict,
     run_id_for,
 )
+from agents.chain import Seal
 from agents.mcp import mcp_servers
 
 from . import texts
@@ -98,6 +99,8 @@ class ChatBot:
         run_retention: How long finished runs and idle threads' history are kept; the
             sweeper prunes them hourly (``Housekeeping.prune_finished``).
         audit_retention: How long audit entries are kept (``None``: for ever).
+        seal: Signs the audit chain's head (now and then, and on closing) and what a
+            retention prune leaves (``AUDIT_SIGNING_KEY``; ``None``: nothing is signed).
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class ChatBot:
         clients: Clients | None = None,
         public_url: str | None = None,
         shadow: ApprovalPolicy | None = None,
+        seal: Seal | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -201,6 +205,7 @@ class ChatBot:
             metrics=self.metrics,
             retention=run_retention,
             audit_retention=audit_retention,
+            seal=seal,
         )
         self.intake = Intake(
             self.chat,
@@ -494,6 +499,7 @@ class ChatBot:
         self.agent.closing()
         await self.tasks.aclose(timeout)
         await self.service.callbacks.aclose()
+        await self.housekeeping.seal_audit()
         if self._owns_chat:
             await self.chat.close()
 

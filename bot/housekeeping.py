@@ -19,6 +19,7 @@ from agents import (
     RecoveredRun,
     RunNotFoundError,
 )
+from agents.chain import Seal
 
 from . import texts
 from .chat_state import CardPlace, ShownState, ask_of
@@ -38,6 +39,9 @@ DEFAULT_RUN_RETENTION = timedelta(days=30)
 PRUNE_INTERVAL = 3600.0
 """Seconds between two retention prunes of one replica: old records are no hurry, and
 replicas that overlap only repeat idempotent deletes."""
+CHECKPOINT_INTERVAL = 900.0
+"""Seconds between two signed checkpoints of the audit chain by one replica (and one
+more on shutdown): what was written since the last one is not signed yet."""
 PRUNE_BATCHES = 50
 """Batches (``Agent.prunable``'s or ``Agent.prune_audit``'s default size each) one prune
 pass removes at most; the rest waits for the next pass, so a backlog never holds the
@@ -59,6 +63,8 @@ class Housekeeping:
             newer run, are kept before the prune removes them.
         audit_retention: How long audit entries are kept before the prune removes them,
             oldest first (``None``: for ever).
+        seal: Signs the audit chain's head every ``CHECKPOINT_INTERVAL``, and the anchor
+            a prune leaves (``None``: nothing is signed).
     """
 
     def __init__(
@@ -73,10 +79,12 @@ class Housekeeping:
         metrics: Metrics,
         retention: timedelta = DEFAULT_RUN_RETENTION,
         audit_retention: timedelta | None = None,
+        seal: Seal | None = None,
     ) -> None:
         self._agent = agent
         self.retention = retention
         self.audit_retention = audit_retention
+        self.seal = seal
         self._policy = policy
         self._chat = chat
         self._presenter = presenter
@@ -85,6 +93,7 @@ class Housekeeping:
         self._metrics = metrics
         self._hold_off_until = 0.0
         self._next_prune = 0.0
+        self._next_seal = time.monotonic() + CHECKPOINT_INTERVAL
         self.timed: dict[str, Callable[[str], Awaitable[int]]] = {}
         """Handlers of other timed jobs, by the start of their key: each gets the job's
         data when due, and says how many things it sent (the client callbacks')."""
@@ -359,13 +368,36 @@ class Housekeeping:
         before = (now or datetime.now(UTC)) - self.audit_retention
         removed = 0
         for _ in range(PRUNE_BATCHES):
-            batch = await self._agent.prune_audit(before)
+            batch = await self._agent.prune_audit(before, seal=self.seal)
             removed += batch
             if not batch:
                 break
         if removed:
             log.info("removed %d audit entries over %s old", removed, self.audit_retention)
         return removed
+
+    async def seal_audit(self) -> int:
+        """Sign each audit chain's head with a checkpoint, unless it ends in one (see
+        ``Agent.seal_audit``); none without a key. A store that does not answer is
+        logged: the next pass (or replica) signs what this one could not.
+
+        Returns:
+            How many checkpoints were appended.
+        """
+        if self.seal is None:
+            return 0
+        try:
+            return await self._agent.seal_audit(self.seal)
+        except Exception:
+            log.exception("could not sign the audit log's head")
+            return 0
+
+    async def _seal_when_due(self) -> None:
+        """A checkpoint of the audit chain, at most once per ``CHECKPOINT_INTERVAL``."""
+        if self.seal is None or time.monotonic() < self._next_seal:
+            return
+        self._next_seal = time.monotonic() + CHECKPOINT_INTERVAL
+        await self.seal_audit()
 
     async def _prune_when_due(self) -> None:
         """The retention prunes, at most once per ``PRUNE_INTERVAL`` in this process."""
@@ -397,3 +429,4 @@ class Housekeeping:
             return
         await self.recover_interrupted()
         await self._prune_when_due()
+        await self._seal_when_due()

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     audit_retention: Duration | None = None
     """How long audit entries are kept (``365d``); then they are removed, oldest first.
     Unset: the audit log is kept for ever."""
+    audit_signing_key: Path | None = None
+    """An Ed25519 private key (PEM): the bot signs the audit chain's head with it now and
+    then and on shutdown, and the anchor a retention prune leaves (``bot.evidence``)."""
 
     public_url: str | None = None
     """Where people's browsers reach the bot (``https://approvals.example.com``): decision

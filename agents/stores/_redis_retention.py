@@ -17,6 +17,7 @@ from datetime import datetime
 from itertools import islice, takewhile
 from typing import Literal, cast
 
+from ..chain import AuditAnchor, Seal, anchor, head_of
 from ..snapshot import AUDIT_ADAPTER, AuditEntry, load_snapshot, run_index
 from . import redis_keys as k
 from .base import AUDIT_PRUNE_BATCH, PRUNE_BATCH, Pruned
@@ -74,23 +75,26 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS: the deployment's audit list (of one group), then the lists of each entry to
-# remove, in order (its run's, and its thread's if it has one). ARGV: per entry, its
-# JSON and how many of KEYS are its lists. Removes the entries if they still start the
-# deployment's list (another process removed them otherwise), and each from the start
-# of its lists. Returns how many were removed.
+# KEYS: the deployment's audit list (of one group), its chain's anchor, then the lists
+# of each entry to remove, in order (its run's, and its thread's if it has one). ARGV:
+# the anchor as read ('' none), the anchor after the entries, then per entry its JSON
+# and how many of KEYS are its lists. Removes the entries if they still start the
+# deployment's list and the anchor is as read (another process pruned otherwise), and
+# each from the start of its lists, and sets the anchor. Returns how many were removed.
 _TRIM_AUDIT = """
-local n = #ARGV / 2
+local n = (#ARGV - 2) / 2
+if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then return 0 end
 local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
 if #head < n then return 0 end
 for i = 1, n do
-  if head[i] ~= ARGV[2 * i - 1] then return 0 end
+  if head[i] ~= ARGV[2 * i + 1] then return 0 end
 end
 redis.call('LTRIM', KEYS[1], n, -1)
-local key = 2
+redis.call('SET', KEYS[2], ARGV[2])
+local key = 3
 for i = 1, n do
-  for _ = 1, tonumber(ARGV[2 * i]) do
-    redis.call('LREM', KEYS[key], 1, ARGV[2 * i - 1])
+  for _ = 1, tonumber(ARGV[2 * i + 2]) do
+    redis.call('LREM', KEYS[key], 1, ARGV[2 * i + 1])
     key = key + 1
   end
 end
@@ -276,17 +280,20 @@ class RedisRetention:
             await self._redis.delete(index)
         return removed
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
         """The oldest entries of the deployment's list (of every group, merged by time)
         while older than ``before``; each group's trimmed from its start by one script,
-        with the run's and the thread's lists of what it removes (the same group)."""
+        with the run's and the thread's lists of what it removes (the same group), and
+        its chain's anchor moved past them (signed by ``seal``)."""
         heads = await asyncio.gather(
             *(self._audit_head(shard, before, limit) for shard in self.keys.groups)
         )
         oldest = heapq.merge(*heads, key=lambda item: item[1].at)
         taken = Counter(shard for shard, _, _ in islice(oldest, limit))
         removed = await asyncio.gather(
-            *(self._trim_audit_head(shard, heads[shard][:n]) for shard, n in taken.items())
+            *(self._trim_audit_head(shard, heads[shard][:n], seal) for shard, n in taken.items())
         )
         return sum(removed)
 
@@ -303,11 +310,17 @@ class RedisRetention:
         entries = ((shard, AUDIT_ADAPTER.validate_json(line), line) for line in lines)
         return list(takewhile(lambda item: item[1].at < before, entries))
 
-    async def _trim_audit_head(self, shard: int, head: list[tuple[int, AuditEntry, str]]) -> int:
+    async def _trim_audit_head(
+        self, shard: int, head: list[tuple[int, AuditEntry, str]], seal: Seal | None
+    ) -> int:
         """Remove ``head`` from the start of a group's deployment list, and each entry
-        from its run's and thread's lists, in one script (one slot: the group's)."""
-        keys = [self.keys.audit_all(shard)]
-        args: list[str | int] = []
+        from its run's and thread's lists, and move the chain's anchor past it, in one
+        script (one slot: the group's)."""
+        keys = [self.keys.audit_all(shard), self.keys.audit_anchor(shard)]
+        read = cast(str | None, await self._redis.get(keys[1]))
+        before = AuditAnchor.model_validate_json(read) if read is not None else None
+        left = anchor(head_of(head[-1][2]), before, len(head), shard, seal)
+        args: list[str | int] = [read or "", left.model_dump_json()]
         for _, entry, line in head:
             lists = [self.keys.audit_run(entry.run_id)]
             if entry.thread_id is not None:

@@ -5,7 +5,9 @@ thread history; and how one run's part of it is laid out (``RunWrite``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ..chain import Link, link
 from ..snapshot import AuditEntry, RunSnapshot, next_revision, run_index
 from . import redis_keys as k
 from .base import Remember
@@ -26,13 +28,15 @@ from .base import Remember
 # root run, creation score, expiry score or '', '1' if a root run has work in flight,
 # what the paused index's name has before and after the thread id (to drop the
 # run from a thread it no longer belongs to; the same shard group on a cluster),
-# the index of the first audit list in keys, '1' if a live root run (paused or in
-# flight), what the live index's name has before and after the thread id, the
-# last-change score if a finished root run or '', the last-change score if a root
-# run or '', what the runs index's name has before and after the thread id, how
-# many audit entries follow, the audit entries' JSON, then what to do with the
-# thread's history, the last key ('' nothing, 'append': the window and the
-# messages' JSON follow, 'read').
+# the index in keys of the audit chain's head (the lists follow it), '1' if a live
+# root run (paused or in flight), what the live index's name has before and after the
+# thread id, the last-change score if a finished root run or '', the last-change
+# score if a root run or '', what the runs index's name has before and after the
+# thread id, how many audit values follow (0, or 2 and the entries: the chain's head
+# the entries were linked after, as read, then after them, then the entries' JSON),
+# then what to do with the thread's history, the last key ('' nothing, 'append': the
+# window and the messages' JSON follow, 'read'). A head that moved since the writer
+# read it (another process appended) returns {2, the head} and writes nothing.
 _SAVE_RUN_TEMPLATE = """
 local function save(keys, argv, current)
   local run_id = argv[4]
@@ -76,8 +80,11 @@ local function save(keys, argv, current)
   local mode = argv[20 + entries]
   local last_list = #keys
   if mode ~= '' then last_list = #keys - 1 end
-  for i = 20, 19 + entries do
-    for j = lists, last_list do redis.call('RPUSH', keys[j], argv[i]) end
+  if entries > 0 then
+    redis.call('SET', keys[lists], argv[21])
+    for i = 22, 19 + entries do
+      for j = lists + 1, last_list do redis.call('RPUSH', keys[j], argv[i]) end
+    end
   end
   if mode == 'append' then
     local window = tonumber(argv[21 + entries])
@@ -112,6 +119,13 @@ for i = 1, n do
     return {0, i, -1}
   end
 end
+for i = 1, n do
+  local argv = runs[i][2]
+  if tonumber(argv[19]) > 0 then
+    local head = redis.call('GET', runs[i][1][tonumber(argv[11])]) or ''
+    if head ~= argv[20] then return {2, head} end
+  end
+end
 local answer
 for i = n, 1, -1 do
   if runs[i][3] == 'children' then
@@ -134,9 +148,7 @@ SAVE_RUN = (
 class RunWrite:
     """One run's part of the save script: its keys and arguments (see ``SAVE_RUN``)."""
 
-    def __init__(
-        self, keys: k.RedisKeys, snapshot: RunSnapshot, audit: Sequence[AuditEntry]
-    ) -> None:
+    def __init__(self, keys: k.RedisKeys, snapshot: RunSnapshot, audit: Chained | None) -> None:
         self.saved, data = next_revision(snapshot)
         saved = self.saved
         run_id = saved.run_id
@@ -170,10 +182,12 @@ class RunWrite:
             changed if saved.is_root and not index.live else "",
             changed if saved.is_root else "",
             *keys.thread_runs_affixes(shard),
-            len(audit),
-            *(entry.model_dump_json() for entry in audit),
         ]
-        if audit:
+        if audit is None:
+            self.args.append(0)
+        else:
+            self.args += [len(audit.lines) + 2, audit.before, audit.after, *audit.lines]
+            self.keys.append(keys.audit_head(shard))
             self.keys += audit_keys(keys, run_id, saved.thread_id, shard)
 
     def with_history(self, key: str, remember: Remember | None, *, read: bool) -> None:
@@ -190,6 +204,35 @@ class RunWrite:
             self.args.append("read")
         else:
             self.args.append("")
+
+
+@dataclass(frozen=True)
+class Chained:
+    """Audit entries linked after a chain's head: the head as read and after them
+    (``head_text``), and their JSON lines."""
+
+    before: str
+    after: str
+    lines: list[str]
+
+    @classmethod
+    def of(cls, entries: Sequence[AuditEntry], head: str, chain: int | None) -> Chained:
+        """``entries`` linked after ``head`` (as the head key holds it) in ``chain``."""
+        lines, after = link(entries, head_link(head), chain)
+        return cls(head, head_text(after), lines)
+
+
+def head_link(text: str) -> Link:
+    """A chain's head as its key holds it ('' before its first entry)."""
+    if not text:
+        return Link()
+    seq, _, digest = text.partition(" ")
+    return Link(seq=int(seq), hash=digest)
+
+
+def head_text(head: Link) -> str:
+    """A chain's head as its key holds it."""
+    return f"{head.seq} {head.hash}"
 
 
 def audit_keys(keys: k.RedisKeys, run_id: str, thread_id: str | None, shard: int) -> list[str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from ..chain import AuditChain, Seal
 from ..messages import Message
 from ..snapshot import AuditEntry, RunSnapshot
 
@@ -39,6 +40,8 @@ PRUNE_BATCH = 100
 """Root runs one prune batch holds at most: short writes, repeated until done."""
 AUDIT_PRUNE_BATCH = 500
 """Audit entries one ``Store.prune_audit`` call removes at most."""
+AUDIT_READ_BATCH = 500
+"""Lines one ``Store.read_audit`` call returns at most."""
 BEGINNING = datetime.min.replace(tzinfo=UTC)
 """A cut-off nothing is older than: the batch of ``Pruned()`` removes nothing."""
 
@@ -185,7 +188,26 @@ class Store(Protocol):
         ...
 
     async def append_audit(self, entry: AuditEntry) -> None:
-        """Append to the audit log."""
+        """Append to the audit log: to the end of its chain (``agents.chain``), atomically
+        (as ``save_run`` appends its ``audit``)."""
+        ...
+
+    async def audit_chains(self) -> list[AuditChain]:
+        """Every chain of the audit log as stored (one; a Redis Cluster's: one per group),
+        each with the anchor its last prune left, for ``agents.chain.walk``."""
+        ...
+
+    async def read_audit(
+        self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
+    ) -> list[str]:
+        """Up to ``limit`` lines of chain ``chain`` (``audit_chains``' numbering) as
+        stored, oldest first, from the first whose ``seq`` is above ``after``: what a
+        reader that got as far as ``after`` reads next (an export's)."""
+        ...
+
+    async def seal_audit(self, seal: Seal) -> int:
+        """Append a ``checkpoint`` entry signing its head to each chain whose last entry
+        is not one already, each atomically; how many were appended."""
         ...
 
     async def list_audit(
@@ -219,10 +241,15 @@ class Store(Protocol):
         """
         ...
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
         """Remove up to ``limit`` audit entries from the start of the log, oldest first,
         while they are older than ``before`` (``AuditEntry.at``); from the run's and the
         thread's entries too. The log stays a log: only ever shortened from its start.
+        Each chain shortened keeps, in the same write, the anchor of the last entry
+        removed (``agents.chain.anchor``), signed by ``seal`` when given, so what
+        remains still verifies.
 
         Returns how many were removed (0: none is due).
         """

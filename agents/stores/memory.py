@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
+from ..chain import (
+    CHECKPOINT,
+    AuditAnchor,
+    AuditChain,
+    Link,
+    Seal,
+    anchor,
+    checkpoint,
+    head_of,
+    link,
+)
 from ..messages import Message
 from ..snapshot import (
+    AUDIT_ADAPTER,
     AuditEntry,
     RunIndex,
     RunSnapshot,
@@ -18,6 +31,7 @@ from ..snapshot import (
 )
 from .base import (
     AUDIT_PRUNE_BATCH,
+    AUDIT_READ_BATCH,
     PRUNE_BATCH,
     LockTimeout,
     Pruned,
@@ -42,6 +56,10 @@ class MemoryStore:
         """Per thread, its root runs that wait or work, and when each was created."""
         self._history: dict[str, list[Message]] = {}
         self._audit: list[AuditEntry] = []
+        self._lines: list[str] = []
+        """The audit log as stored (``_audit`` parsed), one chain."""
+        self._head = Link()
+        self._anchor: AuditAnchor | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._alive: dict[str, datetime] = {}
         self._changed: dict[str, datetime] = {}
@@ -90,7 +108,7 @@ class MemoryStore:
         was_paused, was_live = bool(old and old.paused), bool(old and old.live)
         _reindex(self._paused, run_id, old if was_paused else None, index.paused, index)
         _reindex(self._live, run_id, old if was_live else None, index.live, index)
-        self._audit.extend(audit)
+        self._append_audit(audit)
         if saved.is_root:
             self._changed[run_id] = saved.updated_at
         else:
@@ -166,7 +184,27 @@ class MemoryStore:
         self._history[thread_id] = kept[-window:] if window > 0 else []
 
     async def append_audit(self, entry: AuditEntry) -> None:
-        self._audit.append(entry)
+        self._append_audit([entry])
+
+    def _append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        lines, self._head = link(entries, self._head)
+        self._lines += lines
+        self._audit += [AUDIT_ADAPTER.validate_json(line) for line in lines]
+
+    async def audit_chains(self) -> list[AuditChain]:
+        return [AuditChain(0, list(self._lines), self._anchor)]
+
+    async def read_audit(
+        self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
+    ) -> list[str]:
+        start = bisect.bisect_right(self._audit, after, key=lambda e: e.seq or 0)
+        return self._lines[start : start + limit] if chain == 0 else []
+
+    async def seal_audit(self, seal: Seal) -> int:
+        if not self._audit or self._audit[-1].event == CHECKPOINT:
+            return 0
+        self._append_audit([checkpoint(self._head, 0, seal)])
+        return 1
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -220,13 +258,18 @@ class MemoryStore:
             if changed < before and not self._index[run_id].live
         ]
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
         due = 0
         for entry in self._audit[:limit]:
             if entry.at >= before:
                 break
             due += 1
+        if due:
+            self._anchor = anchor(head_of(self._lines[due - 1]), self._anchor, due, 0, seal)
         del self._audit[:due]
+        del self._lines[:due]
         return due
 
     async def ping(self) -> bool:

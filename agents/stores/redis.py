@@ -22,10 +22,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 from redis.exceptions import RedisError
 
+from ..chain import CHECKPOINT, AuditAnchor, AuditChain, Seal, checkpoint, head_of
 from ..messages import Message
 from ..snapshot import (
     AUDIT_ADAPTER,
@@ -37,9 +38,10 @@ from . import redis_keys as k
 from ._lease import hold_lease
 from ._redis_history import RedisHistoryMove
 from ._redis_retention import BACKFILL_BATCH, RedisRetention
-from ._redis_save import SAVE_RUN, RunWrite, audit_keys
+from ._redis_save import SAVE_RUN, Chained, RunWrite, audit_keys, head_link
 from .base import (
     AUDIT_PRUNE_BATCH,
+    AUDIT_READ_BATCH,
     PRUNE_BATCH,
     Pruned,
     Remember,
@@ -66,10 +68,35 @@ if #ARGV > 1 then redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) end
 return redis.call('LTRIM', KEYS[1], -window, -1)
 """
 
-# KEYS: audit lists. ARGV: the entry's JSON, appended to each.
+# KEYS: a chain's head, then the audit lists. ARGV: the head the entries were linked
+# after (as read; '' before the first), the head after them, the entries' JSON, each
+# appended to every list. Returns {1}, or {0, the head} (and writes nothing) when the
+# head moved since the writer read it.
 _APPEND_AUDIT = """
-for i = 1, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[1]) end
-return #KEYS
+local head = redis.call('GET', KEYS[1]) or ''
+if head ~= ARGV[1] then return {0, head} end
+redis.call('SET', KEYS[1], ARGV[2])
+for i = 3, #ARGV do
+  for j = 2, #KEYS do redis.call('RPUSH', KEYS[j], ARGV[i]) end
+end
+return {1}
+"""
+
+
+# KEYS: a deployment audit list. ARGV: the seq read up to, how many lines at most.
+# The lines after that seq, found by binary search: seqs only grow along the list
+# (lines from before the chain have none, count as 0, and come first).
+_READ_AUDIT = """
+local function seq(i)
+  return cjson.decode(redis.call('LINDEX', KEYS[1], i))['seq'] or 0
+end
+local after = tonumber(ARGV[1])
+local low, high = 0, redis.call('LLEN', KEYS[1])
+while low < high do
+  local middle = math.floor((low + high) / 2)
+  if seq(middle) <= after then low = middle + 1 else high = middle end
+end
+return redis.call('LRANGE', KEYS[1], low, low + tonumber(ARGV[2]) - 1)
 """
 
 
@@ -92,6 +119,9 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE_LOCK)
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
+        self._read_audit = self._redis.register_script(_READ_AUDIT)
+        self._heads: dict[int, str] = {}
+        """Each group's chain head as this process last saw it (``_chained``)."""
         self._history_move = RedisHistoryMove(self._redis, self.keys)
         self._retention = RedisRetention(
             self._redis,
@@ -174,12 +204,48 @@ class RedisStore:
         if hold and not along and thread is not None:
             stamp = repr(first.created_at.timestamp())
             await self._redis.set(self.keys.history_hold(thread), stamp, px=k.HISTORY_HOLD_MS)
+        shard = self.keys.shard(first.run_id)
+        while True:
+            chained = self._chained(audit, shard) if audit else None
+            saved, answer = await self._save_tree(
+                snapshots, chained, along, hold, remember, read_history
+            )
+            if answer[0] != 2:
+                break
+            self._heads[shard] = str(answer[1])  # another process appended: link again
+        if not answer[0]:
+            conflict = snapshots[int(answer[1]) - 1]
+            actual = int(answer[2])
+            raise StoreConflict(conflict.run_id, conflict.revision, None if actual < 0 else actual)
+        if audit:
+            self._heads[shard] = cast(Chained, chained).after
+        history = [Message.model_validate_json(m) for m in answer[2]] if len(answer) > 2 else []
+        if not along and thread is not None:  # a cluster: the history in another slot
+            if remember is not None:
+                await self.append_history(thread, remember.messages, window=remember.window)
+            if read_history:
+                history = await self.load_history(thread)
+        elif read_history and not history and thread is not None:
+            history = await self._history_move.legacy(thread)
+        return saved, history
+
+    async def _save_tree(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Chained | None,
+        along: bool,
+        hold: bool,
+        remember: Remember | None,
+        read_history: bool,
+    ) -> tuple[list[RunSnapshot], list[Any]]:
+        """One call of the save script for runs of one group (see ``_save_runs``)."""
+        thread = snapshots[0].thread_id
         header: list[str | int] = [len(snapshots)]
         keys: list[str] = []
         args: list[str | int] = []
         saved: list[RunSnapshot] = []
         for n, snapshot in enumerate(snapshots):
-            own = RunWrite(self.keys, snapshot, audit if n == 0 else ())
+            own = RunWrite(self.keys, snapshot, audit if n == 0 else None)
             if n == 0 and along and thread is not None:
                 own.with_history(self.keys.history(thread), remember, read=read_history)
             else:
@@ -197,19 +263,12 @@ class RedisStore:
             args += own.args
             saved.append(own.saved)
         answer = await self._save(keys=keys, args=[*header, *args])
-        if not answer[0]:
-            conflict = snapshots[int(answer[1]) - 1]
-            actual = int(answer[2])
-            raise StoreConflict(conflict.run_id, conflict.revision, None if actual < 0 else actual)
-        history = [Message.model_validate_json(m) for m in answer[2]] if len(answer) > 2 else []
-        if not along and thread is not None:  # a cluster: the history in another slot
-            if remember is not None:
-                await self.append_history(thread, remember.messages, window=remember.window)
-            if read_history:
-                history = await self.load_history(thread)
-        elif read_history and not history and thread is not None:
-            history = await self._history_move.legacy(thread)
-        return saved, history
+        return saved, cast(list[Any], answer)
+
+    def _chained(self, audit: Sequence[AuditEntry], shard: int) -> Chained:
+        """``audit`` linked after the head of the group's chain as last seen here (a
+        script refuses it if the head moved, and says where it is)."""
+        return Chained.of(audit, self._heads.get(shard, ""), shard if self.keys.shards else None)
 
     def lock(
         self, name: str, *, ttl: float = 30.0, wait: float | None = None
@@ -297,10 +356,79 @@ class RedisStore:
         await self._append_history(keys=[self.keys.history(thread_id)], args=[window, *lines])
 
     async def append_audit(self, entry: AuditEntry) -> None:
-        """Append to the run's, the thread's and the deployment's audit lists at once."""
+        """Append to the run's, the thread's and the deployment's audit lists at once,
+        after the head of the group's chain."""
         shard = self.keys.shard(entry.run_id)
-        keys = audit_keys(self.keys, entry.run_id, entry.thread_id, shard)
-        await self._append_audit(keys=keys, args=[entry.model_dump_json()])
+        await self._append_chained([entry], shard, entry.run_id, entry.thread_id)
+
+    async def _append_chained(
+        self, entries: Sequence[AuditEntry], shard: int, run_id: str, thread_id: str | None
+    ) -> None:
+        """Link and append ``entries`` to a group's chain, again while its head moves."""
+        lists = audit_keys(self.keys, run_id, thread_id, shard)
+        while not await self._append_linked(entries, shard, lists):
+            pass
+
+    async def _append_linked(
+        self, entries: Sequence[AuditEntry], shard: int, lists: list[str]
+    ) -> bool:
+        """Link ``entries`` after the group's head as last seen and append them to
+        ``lists``; ``False`` (and the head learnt) when it moved meanwhile."""
+        chained = self._chained(entries, shard)
+        keys = [self.keys.audit_head(shard), *lists]
+        answer = await self._append_audit(
+            keys=keys, args=[chained.before, chained.after, *chained.lines]
+        )
+        self._heads[shard] = chained.after if answer[0] else str(answer[1])
+        return bool(answer[0])
+
+    async def audit_chains(self) -> list[AuditChain]:
+        """Each group's chain: its deployment list and anchor (one without groups)."""
+
+        async def read(shard: int) -> AuditChain:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(self.keys.audit_all(shard), 0, -1)
+                pipe.get(self.keys.audit_anchor(shard))
+                lines, kept = await pipe.execute()
+            left = AuditAnchor.model_validate_json(kept) if kept is not None else None
+            return AuditChain(shard, [str(line) for line in lines], left)
+
+        return list(await asyncio.gather(*(read(shard) for shard in self.keys.groups)))
+
+    async def read_audit(
+        self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
+    ) -> list[str]:
+        """The group's deployment list from the line after ``after``, found by the first
+        line's ``seq`` (the list only ever loses its start), in one script."""
+        if chain not in self.keys.groups:
+            return []
+        key = self.keys.audit_all(chain)
+        return [str(line) for line in await self._read_audit(keys=[key], args=[after, limit])]
+
+    async def seal_audit(self, seal: Seal) -> int:
+        """A checkpoint after each group's head, unless its last entry is one."""
+
+        async def one(shard: int) -> int:
+            lists = [self.keys.audit_all(shard)]
+            while True:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.get(self.keys.audit_head(shard))
+                    pipe.lindex(lists[0], -1)
+                    head, last = await pipe.execute()
+                if head is None:
+                    return 0  # nothing chained yet
+                if (
+                    last is not None
+                    and head_of(last) == head_link(head)
+                    and AUDIT_ADAPTER.validate_json(last).event == CHECKPOINT
+                ):
+                    return 0
+                self._heads[shard] = head
+                entry = checkpoint(head_link(head), shard, seal)
+                if await self._append_linked([entry], shard, lists):
+                    return 1
+
+        return sum(await asyncio.gather(*(one(shard) for shard in self.keys.groups)))
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -336,11 +464,13 @@ class RedisStore:
         ``RedisRetention.prune``."""
         return await self._retention.prune(due)
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
         """The oldest entries of the deployment's lists (of every group, merged by time),
         each group's trimmed from its start with the run's and thread's lists of what
         it removes, in one script; see ``Store.prune_audit``."""
-        return await self._retention.prune_audit(before, limit=limit)
+        return await self._retention.prune_audit(before, limit=limit, seal=seal)
 
     async def ping(self) -> bool:
         """Whether the server answers ``PING``."""

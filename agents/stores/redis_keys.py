@@ -96,6 +96,11 @@ HISTORY_MOVED_MS = 24 * 60 * 60 * 1000
 AUDIT_RUN = "audit:run"
 AUDIT_THREAD = "audit:thread"
 AUDIT_ALL = "audit:all"
+# Beside each deployment list: its chain's head ("<seq> <hash>", see ``agents.chain``),
+# set by the script that appends, which appends only after the head the writer linked
+# its entries to; and the anchor the last prune left (JSON), set by the prune's script.
+AUDIT_HEAD = "audit:head"
+AUDIT_ANCHOR = "audit:anchor"
 # Heartbeat per root run: the time (epoch seconds) its driver is alive until,
 # expiring then by itself, so a finished or crashed run leaves nothing behind.
 ALIVE = "alive"
@@ -260,6 +265,14 @@ class RedisKeys(ShardedKeys):
     def audit_all(self, shard: int = 0) -> str:
         """The audit list of the whole deployment."""
         return self._index(AUDIT_ALL, shard)
+
+    def audit_head(self, shard: int = 0) -> str:
+        """The head of the deployment's audit chain (of one group on a cluster)."""
+        return self._index(AUDIT_HEAD, shard)
+
+    def audit_anchor(self, shard: int = 0) -> str:
+        """Where the last prune left the deployment's audit chain (of one group)."""
+        return self._index(AUDIT_ANCHOR, shard)
 
     def alive(self, run_id: str) -> str:
         """A run's heartbeat (one key: tagged by the run everywhere)."""

@@ -15,6 +15,18 @@ from typing import Any
 
 import aiosqlite
 
+from ..chain import (
+    CHECKPOINT,
+    GENESIS,
+    AuditAnchor,
+    AuditChain,
+    Link,
+    Seal,
+    anchor,
+    checkpoint,
+    head_of,
+    link,
+)
 from ..messages import Message
 from ..snapshot import (
     AUDIT_ADAPTER,
@@ -27,6 +39,7 @@ from ..snapshot import (
 from ._lease import hold_lease
 from .base import (
     AUDIT_PRUNE_BATCH,
+    AUDIT_READ_BATCH,
     PRUNE_BATCH,
     Pruned,
     Remember,
@@ -37,12 +50,13 @@ from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
 3: ``runs.alive_until``, the heartbeat of the process driving a run.
 4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``).
 5: ``runs.updated_at`` and ``runs.root_run_id``, so finished runs are pruned (``prune``).
-6: ``audit_horizon``, so the start of the audit log is pruned (``prune_audit``)."""
+6: ``audit_horizon``, so the start of the audit log is pruned (``prune_audit``).
+7: the horizon keeps the chain's anchor (``agents.chain``): the last entry removed."""
 _CURRENT = f"PRAGMA user_version = {SCHEMA_VERSION}"
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
@@ -60,6 +74,13 @@ _RUN_INDEXES = (
     "CREATE INDEX runs_paused_by_thread ON runs (thread_id, created_at) WHERE paused = 1",
     "CREATE INDEX runs_paused_by_expiry ON runs (next_expiry) WHERE paused = 1",
     "CREATE INDEX runs_in_flight ON runs (created_at) WHERE in_flight = 1",
+)
+# What a prune leaves of the chain it shortened (``agents.chain.AuditAnchor``): none
+# while ``hash`` is null.
+_ANCHOR = (
+    "ALTER TABLE audit_horizon ADD COLUMN hash TEXT",
+    "ALTER TABLE audit_horizon ADD COLUMN removed INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE audit_horizon ADD COLUMN signature TEXT",
 )
 # The audit log only ever loses its start (``prune_audit``): ``audit_horizon`` holds the
 # last ``seq`` removed, in one row that only grows, and the audit table refuses to
@@ -125,6 +146,7 @@ _SCHEMA = (
     """CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
     *_AUDIT_HORIZON,
+    *_ANCHOR,
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
     _CURRENT,
 )
@@ -155,7 +177,16 @@ _FROM_VERSION_4 = (
 )
 # Version 6 lets the audit log lose its start, and nothing else of it.
 _FROM_VERSION_5 = ("DROP TRIGGER audit_no_delete", *_AUDIT_HORIZON)
-_MIGRATIONS = (_FROM_VERSION_1, _FROM_VERSION_2, _FROM_VERSION_3, _FROM_VERSION_4, _FROM_VERSION_5)
+# Version 7 chains the audit log: a prune keeps the anchor of what it removed.
+_FROM_VERSION_6 = (*_ANCHOR, f"UPDATE audit_horizon SET hash = '{GENESIS}' WHERE seq > 0")
+_MIGRATIONS = (
+    _FROM_VERSION_1,
+    _FROM_VERSION_2,
+    _FROM_VERSION_3,
+    _FROM_VERSION_4,
+    _FROM_VERSION_5,
+    _FROM_VERSION_6,
+)
 """From version ``i``, the steps of ``_MIGRATIONS[i - 1:]`` in order."""
 
 _RUN_COLUMNS = (
@@ -252,7 +283,6 @@ class SQLiteStore:
     ) -> tuple[list[RunSnapshot], list[Message]]:
         check_audit(snapshots[0], audit)
         prepared = [(snapshot, *next_revision(snapshot)) for snapshot in snapshots]
-        entries = [_audit_params(entry) for entry in audit]
         thread = snapshots[0].thread_id
         remembered = remember if thread is not None else None
 
@@ -267,8 +297,8 @@ class SQLiteStore:
                     )
                     actual = next((int(row[0]) for row in rows), None)
                     raise StoreConflict(snapshot.run_id, snapshot.revision, actual)
-            if entries:
-                await db.executemany(_INSERT_AUDIT, entries)
+            if audit:
+                await _append_audit(db, audit)
             if remembered is not None and thread is not None:
                 await _append_history(db, thread, remembered.messages, remembered.window)
             if read_history and thread is not None:
@@ -276,7 +306,7 @@ class SQLiteStore:
             return []
 
         # A conflict raised in a transaction rolls back what came before it.
-        many = len(prepared) > 1 or bool(entries) or remembered is not None
+        many = len(prepared) > 1 or bool(audit) or remembered is not None
         rows = await self._run(work, transaction=many)
         history = [Message.model_validate_json(row[0]) for row in rows]
         return [saved for _, saved, _ in prepared], history
@@ -359,9 +389,38 @@ class SQLiteStore:
         await self._run(work, transaction=True)
 
     async def append_audit(self, entry: AuditEntry) -> None:
-        """Append one entry; triggers forbid changing it afterwards."""
-        params = _audit_params(entry)
-        await self._run(lambda db: changes(db, _INSERT_AUDIT, params))
+        """Append one entry to the chain; triggers forbid changing it afterwards."""
+        await self._run(lambda db: _append_audit(db, [entry]), transaction=True)
+
+    async def audit_chains(self) -> list[AuditChain]:
+        """The one chain, as stored, with the anchor of the last prune."""
+
+        async def work(db: aiosqlite.Connection) -> AuditChain:
+            rows = await db.execute_fetchall("SELECT entry FROM audit ORDER BY seq")
+            return AuditChain(0, [str(row[0]) for row in rows], await _anchor(db))
+
+        return [await self._run(work, transaction=True)]
+
+    async def read_audit(
+        self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
+    ) -> list[str]:
+        """The lines above ``after``, by the table's ``seq`` (the chain's, since version 7)."""
+        if chain != 0:
+            return []
+        sql = "SELECT entry FROM audit WHERE seq > ? ORDER BY seq LIMIT ?"
+        return [str(row[0]) for row in await self._fetch(sql, (after, limit))]
+
+    async def seal_audit(self, seal: Seal) -> int:
+        """A signed checkpoint after the chain's head, unless the head is one."""
+
+        async def work(db: aiosqlite.Connection) -> int:
+            head, event = await _chain_head(db)
+            if head.seq == 0 or event == CHECKPOINT:
+                return 0
+            await _append_audit(db, [checkpoint(head, 0, seal)], head)
+            return 1
+
+        return await self._run(work, transaction=True)
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -438,9 +497,12 @@ class SQLiteStore:
 
         return await self._run(work, transaction=True)
 
-    async def prune_audit(self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH) -> int:
-        """Moves ``audit_horizon`` past the oldest entries older than ``before``, and
-        deletes them (the triggers allow no other delete), in one transaction."""
+    async def prune_audit(
+        self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
+    ) -> int:
+        """Moves ``audit_horizon`` past the oldest entries older than ``before``, with the
+        chain's anchor, and deletes them (the triggers allow no other delete), in one
+        transaction."""
 
         async def work(db: aiosqlite.Connection) -> int:
             head = await db.execute_fetchall(
@@ -449,9 +511,15 @@ class SQLiteStore:
             due = list(takewhile(lambda row: _entry_time(row[1]) < before, head))
             if not due:
                 return 0
-            horizon = int(due[-1][0])
-            await changes(db, "UPDATE audit_horizon SET seq = ?", (horizon,))
-            return await changes(db, "DELETE FROM audit WHERE seq <= ?", (horizon,))
+            last = head_of(due[-1][1])
+            at = Link(seq=int(due[-1][0]), hash=last.hash)
+            left = anchor(at, await _anchor(db), len(due), 0, seal)
+            await changes(
+                db,
+                "UPDATE audit_horizon SET seq = ?, hash = ?, removed = ?, signature = ?",
+                (left.seq, left.hash, left.removed, left.signature),
+            )
+            return await changes(db, "DELETE FROM audit WHERE seq <= ?", (left.seq,))
 
         return await self._run(work, transaction=True)
 
@@ -480,19 +548,48 @@ class SQLiteStore:
             )
 
 
-# Appended after the last row and the horizon: SQLite would reuse the seq of a removed
-# last row, which the horizon's trigger refuses.
-_INSERT_AUDIT = """INSERT INTO audit (seq, run_id, thread_id, entry) VALUES (
-    max(coalesce((SELECT max(seq) FROM audit), 0), (SELECT seq FROM audit_horizon)) + 1,
-    ?, ?, ?)"""
+# The chain's head: its last row, or the horizon when a prune removed every row (the
+# horizon is below any row left). SQLite would reuse the seq of a removed last row,
+# which the horizon's trigger refuses. A row from before the chain has no hash.
+_HEAD = """SELECT seq, json_extract(entry, '$.hash'), json_extract(entry, '$.event')
+        FROM audit WHERE seq = (SELECT max(seq) FROM audit)
+    UNION ALL SELECT seq, hash, NULL FROM audit_horizon
+    ORDER BY 1 DESC LIMIT 1"""
+_INSERT_AUDIT = "INSERT INTO audit (seq, run_id, thread_id, entry) VALUES (?, ?, ?, ?)"
+
+
+async def _chain_head(db: aiosqlite.Connection) -> tuple[Link, str | None]:
+    """The chain's head and the event of its last entry (inside a transaction)."""
+    seq, digest, event = next(iter(await db.execute_fetchall(_HEAD)))
+    return Link(seq=int(seq), hash=digest or GENESIS), event
+
+
+async def _append_audit(
+    db: aiosqlite.Connection, entries: Sequence[AuditEntry], head: Link | None = None
+) -> None:
+    """Link ``entries`` after the chain's ``head`` (read when not given) and insert them
+    (inside a transaction)."""
+    if head is None:
+        head, _ = await _chain_head(db)
+    lines, _ = link(entries, head)
+    rows = [
+        (head.seq + n, entry.run_id, entry.thread_id, line)
+        for n, (entry, line) in enumerate(zip(entries, lines, strict=True), start=1)
+    ]
+    await db.executemany(_INSERT_AUDIT, rows)
+
+
+async def _anchor(db: aiosqlite.Connection) -> AuditAnchor | None:
+    """Where the last prune left the chain (``None``: never pruned, or before the chain)."""
+    rows = await db.execute_fetchall("SELECT seq, hash, removed, signature FROM audit_horizon")
+    seq, digest, removed, signature = next(iter(rows))
+    if digest is None:
+        return None
+    return AuditAnchor(seq=seq, hash=digest, removed=removed, signature=signature)
 
 
 def _entry_time(data: str) -> datetime:
     return AUDIT_ADAPTER.validate_json(data).at
-
-
-def _audit_params(entry: AuditEntry) -> tuple[str, str | None, str]:
-    return (entry.run_id, entry.thread_id, entry.model_dump_json())
 
 
 def _run_params(saved: RunSnapshot, data: str, *, expected: int) -> dict[str, Any]:

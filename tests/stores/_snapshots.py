@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from agents.messages import Message, ToolCallPart
-from agents.snapshot import PendingCall, RunSnapshot, utcnow
+from agents.snapshot import AuditEntry, PendingCall, RunSnapshot, utcnow
 
 
 def paused_run(
@@ -55,3 +55,9 @@ def paused_run(
         created_at=created_at,
         updated_at=created_at,
     )
+
+
+def unlinked(entries: list[AuditEntry]) -> list[AuditEntry]:
+    """Audit entries as read back, without their place in the chain the store gave them
+    (to compare with the entries written)."""
+    return [e.model_copy(update=dict.fromkeys(("chain", "seq", "prev", "hash"))) for e in entries]

@@ -17,7 +17,7 @@ from agents.snapshot import AuditEntry, utcnow
 from agents.stores import Store, open_store
 from agents.stores.sqlite import SQLiteStore
 
-from ._snapshots import paused_run
+from ._snapshots import paused_run, unlinked
 from .conftest import DURABLE_KINDS, opened
 from .test_conformance import OTHER_THREAD, THREAD
 
@@ -49,13 +49,13 @@ async def test_only_entries_older_than_the_cut_off_go_from_every_query(store: St
     removed = await store.prune_audit(now - RETENTION)
 
     assert removed == 3
-    assert await store.list_audit() == [a_new, b_new]
-    assert await store.list_audit(run_id="run-a") == [a_new]
-    assert await store.list_audit(run_id="run-b") == [b_new]
-    assert await store.list_audit(run_id="run-c") == []
-    assert await store.list_audit(thread_id=THREAD) == [a_new]
-    assert await store.list_audit(thread_id=OTHER_THREAD) == [b_new]
-    assert await store.list_audit(run_id="run-a", thread_id=THREAD) == [a_new]
+    assert unlinked(await store.list_audit()) == [a_new, b_new]
+    assert unlinked(await store.list_audit(run_id="run-a")) == [a_new]
+    assert unlinked(await store.list_audit(run_id="run-b")) == [b_new]
+    assert unlinked(await store.list_audit(run_id="run-c")) == []
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [a_new]
+    assert unlinked(await store.list_audit(thread_id=OTHER_THREAD)) == [b_new]
+    assert unlinked(await store.list_audit(run_id="run-a", thread_id=THREAD)) == [a_new]
     assert await store.prune_audit(now - RETENTION) == 0
 
 
@@ -68,8 +68,8 @@ async def test_entries_saved_with_a_run_go_from_its_run_and_thread(store: Store)
 
     assert await store.prune_audit(utcnow() - RETENTION) == 1
 
-    assert await store.list_audit(run_id=run.run_id) == [new]
-    assert await store.list_audit(thread_id=THREAD) == [new]
+    assert unlinked(await store.list_audit(run_id=run.run_id)) == [new]
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [new]
 
 
 async def test_the_log_goes_in_batches_oldest_first(store: Store) -> None:
@@ -80,11 +80,11 @@ async def test_the_log_goes_in_batches_oldest_first(store: Store) -> None:
     before = utcnow() - RETENTION
 
     assert await store.prune_audit(before, limit=2) == 2
-    assert await store.list_audit(run_id="run-a") == [*old[2:], recent]
+    assert unlinked(await store.list_audit(run_id="run-a")) == [*old[2:], recent]
     assert await store.prune_audit(before, limit=2) == 2
     assert await store.prune_audit(before, limit=2) == 1
     assert await store.prune_audit(before, limit=2) == 0
-    assert await store.list_audit(thread_id=THREAD) == [recent]
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [recent]
 
 
 async def test_only_the_start_of_the_log_goes(store: Store) -> None:
@@ -97,7 +97,7 @@ async def test_only_the_start_of_the_log_goes(store: Store) -> None:
     await append(store, first, newer, late)
 
     assert await store.prune_audit(utcnow() - RETENTION) == 1
-    assert await store.list_audit(run_id="run-a") == [newer, late]
+    assert unlinked(await store.list_audit(run_id="run-a")) == [newer, late]
 
 
 @pytest.mark.parametrize("kind", DURABLE_KINDS)
@@ -119,10 +119,10 @@ async def test_processes_pruning_the_log_at_once_remove_each_entry_once(
             removed += sum(both)
 
         assert removed == len(entries)
-        assert await store.list_audit() == [recent]
-        assert await other.list_audit(thread_id=THREAD) == [recent]
-        assert await store.list_audit(run_id="run-0") == [recent]
-        assert await store.list_audit(run_id="run-1") == []
+        assert unlinked(await store.list_audit()) == [recent]
+        assert unlinked(await other.list_audit(thread_id=THREAD)) == [recent]
+        assert unlinked(await store.list_audit(run_id="run-0")) == [recent]
+        assert unlinked(await store.list_audit(run_id="run-1")) == []
 
 
 @asynccontextmanager
@@ -155,7 +155,7 @@ async def test_sqlite_refuses_any_other_change_to_the_audit_log(tmp_path: Path) 
             ("INSERT INTO audit VALUES (?, 'run-x', NULL, '{}')", (horizon,)),
             ("UPDATE audit_horizon SET seq = 0", ()),
             ("DELETE FROM audit_horizon", ()),
-            ("INSERT OR REPLACE INTO audit_horizon VALUES (1, 0)", ()),
+            ("INSERT OR REPLACE INTO audit_horizon (id, seq) VALUES (1, 0)", ()),
         ]
         for sql, params in refused:
             with pytest.raises(sqlite3.IntegrityError):
@@ -163,7 +163,7 @@ async def test_sqlite_refuses_any_other_change_to_the_audit_log(tmp_path: Path) 
         conn.rollback()
     store = SQLiteStore(f"sqlite:///{path}")
     try:
-        assert await store.list_audit() == [kept]
+        assert unlinked(await store.list_audit()) == [kept]
     finally:
         await store.close()
 
@@ -175,7 +175,7 @@ async def test_sqlite_appends_after_a_log_pruned_to_its_end(tmp_path: Path) -> N
         old = utcnow() - RETENTION - timedelta(days=1)
         await append(store, entry("run-a", THREAD, old), entry("run-a", THREAD, old))
         assert await store.prune_audit(utcnow() - RETENTION) == 2
-        assert await store.list_audit() == []
+        assert unlinked(await store.list_audit()) == []
 
         later = entry("run-a", THREAD, utcnow())
         await store.append_audit(later)
@@ -183,7 +183,7 @@ async def test_sqlite_appends_after_a_log_pruned_to_its_end(tmp_path: Path) -> N
         saved_with_run = entry(run.run_id, THREAD, utcnow(), "requested")
         await store.save_run(run, [saved_with_run])
 
-        assert await store.list_audit() == [later, saved_with_run]
+        assert unlinked(await store.list_audit()) == [later, saved_with_run]
         assert await store.prune_audit(utcnow() - RETENTION) == 0
     finally:
         await store.close()

@@ -14,7 +14,7 @@ from agents.snapshot import AuditEntry, Decision, RunSnapshot, utcnow
 from agents.stores import LockTimeout, Store, StoreConflict, open_store
 from agents.stores.base import tree_run_id
 
-from ._snapshots import paused_run
+from ._snapshots import paused_run, unlinked
 
 THREAD = "slack:T1:C1:1700000000.000100"
 OTHER_THREAD = "teams:tenant-1:19:abc@thread.tacv2;messageid=1700000000001"
@@ -134,7 +134,7 @@ async def test_runs_of_a_tree_are_saved_together_with_the_tops_audit(store: Stor
     assert [s.revision for s in saved] == [1, 1]
     assert await store.load_run(root.run_id) == saved[0]
     assert await store.load_run(child.run_id) == saved[1]
-    assert await store.list_audit(run_id=root.run_id) == [requested]
+    assert unlinked(await store.list_audit(run_id=root.run_id)) == [requested]
     assert await store.paused_runs(THREAD) == [root.run_id]
     again = await store.save_runs([decided(saved[0], "U1"), decided(saved[1], "U1")])
     assert [s.revision for s in again] == [2, 2]
@@ -152,7 +152,7 @@ async def test_a_tree_save_with_one_stale_run_writes_none_of_them(store: Store) 
     assert caught.value.run_id == child.run_id
     assert await store.load_run(root.run_id) == root
     assert await store.load_run(child.run_id) == newer
-    assert await store.list_audit(run_id=root.run_id) == []
+    assert unlinked(await store.list_audit(run_id=root.run_id)) == []
     assert await store.paused_runs(THREAD) == [root.run_id]
 
 
@@ -383,11 +383,11 @@ async def test_audit_lists_entries_per_run_and_per_thread_oldest_first(store: St
     for entry in (a_requested, b_requested, a_approved, c_declined):
         await store.append_audit(entry)
 
-    assert await store.list_audit(run_id="run-a") == [a_requested, a_approved]
-    assert await store.list_audit(thread_id=THREAD) == [a_requested, b_requested, a_approved]
-    assert await store.list_audit(thread_id=OTHER_THREAD) == [c_declined]
-    assert await store.list_audit(run_id="run-a", thread_id=OTHER_THREAD) == []
-    assert await store.list_audit(run_id="run-z") == []
+    assert unlinked(await store.list_audit(run_id="run-a")) == [a_requested, a_approved]
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [a_requested, b_requested, a_approved]
+    assert unlinked(await store.list_audit(thread_id=OTHER_THREAD)) == [c_declined]
+    assert unlinked(await store.list_audit(run_id="run-a", thread_id=OTHER_THREAD)) == []
+    assert unlinked(await store.list_audit(run_id="run-z")) == []
 
 
 async def test_a_save_puts_its_audit_entries_on_record_with_it(store: Store) -> None:
@@ -397,9 +397,9 @@ async def test_a_save_puts_its_audit_entries_on_record_with_it(store: Store) -> 
     approved = audit(snapshot.run_id, THREAD, "approved", "U777")
     await store.save_run(decided(saved, "U777"), [approved])
 
-    assert await store.list_audit(run_id=snapshot.run_id) == [requested, approved]
-    assert await store.list_audit(thread_id=THREAD) == [requested, approved]
-    assert await store.list_audit() == [requested, approved]
+    assert unlinked(await store.list_audit(run_id=snapshot.run_id)) == [requested, approved]
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [requested, approved]
+    assert unlinked(await store.list_audit()) == [requested, approved]
 
 
 async def test_a_save_that_conflicts_writes_none_of_its_audit_entries(store: Store) -> None:
@@ -411,7 +411,7 @@ async def test_a_save_that_conflicts_writes_none_of_its_audit_entries(store: Sto
         await store.save_run(
             decided(saved, "U2"), [audit(snapshot.run_id, THREAD, "approved", "U2")]
         )
-    assert await store.list_audit(run_id=snapshot.run_id) == []
+    assert unlinked(await store.list_audit(run_id=snapshot.run_id)) == []
 
 
 async def test_a_save_refuses_audit_entries_of_another_run(store: Store) -> None:
@@ -426,7 +426,7 @@ async def test_audit_without_a_filter_lists_everything(store: Store) -> None:
     for entry in entries:
         await store.append_audit(entry)
 
-    assert await store.list_audit() == entries
+    assert unlinked(await store.list_audit()) == entries
 
 
 # Heartbeats
@@ -575,7 +575,7 @@ async def test_state_survives_reopening_the_store(durable_store: Store) -> None:
     try:
         assert await reopened.load_run(saved.run_id) == saved
         assert await reopened.paused_runs(THREAD) == [saved.run_id]
-        assert await reopened.list_audit(run_id=saved.run_id) == [entry]
+        assert unlinked(await reopened.list_audit(run_id=saved.run_id)) == [entry]
         assert await reopened.load_history(THREAD) == [Message.user("remember me")]
     finally:
         await reopened.close()
