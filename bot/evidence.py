@@ -145,7 +145,8 @@ def verify(chain: AuditChain, key: Ed25519PublicKey | None = None) -> Verdict:
         last = report.checkpoints[-1].seq
         after = report.head.seq - last
         verdict.notes.append(
-            f"{name}: {good} checkpoints signed by this key, the last at entry {last}"
+            f"{name}: {good} checkpoint{'s' if good > 1 else ''} signed by this key,"
+            f" the last at entry {last}"
             + (f" ({after} entries after it not signed yet)" if after else "")
         )
     return verdict
