@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from . import texts
+from . import provenance, texts
 from .chunks import ToolCallGrantedChunk, ToolErrorChunk
 from .messages import Message, ToolCallPart, ToolResultPart
 from .snapshot import AuditEntry, PendingCall, RunSnapshot, utcnow
@@ -181,20 +181,19 @@ class Calls:
     ) -> None:
         """Audit a call a standing answer settled without asking anyone (``actor``: who
         gave that answer)."""
-        await self.store.append_audit(
-            AuditEntry(
-                event=event,
-                run_id=snap.root_run_id,
-                thread_id=snap.thread_id,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=args,
-                kind="approval",
-                requester=snap.resource_id,
-                actor=actor,
-                reason=reason,
-            )
+        entry = AuditEntry(
+            event=event,
+            run_id=snap.root_run_id,
+            thread_id=snap.thread_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=args,
+            kind="approval",
+            requester=snap.resource_id,
+            actor=actor,
+            reason=reason,
         )
+        await self.store.append_audit(provenance.current().stamp(entry))
 
     async def granted(
         self, snap: RunSnapshot, tool: Tool, call: ToolCallPart, args: BaseModel, grant: Granted

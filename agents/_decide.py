@@ -21,6 +21,7 @@ changes the call.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -571,8 +572,10 @@ def _ran(
         return []
     event: AuditEvent = "failed" if outcome.result.is_error else "executed"
     entry = audit_entry(top, call, event, decision)
-    kept = outcome.result.content[:_RESULT_KEPT]
-    return [entry.model_copy(update={"result": kept, "args": args})]
+    content = outcome.result.content
+    digest = "sha256:" + hashlib.sha256(content.encode()).hexdigest()
+    update = {"result": content[:_RESULT_KEPT], "digest": digest, "args": args}
+    return [entry.model_copy(update=update)]
 
 
 _RESULT_KEPT = 500

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from . import texts
+from . import provenance, texts
 from ._calls import (
     CallPredicate,
     Expiry,
@@ -533,8 +533,9 @@ async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
 def audit_entry(
     top: RunSnapshot, call: PendingCall, event: AuditEvent, decision: Decision | None = None
 ) -> AuditEntry:
-    """The audit log's record of ``event`` on a call of the top run ``top``."""
-    return AuditEntry(
+    """The audit log's record of ``event`` on a call of the top run ``top``, with where
+    the request being handled came from (``agents.provenance``)."""
+    entry = AuditEntry(
         event=event,
         run_id=top.run_id,
         thread_id=top.thread_id,
@@ -543,7 +544,9 @@ def audit_entry(
         args=call.args,
         kind=call.kind,
         requester=call.requester,
+        requester_name=top.resource_name if call.requester == top.resource_id else None,
         actor=decision.decided_by if decision else None,
         # What a person answered for the tool is on record as why it did not run.
         reason=(decision.reason or decision.response) if decision else None,
     )
+    return provenance.current().stamp(entry)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from . import provenance
 from ._calls import CallPredicate, Expiry, StandingApproval
 from ._decide import select_pending
 from ._engine import DEFAULT_LEASE, Engine
@@ -224,6 +225,7 @@ class Agent:
             root_run_id=run_id,
             thread_id=thread_id,
             resource_id=resource_id,
+            resource_name=provenance.current().name(resource_id),
             metadata=dict(metadata or {}),
             options=RunOptions(
                 require_tool_approval="predicate" if callable(rule) else bool(rule),
@@ -466,8 +468,9 @@ class Agent:
         return await self.engine.store.list_audit(run_id=run_id, thread_id=thread_id)
 
     async def record(self, entry: AuditEntry) -> None:
-        """Append ``entry`` to the audit log (a caller's own events, such as votes)."""
-        await self.engine.store.append_audit(entry)
+        """Append ``entry`` to the audit log (a caller's own events, such as votes), with
+        where the request being handled came from (``agents.provenance``)."""
+        await self.engine.store.append_audit(provenance.current().stamp(entry))
 
     async def ping(self) -> bool:
         """Whether the store answers."""

@@ -169,6 +169,9 @@ class RunSnapshot(BaseModel):
     parent_call_id: str | None = None
     thread_id: str | None = None
     resource_id: str | None = None
+    resource_name: str | None = None
+    """The display name of ``resource_id`` (the requester) when the run started, where
+    the request said it (``agents.provenance``): the audit log names them by it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """The caller's own JSON (the chat layer keeps where the run was asked)."""
     status: RunStatus = "running"
@@ -314,12 +317,24 @@ class AuditEntry(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     kind: PendingKind | None = None
     requester: str | None = None
+    requester_name: str | None = None
+    """The requester's display name when the entry was written (``requester`` is the id)."""
     actor: str | None = None
+    actor_name: str | None = None
+    """The actor's display name when the entry was written (``actor`` is the id, or a
+    quorum's ids joined by commas: their names then, likewise)."""
+    via: str | None = None
+    """The platform or client the event came through (``agents.provenance``)."""
     reason: str | None = None
     previous_args: dict[str, Any] | None = None
     """On ``edited``: the arguments before the edit (``args`` are after)."""
     result: str | None = None
     """On ``executed`` / ``failed``: the start of the tool's result, or its error."""
+    digest: str | None = None
+    """``sha256:<hex>`` of the whole of what ``result`` starts (a tool's result), or of
+    the file loaded (``policy_loaded``, ``config_loaded``)."""
+    where: str | None = None
+    """On ``shown``: where the card went (a thread, a channel, a person's DMs)."""
     signature: str | None = None
     """On ``checkpoint``: the signature of the chain's head before it (``agents.chain``)."""
     chain: int | None = None

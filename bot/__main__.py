@@ -39,6 +39,7 @@ from .core import ChatBot
 from .evidence import KeyFileError, load_public_key, load_signing_key, sealer, verify
 from .policy import ApprovalPolicy, PolicyError
 from .policy_cli import policy_main
+from .records import CONFIG_LOADED, POLICY_LOADED, record_loaded
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
 from .types import SuggestedPrompt
@@ -415,6 +416,9 @@ async def run(
         )
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:
+            if command != "check":  # what this process decides by, on record
+                await record_loaded(bot.agent, POLICY_LOADED, settings.approval_policy)
+                await record_loaded(bot.agent, CONFIG_LOADED, settings.bot_config)
             if command == "check":
                 await check(settings, bot, agent=described, model=model, store=store.url, live=live)
             elif command == "console":

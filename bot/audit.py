@@ -27,7 +27,19 @@ from .votes import VOTED
 
 AuditFormat = Literal["table", "csv", "jsonl"]
 
-COLUMNS = ("at", "event", "tool", "actor", "requester", "args", "detail", "thread", "run", "call")
+COLUMNS = (
+    "at",
+    "event",
+    "tool",
+    "actor",
+    "requester",
+    "via",
+    "args",
+    "detail",
+    "thread",
+    "run",
+    "call",
+)
 """What each row says, in this order."""
 TABLE_CELL = 60
 """Characters a table cell shows at most (CSV and JSON lines keep everything)."""
@@ -48,8 +60,8 @@ def audit_rows(
 def row(entry: AuditEntry, policy: ApprovalPolicy, *, compact: bool = False) -> dict[str, str]:
     """One entry as text by column; a sensitive tool's arguments as their hash (and of
     an edit, only the names of the arguments it changed)."""
-    sensitive = policy.rule(entry.tool_name).sensitive
-    detail = [entry.reason or "", entry.result or ""]
+    sensitive = bool(entry.tool_name) and policy.rule(entry.tool_name).sensitive
+    detail = [entry.reason or "", entry.result or "", entry.where or "", entry.digest or ""]
     if entry.previous_args is not None:
         changes = arg_changes(entry.previous_args, entry.args)
         changed = ", ".join(c.name for c in changes) if sensitive else changes_text(changes)
@@ -58,8 +70,9 @@ def row(entry: AuditEntry, policy: ApprovalPolicy, *, compact: bool = False) -> 
         "at": entry.at.isoformat(timespec="seconds"),
         "event": str(entry.event),
         "tool": entry.tool_name,
-        "actor": entry.actor or "",
-        "requester": entry.requester or "",
+        "actor": _named(entry.actor, entry.actor_name),
+        "requester": _named(entry.requester, entry.requester_name),
+        "via": entry.via or "",
         "args": _args(entry.args, sensitive, compact=compact),
         "detail": "; ".join(d for d in detail if d),
         "thread": entry.thread_id or "",
@@ -110,6 +123,13 @@ def _args(args: dict[str, Any], sensitive: bool, *, compact: bool = False) -> st
     if compact:
         return " ".join(f"{name}={shown_value(value)}" for name, value in args.items())
     return text
+
+
+def _named(ids: str | None, name: str | None) -> str:
+    """Who, by name and id as the entry has them: ``Grace Hopper (U1)``."""
+    if not ids:
+        return ""
+    return f"{name} ({ids})" if name and name != ids else ids
 
 
 def _cell(value: str) -> str:

@@ -107,6 +107,11 @@ class Clients:
         return names
 
 
+def client_via(name: str) -> str:
+    """How a client's requests are on record (the audit's ``via``, a stop's actor)."""
+    return f"client:{name}"
+
+
 def request_message(tool: str, args: Mapping[str, Any], *, call_id: str) -> str:
     """The first message of a client's run: the call its caller asks about (``call_id``:
     unique in the thread, whose history keeps it)."""

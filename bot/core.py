@@ -35,6 +35,7 @@ from agents import (
 )
 from agents.chain import Seal
 from agents.mcp import mcp_servers
+from agents.provenance import arriving
 
 from . import texts
 from .callbacks import CALLBACK
@@ -164,6 +165,7 @@ class ChatBot:
             metrics=self.metrics,
             schema_of=agent.input_schema,
             links=self.links,
+            record=agent.record,
         )
         self.grants = Grants(
             agent=agent, policy=self.policy, chat=self.chat, presenter=self.presenter
@@ -489,6 +491,7 @@ class ChatBot:
             return
         self._closed = True
         self.service.close()
+        started = self._sweeper is not None
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
@@ -499,7 +502,8 @@ class ChatBot:
         self.agent.closing()
         await self.tasks.aclose(timeout)
         await self.service.callbacks.aclose()
-        await self.housekeeping.seal_audit()
+        if started:  # what this process put on record, signed (a check signs nothing)
+            await self.housekeeping.seal_audit()
         if self._owns_chat:
             await self.chat.close()
 
@@ -552,11 +556,17 @@ class ChatBot:
         return write
 
     async def _work(self, delivery: Delivery, entry: IntakeEntry, attempt: Attempt) -> None:
-        """One intake entry's work: a message's run segment, or a click's decision."""
+        """One intake entry's work: a message's run segment, or a click's decision, each
+        on record as coming through its platform (or page) from its person."""
         if delivery.message is not None:
-            await self._handle_message(delivery.message, entry, attempt)
+            message = delivery.message
+            names = {message.user_id: message.user_name}
+            with arriving(message.thread.platform, names):
+                await self._handle_message(message, entry, attempt)
         elif delivery.click is not None:
-            await self._handle_click(delivery.click, entry, attempt)
+            click = delivery.click
+            with arriving(click.via or click.thread.platform, {click.user_id: click.user_name}):
+                await self._handle_click(click, entry, attempt)
 
     async def _delayed(self, delivery: Delivery) -> None:
         """Tell the people waiting, once per delivery, that the store holds things up."""

@@ -38,6 +38,7 @@ from .metrics import DecisionOutcome, Metrics
 from .outcome import decision_notice
 from .policy import ApprovalPolicy
 from .presenter import Presenter
+from .records import REFUSED, call_entry
 from .tasks import KeyedLocks, TaskTracker
 from .tiers import allows
 from .types import (
@@ -53,6 +54,7 @@ from .types import (
     Prompt,
     PromptField,
     Text,
+    plain_text,
 )
 from .views import (
     RESPONSE_INPUT,
@@ -332,13 +334,15 @@ class Decisions:
         click, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
+            if refusal[1] == "refused":  # the policy's no: on record, who and why
+                return await self._refused(click, await self._waiting(click), refusal[0])
             return self._refuse(refusal[0], outcome=refusal[1])
         if call.kind == "suspension":
             return await self._settle_question(click, call)
         quorum = self._policy.quorum(call.tool_name, call)
         if click.action == "edit":
             if not self._edit_fields(call, quorum):
-                return self._refuse(texts.EDIT_NOT_OFFERED, outcome="refused")
+                return await self._refused(click, call, texts.EDIT_NOT_OFFERED)
             rule, edited = self._policy.rule(call.tool_name, call), self._edited(call, click)
             moved = self._policy.rule(call.tool_name, edited).tier != rule.tier
             if moved or not rule.editor_may_approve:
@@ -346,11 +350,11 @@ class Decisions:
                 return await self._ask_again(click, call, edited)
             refused = await self._by_rule(click, edited, "approve")
             if refused is not None:  # the edited call must be this decider's to approve too
-                return self._refuse(refused, outcome="refused")
+                return await self._refused(click, call, refused)
             return await self._carry_out(click, call)
         if click.action == "respond":
             if not self._policy.rule(call.tool_name, call).respond:
-                return self._refuse(texts.RESPOND_NOT_OFFERED, outcome="refused")
+                return await self._refused(click, call, texts.RESPOND_NOT_OFFERED)
             if not _response(click):
                 self._metrics.decided("refused")
                 return ClickResult(accepted=False, said=(texts.RESPONSE_REQUIRED,), retry=True)
@@ -358,12 +362,12 @@ class Decisions:
         if click.action == "never":
             rule = self._policy.rule(call.tool_name, call)
             if click.grant_for not in rule.never_for:
-                return self._refuse(texts.NEVER_NOT_OFFERED, outcome="refused")
+                return await self._refused(click, call, texts.NEVER_NOT_OFFERED)
         if click.action == "grant":
             rule = self._policy.rule(call.tool_name, call)
             offered = rule.grant_for if call.answer is None else ()
             if click.grant_for not in offered:
-                return self._refuse(texts.GRANT_NOT_OFFERED, outcome="refused")
+                return await self._refused(click, call, texts.GRANT_NOT_OFFERED)
             return await self._carry_out(click, call)
         if quorum == 1:
             return await self._carry_out(click, call)
@@ -420,14 +424,14 @@ class Decisions:
         voted = any(person.id == click.user_id for person in votes)
         if voted and len(votes) < quorum:
             more = quorum - len(votes)
-            return self._refuse(texts.CLICK_ALREADY_VOTED.format(more=more), outcome="refused")
+            return await self._refused(click, call, texts.CLICK_ALREADY_VOTED.format(more=more))
         me = Person(id=click.user_id, name=click.user_name)
         ballot = votes if voted else [*votes, me]
         voters = tuple(person.id for person in ballot)
         if not voted:
             short = await self._groups_short(click, call, voters, quorum)
             if short is not None:
-                return self._refuse(short, outcome="refused")
+                return await self._refused(click, call, short)
         if len(ballot) >= quorum:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
@@ -706,6 +710,17 @@ class Decisions:
         except RuntimeError:
             # The decision stands; only this process is going away before carrying it out.
             log.error("run %s: decided during shutdown, not continued here", call.run_id)
+
+    async def _refused(
+        self, click: Click, call: PendingInfo | None, message: Text | str
+    ) -> ClickResult:
+        """Refuse a click the policy does not allow, on record: who clicked, and why."""
+        said = (message,) if isinstance(message, str) else message
+        if call is not None:
+            why = plain_text(said)
+            entry = call_entry(REFUSED, call, click.thread.id, actor=click.user_id, reason=why)
+            await self._agent.record(entry)
+        return self._refuse(said, outcome="refused")
 
     def _refuse(self, message: Text | str, *, outcome: DecisionOutcome) -> ClickResult:
         self._metrics.decided(outcome)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from agents import Agent, PendingInfo, Refusal, StandingAsk
+from agents import Agent, AuditEntry, PendingInfo, Refusal, StandingAsk
 
 from . import texts
 from .chat_state import GrantState, grant_key, never_key
@@ -23,6 +23,7 @@ from .metrics import DecisionOutcome
 from .people import scope_of
 from .policy import ApprovalPolicy, EffectiveRule, parse_duration
 from .presenter import Presenter
+from .records import REVOKED
 from .types import Click, Messenger, Notice, Text, ThreadKey
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,19 @@ class Grants:
             ended_any |= await self._chat.revoke_grant(click.thread.id, key)
         if not ended_any:
             return (texts.GRANT_GONE.format(tool=tool),), "stale"
+        await self._agent.record(
+            AuditEntry(
+                event=REVOKED,
+                run_id=granted.run_id,
+                thread_id=granted.thread_id,
+                tool_call_id=granted.tool_call_id,
+                tool_name=tool,
+                args=granted.args,
+                kind=granted.kind,
+                requester=granted.requester,
+                actor=click.user_id,
+            )
+        )
         ended = texts.GRANT_ENDED.format(tool=tool)
         notice = Notice(text=ended, to=people.who(click.thread, click.user_id))
         await self._presenter.say(
@@ -128,9 +142,10 @@ class Grants:
         )
         return None
 
-    async def end_in_thread(self, thread: ThreadKey, messenger: Messenger) -> None:
-        """End the thread's grants (``revoke`` in it), saying how many there were."""
+    async def end_in_thread(self, thread: ThreadKey, messenger: Messenger, by: str) -> None:
+        """End the thread's grants (``revoke`` in it, by ``by``), saying how many there were."""
         count = await self._chat.revoke_grants(thread.id)
+        await self._revoked(thread.id, by, count)
         text = texts.GRANTS_REVOKED.format(count=count) if count else texts.NO_GRANTS
         await self._presenter.say(messenger, thread, Notice(text=text))
 
@@ -140,7 +155,24 @@ class Grants:
         given = await self._chat.grants_given(user_id, scope, datetime.now(UTC).timestamp())
         count = 0
         for thread_id, key in given:
-            count += await self._chat.revoke_grant(thread_id, key)
+            ended = await self._chat.revoke_grant(thread_id, key)
+            await self._revoked(thread_id, user_id, int(ended))
+            count += ended
         if not count:
             return (texts.NO_GRANTS_GIVEN,)
         return (texts.GRANTS_GIVEN_ENDED.format(count=count),)
+
+    async def _revoked(self, thread_id: str, by: str, count: int) -> None:
+        """Put ``count`` grants of a thread ended by ``by`` on record (none: nothing)."""
+        if count:
+            reason = f"{count} standing grant{'s' if count > 1 else ''} ended"
+            entry = AuditEntry(
+                event=REVOKED,
+                run_id="",
+                thread_id=thread_id,
+                tool_call_id="",
+                tool_name="",
+                actor=by,
+                reason=reason,
+            )
+            await self._agent.record(entry)

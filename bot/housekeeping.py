@@ -27,6 +27,7 @@ from .documents import ViewDocumentError, load_view
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
+from .records import ESCALATED, REMINDED, call_entry
 from .tasks import KeyedLocks, TaskTracker
 from .timers import DELIVER, TIMER, UNDELIVERED, Timer, Undelivered, deliver_later
 from .types import Messenger, Notice, ThreadKey, Undeliverable
@@ -228,13 +229,15 @@ class Housekeeping:
         if not place.copies:
             named = tuple(self._presenter.people.who(thread, user) for user in people)
             await self._presenter.say(messenger, thread, Notice(text=text, also=named))
-            return 1
         for copy in place.copies:
             # Under the card in the approvers' channel, or in each direct message.
             mine = (copy.to.user_id,) if copy.to.user_id else people
             named = tuple(self._presenter.people.who(thread, user) for user in mine if user)
             notice = Notice(text=text, also=named)
             await self._presenter.say(messenger, copy.thread, notice, follow=False)
+        event = REMINDED if job.kind == "remind" else ESCALATED
+        told = ",".join(people) or None
+        await self._agent.record(call_entry(event, info, snap.thread_id, actor=told))
         return 1
 
     async def _repost(self, job: Timer, call: PendingCall | None, metadata: dict[str, Any]) -> int:

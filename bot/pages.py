@@ -29,6 +29,9 @@ from .people import People
 from .types import ApprovalCard, Click, ClickAction, ClickResult, Person, Text
 from .views import thread_of
 
+WEB: Final = "web"
+"""What a decision page's clicks came through, in the audit log (``Click.via``)."""
+
 GRANT: Final = "grant:"
 """A form's ``action`` of a grant: ``grant:<duration>`` (``grant:1h``)."""
 NEVER: Final = "never:"
@@ -162,6 +165,7 @@ class DecisionPages:
             tool_call_id=link.tool_call_id,
             action="approve",
             user_name=who.name,
+            via=WEB,
         )
         card = await self._card_now(looking)
         if card is None:

@@ -8,7 +8,7 @@ other parts (messages, decisions, housekeeping) speak only through it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
@@ -16,6 +16,7 @@ from typing import Any, Literal
 from cachetools import TTLCache
 
 from agents import (
+    AuditEntry,
     LockTimeout,
     PendingInfo,
 )
@@ -28,6 +29,7 @@ from .links import LinkFor, Links
 from .metrics import Metrics
 from .people import MAX_DIRECT, People, scope_of
 from .policy import ApprovalPolicy, PolicyError
+from .records import SHOWN, call_entry
 from .segments import Segments
 from .timers import deliver_later, post_later, set_timers, update_key
 from .types import (
@@ -68,6 +70,7 @@ class Presenter:
         metrics: Runs finished and failed are counted here.
         links: Decision links, for cards sent to people.
         schema_of: A pending call's input schema, for the card's Edit form.
+        record: Puts an event on the audit log (``Agent.record``): where each card went.
     """
 
     def __init__(
@@ -80,8 +83,10 @@ class Presenter:
         metrics: Metrics,
         links: Links,
         schema_of: Callable[[PendingInfo], dict[str, Any] | None] = lambda _: None,
+        record: Callable[[AuditEntry], Awaitable[None]] | None = None,
     ) -> None:
         self._top = (agent_id,)
+        self._record = record
         self._links = links
         self.batches = Batches(chat)
         """Cards of several calls: how each of their calls reads now."""
@@ -239,9 +244,13 @@ class Presenter:
     async def _remember(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, place: CardPlace
     ) -> None:
-        """Remember where a waiting call's card is, its timers, and whose lists it is on."""
+        """Remember where a waiting call's card is, its timers, and whose lists it is on;
+        and put where it went on record."""
         try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
+            if self._record is not None:
+                where = ", ".join(copy.thread.id for copy in place.copies) or thread.id
+                await self._record(call_entry(SHOWN, info, thread.id, where=where))
             if info.kind == "approval":
                 await set_timers(self._chat, self._policy.rule(info.tool_name, info), info)
                 await self._chat.index_waiting(

@@ -89,7 +89,7 @@ class Replies:
         thread = message.thread
         pending = await self.pending(thread.id)
         if " ".join(message.text.lower().split()) in texts.REVOKE_WORDS:
-            await self._grants.end_in_thread(thread, messenger)
+            await self._grants.end_in_thread(thread, messenger, message.user_id)
             return None
         questions = [p for p in pending if p.kind == "suspension"]
         live = [q for q in questions if q.expires_at > datetime.now(UTC)]

@@ -33,6 +33,7 @@ from agents import (
     StandingAsk,
     StoreConflict,
 )
+from agents.provenance import arriving
 
 from . import texts
 from .asks import (
@@ -54,7 +55,7 @@ from .asks import (
 )
 from .callbacks import PENDING, Callbacks, Owed
 from .chat_state import ChatState
-from .clients import QUESTION, Client, Clients, request_message
+from .clients import QUESTION, Client, Clients, client_via, request_message
 from .following import Following
 from .links import LinkFor, Links
 from .people import MAX_DIRECT
@@ -297,24 +298,25 @@ class ApprovalService:
         metadata = run_metadata(thread)
         if asked.callback is not None:
             metadata["callback"] = asked.callback
-        try:
-            stream = await self._agent.stream(
-                message,
-                thread_id=thread.id,
-                resource_id=asked.requested_by,
-                metadata=metadata,
-                run_id=run_id,
-                peer=client.name,
-                expires_in=asked.expires_in,
+        with arriving(client_via(client.name)):
+            try:
+                stream = await self._agent.stream(
+                    message,
+                    thread_id=thread.id,
+                    resource_id=asked.requested_by,
+                    metadata=metadata,
+                    run_id=run_id,
+                    peer=client.name,
+                    expires_in=asked.expires_in,
+                )
+            except StoreConflict:  # the same key, sent twice at once: one of them asks
+                return await self._agent.get_run(run_id)
+            if asked.callback is not None:
+                await self.callbacks.expect(run_id)
+            self._tasks.spawn(
+                self._presenter.consume(thread, messenger, stream, requester=asked.requested_by),
+                name=f"client request {run_id}",
             )
-        except StoreConflict:  # the same key, sent twice at once: one of them asks
-            return await self._agent.get_run(run_id)
-        if asked.callback is not None:
-            await self.callbacks.expect(run_id)
-        self._tasks.spawn(
-            self._presenter.consume(thread, messenger, stream, requester=asked.requested_by),
-            name=f"client request {run_id}",
-        )
         return thread
 
     async def state(self, client: Client, approval: str) -> Approval:
@@ -440,7 +442,8 @@ class ApprovalService:
         current = approval_of(snap)
         if current.status != "pending":
             return current
-        stopped = await self._agent.stop_run(approval, stopped_by=f"client:{client.name}")
+        with arriving(client_via(client.name)):
+            stopped = await self._agent.stop_run(approval, stopped_by=client_via(client.name))
         thread = thread_of(snap.metadata)
         if stopped is not None and thread is not None:
             messenger = self._presenter.messenger(thread.platform)

@@ -122,6 +122,10 @@ class Click:
     run's own thread (``thread`` then is the run's): a card in an approvers' channel, a
     direct message, an inbox. Adapters set ``thread`` to where the click happened."""
 
+    via: str | None = None
+    """Set by the core's own pages, never by adapters: what the click came through when
+    not the thread's platform (``web``: a decision page), for the audit log."""
+
     @property
     def place(self) -> ThreadKey:
         """Where the click happened (what the clicker is told is said there)."""

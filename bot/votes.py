@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from agents import Agent, AuditEntry, PendingInfo
+from agents import Agent, PendingInfo
 
+from .records import call_entry
 from .types import Click
 
 VOTED: Final = "voted"
@@ -19,19 +20,7 @@ VOTED: Final = "voted"
 
 async def audit_vote(agent: Agent, click: Click, call: PendingInfo) -> None:
     """One line of the audit log for one vote."""
-    await agent.record(
-        AuditEntry(
-            event=VOTED,
-            run_id=call.run_id,
-            thread_id=click.thread.id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            args=dict(call.args),
-            kind=call.kind,
-            requester=call.requester,
-            actor=click.user_id,
-        )
-    )
+    await agent.record(call_entry(VOTED, call, click.thread.id, actor=click.user_id))
 
 
 def spanned(groups: list[frozenset[str]]) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import io
 import json
 import os
@@ -48,13 +49,19 @@ async def test_the_audit_prints_requests_decisions_and_what_came_of_them(tmp_pat
     events = [(r["event"], r["tool"]) for r in rows]
     assert events == [
         ("requested", "delete_record"),
+        ("shown", "delete_record"),
         ("declined", "delete_record"),
         ("requested", "refund"),
+        ("shown", "refund"),
         ("edited", "refund"),
         ("approved", "refund"),
         ("executed", "refund"),
     ]
-    declined, edited, executed = rows[1], rows[3], rows[5]
+    shown, declined, edited, executed = rows[1], rows[2], rows[5], rows[7]
+    assert shown["detail"] == "console:local:grace:main"  # where the card went
+    assert all(r["via"] == "console" for r in rows)
+    result, digest = executed["detail"].split("; ")
+    assert digest == "sha256:" + hashlib.sha256(result.encode()).hexdigest()
     assert declined["actor"] == "grace"
     assert declined["detail"] == "keep it"
     assert json.loads(edited["args"])["amount"] == 120.0
@@ -66,17 +73,29 @@ async def test_the_audit_prints_requests_decisions_and_what_came_of_them(tmp_pat
     assert code == 0
     header, *lines = table.splitlines()
     assert header.split()[:4] == ["at", "event", "tool", "actor"]
-    assert len(lines) == 6
+    assert len(lines) == 8
     # Every argument fits its cell, the one an edit changed included.
-    assert "order_id=A-1001 amount=120.0" in lines[3]
-    assert "changed amount: 150.0 → 120.0" in lines[3]
+    assert "order_id=A-1001 amount=120.0" in lines[5]
+    assert "changed amount: 150.0 → 120.0" in lines[5]
 
     code, text, _ = await audit(tmp_path, "--format", "csv", "--thread", "elsewhere")
     assert list(csv.reader(io.StringIO(text))) == [
-        ["at", "event", "tool", "actor", "requester", "args", "detail", "thread", "run", "call"]
+        [
+            "at",
+            "event",
+            "tool",
+            "actor",
+            "requester",
+            "via",
+            "args",
+            "detail",
+            "thread",
+            "run",
+            "call",
+        ]
     ]
     code, recent, _ = await audit(tmp_path, "--format", "jsonl", "--since", "1h")
-    assert len(recent.splitlines()) == 6
+    assert len(recent.splitlines()) == 8
 
 
 async def test_a_sensitive_tool_shows_a_hash_of_its_arguments(tmp_path: Path) -> None:

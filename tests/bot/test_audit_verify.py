@@ -24,7 +24,7 @@ from tests.bot.test_console import console_demo
 from tests.stores.conftest import REDIS_URL, redis_prefix, with_prefix
 
 CYCLE = ("delete record abc-123", "d keep it", "refund order A-1001 150", "e", "", "120")
-"""A decline, then an edit approved and run: six entries."""
+"""A decline, then an edit approved and run: eight entries (each card shown too)."""
 
 
 def keys(tmp_path: Path) -> tuple[Path, Path]:
@@ -54,7 +54,7 @@ async def test_a_clean_chain_verifies_with_and_without_checkpoints(tmp_path: Pat
     await console_demo(tmp_path, *CYCLE)  # no key: nothing signed
     code, out, err = await verify(tmp_path)
     assert code == 0, err
-    assert "chain 0: 6 entries hold (entries 1 to 6)" in out
+    assert "chain 0: 8 entries hold (entries 1 to 8)" in out
     assert "audit verified" in out
 
     private, public = keys(tmp_path)
@@ -83,21 +83,21 @@ async def test_sqlite_a_changed_log_is_caught_at_the_entry(tmp_path: Path, tampe
     with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
             conn.execute(f"DROP TRIGGER {name}")
-        (line,) = conn.execute("SELECT entry FROM audit WHERE seq = 2").fetchone()
+        (line,) = conn.execute("SELECT entry FROM audit WHERE seq = 3").fetchone()
         if tamper == "edit":  # the decline becomes an approval
             changed = line.replace('"declined"', '"approved"')
-            conn.execute("UPDATE audit SET entry = ? WHERE seq = 2", (changed,))
+            conn.execute("UPDATE audit SET entry = ? WHERE seq = 3", (changed,))
         elif tamper == "delete":
-            conn.execute("DELETE FROM audit WHERE seq = 2")
+            conn.execute("DELETE FROM audit WHERE seq = 3")
         else:
             conn.execute("INSERT INTO audit VALUES (99, 'x', NULL, ?)", (line,))
         conn.commit()
     code, _, err = await verify(tmp_path)
     assert code == 1
     expected = {
-        "edit": "chain 0: entry 2 changed: its content does not match its hash",
-        "delete": "chain 0: entry 2 removed: entry 2 missing before entry 3",
-        "insert": "chain 0: entry 2 inserted: a second entry 2 after entry 6",
+        "edit": "chain 0: entry 3 changed: its content does not match its hash",
+        "delete": "chain 0: entry 3 removed: entry 3 missing before entry 4",
+        "insert": "chain 0: entry 3 inserted: a second entry 3 after entry 8",
     }
     assert expected[tamper] in err
     assert "NOT verified" in (await verify(tmp_path))[1]
@@ -112,15 +112,15 @@ async def test_redis_a_changed_log_is_caught_at_the_entry(tmp_path: Path, tamper
         await console_demo(tmp_path, *CYCLE, STORE_URL=url, AUDIT_SIGNING_KEY=str(private))
         code, out, err = await verify(tmp_path, "--public-key", str(public), STORE_URL=url)
         assert code == 0, err
-        assert "chain 0: 7 entries hold" in out  # six, and the shutdown's checkpoint
+        assert "chain 0: 9 entries hold" in out  # eight, and the shutdown's checkpoint
 
         store = open_store(url)
         assert isinstance(store, RedisStore)
         try:
             key = store.keys.audit_all()
-            line = str(await store._redis.lindex(key, 1))
+            line = str(await store._redis.lindex(key, 2))
             if tamper == "edit":
-                await store._redis.lset(key, 1, line.replace('"declined"', '"approved"'))
+                await store._redis.lset(key, 2, line.replace('"declined"', '"approved"'))
             elif tamper == "delete":
                 await store._redis.lrem(key, 1, line)
             else:
@@ -129,7 +129,7 @@ async def test_redis_a_changed_log_is_caught_at_the_entry(tmp_path: Path, tamper
             await store.close()
         code, _, err = await verify(tmp_path, "--public-key", str(public), STORE_URL=url)
         assert code == 1
-        assert {"edit": "entry 2 changed", "delete": "entry 2 removed", "insert": "inserted"}[
+        assert {"edit": "entry 3 changed", "delete": "entry 3 removed", "insert": "inserted"}[
             tamper
         ] in err
 
@@ -149,7 +149,7 @@ async def test_retention_keeps_what_remains_verifiable_by_its_signed_anchor(
     code, out, err = await verify(tmp_path, "--public-key", str(public))
     assert code == 0, err
     assert "4 entries removed by retention, up to entry 4" in out
-    assert "chain 0: 3 entries hold (entries 5 to 7)" in out
+    assert "chain 0: 5 entries hold (entries 5 to 9)" in out
 
     # Removing more from the start than retention did is caught.
     with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:

@@ -103,7 +103,8 @@ async def test_approving_twice_is_refused_privately_and_changes_nothing() -> Non
     assert not again.accepted
     assert again.message == "You already approved; waiting for 1 more."
     await bot.drain()
-    assert (messenger.updates, await audit(bot, card)) == before
+    assert messenger.updates == before[0]
+    assert await audit(bot, card) == [*before[1], ("refused", "U2")]  # on record, as refused
     assert shown(messenger).approvals == (Person(id="U2"),)
     assert ran.count == 0
     (pending,) = await bot.agent.list_suspended_runs(thread_id=THREAD.id)
@@ -132,6 +133,7 @@ async def test_the_vote_that_reaches_the_quorum_runs_the_tool_once() -> None:
     assert messenger.views(Reply)[-1].text == "Done. restart_service ok: restarted api"
     assert await audit(bot, card) == [
         ("requested", None),
+        ("shown", None),
         ("voted", "U2"),
         ("voted", "U3"),
         ("approved", "U2,U3"),
@@ -183,7 +185,12 @@ async def test_votes_follow_the_same_approver_rules() -> None:
     assert requester.message is not None
     assert "not one of the approvers" in requester.message
     assert messenger.updates == []
-    assert [e for e, _ in await audit(bot, card)] == ["requested"]
+    assert await audit(bot, card) == [
+        ("requested", None),
+        ("shown", None),
+        ("refused", "U9"),
+        ("refused", "U1"),
+    ]
 
 
 async def test_three_approvers_racing_for_the_last_slot_decide_once() -> None:
@@ -238,7 +245,7 @@ async def test_simultaneous_approvals_count_once_each_and_decide_once(store: Sto
     assert ran.count == 1
     assert shown(messenger).status == "approved"
     events = [e for e, _ in await audit(bot, card)]
-    assert events == ["requested", "voted", "voted", "approved", "executed"]
+    assert events == ["requested", "shown", "voted", "voted", "approved", "executed"]
     refusals = [r.message or "" for r in results if not r.accepted]
     assert len(refusals) == 2
     assert all(m.startswith("This request was already approved by") for m in refusals)
