@@ -190,6 +190,7 @@ class Calls:
             args=args,
             kind="approval",
             requester=snap.resource_id,
+            requester_name=snap.resource_name,
             actor=actor,
             reason=reason,
         )
@@ -299,6 +300,7 @@ class Calls:
             created_at=now,
             expires_at=now + ttl,
             requester=snap.resource_id,
+            requester_name=snap.resource_name,
             thread_id=snap.thread_id,
             idempotent=tool.idempotent,
             source=tool.source,

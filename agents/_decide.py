@@ -119,8 +119,8 @@ class Decider:
         # Every run of the chain in one write, with the decision's audit entry: until
         # it succeeds, the claim has not happened and nothing says it did.
         decided = audit_entry(top, entry, event, decision)
-        if answered is not None:  # an answer is on record with what it runs with
-            decided = decided.model_copy(update={"args": answered})
+        if answered is not None:  # an answer is on record, with what it runs with
+            decided = decided.model_copy(update={"args": {**answered, **_as_args(value)}})
         audit.append(decided)
         try:
             await self._turns.save_together(chain, audit)
@@ -576,6 +576,17 @@ def _ran(
     digest = "sha256:" + hashlib.sha256(content.encode()).hexdigest()
     update = {"result": content[:_RESULT_KEPT], "digest": digest, "args": args}
     return [entry.model_copy(update=update)]
+
+
+def _as_args(answer: Any) -> dict[str, Any]:
+    """A question's answer as arguments, for the audit log (its fields; else ``answer``)."""
+    if answer is None:
+        return {}
+    if isinstance(answer, BaseModel):
+        return dict(answer.model_dump(mode="json"))
+    if isinstance(answer, dict):
+        return {str(key): value for key, value in answer.items()}
+    return {"answer": answer}
 
 
 _RESULT_KEPT = 500

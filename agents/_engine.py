@@ -266,7 +266,7 @@ class Engine:
             self.turns.stops[run_id] = top.stop
             while len(self.turns.stops) > _ENDED_KEPT:
                 self.turns.stops.popitem(last=False)
-        audit = [audit_entry(top, p, "stopped").model_copy(update={"actor": by}) for p in dropped]
+        audit = [audit_entry(top, p, "stopped", actor=by) for p in dropped]
         await self.turns.save(top, audit)
         return top, dropped
 

@@ -467,6 +467,7 @@ class Turns(Saves):
             parent_call_id=call.tool_call_id,
             thread_id=snap.thread_id,
             resource_id=snap.resource_id,
+            resource_name=snap.resource_name,
             options=snap.options.model_copy(update={"max_steps": sub.options.max_steps}),
             messages=[Message.user(args.task)],
         )
@@ -531,7 +532,12 @@ async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
 
 
 def audit_entry(
-    top: RunSnapshot, call: PendingCall, event: AuditEvent, decision: Decision | None = None
+    top: RunSnapshot,
+    call: PendingCall,
+    event: AuditEvent,
+    decision: Decision | None = None,
+    *,
+    actor: str | None = None,
 ) -> AuditEntry:
     """The audit log's record of ``event`` on a call of the top run ``top``, with where
     the request being handled came from (``agents.provenance``)."""
@@ -544,8 +550,8 @@ def audit_entry(
         args=call.args,
         kind=call.kind,
         requester=call.requester,
-        requester_name=top.resource_name if call.requester == top.resource_id else None,
-        actor=decision.decided_by if decision else None,
+        requester_name=call.requester_name,
+        actor=decision.decided_by if decision else actor,
         # What a person answered for the tool is on record as why it did not run.
         reason=(decision.reason or decision.response) if decision else None,
     )

@@ -35,6 +35,8 @@ class PendingInfo:
     created_at: datetime
     expires_at: datetime
     requester: str | None = None
+    requester_name: str | None = None
+    """The requester's display name when the run started, where it was told."""
     thread_id: str | None = None
     """The conversation its run belongs to (``None`` on calls kept by an earlier version)."""
     remark: str | None = None
@@ -61,6 +63,7 @@ class PendingInfo:
             created_at=call.created_at,
             expires_at=call.expires_at,
             requester=call.requester,
+            requester_name=call.requester_name,
             thread_id=call.thread_id,
             remark=call.remark,
             edited_by=call.edited_by,

@@ -133,6 +133,8 @@ class PendingCall(BaseModel):
     state: Literal["pending", "executing"] = "pending"
     decision: Decision | None = None
     requester: str | None = None
+    requester_name: str | None = None
+    """The requester's display name when the run started (its ``resource_name``)."""
     thread_id: str | None = None
     """The conversation its run belongs to (a policy may look at where it was asked)."""
     remark: str | None = None

@@ -23,7 +23,7 @@ from .metrics import DecisionOutcome
 from .people import scope_of
 from .policy import ApprovalPolicy, EffectiveRule, parse_duration
 from .presenter import Presenter
-from .records import REVOKED
+from .records import GRANT_GIVEN, NEVER_GIVEN, REVOKED, call_entry
 from .types import Click, Messenger, Notice, Text, ThreadKey
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class Grants:
         are declined without a card until it lapses. The call itself is declined by now,
         so a failure to keep it is logged, not raised."""
         await self._keep(thread, never_key(call.tool_name), duration, by)
+        await self._given(NEVER_GIVEN, thread, call, duration, by)
 
     async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this
@@ -84,6 +85,18 @@ class Grants:
         itself is approved by now, so a failure to keep it is logged, not raised."""
         tier = self._policy.rule(call.tool_name, call).tier
         await self._keep(thread, grant_key(call.requester, call.tool_name, tier), duration, by)
+        await self._given(GRANT_GIVEN, thread, call, duration, by)
+
+    async def _given(
+        self, event: str, thread: ThreadKey, call: PendingInfo, duration: str, by: str
+    ) -> None:
+        """Put a standing answer given on record (logged, not raised, when it cannot be:
+        the call itself is decided by now)."""
+        entry = call_entry(event, call, thread.id, actor=by, reason=f"for {duration}")
+        try:
+            await self._agent.record(entry)
+        except Exception:
+            log.exception("could not put %s of %s on record", event, call.tool_name)
 
     async def _keep(self, thread: ThreadKey, key: str, duration: str, by: str) -> None:
         """Keep the standing answer ``key`` in ``thread`` for ``duration``, given by ``by``
@@ -132,6 +145,7 @@ class Grants:
                 args=granted.args,
                 kind=granted.kind,
                 requester=granted.requester,
+                requester_name=granted.requester_name,
                 actor=click.user_id,
             )
         )

@@ -21,6 +21,12 @@ REMINDED: Final = "reminded"
 """The deciders of a card left waiting were reminded (``actor``: who was pinged)."""
 ESCALATED: Final = "escalated"
 """The people an escalation adds were told they may decide (``actor``: them)."""
+GRANT_GIVEN: Final = "grant_given"
+"""A person approved a call and its like in the thread for a while (``reason``: how
+long); each later call it approves is ``granted``."""
+NEVER_GIVEN: Final = "never_given"
+"""A person declined a call and its like in the thread for a while (``reason``: how
+long); each later call it declines is ``declined``, by them."""
 REVOKED: Final = "revoked"
 """A standing grant was ended (``actor``: who ended it)."""
 POLICY_LOADED: Final = "policy_loaded"
@@ -48,6 +54,7 @@ def call_entry(
         args=dict(call.args),
         kind=call.kind,
         requester=call.requester,
+        requester_name=call.requester_name,
         actor=actor,
         reason=reason,
         where=where,
