@@ -301,6 +301,7 @@ class Calls:
             expires_at=now + ttl,
             requester=snap.resource_id,
             requester_name=snap.resource_name,
+            trace=snap.trace,
             thread_id=snap.thread_id,
             idempotent=tool.idempotent,
             source=tool.source,

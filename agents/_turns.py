@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel, ValidationError
 
 from . import provenance, texts
@@ -50,7 +51,8 @@ from .snapshot import (
 )
 from .spec import AgentSpec, DelegationInput
 from .stores.base import Store, StoreConflict, tree_run_id
-from .tools import Tool, ToolSuspended, jsonable, render_result
+from .tools import Tool, ToolContext, ToolSuspended, jsonable, render_result
+from .tracing import TRACER
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +200,16 @@ class Turns(Saves):
         request = ModelRequest(
             system=agent.instructions, messages=list(snap.messages), tools=agent.tool_specs()
         )
+        # Not the current span: the turn yields to its reader in between.
+        span = TRACER.start_span(
+            f"chat {agent.model.name}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": agent.model.name,
+                "gen_ai.agent.name": "/".join(path),
+            },
+        )
         events = agent.model.stream(request)
         try:
             async for event in events:
@@ -209,9 +221,21 @@ class Turns(Saves):
                 elif isinstance(event, ModelFinish):
                     stop = event.stop_reason
                     snap.usage = snap.usage + event.usage
+                    span.set_attributes(
+                        {
+                            "gen_ai.usage.input_tokens": event.usage.input_tokens,
+                            "gen_ai.usage.output_tokens": event.usage.output_tokens,
+                            "gen_ai.response.finish_reasons": [stop],
+                        }
+                    )
                 if snap.root_run_id in self.stops:
                     break  # stopped here: the model is cut off mid-answer
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, str(exc))
+            raise
         finally:
+            span.end()
             await _close(events)
         stopped = self.stopping(snap) is not None
         if stopped:
@@ -410,7 +434,7 @@ class Turns(Saves):
             declined=declined,
         )
         try:
-            value = await tool.invoke(args, ctx)
+            value = await _invoked(tool, call, args, ctx)
         except ToolSuspended as asked:
             waiting = self.pending(
                 snap,
@@ -468,6 +492,7 @@ class Turns(Saves):
             thread_id=snap.thread_id,
             resource_id=snap.resource_id,
             resource_name=snap.resource_name,
+            trace=snap.trace,
             options=snap.options.model_copy(update={"max_steps": sub.options.max_steps}),
             messages=[Message.user(args.task)],
         )
@@ -529,6 +554,29 @@ async def _merge(sources: list[AsyncIterator[Chunk]]) -> AsyncIterator[Chunk]:
     for result in results:
         if isinstance(result, Exception):
             raise result
+
+
+async def _invoked(tool: Tool, call: ToolCallPart, args: BaseModel, ctx: ToolContext) -> Any:
+    """``tool.invoke``, as a span of what is current (a question it asks is no error)."""
+    with TRACER.start_as_current_span(
+        f"execute_tool {call.tool_name}",
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.tool_name,
+            "gen_ai.tool.call.id": call.tool_call_id,
+        },
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            return await tool.invoke(args, ctx)
+        except ToolSuspended:
+            span.set_attribute("gen_ai.tool.suspended", True)
+            raise
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, str(exc))
+            raise
 
 
 def audit_entry(

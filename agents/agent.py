@@ -32,6 +32,7 @@ from .stores.base import (
 from .stores.memory import MemoryStore
 from .stream import AgentStream
 from .tools import LiveTools, Tool, ToolSource
+from .tracing import carried
 
 Input = str | Message | Sequence[str | Message]
 
@@ -226,6 +227,7 @@ class Agent:
             thread_id=thread_id,
             resource_id=resource_id,
             resource_name=provenance.current().name(resource_id),
+            trace=carried(),
             metadata=dict(metadata or {}),
             options=RunOptions(
                 require_tool_approval="predicate" if callable(rule) else bool(rule),

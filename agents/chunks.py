@@ -7,6 +7,7 @@ the chain of agents from the top (``("ops",)`` for the supervisor itself,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -37,6 +38,8 @@ class PendingInfo:
     requester: str | None = None
     requester_name: str | None = None
     """The requester's display name when the run started, where it was told."""
+    trace: Mapping[str, str] | None = None
+    """The trace its run started in (``agents.tracing.context_of`` continues it)."""
     thread_id: str | None = None
     """The conversation its run belongs to (``None`` on calls kept by an earlier version)."""
     remark: str | None = None
@@ -64,6 +67,7 @@ class PendingInfo:
             expires_at=call.expires_at,
             requester=call.requester,
             requester_name=call.requester_name,
+            trace=call.trace,
             thread_id=call.thread_id,
             remark=call.remark,
             edited_by=call.edited_by,

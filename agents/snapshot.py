@@ -135,6 +135,8 @@ class PendingCall(BaseModel):
     requester: str | None = None
     requester_name: str | None = None
     """The requester's display name when the run started (its ``resource_name``)."""
+    trace: dict[str, str] | None = None
+    """The trace its run started in: a decision, whenever and wherever, continues it."""
     thread_id: str | None = None
     """The conversation its run belongs to (a policy may look at where it was asked)."""
     remark: str | None = None
@@ -174,6 +176,9 @@ class RunSnapshot(BaseModel):
     resource_name: str | None = None
     """The display name of ``resource_id`` (the requester) when the run started, where
     the request said it (``agents.provenance``): the audit log names them by it."""
+    trace: dict[str, str] | None = None
+    """The trace the run started in (W3C ``traceparent``), continued by whatever it
+    does later, on any replica (``agents.tracing``)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """The caller's own JSON (the chat layer keeps where the run was asked)."""
     status: RunStatus = "running"

@@ -42,6 +42,7 @@ from .policy_cli import policy_main
 from .records import CONFIG_LOADED, POLICY_LOADED, record_loaded
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
+from .tracing import tracing_from_env
 from .types import SuggestedPrompt
 
 log = logging.getLogger("bot")
@@ -391,6 +392,27 @@ async def run(
         for line in unknown:
             log.warning("%s", line)
     policy, model, seal = _policy_and_model(settings, unknown if command == "check" else [])
+    tracing = tracing_from_env()  # OTEL_*: a setting it cannot follow is a start error
+    if tracing is not None and command != "check":
+        tracing.install()
+    try:
+        await _run(command, settings, policy, model, seal, thread=thread, live=live)
+    finally:
+        if tracing is not None:
+            await tracing.aclose()
+
+
+async def _run(
+    command: str,
+    settings: Settings,
+    policy: ApprovalPolicy,
+    model: Model,
+    seal: Seal | None,
+    *,
+    thread: str | None,
+    live: bool,
+) -> None:
+    """``run`` once the settings hold: the store, the agent and the bot, then ``command``."""
     store = open_store(settings.store_url)
     config: BotConfig | None = None
     try:

@@ -60,6 +60,7 @@ from .reviewer import AUTO_APPROVED, REVIEWER_ACTOR, Reviewer
 from .service import ApprovalService
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
+from .traces import message_span
 from .types import (
     ApprovalCard,
     Click,
@@ -561,7 +562,7 @@ class ChatBot:
         if delivery.message is not None:
             message = delivery.message
             names = {message.user_id: message.user_name}
-            with arriving(message.thread.platform, names):
+            with arriving(message.thread.platform, names), message_span(message):
                 await self._handle_message(message, entry, attempt)
         elif delivery.click is not None:
             click = delivery.click

@@ -41,6 +41,7 @@ from .presenter import Presenter
 from .records import REFUSED, call_entry
 from .tasks import KeyedLocks, TaskTracker
 from .tiers import allows
+from .traces import click_span, waited
 from .types import (
     ApprovalCard,
     BatchCard,
@@ -337,6 +338,11 @@ class Decisions:
             if refusal[1] == "refused":  # the policy's no: on record, who and why
                 return await self._refused(click, await self._waiting(click), refusal[0])
             return self._refuse(refusal[0], outcome=refusal[1])
+        with click_span(click, call):
+            return await self._decide_call(click, call)
+
+    async def _decide_call(self, click: Click, call: PendingInfo) -> ClickResult:
+        """A click ``_check`` let through, on the call it is about."""
         if call.kind == "suspension":
             return await self._settle_question(click, call)
         quorum = self._policy.quorum(call.tool_name, call)
@@ -377,13 +383,13 @@ class Decisions:
         async with self._chat.card_lock(call.run_id, ask_of(call)):
             # Look again under the lock: the vote that reached the quorum, or a
             # decline, may have decided the call since.
-            click, call, refusal = await self._check(click)
-            if call is None:
+            click, now, refusal = await self._check(click)
+            if now is None:
                 assert refusal is not None
                 return self._refuse(refusal[0], outcome=refusal[1])
             if click.action in ("decline", "never"):
-                return await self._carry_out(click, call)
-            return await self._vote(click, call, quorum)
+                return await self._carry_out(click, now)
+            return await self._vote(click, now, quorum)
 
     async def _decide_all(self, click: Click) -> ClickResult:
         """Approve all (Decline all) on a card of several calls: each call of it still
@@ -535,6 +541,8 @@ class Decisions:
         if isinstance(stream, ClickResult):
             return stream
         status = _CARD_STATUS.get(click.action, "approved")
+        tier = self._policy.rule(call.tool_name, call).tier
+        waited(call, tier=tier, outcome=status, decided_by=decided_by)
         self._metrics.decided(status)
         shown, before = call, None
         if edited is not None:
@@ -643,6 +651,7 @@ class Decisions:
         if isinstance(stream, ClickResult):
             return stream
         status = _QUESTION_STATUS[click.action]
+        waited(call, tier=None, outcome=status, decided_by=click.user_id)
         self._metrics.decided(status)
         shown = self._presenter.settled(click.thread, call, status, click.user_id)
         await self._follow(click, call, shown, stream)

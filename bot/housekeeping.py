@@ -30,6 +30,7 @@ from .presenter import Presenter
 from .records import ESCALATED, REMINDED, call_entry
 from .tasks import KeyedLocks, TaskTracker
 from .timers import DELIVER, TIMER, UNDELIVERED, Timer, Undelivered, deliver_later
+from .traces import waited
 from .types import Messenger, Notice, ThreadKey, Undeliverable
 from .views import post_mark, thread_of
 
@@ -118,6 +119,10 @@ class Housekeeping:
         return len(expired)
 
     async def _after_expiry(self, items: list[ExpiredCall]) -> None:
+        for item in items:
+            info = item.pending
+            tier = self._policy.rule(info.tool_name, info).tier
+            waited(info, tier=tier, outcome="expired", decided_by=None)
         run_id = items[0].pending.run_id
         thread = await self._thread_of_run(run_id, items[0].pending)
         messenger = self._presenter.messenger_of(thread)

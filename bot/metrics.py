@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
+from opentelemetry import trace
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
     CollectorRegistry,
@@ -18,6 +19,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
 from agents import Usage
@@ -25,6 +27,8 @@ from agents.mcp import McpTools
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """The text format every Prometheus scraper reads."""
+OPENMETRICS = "application/openmetrics-text"
+"""What a scraper that reads exemplars asks for."""
 
 # A ``*_created`` series per counter doubles the output for a number nobody
 # charts; the process start time says the same. Applies to counters made after.
@@ -128,16 +132,32 @@ class Metrics:
         self.tokens.labels("cache_write").inc(usage.cache_write_tokens)
 
     def decided(self, outcome: DecisionOutcome) -> None:
-        """Count one click or expiry outcome."""
-        self.decisions.labels(outcome).inc()
+        """Count one click or expiry outcome, with the trace it happened in as the
+        sample's exemplar (shown to scrapers that ask for OpenMetrics)."""
+        self.decisions.labels(outcome).inc(exemplar=_exemplar())
 
     def value(self, name: str, **labels: str) -> float:
         """The current value of one series (``approval_bot_clicks_total``), 0 if never counted."""
         return self.registry.get_sample_value(name, labels) or 0.0
 
-    def render(self) -> bytes:
-        """All metrics in the Prometheus text format."""
-        return generate_latest(self.registry)
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """All metrics, and their content type: OpenMetrics (with exemplars) when the
+        scraper's ``Accept`` header asks for it, else the Prometheus text format."""
+        if OPENMETRICS in accept:
+            body: bytes = openmetrics.generate_latest(self.registry)  # type: ignore[no-untyped-call]
+            return body, str(openmetrics.CONTENT_TYPE_LATEST)
+        return generate_latest(self.registry), CONTENT_TYPE
+
+
+def _exemplar() -> dict[str, str] | None:
+    """The current span's trace and span ids, while one is being recorded."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid or not context.trace_flags.sampled:
+        return None
+    return {
+        "trace_id": format(context.trace_id, "032x"),
+        "span_id": format(context.span_id, "016x"),
+    }
 
 
 class _McpCollector(Collector):

@@ -32,6 +32,7 @@ from .policy import ApprovalPolicy, PolicyError
 from .records import SHOWN, call_entry
 from .segments import Segments
 from .timers import deliver_later, post_later, set_timers, update_key
+from .traces import TracedMessenger
 from .types import (
     ApprovalCard,
     BatchCard,
@@ -115,8 +116,8 @@ class Presenter:
     # -- platforms --------------------------------------------------------------
 
     def register(self, platform: str, messenger: Messenger) -> None:
-        """Answer threads of ``platform`` through ``messenger``."""
-        self._messengers[platform] = messenger
+        """Answer threads of ``platform`` through ``messenger`` (each call a span)."""
+        self._messengers[platform] = TracedMessenger(platform, messenger)
 
     def messenger(self, platform: str) -> Messenger:
         """The messenger registered for a platform.

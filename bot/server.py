@@ -19,7 +19,6 @@ from aiohttp import web
 from .api import SERVICE_KEY, api_routes
 from .core import ChatBot
 from .mcp_server import McpEndpoint
-from .metrics import CONTENT_TYPE
 from .settings import Settings
 from .types import Messenger
 
@@ -142,6 +141,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """The bot's counters in the Prometheus text format."""
-    body = request.app[BOT_KEY].metrics.render()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+    """The bot's counters in the Prometheus text format (OpenMetrics, with exemplars,
+    when the scraper asks for it)."""
+    body, kind = request.app[BOT_KEY].metrics.render(request.headers.get("Accept", ""))
+    return web.Response(body=body, headers={"Content-Type": kind})
