@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
+
+from bot.metrics import Metrics
 from tests.bot.test_console import console_demo
 from tests.otlp import OtlpReceiver, ReceivedSpan
 
@@ -82,3 +85,25 @@ async def test_a_collector_that_is_down_never_fails_the_bot(tmp_path: Path) -> N
         OTEL_EXPORTER_OTLP_TIMEOUT="1",
     )
     assert "Refunded order A-1001" in out
+
+
+def test_decisions_are_counted_with_the_trace_they_happened_in() -> None:
+    provider = TracerProvider()
+    metrics = Metrics()
+    with provider.get_tracer("test").start_as_current_span("chat.click") as span:
+        metrics.decided("approved")
+    metrics.decided("expired")  # outside any trace: no exemplar
+    trace_id = format(span.get_span_context().trace_id, "032x")
+
+    body, kind = metrics.render("application/openmetrics-text; version=1.0.0")
+    assert kind.startswith("application/openmetrics-text")
+    lines = body.decode().splitlines()
+    (approved,) = [line for line in lines if 'outcome="approved"' in line and "_total" in line]
+    assert f'# {{span_id="{format(span.get_span_context().span_id, "016x")}",' in approved
+    assert f'trace_id="{trace_id}"' in approved
+    (expired,) = [line for line in lines if 'outcome="expired"' in line and "_total" in line]
+    assert "#" not in expired
+    plain, kind = metrics.render()
+    assert kind.startswith("text/plain")
+    assert trace_id not in plain.decode()
+    provider.shutdown()
