@@ -111,6 +111,8 @@ def verify(chain: AuditChain, key: Ed25519PublicKey | None = None) -> Verdict:
         verdict.problems.append(f"{name}: entry {finding.seq} {finding.fault}: {finding.detail}")
         return verdict
     anchor = chain.anchor
+    if not report.entries and not report.unchained and anchor is None:
+        return verdict  # a cluster's group nothing was ever written to
     first = (anchor.seq if anchor else 0) + 1
     verdict.notes.append(
         f"{name}: {report.entries} entries hold"
