@@ -127,3 +127,18 @@ async def test_an_edit_of_a_sensitive_tool_names_what_changed_but_not_the_values
     (edited,) = [json.loads(line) for line in out.splitlines() if '"edited"' in line]
     assert edited["detail"] == "changed amount"
     assert edited["args"].startswith("sha256:")
+
+
+async def test_the_policy_a_bot_starts_with_is_on_record_with_its_digest(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.refund]\napprovers = ["grace"]\n')
+    await console_demo(tmp_path, "refund order A-1001 150", "a", APPROVAL_POLICY=str(policy))
+    policy.write_text('[tools.refund]\napprovers = ["grace", "ada"]\n')  # changed, restarted
+    await console_demo(tmp_path, "hello", APPROVAL_POLICY=str(policy))
+    code, out, err = await audit(tmp_path, "--format", "jsonl")
+    assert code == 0, err
+    loads = [json.loads(line) for line in out.splitlines() if '"policy_loaded"' in line]
+    assert [row["detail"] for row in loads] == [
+        f"{policy}; sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+        for text in ('[tools.refund]\napprovers = ["grace"]\n', policy.read_text())
+    ]

@@ -118,10 +118,10 @@ async def console_demo(
         "OPS_DB_PATH": str(tmp_path / "ops.db"),
         "PYTHONPATH": str(ROOT),
         "USER": "grace",
-        **extra,
     }
     env.pop("BOT_AGENT", None)
     env.pop("APPROVAL_POLICY", None)
+    env |= extra
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
