@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agents import MemoryStore
 from bot import ApprovalCard, ChatBot, IncomingMessage, ThreadKey, build_app, load_settings
+from bot.traces import TracedMessenger
 from tests.agents.helpers import Counter
 
 from .helpers import RecordingMessenger, click, restart_agent
@@ -128,7 +129,9 @@ async def test_adapters_are_registered_started_and_stopped() -> None:
     bot = ChatBot(restart_agent(Counter()))
     adapter = FakeAdapter(bot)
     app = build_app(load_settings(store_url="memory://"), bot, [adapter], sweep_interval=3600)
-    assert bot.messenger("fake") is adapter.messenger
+    registered = bot.messenger("fake")
+    assert isinstance(registered, TracedMessenger)  # each call a span, then the adapter's
+    assert registered.inner is adapter.messenger
     async with TestClient(TestServer(app)):
         assert adapter.events == ["start"]
         assert bot._sweeper is not None
