@@ -92,7 +92,7 @@ async def test_an_edit_is_approved_as_edited_and_the_card_says_what_changed() ->
     assert ran == [{"order": "A-1", "amount": 120, "currency": "USD"}]
     assert "refunded 120 USD on A-1" in messenger.views(Reply)[-1].text
     audit = await bot.agent.engine.store.list_audit(run_id=card.run_id)
-    assert [e.event for e in audit] == ["requested", "edited", "approved", "executed"]
+    assert [e.event for e in audit] == ["requested", "shown", "edited", "approved", "executed"]
 
 
 async def test_an_edit_that_does_not_fit_can_be_corrected_and_nothing_ran() -> None:
@@ -167,4 +167,4 @@ async def test_an_edit_that_changes_nothing_is_kept_and_shown_as_an_approval() -
     (decided,) = (await bot.inbox(THREAD, "U2")).decided
     assert decided.outcome == "approved"
     audit = await bot.agent.audit(run_id=card.run_id)
-    assert [e.event for e in audit] == ["requested", "approved", "executed"]
+    assert [e.event for e in audit] == ["requested", "shown", "approved", "executed"]
