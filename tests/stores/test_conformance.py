@@ -384,7 +384,11 @@ async def test_audit_lists_entries_per_run_and_per_thread_oldest_first(store: St
         await store.append_audit(entry)
 
     assert unlinked(await store.list_audit(run_id="run-a")) == [a_requested, a_approved]
-    assert unlinked(await store.list_audit(thread_id=THREAD)) == [a_requested, b_requested, a_approved]
+    assert unlinked(await store.list_audit(thread_id=THREAD)) == [
+        a_requested,
+        b_requested,
+        a_approved,
+    ]
     assert unlinked(await store.list_audit(thread_id=OTHER_THREAD)) == [c_declined]
     assert unlinked(await store.list_audit(run_id="run-a", thread_id=OTHER_THREAD)) == []
     assert unlinked(await store.list_audit(run_id="run-z")) == []
