@@ -41,6 +41,7 @@ from .policy import ApprovalPolicy, PolicyError
 from .policy_cli import policy_main
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
+from .sink import AuditSink, SinkError
 from .types import SuggestedPrompt
 
 log = logging.getLogger("bot")
@@ -390,6 +391,7 @@ async def run(
         for line in unknown:
             log.warning("%s", line)
     policy, model, seal = _policy_and_model(settings, unknown if command == "check" else [])
+    sink = build_sink(settings)
     store = open_store(settings.store_url)
     config: BotConfig | None = None
     try:
@@ -408,6 +410,7 @@ async def run(
             run_retention=settings.run_retention,
             audit_retention=settings.audit_retention,
             seal=seal,
+            sink=sink,
             suggested_prompts=_prompts(settings, config),
             clients=config.clients if config is not None else None,
             public_url=settings.public_url,
@@ -431,6 +434,22 @@ async def run(
         if closer is not None:
             with contextlib.suppress(Exception):
                 await closer()
+
+
+def build_sink(settings: Settings) -> AuditSink | None:
+    """The audit sink ``AUDIT_SINK`` names (``None``: unset).
+
+    Raises:
+        StartupError: It names no place the log can go (say, its directory went since
+            the settings were read).
+    """
+    if settings.audit_sink is None:
+        return None
+    secret = settings.audit_sink_secret
+    try:
+        return AuditSink(settings.audit_sink, secret=secret.get_secret_value() if secret else None)
+    except SinkError as exc:
+        raise StartupError([str(exc)]) from exc
 
 
 def _prompts(settings: Settings, config: BotConfig | None) -> tuple[SuggestedPrompt, ...]:
