@@ -42,6 +42,7 @@ from .policy_cli import policy_main
 from .records import CONFIG_LOADED, POLICY_LOADED, record_loaded
 from .server import Adapter, build_app
 from .settings import DEMO_MODEL, Settings, SettingsError, load_settings
+from .sink import AuditSink, SinkError
 from .tracing import tracing_from_env
 from .types import SuggestedPrompt
 
@@ -413,6 +414,7 @@ async def _run(
     live: bool,
 ) -> None:
     """``run`` once the settings hold: the store, the agent and the bot, then ``command``."""
+    sink = build_sink(settings)
     store = open_store(settings.store_url)
     config: BotConfig | None = None
     try:
@@ -430,7 +432,9 @@ async def _run(
             workers=settings.bot_workers,
             run_retention=settings.run_retention,
             audit_retention=settings.audit_retention,
-            seal=seal,
+            # A check validates the key and the sink, and neither signs nor sends.
+            seal=seal if command != "check" else None,
+            sink=sink if command != "check" else None,
             suggested_prompts=_prompts(settings, config),
             clients=config.clients if config is not None else None,
             public_url=settings.public_url,
@@ -457,6 +461,22 @@ async def _run(
         if closer is not None:
             with contextlib.suppress(Exception):
                 await closer()
+
+
+def build_sink(settings: Settings) -> AuditSink | None:
+    """The audit sink ``AUDIT_SINK`` names (``None``: unset).
+
+    Raises:
+        StartupError: It names no place the log can go (say, its directory went since
+            the settings were read).
+    """
+    if settings.audit_sink is None:
+        return None
+    secret = settings.audit_sink_secret
+    try:
+        return AuditSink(settings.audit_sink, secret=secret.get_secret_value() if secret else None)
+    except SinkError as exc:
+        raise StartupError([str(exc)]) from exc
 
 
 def _prompts(settings: Settings, config: BotConfig | None) -> tuple[SuggestedPrompt, ...]:

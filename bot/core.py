@@ -58,6 +58,7 @@ from .presenter import Presenter
 from .replies import Replies
 from .reviewer import AUTO_APPROVED, REVIEWER_ACTOR, Reviewer
 from .service import ApprovalService
+from .sink import AuditSink
 from .stopping import Stopper, says_stop
 from .tasks import KeyedLocks, TaskTracker, every
 from .traces import message_span
@@ -103,6 +104,8 @@ class ChatBot:
         audit_retention: How long audit entries are kept (``None``: for ever).
         seal: Signs the audit chain's head (now and then, and on closing) and what a
             retention prune leaves (``AUDIT_SIGNING_KEY``; ``None``: nothing is signed).
+        sink: Delivers every audit entry to a file or a webhook (``AUDIT_SINK``), every
+            ``sink.interval`` s once the sweeper starts, and once more on closing.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class ChatBot:
         public_url: str | None = None,
         shadow: ApprovalPolicy | None = None,
         seal: Seal | None = None,
+        sink: AuditSink | None = None,
     ) -> None:
         self.suggested_prompts = suggested_prompts
         self.policy = policy or ApprovalPolicy()
@@ -240,6 +244,8 @@ class ChatBot:
         self.housekeeping.timed[CALLBACK] = self.service.callbacks.due
         self._click_waiters: dict[str, asyncio.Future[ClickResult]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self.sink = sink
+        self._sink_task: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
@@ -473,6 +479,17 @@ class ChatBot:
                 every(interval, self.housekeeping.run_once, what="expiry sweep"),
                 name="expiry-sweeper",
             )
+        if self.sink is not None and self._sink_task is None:
+            self._sink_task = asyncio.create_task(
+                every(self.sink.interval, self.export_audit, what="audit sink"), name="audit-sink"
+            )
+
+    async def export_audit(self) -> int:
+        """Deliver what the audit sink has not taken yet (``AuditSink.run_once``); how
+        many entries. Never raises."""
+        if self.sink is None:
+            return 0
+        return await self.sink.run_once(self.agent, self.chat, self.policy)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -492,19 +509,24 @@ class ChatBot:
             return
         self._closed = True
         self.service.close()
-        started = self._sweeper is not None
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
+        if self._sink_task is not None:
+            self._sink_task.cancel()
+            await asyncio.gather(self._sink_task, return_exceptions=True)
+            self._sink_task = None
         await self.intake.aclose(timeout)
         # What is cancelled past the grace is handed back (runs and intake entries),
         # for another replica to go on with at once rather than a lease later.
         self.agent.closing()
         await self.tasks.aclose(timeout)
         await self.service.callbacks.aclose()
-        if started:  # what this process put on record, signed (a check signs nothing)
-            await self.housekeeping.seal_audit()
+        await self.housekeeping.seal_audit()  # what this process put on record, signed
+        if self.sink is not None:  # the last entries, the checkpoint just made included
+            await self.export_audit()
+            await self.sink.aclose()
         if self._owns_chat:
             await self.chat.close()
 

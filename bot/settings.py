@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents import DEFAULT_LEASE
@@ -21,6 +21,7 @@ from agents.stores import store_kind
 from .housekeeping import DEFAULT_RUN_RETENTION
 from .intake import DEFAULT_WORKERS
 from .policy import Duration
+from .sink import sink_target
 
 DEFAULT_AGENT = "examples.ops:build_agent"
 """The bundled example agent: ``module:attribute`` of an ``Agent`` or a factory."""
@@ -110,6 +111,12 @@ class Settings(BaseSettings):
     audit_signing_key: Path | None = None
     """An Ed25519 private key (PEM): the bot signs the audit chain's head with it now and
     then and on shutdown, and the anchor a retention prune leaves (``bot.evidence``)."""
+    audit_sink: str | None = Field(default=None, repr=False)
+    """Where every audit entry also goes, as one JSON line (``bot.sink``): a file
+    (``file:///var/log/approvals.jsonl``) or a webhook (``https://siem.example.com/in``;
+    out of ``repr``, as its path or query may hold a credential)."""
+    audit_sink_secret: SecretStr | None = Field(default=None, repr=False)
+    """The HMAC-SHA256 key a webhook ``audit_sink``'s batches are signed with."""
 
     public_url: str | None = None
     """Where people's browsers reach the bot (``https://approvals.example.com``): decision
@@ -134,6 +141,16 @@ class Settings(BaseSettings):
             raise ValueError("POLICY_MODE=shadow needs SHADOW_POLICY (the policy to try)")
         if self.policy_mode != "shadow" and self.shadow_policy is not None:
             raise ValueError("SHADOW_POLICY is read only with POLICY_MODE=shadow")
+        return self
+
+    @model_validator(mode="after")
+    def _audit_sink(self) -> Self:
+        secret = self.audit_sink_secret
+        if self.audit_sink is None:
+            if secret is not None:
+                raise ValueError("AUDIT_SINK_SECRET is read only with AUDIT_SINK (a webhook)")
+            return self
+        sink_target(self.audit_sink, secret.get_secret_value() if secret else None)
         return self
 
     @field_validator("bot_agent")
