@@ -126,12 +126,15 @@ def anchor(
 
 @dataclass(frozen=True)
 class AuditChain:
-    """One chain as a store keeps it: its lines, oldest first, and the anchor the last
-    prune left (``None``: never pruned)."""
+    """One chain as a store keeps it: its lines, oldest first, the anchor the last
+    prune left (``None``: never pruned), and its head where the store keeps that apart
+    from the lines (Redis: what each append compares; ``None`` elsewhere, or before
+    the chain's first entry)."""
 
     chain: int
     lines: list[str]
     anchor: AuditAnchor | None = None
+    head: Link | None = None
 
 
 Fault = Literal["changed", "removed", "inserted"]
@@ -168,6 +171,8 @@ class ChainReport:
     unchained: int = 0
     """Entries written before the chain existed (an upgrade), which nothing protects."""
     head: Link = field(default_factory=Link)
+    first: int = 0
+    """The ``seq`` of its first entry (0: none)."""
     anchor: AuditAnchor | None = None
     checkpoints: list[Checkpoint] = field(default_factory=list)
     finding: Finding | None = None
@@ -187,7 +192,7 @@ def walk(lines: Sequence[str], anchor: AuditAnchor | None = None, chain: int = 0
         at = expected.seq + 1 if expected is not None else 1
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past any entry
             data = None
         if not isinstance(data, dict):
             report.finding = Finding("changed", at, f"line {n + 1} is not an entry")
@@ -198,14 +203,18 @@ def walk(lines: Sequence[str], anchor: AuditAnchor | None = None, chain: int = 0
                 return report
             report.unchained += 1
             continue
-        if expected is None or (expected.hash == GENESIS and report.unchained):
-            finding = _start(data, report.unchained)
-        else:
-            finding = _check(data, expected)
+        try:
+            if expected is None or (expected.hash == GENESIS and report.unchained):
+                finding = _start(data, report.unchained)
+            else:
+                finding = _check(data, expected)
+        except (TypeError, ValueError, RecursionError):  # a field of the wrong kind
+            finding = Finding("changed", at, f"line {n + 1} is not an entry")
         if finding is not None:
             report.finding = finding
             return report
         expected = Link(seq=data["seq"], hash=data["hash"])
+        report.first = report.first or data["seq"]
         report.entries += 1
         if data.get("event") == CHECKPOINT:
             prev = Link(seq=data["seq"] - 1, hash=data["prev"])

@@ -17,6 +17,7 @@ import importlib
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -27,10 +28,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from adapters.web import page_routes
 from agents import Model, ModelError, Reachable, Store, open_store
 from agents.chain import Seal
+from agents.stores.sqlite import database_path
 
 from .audit import AuditFormat, audit_rows, since_of, write
 from .checks import OTHER_VARIABLES, LiveCheck, live_report, unknown_variables, variables_of
@@ -248,9 +252,11 @@ async def audit_verify(settings: Settings, key: Ed25519PublicKey | None) -> bool
     store = open_store(settings.store_url)
     try:
         chains = await store.audit_chains()
+    except (RedisError, OSError, sqlite3.Error, ValidationError) as exc:
+        raise StartupError([f"cannot read the audit log: {exc}"]) from exc
     finally:
         await store.close()
-    verdicts = [verify(chain, key) for chain in chains]
+    verdicts = [verify(chain, key, alone=len(chains) == 1) for chain in chains]
     for verdict in verdicts:
         for line in verdict.notes:
             print(f"approval-bot: audit {line}")
@@ -259,6 +265,15 @@ async def audit_verify(settings: Settings, key: Ed25519PublicKey | None) -> bool
     holds = all(v.holds for v in verdicts)
     print(f"approval-bot: audit {'verified' if holds else 'NOT verified'}")
     return holds
+
+
+def _verifiable(url: str) -> None:
+    """Refuse a store that cannot hold the log to verify: a verify of a mistyped path
+    would otherwise make an empty database and find it sound."""
+    if url.startswith("memory:"):
+        raise StartupError(["STORE_URL: a memory store keeps no audit log to verify"])
+    if url.startswith("sqlite:") and not Path(database_path(url)).is_file():
+        raise StartupError([f"STORE_URL: no database at {database_path(url)}"])
 
 
 def verify_main(argv: Sequence[str]) -> int:
@@ -280,11 +295,13 @@ def verify_main(argv: Sequence[str]) -> int:
     _configure_logging(console=True)
     try:
         key = load_public_key(args.public_key) if args.public_key is not None else None
-        holds = asyncio.run(audit_verify(load_settings(), key))
+        settings = load_settings()
+        _verifiable(settings.store_url)
+        holds = asyncio.run(audit_verify(settings, key))
     except KeyFileError as exc:
         print(f"approval-bot: --public-key: {exc}", file=sys.stderr)
         return 2
-    except SettingsError as exc:
+    except (SettingsError, StartupError) as exc:
         for line in exc.lines:
             print(f"approval-bot: {line}", file=sys.stderr)
         return 2

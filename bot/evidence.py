@@ -20,7 +20,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from agents.chain import AuditChain, ChainReport, Seal, statement, walk
+from agents.chain import GENESIS, AuditChain, ChainReport, Seal, statement, walk
 
 SIGNATURE_PREFIX = "ed25519:"
 """How a signature is written: ``ed25519:`` and the signature in base64."""
@@ -99,10 +99,14 @@ class Verdict:
         return not self.problems
 
 
-def verify(chain: AuditChain, key: Ed25519PublicKey | None = None) -> Verdict:
-    """Walk ``chain``; with ``key``, check its anchor's and checkpoints' signatures too
-    (a chain with entries must have at least one good checkpoint: a chain rewritten
-    from its start would otherwise hold)."""
+def verify(
+    chain: AuditChain, key: Ed25519PublicKey | None = None, *, alone: bool = True
+) -> Verdict:
+    """Walk ``chain``; with ``key``, check its anchor's and checkpoints' signatures too.
+
+    With a key, a chain must have a good checkpoint: one rewritten, emptied or replaced
+    from its start would otherwise hold. ``alone``: the store's only chain (a cluster's
+    group nothing was ever written to says nothing)."""
     report = walk(chain.lines, chain.anchor, chain.chain)
     verdict = Verdict(report)
     name = f"chain {chain.chain}"
@@ -111,22 +115,30 @@ def verify(chain: AuditChain, key: Ed25519PublicKey | None = None) -> Verdict:
         verdict.problems.append(f"{name}: entry {finding.seq} {finding.fault}: {finding.detail}")
         return verdict
     anchor = chain.anchor
-    if not report.entries and not report.unchained and anchor is None:
-        return verdict  # a cluster's group nothing was ever written to
-    first = (anchor.seq if anchor else 0) + 1
-    verdict.notes.append(
-        f"{name}: {report.entries} entries hold"
-        + (f" (entries {first} to {report.head.seq})" if report.entries else "")
-        + (f", after {report.unchained} written before the chain" if report.unchained else "")
-    )
-    if anchor is not None:
-        verdict.notes.append(
-            f"{name}: {anchor.removed} entries removed by retention, up to entry {anchor.seq}"
+    if chain.head is not None and chain.head != report.head:
+        verdict.problems.append(
+            f"{name}: entry {report.head.seq + 1} removed: the chain's head is entry"
+            f" {chain.head.seq}, its last entry {report.head.seq}"
         )
+        return verdict
+    written = report.entries or report.unchained or anchor is not None or chain.head is not None
+    if not written and not alone:
+        return verdict  # a cluster's group nothing was ever written to
+    span = f" (entries {report.first} to {report.head.seq})" if report.entries else ""
+    before = f", after {report.unchained} written before the chain" if report.unchained else ""
+    verdict.notes.append(f"{name}: {report.entries} entries hold{span}{before}")
+    pruned = anchor is not None and anchor.hash != GENESIS
+    if anchor is not None:
+        what = f"{anchor.removed} entries" if pruned else "entries written before the chain"
+        verdict.notes.append(f"{name}: {what} removed by retention, up to entry {anchor.seq}")
     if key is None:
         return verdict
-    if anchor is not None and not signed_by(
-        key, statement("anchor", chain.chain, anchor.seq, anchor.hash), anchor.signature
+    if (
+        anchor is not None
+        and pruned
+        and not signed_by(
+            key, statement("anchor", chain.chain, anchor.seq, anchor.hash), anchor.signature
+        )
     ):
         verdict.problems.append(
             f"{name}: the anchor left by retention (entry {anchor.seq}) is not signed by this key"
@@ -139,9 +151,9 @@ def verify(chain: AuditChain, key: Ed25519PublicKey | None = None) -> Verdict:
             verdict.problems.append(
                 f"{name}: checkpoint at entry {point.seq} is not signed by this key"
             )
-    if report.entries and not report.checkpoints:
+    if not report.checkpoints and (written or alone):
         verdict.problems.append(
-            f"{name}: no signed checkpoint; nothing proves it was not rewritten"
+            f"{name}: no signed checkpoint; nothing shows it was not emptied, replaced or rewritten"
         )
     elif good:
         last = report.checkpoints[-1].seq

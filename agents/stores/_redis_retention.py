@@ -322,7 +322,8 @@ class RedisRetention:
         left = anchor(head_of(head[-1][2]), before, len(head), shard, seal)
         args: list[str | int] = [read or "", left.model_dump_json()]
         for _, entry, line in head:
-            lists = [self.keys.audit_run(entry.run_id)]
+            # An entry of no run (a checkpoint, a policy's load) is in no run's list.
+            lists = [self.keys.audit_run(entry.run_id)] if entry.run_id else []
             if entry.thread_id is not None:
                 lists.append(self.keys.audit_thread(entry.thread_id, shard))
             keys += lists

@@ -236,8 +236,10 @@ def head_text(head: Link) -> str:
 
 
 def audit_keys(keys: k.RedisKeys, run_id: str, thread_id: str | None, shard: int) -> list[str]:
-    """The lists an entry of a run goes to: the run's, the deployment's, the thread's."""
-    lists = [keys.audit_run(run_id), keys.audit_all(shard)]
+    """The lists an entry goes to: its run's (if it is a run's), the deployment's (of the
+    group ``shard``), its thread's (if it has one)."""
+    lists = [keys.audit_run(run_id)] if run_id else []
+    lists.append(keys.audit_all(shard))
     if thread_id is not None:
         lists.append(keys.audit_thread(thread_id, shard))
     return lists

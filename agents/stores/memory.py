@@ -101,6 +101,7 @@ class MemoryStore:
         """Write one run whose revision was checked, with its audit and history."""
         run_id = snapshot.run_id
         saved, data = next_revision(snapshot)
+        lines, head = link(audit, self._head)  # what can fail, before anything changes
         self._saved[run_id] = data
         self._revisions[run_id] = saved.revision
         old, index = self._index.get(run_id), run_index(saved)
@@ -108,7 +109,7 @@ class MemoryStore:
         was_paused, was_live = bool(old and old.paused), bool(old and old.live)
         _reindex(self._paused, run_id, old if was_paused else None, index.paused, index)
         _reindex(self._live, run_id, old if was_live else None, index.live, index)
-        self._append_audit(audit)
+        self._appended(lines, head)
         if saved.is_root:
             self._changed[run_id] = saved.updated_at
         else:
@@ -187,8 +188,11 @@ class MemoryStore:
         self._append_audit([entry])
 
     def _append_audit(self, entries: Sequence[AuditEntry]) -> None:
-        lines, self._head = link(entries, self._head)
+        self._appended(*link(entries, self._head))
+
+    def _appended(self, lines: list[str], head: Link) -> None:
         self._lines += lines
+        self._head = head
         self._audit += [AUDIT_ADAPTER.validate_json(line) for line in lines]
 
     async def audit_chains(self) -> list[AuditChain]:

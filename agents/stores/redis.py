@@ -386,12 +386,15 @@ class RedisStore:
         """Each group's chain: its deployment list and anchor (one without groups)."""
 
         async def read(shard: int) -> AuditChain:
-            async with self._redis.pipeline(transaction=False) as pipe:
+            # One transaction (one slot): a prune between the reads would not match.
+            async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.lrange(self.keys.audit_all(shard), 0, -1)
                 pipe.get(self.keys.audit_anchor(shard))
-                lines, kept = await pipe.execute()
+                pipe.get(self.keys.audit_head(shard))
+                lines, kept, head = await pipe.execute()
             left = AuditAnchor.model_validate_json(kept) if kept is not None else None
-            return AuditChain(shard, [str(line) for line in lines], left)
+            stored = head_link(head) if head is not None else None
+            return AuditChain(shard, [str(line) for line in lines], left, stored)
 
         return list(await asyncio.gather(*(read(shard) for shard in self.keys.groups)))
 

@@ -393,13 +393,11 @@ class SQLiteStore:
         await self._run(lambda db: _append_audit(db, [entry]), transaction=True)
 
     async def audit_chains(self) -> list[AuditChain]:
-        """The one chain, as stored, with the anchor of the last prune."""
-
-        async def work(db: aiosqlite.Connection) -> AuditChain:
-            rows = await db.execute_fetchall("SELECT entry FROM audit ORDER BY seq")
-            return AuditChain(0, [str(row[0]) for row in rows], await _anchor(db))
-
-        return [await self._run(work, transaction=True)]
+        """The one chain, as stored, with the anchor of the last prune: one statement,
+        so one snapshot of both, without holding writers up (WAL)."""
+        rows = await self._fetch(_CHAIN, ())
+        anchor_row, lines = rows[0], [str(row[5]) for row in rows[1:]]
+        return [AuditChain(0, lines, _anchor_of(anchor_row[1:5]))]
 
     async def read_audit(
         self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
@@ -579,10 +577,21 @@ async def _append_audit(
     await db.executemany(_INSERT_AUDIT, rows)
 
 
+# The horizon's row first, then every entry in order.
+_CHAIN = """SELECT 0 AS part, seq, hash, removed, signature, NULL FROM audit_horizon
+    UNION ALL SELECT 1, seq, NULL, NULL, NULL, entry FROM audit
+    ORDER BY part, seq"""
+
+
 async def _anchor(db: aiosqlite.Connection) -> AuditAnchor | None:
     """Where the last prune left the chain (``None``: never pruned, or before the chain)."""
     rows = await db.execute_fetchall("SELECT seq, hash, removed, signature FROM audit_horizon")
-    seq, digest, removed, signature = next(iter(rows))
+    return _anchor_of(next(iter(rows)))
+
+
+def _anchor_of(row: Sequence[Any]) -> AuditAnchor | None:
+    """The anchor in the horizon's row (seq, hash, removed, signature)."""
+    seq, digest, removed, signature = row
     if digest is None:
         return None
     return AuditAnchor(seq=seq, hash=digest, removed=removed, signature=signature)

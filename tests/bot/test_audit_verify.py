@@ -182,3 +182,49 @@ async def test_a_bad_signing_key_stops_the_bot_at_start(tmp_path: Path) -> None:
     assert "AUDIT_SIGNING_KEY" in err
     assert "not a readable PEM private key" in err
     assert "Traceback" not in err
+
+
+async def test_an_emptied_log_does_not_verify_with_the_key(tmp_path: Path) -> None:
+    private, public = keys(tmp_path)
+    await console_demo(tmp_path, *CYCLE, AUDIT_SIGNING_KEY=str(private))
+    with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DELETE FROM audit")
+        conn.commit()
+    code, _, err = await verify(tmp_path, "--public-key", str(public))
+    assert code == 1
+    assert "chain 0: no signed checkpoint" in err
+
+
+async def test_a_store_that_is_not_there_is_one_clear_line(tmp_path: Path) -> None:
+    code, _, err = await verify(tmp_path, STORE_URL=f"sqlite:///{tmp_path / 'typo.db'}")
+    assert code == 2
+    assert f"no database at {tmp_path / 'typo.db'}" in err
+    assert not (tmp_path / "typo.db").exists()
+    code, _, err = await verify(tmp_path, STORE_URL="memory://")
+    assert code == 2
+    assert "Traceback" not in err
+
+
+@pytest.mark.redis
+async def test_redis_entries_cut_from_the_end_or_a_broken_anchor_are_named(
+    tmp_path: Path,
+) -> None:
+    async with redis_prefix() as prefix:
+        url = with_prefix(REDIS_URL, prefix)
+        await console_demo(tmp_path, *CYCLE, STORE_URL=url)
+        store = open_store(url)
+        assert isinstance(store, RedisStore)
+        try:
+            await store._redis.rpop(store.keys.audit_all())
+            code, _, err = await verify(tmp_path, STORE_URL=url)
+            assert code == 1
+            assert "chain 0: entry 8 removed: the chain's head is entry 8" in err
+            await store._redis.set(store.keys.audit_anchor(), "{not json")
+            code, _, err = await verify(tmp_path, STORE_URL=url)
+            assert code == 2
+            assert "cannot read the audit log" in err
+            assert "Traceback" not in err
+        finally:
+            await store.close()

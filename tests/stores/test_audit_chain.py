@@ -233,3 +233,16 @@ async def _tamper_redis(store: RedisStore, chain: AuditChain, tamper: str) -> No
         await redis.lrem(key, 1, line)
     else:  # entry 3 again, as it was: an approval played twice
         await redis.linsert(key, "AFTER", line, line)
+
+
+async def test_retention_removes_checkpoints_like_any_entry(store: Store) -> None:
+    # A checkpoint is in no run's list: on a cluster, its group's own (one slot).
+    await fill(store, 9, at_days_ago=400)
+    assert await store.seal_audit(seal) >= 1
+    checkpoints = len([e for e in await store.list_audit() if e.event == "checkpoint"])
+    removed = await store.prune_audit(utcnow() + timedelta(seconds=1), seal=seal)
+    assert removed == 9 + checkpoints
+    assert await store.list_audit() == []
+    await fill(store, 3)
+    reports = await walked(store)
+    assert all(r.holds for r in reports), [r.finding for r in reports]
