@@ -120,7 +120,7 @@ class Decider:
         # it succeeds, the claim has not happened and nothing says it did.
         decided = audit_entry(top, entry, event, decision)
         if answered is not None:  # an answer is on record, with what it runs with
-            decided = decided.model_copy(update={"args": {**answered, **_as_args(value)}})
+            decided = decided.model_copy(update={"args": {**_as_args(value), **answered}})
         audit.append(decided)
         try:
             await self._turns.save_together(chain, audit)
@@ -582,8 +582,8 @@ def _as_args(answer: Any) -> dict[str, Any]:
     """A question's answer as arguments, for the audit log (its fields; else ``answer``)."""
     if answer is None:
         return {}
-    if isinstance(answer, BaseModel):
-        return dict(answer.model_dump(mode="json"))
+    if isinstance(answer, BaseModel):  # what the person gave, as the tool reads it
+        return dict(answer.model_dump(mode="json", exclude_unset=True, by_alias=True))
     if isinstance(answer, dict):
         return {str(key): value for key, value in answer.items()}
     return {"answer": answer}

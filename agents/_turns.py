@@ -200,6 +200,7 @@ class Turns(Saves):
         request = ModelRequest(
             system=agent.instructions, messages=list(snap.messages), tools=agent.tool_specs()
         )
+        events = agent.model.stream(request)
         # Not the current span: the turn yields to its reader in between.
         span = TRACER.start_span(
             f"chat {agent.model.name}",
@@ -210,7 +211,6 @@ class Turns(Saves):
                 "gen_ai.agent.name": "/".join(path),
             },
         )
-        events = agent.model.stream(request)
         try:
             async for event in events:
                 if isinstance(event, TextDelta):

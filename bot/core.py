@@ -17,6 +17,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -35,7 +36,7 @@ from agents import (
 )
 from agents.chain import Seal
 from agents.mcp import mcp_servers
-from agents.provenance import arriving
+from agents.provenance import Origin, arriving
 
 from . import texts
 from .callbacks import CALLBACK
@@ -415,20 +416,28 @@ class ChatBot:
 
     async def revoke_given(self, thread: ThreadKey, user_id: str) -> Text:
         """End every standing grant ``user_id`` gave in ``thread``'s workspace."""
-        return await self.grants.end_given(thread, user_id)
+        with self._arriving(thread, user_id):
+            return await self.grants.end_given(thread, user_id)
 
     async def on_feedback(
         self, thread: ThreadKey, user_id: str, run_id: str, *, helpful: bool
     ) -> Text:
         """Keep a person's 👍 / 👎 on an answer: once per person and rating, in the audit
         log (event ``feedback``, ``result`` the rating) and the metrics."""
-        return await self.feedback.rate(thread, user_id, run_id, helpful=helpful)
+        with self._arriving(thread, user_id):
+            return await self.feedback.rate(thread, user_id, run_id, helpful=helpful)
 
     async def on_stop(self, thread: ThreadKey, user_id: str, run_id: str | None = None) -> Text:
         """Stop a run of the thread (``run_id``; else each one working or waiting) for
         ``user_id``, if they may: what it ends is said in the thread; the returned
         text, for them only, says why nothing was stopped (empty when something was)."""
-        return await self.stopper.stop(thread, user_id, run_id)
+        with self._arriving(thread, user_id):
+            return await self.stopper.stop(thread, user_id, run_id)
+
+    def _arriving(self, thread: ThreadKey, user_id: str) -> AbstractContextManager[Origin]:
+        """What an adapter asks of the core directly (not through the intake), on record
+        as coming through its platform, from its person as named here."""
+        return arriving(thread.platform, {user_id: self.presenter.people.who(thread, user_id).name})
 
     async def card_now(self, click: Click) -> ApprovalCard | None:
         """The card a click's ids name, as it reads now (see ``ChatCore.card_now``)."""

@@ -28,6 +28,7 @@ from agents import (
     RunNotPausedError,
     ToolCallNotPendingError,
 )
+from agents.provenance import arriving, current
 
 from . import texts
 from .audit import Record
@@ -442,7 +443,10 @@ class Decisions:
             if not voted:
                 # Logged before the decision, so the audit reads "voted, ..., approved".
                 await audit_vote(self._agent, click, call)
-            result = await self._carry_out(click, call, voters=voters)
+            # The decision is every voter's: on record with each one's name.
+            names = {person.id: person.name for person in ballot}
+            with arriving(current().via, names):
+                result = await self._carry_out(click, call, voters=voters)
             if result.accepted and not voted:
                 # Only a vote that decided is kept: a click that lost the decision
                 # (it expired meanwhile) leaves the list as it was. By now the call

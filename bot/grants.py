@@ -76,36 +76,45 @@ class Grants:
         """Keep a standing decline: later calls of this tool in this thread, whoever asks,
         are declined without a card until it lapses. The call itself is declined by now,
         so a failure to keep it is logged, not raised."""
-        await self._keep(thread, never_key(call.tool_name), duration, by)
-        await self._given(NEVER_GIVEN, thread, call, duration, by)
+        if await self._keep(thread, never_key(call.tool_name), duration, by):
+            await self._given(NEVER_GIVEN, thread, call, duration, by)
 
     async def give(self, thread: ThreadKey, call: PendingInfo, duration: str, by: str) -> None:
         """Keep the standing approval a grant gives: later calls of this tool in this
         thread, by the same requester, run without a card until it lapses. The call
         itself is approved by now, so a failure to keep it is logged, not raised."""
         tier = self._policy.rule(call.tool_name, call).tier
-        await self._keep(thread, grant_key(call.requester, call.tool_name, tier), duration, by)
-        await self._given(GRANT_GIVEN, thread, call, duration, by)
+        key = grant_key(call.requester, call.tool_name, tier)
+        if await self._keep(thread, key, duration, by):
+            await self._given(GRANT_GIVEN, thread, call, duration, by)
 
     async def _given(
         self, event: str, thread: ThreadKey, call: PendingInfo, duration: str, by: str
     ) -> None:
-        """Put a standing answer given on record (logged, not raised, when it cannot be:
-        the call itself is decided by now)."""
-        entry = call_entry(event, call, thread.id, actor=by, reason=f"for {duration}")
+        """Put a standing answer given on record (the call itself is decided by now)."""
+        await self._on_record(
+            call_entry(event, call, thread.id, actor=by, reason=f"for {duration}")
+        )
+
+    async def _on_record(self, entry: AuditEntry) -> None:
+        """Put what was done to grants on record; logged, not raised, when it cannot be:
+        it is done, and a retry would find nothing left to do."""
         try:
             await self._agent.record(entry)
         except Exception:
-            log.exception("could not put %s of %s on record", event, call.tool_name)
+            log.exception("could not put %s of %s on record", entry.event, entry.tool_name)
 
-    async def _keep(self, thread: ThreadKey, key: str, duration: str, by: str) -> None:
+    async def _keep(self, thread: ThreadKey, key: str, duration: str, by: str) -> bool:
         """Keep the standing answer ``key`` in ``thread`` for ``duration``, given by ``by``
-        (logged, not raised, when it cannot be: the call itself is decided by now)."""
+        (logged, not raised, when it cannot be: the call itself is decided by now);
+        whether it was kept."""
         until = datetime.now(UTC) + parse_duration(duration)
         try:
             await self._chat.set_grant(thread.id, key, until.timestamp(), by)
         except Exception:
             log.exception("could not keep %s in %s", key, thread.id)
+            return False
+        return True
 
     async def end(self, click: Click) -> tuple[Text, DecisionOutcome] | None:
         """End the grant a call ran under (the End grant button on its notice): for its
@@ -135,7 +144,7 @@ class Grants:
             ended_any |= await self._chat.revoke_grant(click.thread.id, key)
         if not ended_any:
             return (texts.GRANT_GONE.format(tool=tool),), "stale"
-        await self._agent.record(
+        await self._on_record(
             AuditEntry(
                 event=REVOKED,
                 run_id=granted.run_id,
@@ -189,4 +198,4 @@ class Grants:
                 actor=by,
                 reason=reason,
             )
-            await self._agent.record(entry)
+            await self._on_record(entry)

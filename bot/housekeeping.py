@@ -242,7 +242,10 @@ class Housekeeping:
             await self._presenter.say(messenger, copy.thread, notice, follow=False)
         event = REMINDED if job.kind == "remind" else ESCALATED
         told = ",".join(people) or None
-        await self._agent.record(call_entry(event, info, snap.thread_id, actor=told))
+        try:
+            await self._agent.record(call_entry(event, info, snap.thread_id, actor=told))
+        except Exception:  # sent: the other jobs taken with it go on
+            log.exception("could not put the %s of %s on record", event, info.tool_call_id)
         return 1
 
     async def _repost(self, job: Timer, call: PendingCall | None, metadata: dict[str, Any]) -> int:

@@ -249,9 +249,6 @@ class Presenter:
         and put where it went on record."""
         try:
             await self._chat.set_card(info.run_id, ask_of(info), place)
-            if self._record is not None:
-                where = ", ".join(copy.thread.id for copy in place.copies) or thread.id
-                await self._record(call_entry(SHOWN, info, thread.id, where=where))
             if info.kind == "approval":
                 await set_timers(self._chat, self._policy.rule(info.tool_name, info), info)
                 await self._chat.index_waiting(
@@ -260,6 +257,12 @@ class Presenter:
                 await self.inboxes_changed(messenger, thread, info.tool_name, info.requester)
         except Exception:
             log.exception("could not remember the card of %s/%s", info.run_id, info.tool_call_id)
+        if self._record is not None:
+            where = ", ".join(copy.thread.id for copy in place.copies) or thread.id
+            try:
+                await self._record(call_entry(SHOWN, info, thread.id, where=where))
+            except Exception:  # the card is up: its place, not this line, decides
+                log.exception("could not put the card of %s on record", info.tool_call_id)
 
     async def _route(
         self, messenger: Messenger, thread: ThreadKey, info: PendingInfo, *, look_first: bool

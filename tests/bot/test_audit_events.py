@@ -174,3 +174,28 @@ async def test_a_question_and_its_answer_are_on_record_with_the_answer() -> None
     answered = once(entries, "resumed")
     assert answered.args == {"city": "Paris"}
     assert (answered.actor, answered.actor_name) == ("U1", "Ada Lovelace")
+
+
+async def test_a_quorums_decision_names_every_voter() -> None:
+    policy = '[tools.restart_service]\napprovers = ["U2", "U3"]\nquorum = 2\n'
+    bot, messenger = wired(restart_agent(Counter()), policy)
+    await bot.on_message(said("restart the api"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    await bot.on_click(pressed(card, "U2"))
+    await bot.on_click(pressed(card, "U3"))
+    await bot.drain()
+    decided = once(await log_of(bot), "approved")
+    assert (decided.actor, decided.actor_name) == ("U2,U3", "Grace Hopper, Alan Turing")
+    assert decided.via == "test"
+
+
+async def test_a_stop_button_is_on_record_with_the_name_and_platform() -> None:
+    bot, _ = wired(refund_agent([]), "[tools.refund]\n")
+    await bot.on_message(said("A-7"))
+    await bot.drain()
+    bot.presenter.people.remember_name(THREAD, "U3", NAMES["U3"])
+    assert await bot.on_stop(THREAD, "U3") == ()
+    await bot.drain()
+    stopped = once(await log_of(bot), "stopped")
+    assert (stopped.actor, stopped.actor_name, stopped.via) == ("U3", "Alan Turing", "test")
