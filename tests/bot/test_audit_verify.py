@@ -22,6 +22,7 @@ from tests.bot.test_audit import audit
 from tests.bot.test_checks import check_live
 from tests.bot.test_console import console_demo
 from tests.stores.conftest import REDIS_URL, redis_prefix, with_prefix
+from tests.stores.test_audit_chain import unguarded
 
 CYCLE = ("delete record abc-123", "d keep it", "refund order A-1001 150", "e", "", "120")
 """A decline, then an edit approved and run: eight entries (each card shown too)."""
@@ -81,8 +82,7 @@ async def test_a_clean_chain_verifies_with_and_without_checkpoints(tmp_path: Pat
 async def test_sqlite_a_changed_log_is_caught_at_the_entry(tmp_path: Path, tamper: str) -> None:
     await console_demo(tmp_path, *CYCLE)
     with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
-            conn.execute(f"DROP TRIGGER {name}")
+        unguarded(conn)
         (line,) = conn.execute("SELECT entry FROM audit WHERE seq = 3").fetchone()
         if tamper == "edit":  # the decline becomes an approval
             changed = line.replace('"declined"', '"approved"')
@@ -153,8 +153,7 @@ async def test_retention_keeps_what_remains_verifiable_by_its_signed_anchor(
 
     # Removing more from the start than retention did is caught.
     with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
-            conn.execute(f"DROP TRIGGER {name}")
+        unguarded(conn)
         conn.execute("DELETE FROM audit WHERE seq = 5")
         conn.commit()
     code, _, err = await verify(tmp_path, "--public-key", str(public))
@@ -188,8 +187,7 @@ async def test_an_emptied_log_does_not_verify_with_the_key(tmp_path: Path) -> No
     private, public = keys(tmp_path)
     await console_demo(tmp_path, *CYCLE, AUDIT_SIGNING_KEY=str(private))
     with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
-            conn.execute(f"DROP TRIGGER {name}")
+        unguarded(conn)
         conn.execute("DELETE FROM audit")
         conn.commit()
     code, _, err = await verify(tmp_path, "--public-key", str(public))
