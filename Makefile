@@ -31,6 +31,7 @@ typecheck: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-redis
 	scripts/ensure-redis-cluster
+	scripts/ensure-postgres
 	scripts/ensure-chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -40,6 +41,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	scripts/ensure-redis
 	scripts/ensure-redis-cluster
+	scripts/ensure-postgres
 	$(BIN)/python -m bench
 
 # The same approval cycle on LangGraph, LangChain and Pydantic AI, in a venv of its

@@ -34,6 +34,8 @@ from redis.exceptions import RedisError
 from adapters.web import page_routes
 from agents import Model, ModelError, Reachable, Store, open_store
 from agents.chain import Seal
+from agents.stores.postgres import PostgresStore
+from agents.stores.postgres_db import SchemaTooNew
 from agents.stores.sqlite import database_path
 
 from .audit import AuditFormat, audit_rows, since_of, write
@@ -374,7 +376,7 @@ async def check(
         reached = f" (live: {', '.join(report.reached) or 'nothing to reach'})"
     print(
         f"approval-bot: configuration OK{reached}: agent {agent}, model {model.name}, "
-        f"store {_redact(store)}, policy {policy}, platforms: {platforms}"
+        f"store {store}, policy {policy}, platforms: {platforms}"
     )
 
 
@@ -463,7 +465,10 @@ async def _run(
                 await record_loaded(bot.agent, POLICY_LOADED, settings.approval_policy)
                 await record_loaded(bot.agent, CONFIG_LOADED, settings.bot_config)
             if command == "check":
-                await check(settings, bot, agent=described, model=model, store=store.url, live=live)
+                described_store = _redact(store.url) + await _schema(store)
+                await check(
+                    settings, bot, agent=described, model=model, store=described_store, live=live
+                )
             elif command == "console":
                 await console(settings, bot, thread)
             else:
@@ -521,12 +526,22 @@ async def _check_store(store: Store) -> None:
             if await asyncio.wait_for(store.ping(), max(left, 0.1)):
                 return
             why = ""
+        except SchemaTooNew as exc:  # waiting will not help
+            raise SettingsError([f"STORE_URL={where}: {exc}"]) from exc
         except Exception as exc:
             log.debug("store ping failed", exc_info=True)
             why = f" ({exc})"
         if time.monotonic() + STORE_RETRY >= deadline:
             raise SettingsError([f"STORE_URL={where}: the store does not answer{why}"])
         await asyncio.sleep(STORE_RETRY)
+
+
+async def _schema(store: Store) -> str:
+    """The database's schema versions, where the store keeps them (PostgreSQL)."""
+    if not isinstance(store, PostgresStore):
+        return ""
+    versions = await store.db.versions()
+    return " (schema " + ", ".join(f"{name} v{n}" for name, n in sorted(versions.items())) + ")"
 
 
 def _redact(url: str) -> str:

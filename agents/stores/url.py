@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from .base import Store
 from .memory import MemoryStore
 
-StoreKind = Literal["memory", "sqlite", "redis"]
+StoreKind = Literal["memory", "sqlite", "redis", "postgres"]
 
 _KINDS: dict[str, StoreKind] = {
     "memory": "memory",
@@ -18,6 +18,8 @@ _KINDS: dict[str, StoreKind] = {
     "redis+cluster": "redis",
     "rediss+cluster": "redis",
     "unix": "redis",
+    "postgresql": "postgres",
+    "postgres": "postgres",
 }
 
 
@@ -30,8 +32,8 @@ def store_kind(url: str) -> StoreKind:
     kind = _KINDS.get(urlsplit(url).scheme)
     if kind is None:
         raise ValueError(
-            f"{url!r}: use memory://, sqlite:///path.db, redis://host:6379/0"
-            " or redis+cluster://host:port[,host:port...]/"
+            f"{url!r}: use memory://, sqlite:///path.db, redis://host:6379/0,"
+            " redis+cluster://host:port[,host:port...]/ or postgresql://user@host:5432/db"
         )
     return kind
 
@@ -45,6 +47,10 @@ def open_store(url: str) -> Store:
         from .sqlite import SQLiteStore
 
         return SQLiteStore(url)
+    if kind == "postgres":
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
     from .redis import RedisStore
 
     return RedisStore(url)

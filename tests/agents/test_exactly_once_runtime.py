@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from agents import open_store
-from tests.stores.conftest import DURABLE_KINDS, store_url
+from tests.stores.conftest import RUNTIME_DURABLE_KINDS, store_url
 
 from .race_agent import build_race_agent
 
 ATTEMPTS_PER_PROCESS = 25
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_fifty_concurrent_approvals_from_two_processes_run_the_tool_once(
     kind: str, tmp_path: Path
 ) -> None:

@@ -8,13 +8,18 @@ Each Redis test gets its own key prefix and deletes its keys afterwards.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 from redis.exceptions import RedisError
 
 from agents.stores import Store, open_store, redis_client, split_prefix
@@ -29,6 +34,60 @@ REDIS_KINDS = [
 ]
 STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS]
 DURABLE_KINDS = ["sqlite", *REDIS_KINDS]
+POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+POSTGRES_KINDS = [pytest.param("postgres", marks=pytest.mark.postgres)]
+RUNTIME_KINDS = [*STORE_KINDS, *POSTGRES_KINDS]
+"""The runtime's stores (the chat state is on PostgreSQL once its issue lands)."""
+RUNTIME_DURABLE_KINDS = [*DURABLE_KINDS, *POSTGRES_KINDS]
+_scratch: list[str] = []
+"""This run's scratch database on the server at ``POSTGRES_URL``, once made."""
+
+
+def postgres_database() -> str:
+    """The URL of this run's scratch database (made at first use, dropped at exit).
+
+    Fails the test, never skips it, when no server answers (``scripts/ensure-postgres``).
+    """
+    if _scratch:
+        return _scratch[0]
+    name = f"approval_bot_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        pytest.fail(
+            f"no PostgreSQL answers at {POSTGRES_URL} ({exc}); start one with"
+            " scripts/ensure-postgres. The PostgreSQL store tests never skip.",
+            pytrace=False,
+        )
+    parts = urlsplit(POSTGRES_URL)
+    _scratch.append(urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, "")))
+    atexit.register(_drop_scratch, name)
+    return _scratch[0]
+
+
+def _drop_scratch(name: str) -> None:
+    with (
+        contextlib.suppress(psycopg.Error),
+        psycopg.connect(POSTGRES_URL, autocommit=True) as admin,
+    ):
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@asynccontextmanager
+async def postgres_schema() -> AsyncIterator[str]:
+    """The URL of a fresh schema of this run's scratch database, as a test's own
+    database (``search_path``), dropped on exit."""
+    database = postgres_database()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            yield f"{database}?options=-csearch_path%3D{schema}"
+        finally:
+            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @asynccontextmanager
@@ -67,6 +126,9 @@ async def store_url(kind: str, tmp_path: Path) -> AsyncIterator[str]:
     elif kind == "sqlite":
         # A nested directory also proves the store creates missing parents.
         yield f"sqlite:///{tmp_path / 'state' / 'bot.db'}"
+    elif kind == "postgres":
+        async with postgres_schema() as url:
+            yield url
     elif kind in ("redis", "cluster"):
         url = REDIS_URL if kind == "redis" else REDIS_CLUSTER_URL
         async with redis_prefix(url) as prefix:
@@ -88,7 +150,7 @@ async def opened(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
             await store.close()
 
 
-@pytest.fixture(params=STORE_KINDS)
+@pytest.fixture(params=RUNTIME_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store in turn: memory, SQLite (a temporary file), Redis and Redis Cluster
     (a private prefix)."""
@@ -96,7 +158,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield opened_store
 
 
-@pytest.fixture(params=DURABLE_KINDS)
+@pytest.fixture(params=RUNTIME_DURABLE_KINDS)
 async def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """The stores whose state outlives the process: SQLite, Redis, Redis Cluster."""
     async with opened(request.param, tmp_path) as opened_store:

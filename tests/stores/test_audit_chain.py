@@ -19,11 +19,12 @@ import pytest
 from agents.chain import AuditChain, ChainReport, Fault, digest, statement, walk
 from agents.snapshot import AuditEntry, utcnow
 from agents.stores import Store, open_store
+from agents.stores.postgres import PostgresStore
 from agents.stores.redis import RedisStore
 from agents.stores.sqlite import SQLiteStore
 
 from ._snapshots import paused_run
-from .conftest import DURABLE_KINDS, opened, store_url
+from .conftest import RUNTIME_DURABLE_KINDS, opened, store_url
 from .test_conformance import THREAD
 
 KEY = b"the deployment's key"
@@ -76,7 +77,7 @@ async def test_entries_saved_and_appended_form_chains_that_hold(store: Store) ->
         assert report.head.seq == report.entries
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_processes_appending_at_once_keep_one_chain(kind: str, tmp_path: Path) -> None:
     async with store_url(kind, tmp_path) as url:
         stores = [open_store(url) for _ in range(3)]
@@ -169,28 +170,30 @@ async def tampered(kind: str, tmp_path: Path, tamper: str) -> tuple[Fault, int]:
         if isinstance(store, SQLiteStore):
             await store.close()
             _tamper_sqlite(Path(store.file.path), tamper)
+        elif isinstance(store, PostgresStore):
+            await _tamper_postgres(store, tamper)
         else:
             assert isinstance(store, RedisStore)
             await _tamper_redis(store, chain, tamper)
         return only_finding(await walked(store))
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_an_edited_entry_is_found(kind: str, tmp_path: Path) -> None:
     assert await tampered(kind, tmp_path, "edit") == ("changed", 3)
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_an_edited_entry_given_a_new_hash_is_found(kind: str, tmp_path: Path) -> None:
     assert await tampered(kind, tmp_path, "rehash") == ("changed", 3)
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_a_deleted_entry_is_found(kind: str, tmp_path: Path) -> None:
     assert await tampered(kind, tmp_path, "delete") == ("removed", 3)
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_an_inserted_entry_is_found(kind: str, tmp_path: Path) -> None:
     fault, _ = await tampered(kind, tmp_path, "insert")
     assert fault == "inserted"
@@ -226,6 +229,24 @@ def _tamper_sqlite(path: Path, tamper: str) -> None:
                 (line,),
             )
         conn.commit()
+
+
+async def _tamper_postgres(store: PostgresStore, tamper: str) -> None:
+    async with store.db.connection() as conn:
+        # The table's owner can switch off the trigger that refuses this.
+        await conn.execute("ALTER TABLE audit DISABLE TRIGGER audit_append_only")
+        cursor = await conn.execute("SELECT entry FROM audit WHERE seq = 3")
+        (line,) = await cursor.fetchone() or ("",)
+        if tamper in ("edit", "rehash"):
+            forged = _forged(line, tamper)
+            await conn.execute("UPDATE audit SET entry = %s WHERE seq = 3", (forged,))
+        elif tamper == "delete":
+            await conn.execute("DELETE FROM audit WHERE seq = 3")
+        else:  # entry 3 again, as it was: an approval played twice
+            await conn.execute(
+                """INSERT INTO audit (seq, at, event, tool, run_id, entry)
+                    SELECT 100, at, event, tool, run_id, entry FROM audit WHERE seq = 3"""
+            )
 
 
 async def _tamper_redis(store: RedisStore, chain: AuditChain, tamper: str) -> None:

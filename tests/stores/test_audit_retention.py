@@ -18,7 +18,7 @@ from agents.stores import Store, open_store
 from agents.stores.sqlite import SQLiteStore
 
 from ._snapshots import paused_run, unlinked
-from .conftest import DURABLE_KINDS, opened
+from .conftest import RUNTIME_DURABLE_KINDS, opened
 from .test_conformance import OTHER_THREAD, THREAD
 
 RETENTION = timedelta(days=365)
@@ -100,7 +100,7 @@ async def test_only_the_start_of_the_log_goes(store: Store) -> None:
     assert unlinked(await store.list_audit(run_id="run-a")) == [newer, late]
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", RUNTIME_DURABLE_KINDS)
 async def test_processes_pruning_the_log_at_once_remove_each_entry_once(
     kind: str, tmp_path: Path
 ) -> None:
