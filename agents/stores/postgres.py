@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
@@ -51,11 +51,12 @@ from .base import (
     StoreConflict,
     check_audit,
 )
-from .postgres_db import Migration, PostgresDatabase
+from .postgres_db import Migration, PostgresDatabase, Work
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
 Connection = AsyncConnection[TupleRow]
+T = TypeVar("T")
 
 # The audit log only loses its start, to retention (``prune_audit``): the database
 # refuses any other change of it, as SQLite's triggers do.
@@ -182,20 +183,25 @@ class PostgresStore:
         self.url = url
         self.db = PostgresDatabase(url)
 
-    async def _connection(self) -> AbstractAsyncContextManager[Connection]:
-        """A connection, once the runtime's schema is up to date."""
+    async def _run(self, work: Work[T], *, transaction: bool = False) -> T:
+        """``work`` on a connection (``PostgresDatabase.run``), once the runtime's
+        schema is up to date."""
         await self.db.migrate("runtime", MIGRATIONS)
-        return self.db.connection()
+        return await self.db.run(work, transaction=transaction)
 
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[TupleRow]:
-        async with await self._connection() as connection:
+        async def work(connection: Connection) -> list[TupleRow]:
             cursor = await connection.execute(sql, params)
             return await cursor.fetchall()
 
+        return await self._run(work)
+
     async def _execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        async with await self._connection() as connection:
+        async def work(connection: Connection) -> int:
             cursor = await connection.execute(sql, params)
             return cursor.rowcount
+
+        return await self._run(work)
 
     async def load_run(self, run_id: str) -> RunSnapshot | None:
         """The snapshot of a run, or ``None``."""
@@ -242,8 +248,8 @@ class PostgresStore:
         check_audit(snapshots[0], audit)
         prepared = [(snapshot, *next_revision(snapshot)) for snapshot in snapshots]
         thread = snapshots[0].thread_id
-        rows: list[TupleRow] = []
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> list[TupleRow]:
             for snapshot, saved, data in prepared:
                 sql = _INSERT_RUN if snapshot.revision == 0 else _UPDATE_RUN
                 params = _run_params(saved, data, expected=snapshot.revision)
@@ -263,7 +269,10 @@ class PostgresStore:
                 await _append_history(connection, thread, remember.messages, remember.window)
             if read_history and thread is not None:
                 cursor = await connection.execute(_LOAD_HISTORY, (thread,))
-                rows = await cursor.fetchall()
+                return await cursor.fetchall()
+            return []
+
+        rows = await self._run(work, transaction=True)
         history = [Message.model_validate_json(row[0]) for row in rows]
         return [saved for _, saved, _ in prepared], history
 
@@ -322,13 +331,19 @@ class PostgresStore:
         self, thread_id: str, messages: Sequence[Message], *, window: int
     ) -> None:
         """Append and trim to ``window``, in one transaction."""
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> None:
             await _append_history(connection, thread_id, messages, window)
+
+        await self._run(work, transaction=True)
 
     async def append_audit(self, entry: AuditEntry) -> None:
         """Append one entry to the chain; the database refuses changing it afterwards."""
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> None:
             await _append_audit(connection, [entry])
+
+        await self._run(work, transaction=True)
 
     async def list_audit(
         self, *, run_id: str | None = None, thread_id: str | None = None
@@ -348,15 +363,18 @@ class PostgresStore:
     async def audit_chains(self) -> list[AuditChain]:
         """The one chain, with its head and anchor, read in one snapshot (a repeatable
         read transaction: nothing held up)."""
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> tuple[TupleRow | None, list[str]]:
             await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor = await connection.execute(
                 """SELECT head_seq, head_hash, anchor_seq, anchor_hash, removed, signature
-                        FROM audit_chain"""
+                    FROM audit_chain"""
             )
             row = await cursor.fetchone()
             cursor = await connection.execute("SELECT entry FROM audit ORDER BY seq")
-            lines = [str(line) for (line,) in await cursor.fetchall()]
+            return row, [str(line) for (line,) in await cursor.fetchall()]
+
+        row, lines = await self._run(work, transaction=True)
         assert row is not None  # the migration's one row
         head_seq, head_hash, anchor_seq, anchor_hash, removed, signature = row
         left = None
@@ -378,7 +396,8 @@ class PostgresStore:
 
     async def seal_audit(self, seal: Seal) -> int:
         """A signed checkpoint after the chain's head, unless the head is one."""
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> int:
             head = await _chain_head(connection)
             if head.seq == 0:
                 return 0
@@ -389,10 +408,13 @@ class PostgresStore:
             await _append_audit(connection, [checkpoint(head, 0, seal)], head)
             return 1
 
+        return await self._run(work, transaction=True)
+
     async def prunable(self, before: datetime, *, limit: int = PRUNE_BATCH) -> Pruned:
         """The oldest due roots, their trees and the threads left with no other root
         run; see ``Store.prunable``. Read without a transaction: ``prune`` checks again."""
-        async with await self._connection() as connection:
+
+        async def work(connection: Connection) -> Pruned:
             cursor = await connection.execute(_DUE_ROOTS, (before.timestamp(), limit))
             due = await cursor.fetchall()
             if not due:
@@ -409,19 +431,22 @@ class PostgresStore:
                 )
                 if await cursor.fetchone() is None:
                     alone.append(thread_id)
-        return Pruned(
-            before=before,
-            root_ids=tuple(roots),
-            run_ids=tuple(sorted(str(row[0]) for row in trees)),
-            thread_ids=tuple(alone),
-        )
+            return Pruned(
+                before=before,
+                root_ids=tuple(roots),
+                run_ids=tuple(sorted(str(row[0]) for row in trees)),
+                thread_ids=tuple(alone),
+            )
+
+        return await self._run(work)
 
     async def prune(self, due: Pruned) -> Pruned:
         """One transaction: the batch's roots still due, with their trees, then the
         history of the batch's threads with no root run left; see ``Store.prune``."""
         if not due.root_ids and not due.thread_ids:
             return Pruned(before=due.before)
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> Pruned:
             cursor = await connection.execute(
                 f"""SELECT run_id FROM runs WHERE run_id = ANY(%s) AND {_DONE}
                     AND updated_at < %s FOR UPDATE""",
@@ -440,19 +465,22 @@ class PostgresStore:
                         "DELETE FROM history WHERE thread_id = %s", (thread_id,)
                     )
                     gone.append(thread_id)
-        return Pruned(
-            before=due.before,
-            root_ids=tuple(r for r in due.root_ids if r in roots),
-            run_ids=tuple(removed),
-            thread_ids=tuple(gone),
-        )
+            return Pruned(
+                before=due.before,
+                root_ids=tuple(r for r in due.root_ids if r in roots),
+                run_ids=tuple(removed),
+                thread_ids=tuple(gone),
+            )
+
+        return await self._run(work, transaction=True)
 
     async def prune_audit(
         self, before: datetime, *, limit: int = AUDIT_PRUNE_BATCH, seal: Seal | None = None
     ) -> int:
         """Moves the chain's anchor past the oldest entries older than ``before`` and
         deletes them (the trigger allows no other delete), in one transaction."""
-        async with await self._connection() as connection, connection.transaction():
+
+        async def work(connection: Connection) -> int:
             cursor = await connection.execute(
                 """SELECT anchor_seq, anchor_hash, removed, signature FROM audit_chain
                     FOR UPDATE"""
@@ -481,6 +509,8 @@ class PostgresStore:
             )
             cursor = await connection.execute("DELETE FROM audit WHERE seq <= %s", (left.seq,))
             return cursor.rowcount
+
+        return await self._run(work, transaction=True)
 
     async def ping(self) -> bool:
         """Whether the server answers a query, once the runtime's schema is up to date.

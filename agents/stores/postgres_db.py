@@ -18,13 +18,21 @@ version of the bot migrated stops this one with a clear error (``SchemaTooNew``)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, OperationalError
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Work = Callable[[AsyncConnection[TupleRow]], Awaitable[T]]
+"""What runs on one connection (``PostgresDatabase.run``)."""
 
 POOL_SIZE = 10
 """Connections one process keeps at most (``?pool_size=``)."""
@@ -89,6 +97,7 @@ class PostgresDatabase:
     def __init__(self, url: str) -> None:
         self.url = url
         self.conninfo, self.pool_size, self.statement_timeout = split_url(url)
+        self.host = urlsplit(url).hostname or "localhost"
         self._pool: AsyncConnectionPool[AsyncConnection[TupleRow]] | None = None
         self._opening = asyncio.Lock()
         self._schemas: dict[str, int] = {}
@@ -118,6 +127,27 @@ class PostgresDatabase:
         pool = await self.pool()
         async with pool.connection() as connection:
             yield connection
+
+    async def run(self, work: Work[T], *, transaction: bool = False) -> T:
+        """``work`` on a connection of the pool (in one transaction if ``transaction``),
+        once more on a fresh connection when the one it got turns out broken (the
+        server restarted, or ended that backend: ``pg_terminate_backend``). A broken
+        connection's transaction never committed, so the retry is the only one; in the
+        rare case the server committed and then the connection broke before saying so,
+        the retry meets what the first did (a save's compare-and-set refuses it)."""
+        for attempt in range(2):
+            connection: AsyncConnection[TupleRow] | None = None
+            try:
+                async with self.connection() as connection:
+                    if not transaction:
+                        return await work(connection)
+                    async with connection.transaction():
+                        return await work(connection)
+            except OperationalError:
+                if attempt or connection is None or not connection.broken:
+                    raise
+                log.info("a pooled connection to %s was broken; once more", self.host)
+        raise AssertionError("unreachable")
 
     async def migrate(self, component: str, migrations: Sequence[Migration]) -> int:
         """Bring ``component``'s schema to version ``len(migrations)``, once per process

@@ -81,13 +81,15 @@ async def postgres_schema() -> AsyncIterator[str]:
     """The URL of a fresh schema of this run's scratch database, as a test's own
     database (``search_path``), dropped on exit."""
     database = postgres_database()
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    schema = sql.Identifier(f"t_{uuid.uuid4().hex[:12]}")
+    # A connection each: a test may end every connection to the database.
     async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
-        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            yield f"{database}?options=-csearch_path%3D{schema}"
-        finally:
-            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+    try:
+        yield f"{database}?options=-csearch_path%3D{schema.as_string()}"
+    finally:
+        async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
+            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
 
 
 @asynccontextmanager
