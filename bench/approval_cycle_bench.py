@@ -27,12 +27,13 @@ from typing import Any
 from agents import Agent, FunctionModel, Message, ModelResponse, Store, ToolCall, open_store, tool
 from agents.models.base import ModelRequest
 from agents.stores import redis_client, split_prefix
+from tests.stores.conftest import postgres_schema
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_CLUSTER_URL = os.environ.get(
     "REDIS_CLUSTER_URL", "redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/"
 )
-KINDS = ("memory", "sqlite", "redis", "cluster")
+KINDS = ("memory", "sqlite", "redis", "cluster", "postgres")
 
 
 class CountingStore:
@@ -106,6 +107,14 @@ async def store_for(kind: str) -> AsyncIterator[Store]:
     if kind == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             store = open_store(f"sqlite:///{Path(folder) / 'bench.db'}")
+            try:
+                yield store
+            finally:
+                await store.close()
+        return
+    if kind == "postgres":
+        async with postgres_schema() as scratch:
+            store = open_store(scratch)
             try:
                 yield store
             finally:

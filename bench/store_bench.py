@@ -26,12 +26,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agents.messages import Message, TextPart, ToolCallPart
 from agents.snapshot import Decision, PendingCall, RunSnapshot, dump_snapshot, utcnow
 from agents.stores import Store, open_store, split_prefix
+from tests.stores.conftest import postgres_schema
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 THREAD = "slack:T0123ABCD:C0456EFGH:1700000000.000100"
@@ -208,6 +210,34 @@ async def bench_redis(row: Row, approvals: int, iterations: int) -> None:
         await client.aclose()
 
 
+async def bench_postgres(row: Row, approvals: int, iterations: int) -> None:
+    """Growth of the runtime's tables (heap, indexes, TOAST) per saved snapshot, and
+    the cycle, in a scratch schema of a scratch database on ``POSTGRES_URL``."""
+    async with postgres_schema() as url:
+        try:
+            async with _closing(open_store(url)) as store:
+                await store.ping()
+                empty = await _relations_bytes(url)
+                await save_paused(store, approvals)
+                row.stored_bytes = (await _relations_bytes(url) - empty) / approvals
+                row.measured_as = "pg_total_relation_size delta (tables, indexes)"
+                row.p50_ms, row.p99_ms = await cycle_latency(store, iterations)
+        except (psycopg.Error, OSError) as exc:
+            row.error = f"no PostgreSQL at {url}: {exc}"
+
+
+async def _relations_bytes(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+        await db.execute("VACUUM")  # the free space map and visibility map, made now
+        cursor = await db.execute(
+            """SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = current_schema() AND c.relkind = 'r'"""
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row is not None else 0
+
+
 async def _used_memory(client: Redis) -> int:
     info = await client.info("memory")
     return int(info["used_memory"])
@@ -273,6 +303,7 @@ async def main(argv: list[str]) -> int:
         ("memory", bench_memory),
         ("sqlite", bench_sqlite),
         ("redis", bench_redis),
+        ("postgres", bench_postgres),
     ]
     rows = []
     for name, bench in benches:
