@@ -32,13 +32,13 @@ REDIS_KINDS = [
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("cluster", marks=pytest.mark.redis),
 ]
-STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS]
-DURABLE_KINDS = ["sqlite", *REDIS_KINDS]
 POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 POSTGRES_KINDS = [pytest.param("postgres", marks=pytest.mark.postgres)]
-RUNTIME_KINDS = [*STORE_KINDS, *POSTGRES_KINDS]
-"""The runtime's stores (the chat state is on PostgreSQL once its issue lands)."""
-RUNTIME_DURABLE_KINDS = [*DURABLE_KINDS, *POSTGRES_KINDS]
+STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS, *POSTGRES_KINDS]
+DURABLE_KINDS = ["sqlite", *REDIS_KINDS, *POSTGRES_KINDS]
+RUNTIME_KINDS = STORE_KINDS
+"""The runtime's stores: every store (the chat state is on each of them too)."""
+RUNTIME_DURABLE_KINDS = DURABLE_KINDS
 _scratch: list[str] = []
 """This run's scratch database on the server at ``POSTGRES_URL``, once made."""
 
@@ -153,13 +153,14 @@ async def opened(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
 @pytest.fixture(params=RUNTIME_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store in turn: memory, SQLite (a temporary file), Redis and Redis Cluster
-    (a private prefix)."""
+    (a private prefix), PostgreSQL (a schema of its own)."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store
 
 
 @pytest.fixture(params=RUNTIME_DURABLE_KINDS)
 async def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """The stores whose state outlives the process: SQLite, Redis, Redis Cluster."""
+    """The stores whose state outlives the process: SQLite, Redis, Redis Cluster,
+    PostgreSQL."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store
