@@ -81,13 +81,30 @@ async def postgres_schema() -> AsyncIterator[str]:
     """The URL of a fresh schema of this run's scratch database, as a test's own
     database (``search_path``), dropped on exit."""
     database = postgres_database()
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    schema = sql.Identifier(name)
+    # A connection for each statement: none held open for a test to cut (``cut_postgres``).
     async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
-        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            yield f"{database}?options=-csearch_path%3D{schema}"
-        finally:
-            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+    try:
+        yield f"{database}?options=-csearch_path%3D{name}"
+    finally:
+        async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
+            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+
+
+async def cut_postgres(url: str) -> int:
+    """Every other connection to the database at ``url`` terminated, as a restarting
+    server or a network cut does (``pg_terminate_backend``); how many there were.
+
+    Each run has a scratch database of its own, so these are its tests' connections.
+    """
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        cursor = await admin.execute(
+            """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+        )
+        return len(await cursor.fetchall())
 
 
 @asynccontextmanager
