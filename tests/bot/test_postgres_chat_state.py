@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.postgres
 
 T = TypeVar("T")
 
+ROOT = Path(__file__).resolve().parents[2]
 WORD_WITHIN = 5.0
 """Seconds word of an entry may take (it comes in milliseconds)."""
 
@@ -235,3 +238,47 @@ async def test_connections_cut_mid_run_lose_nothing_and_work_nothing_twice(
             await tasks.aclose()
         assert sorted(worked) == sorted(sent)
         assert await written(lambda: chat.take("after", count=100, lease=30)) == []
+
+
+# At start
+
+
+async def check(tmp_path: Path, url: str) -> tuple[int, str, str]:
+    """``python -m bot check`` on the store at ``url``: its exit code, out and err."""
+    keep = ("PATH", "HOME", "LANG", "SYSTEMROOT")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env |= {
+        "STORE_URL": url,
+        "BOT_MODEL": "demo",
+        "OPS_DB_PATH": str(tmp_path / "ops.db"),
+        "PYTHONPATH": str(ROOT),  # this checkout's bot, whichever one the venv installed
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "check",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_the_chat_schema_is_migrated_at_start_and_one_too_new_stops_the_bot(
+    tmp_path: Path,
+) -> None:
+    async with store_url("postgres", tmp_path) as url:
+        code, out, err = await check(tmp_path, url)
+        assert (code, err) == (0, "")
+        assert f"(schema chat v{len(CHAT_MIGRATIONS)}, runtime v{len(MIGRATIONS)})" in out
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+            await connection.execute(
+                "UPDATE schema_versions SET version = 99 WHERE component = 'chat'"
+            )
+        code, out, err = await check(tmp_path, url)
+        assert code == 2
+        assert "the database's chat schema is version 99" in err
