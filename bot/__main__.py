@@ -39,6 +39,7 @@ from agents.stores.postgres_db import SchemaTooNew
 from agents.stores.sqlite import database_path
 
 from .audit import AuditFormat, audit_rows, since_of, write
+from .chat_state.postgres import CHAT_MIGRATIONS
 from .checks import OTHER_VARIABLES, LiveCheck, live_report, unknown_variables, variables_of
 from .config import BotConfig, ConfigError, load_agent, load_config
 from .core import ChatBot
@@ -524,6 +525,7 @@ async def _check_store(store: Store) -> None:
         left = deadline - time.monotonic()
         try:
             if await asyncio.wait_for(store.ping(), max(left, 0.1)):
+                await _migrate_chat(store)
                 return
             why = ""
         except SchemaTooNew as exc:  # waiting will not help
@@ -534,6 +536,14 @@ async def _check_store(store: Store) -> None:
         if time.monotonic() + STORE_RETRY >= deadline:
             raise SettingsError([f"STORE_URL={where}: the store does not answer{why}"])
         await asyncio.sleep(STORE_RETRY)
+
+
+async def _migrate_chat(store: Store) -> None:
+    """The chat layer's tables in the store's PostgreSQL database brought up to date at
+    start, beside the runtime's (``ping``): a database too new stops the bot here, not
+    at its first message."""
+    if isinstance(store, PostgresStore):
+        await store.db.migrate("chat", CHAT_MIGRATIONS)
 
 
 async def _schema(store: Store) -> str:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from .chat_state import IntakeEntry, IntakeState
+from .chat_state import IntakeEntry, IntakeSignal, IntakeState
 from .tasks import TaskTracker
 from .types import Click, IncomingMessage
 
@@ -308,13 +308,22 @@ class Intake:
             ]
 
     def start(self, poll: float = POLL_INTERVAL) -> None:
-        """Also look every ``poll`` s: entries other processes wrote or left behind."""
+        """Also look every ``poll`` s: entries other processes wrote or left behind
+        (and at once when the intake queue says another process wrote one)."""
         self.want()
         self._loops.append(asyncio.create_task(self._poll(poll), name="intake-poll"))
 
     async def _poll(self, interval: float) -> None:
+        # Word of new entries (PostgreSQL's NOTIFY) saves waiting for the next look;
+        # the looks go on, for lapsed leases and for word lost.
+        signal = self.chat if isinstance(self.chat, IntakeSignal) else None
         while True:
-            await asyncio.sleep(interval)
+            if signal is None:
+                await asyncio.sleep(interval)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(interval):
+                        await signal.wait_for_entries()
             self.want()
 
     async def _take_loop(self) -> None:

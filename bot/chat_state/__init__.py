@@ -15,6 +15,7 @@ from .base import (
     InboxState,
     InstallationState,
     IntakeEntry,
+    IntakeSignal,
     IntakeState,
     NoteState,
     RecordState,
@@ -39,6 +40,7 @@ __all__ = [
     "InboxState",
     "InstallationState",
     "IntakeEntry",
+    "IntakeSignal",
     "IntakeState",
     "MemoryChatState",
     "NoteState",
@@ -56,7 +58,8 @@ __all__ = [
 
 
 def open_chat_state(store: Store) -> ChatState:
-    """The chat state beside ``store``: in memory, in its SQLite file, or on its Redis.
+    """The chat state beside ``store``: in memory, in its SQLite file, in its PostgreSQL
+    database, or on its Redis.
 
     Raises:
         ValueError: The store's URL names no backend the chat state has.
@@ -68,6 +71,10 @@ def open_chat_state(store: Store) -> ChatState:
         from .sqlite import SQLiteChatState
 
         return SQLiteChatState(store.url, store)
+    if kind == "postgres":
+        from .postgres import PostgresChatState
+
+        return PostgresChatState(store.url, store)
     from .redis import RedisChatState
 
     return RedisChatState(store.url)

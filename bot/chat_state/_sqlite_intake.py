@@ -7,16 +7,14 @@ row, and every ack behind them. Instead (``Batches``), a delivery that finds no
 write under way is written at once, alone, and those that arrive while one is go
 together in the next: a handful of statements for the whole batch, in one
 savepoint of the file's group commit; each caller is answered once the
-transaction holding its row is committed. The outcome is the one writing them one
-by one in arrival order gives: a delivery sees the claims and follows of those
-before it in its batch.
+transaction holding its row is committed, as writing them one by one would
+(``_deliveries.accept``).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,7 +23,7 @@ import aiosqlite
 from agents.stores import SQLiteFile
 
 from ._batches import Batches
-from .base import ThreadNote
+from ._deliveries import Delivery, accept
 
 FOLLOW = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
 SET_REFERENCE = """INSERT INTO thread_refs (thread_id, reference) VALUES (?, ?)
@@ -46,23 +44,6 @@ ONE_BY_ONE = (
 """Errors that may be one delivery's own (a value SQLite refuses): its batch is then
 written again one by one, so it fails alone. Others (a locked, busy or failing file)
 fail every write alike, and are every caller's at once."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Delivery:
-    """One delivery to write (``ChatState.enqueue``'s arguments, made ready)."""
-
-    body: str
-    keys: tuple[str, ...]
-    now: float
-    """When it was handed in: a dedupe key whose claim lasts past this is live."""
-    expires_at: float
-    """Until when its keys are claimed."""
-    note: ThreadNote | None
-    reference: str | None
-    """The note's reference, as JSON."""
-    sweep: bool
-    """Remove lapsed dedupe claims first (now and then, so the table stays small)."""
 
 
 class IntakeBatches:
@@ -105,22 +86,8 @@ async def write(db: aiosqlite.Connection, deliveries: Sequence[Delivery]) -> lis
     for d in deliveries:
         if d.sweep:
             await db.execute(SWEEP_SEEN, (d.now,))
-    accepted: list[Delivery] = []
-    taken: list[bool] = []
-    for d in deliveries:
-        note = d.note
-        if note is not None and note.only_if_followed and note.thread_id not in followed:
-            taken.append(False)
-            continue
-        if any(claims.get(key, d.now) > d.now for key in d.keys):
-            taken.append(False)  # a copy
-            continue
-        for key in d.keys:
-            claims[key] = d.expires_at
-        if note is not None and note.follow:
-            followed.add(note.thread_id)
-        accepted.append(d)
-        taken.append(True)
+    taken = accept(deliveries, followed, claims)
+    accepted = [d for d, took in zip(deliveries, taken, strict=True) if took]
     if not accepted:
         return [None] * len(deliveries)
     claimed = [(key, d.expires_at, d.now) for d in accepted for key in d.keys]

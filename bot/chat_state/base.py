@@ -5,13 +5,14 @@ replicas and restarts is here, under named operations: the threads the bot
 follows, each thread's conversation reference (for proactive messages), where
 each card was posted, the votes on quorum cards, dedupe claims for platform
 redeliveries, and a lock per card. Backends: memory (tests, the console), the
-same SQLite file as the store, the same Redis; each passes ``tests/bot/
-test_chat_state.py``.
+same SQLite file as the store, the same PostgreSQL database, the same Redis; each
+passes ``tests/bot/test_chat_state.py``.
 
 The intake queue is here too: every message and click is written to it before the
 platform gets its ack, in the same atomic step as its dedupe claim, and worked
 off by leased workers on any replica (``bot.intake``). On Redis it is a stream
-with a consumer group; on SQLite a table; in memory a dictionary.
+with a consumer group; on SQLite a table; on PostgreSQL a table whose writes wake
+the other replicas (``IntakeSignal``); in memory a dictionary.
 """
 
 from __future__ import annotations
@@ -361,6 +362,20 @@ class IntakeState(Protocol):
 
     async def done(self, entry_id: str) -> None:
         """Remove a worked-off entry from the intake queue."""
+        ...
+
+
+@runtime_checkable
+class IntakeSignal(Protocol):
+    """An intake queue that tells a waiting reader when other processes write to it
+    (PostgreSQL's ``LISTEN``); without one, readers look now and then (``Intake.start``)."""
+
+    async def wait_for_entries(self) -> None:
+        """Return at word of an entry written or handed back by another process.
+
+        Word may be lost (a connection lost) and lapsed leases send none: a reader
+        bounds the wait (``asyncio.timeout``) and looks then anyway. Never raises.
+        """
         ...
 
 

@@ -8,7 +8,6 @@ over; what else the chat layer kept before is not (README, "Upgrading").
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
@@ -20,7 +19,9 @@ from agents import Store
 from agents.stores import SQLiteFile, changes, database_path, hold_lease
 
 from ..types import Person
-from ._sqlite_intake import FOLLOW, SET_REFERENCE, Delivery, IntakeBatches
+from ._deliveries import delivery
+from ._ordering import least_above
+from ._sqlite_intake import FOLLOW, SET_REFERENCE, IntakeBatches
 from .base import (
     CARD_LOCK_TTL,
     CARD_PLACE,
@@ -277,7 +278,7 @@ class SQLiteChatState:
 
     async def records(self, prefix: str) -> list[tuple[str, str]]:
         # A range of the primary key, not LIKE: a prefix's own % and _ are no patterns.
-        above = _least_above(prefix)
+        above = least_above(prefix)
         if above is None:
             rows = await self._file.fetch(_RECORDS_FROM, (prefix,))
         else:
@@ -320,17 +321,8 @@ class SQLiteChatState:
         sweep = now >= self._next_seen_sweep
         if sweep:
             self._next_seen_sweep = now + SEEN_SWEEP_INTERVAL
-        reference = note.reference if note is not None else None
-        delivery = Delivery(
-            body=body,
-            keys=tuple(keys),
-            now=now,
-            expires_at=now + ttl,
-            note=note,
-            reference=json.dumps(reference, ensure_ascii=False) if reference is not None else None,
-            sweep=sweep,
-        )
-        return await self._intake.enqueue(delivery)
+        written = delivery(body, keys, ttl=ttl, note=note, now=now, sweep=sweep)
+        return await self._intake.enqueue(written)
 
     async def take(
         self, worker: str, *, count: int, lease: float, take_over: bool = True
@@ -380,26 +372,6 @@ class SQLiteChatState:
     async def close(self) -> None:
         if self._owns_file:  # a shared connection is the store's to close
             await self._file.close()
-
-
-def _least_above(prefix: str) -> str | None:
-    """The least text after every text starting with ``prefix`` (``None``: there is none).
-
-    SQLite orders text byte by byte (UTF-8), which is the order of code points:
-    the prefix with its last code point that can grow grown by one, and what
-    follows it dropped. Surrogates are skipped, as UTF-8 has none.
-    """
-    for end in range(len(prefix) - 1, -1, -1):
-        grown = ord(prefix[end]) + 1
-        if grown == _SURROGATES[0]:
-            grown = _SURROGATES[1]
-        if grown <= sys.maxunicode:
-            return prefix[:end] + chr(grown)
-    return None
-
-
-_SURROGATES = (0xD800, 0xE000)
-"""The first code point of the surrogates, and the first after them."""
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:

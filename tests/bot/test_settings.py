@@ -129,7 +129,7 @@ def test_empty_variables_count_as_unset(clean_env: pytest.MonkeyPatch) -> None:
         ({"BOT_PORT": "http"}, "BOT_PORT: Input should be a valid integer"),
         ({"BOT_PORT": "70000"}, "BOT_PORT: Input should be less than or equal to 65535"),
         ({"BOT_AGENT": "examples.ops"}, "BOT_AGENT: 'examples.ops' is not 'module:attribute'"),
-        ({"STORE_URL": "postgres://db"}, "STORE_URL: 'postgres://db': use memory://"),
+        ({"STORE_URL": "mysql://db"}, "STORE_URL: 'mysql://db': use memory://"),
         ({"TEAMS_ALLOW_UNAUTHENTICATED": "maybe"}, "TEAMS_ALLOW_UNAUTHENTICATED: Input should be"),
         ({"BOT_LEASE": "soon"}, "BOT_LEASE: 'soon' is not a duration"),
         ({"BOT_LEASE": "0s"}, "BOT_LEASE: a duration must be positive"),

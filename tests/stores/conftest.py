@@ -32,13 +32,13 @@ REDIS_KINDS = [
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("cluster", marks=pytest.mark.redis),
 ]
-STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS]
-DURABLE_KINDS = ["sqlite", *REDIS_KINDS]
 POSTGRES_URL = os.environ.get("POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 POSTGRES_KINDS = [pytest.param("postgres", marks=pytest.mark.postgres)]
-RUNTIME_KINDS = [*STORE_KINDS, *POSTGRES_KINDS]
-"""The runtime's stores (the chat state is on PostgreSQL once its issue lands)."""
-RUNTIME_DURABLE_KINDS = [*DURABLE_KINDS, *POSTGRES_KINDS]
+STORE_KINDS = ["memory", "sqlite", *REDIS_KINDS, *POSTGRES_KINDS]
+DURABLE_KINDS = ["sqlite", *REDIS_KINDS, *POSTGRES_KINDS]
+RUNTIME_KINDS = STORE_KINDS
+"""The runtime's stores: every store (the chat state is on each of them too)."""
+RUNTIME_DURABLE_KINDS = DURABLE_KINDS
 _scratch: list[str] = []
 """This run's scratch database on the server at ``POSTGRES_URL``, once made."""
 
@@ -81,15 +81,30 @@ async def postgres_schema() -> AsyncIterator[str]:
     """The URL of a fresh schema of this run's scratch database, as a test's own
     database (``search_path``), dropped on exit."""
     database = postgres_database()
-    schema = sql.Identifier(f"t_{uuid.uuid4().hex[:12]}")
-    # A connection each: a test may end every connection to the database.
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    schema = sql.Identifier(name)
+    # A connection for each statement: none held open for a test to cut (``cut_postgres``).
     async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
         await admin.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
     try:
-        yield f"{database}?options=-csearch_path%3D{schema.as_string()}"
+        yield f"{database}?options=-csearch_path%3D{name}"
     finally:
         async with await psycopg.AsyncConnection.connect(database, autocommit=True) as admin:
             await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+
+
+async def cut_postgres(url: str) -> int:
+    """Every other connection to the database at ``url`` terminated, as a restarting
+    server or a network cut does (``pg_terminate_backend``); how many there were.
+
+    Each run has a scratch database of its own, so these are its tests' connections.
+    """
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        cursor = await admin.execute(
+            """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+        )
+        return len(await cursor.fetchall())
 
 
 @asynccontextmanager
@@ -155,13 +170,14 @@ async def opened(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
 @pytest.fixture(params=RUNTIME_KINDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each store in turn: memory, SQLite (a temporary file), Redis and Redis Cluster
-    (a private prefix)."""
+    (a private prefix), PostgreSQL (a schema of its own)."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store
 
 
 @pytest.fixture(params=RUNTIME_DURABLE_KINDS)
 async def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """The stores whose state outlives the process: SQLite, Redis, Redis Cluster."""
+    """The stores whose state outlives the process: SQLite, Redis, Redis Cluster,
+    PostgreSQL."""
     async with opened(request.param, tmp_path) as opened_store:
         yield opened_store

@@ -18,7 +18,7 @@ from agents.stores.postgres import MIGRATIONS, PostgresStore
 from agents.stores.postgres_db import SchemaTooNew, split_url
 
 from ._snapshots import paused_run
-from .conftest import postgres_schema
+from .conftest import cut_postgres, postgres_schema
 
 pytestmark = pytest.mark.postgres
 
@@ -78,12 +78,7 @@ async def test_connections_the_server_ended_are_replaced_and_nothing_is_lost(url
     assert isinstance(store, PostgresStore)
     try:
         runs = [await store.save_run(paused_run()) for _ in range(3)]
-        # Every backend of this database but the one asking: the pool's connections.
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
-            await admin.execute(
-                """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                    WHERE datname = current_database() AND pid <> pg_backend_pid()"""
-            )
+        assert await cut_postgres(url) >= 1  # the pool's connections
         for run in runs:
             assert await store.load_run(run.run_id) == run
         entry = AuditEntry(event="approved", run_id=runs[0].run_id, tool_call_id="c", tool_name="t")
