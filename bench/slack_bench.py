@@ -1,6 +1,6 @@
 """How fast the Slack adapter acknowledges, and how soon a click shows on the card.
 
-Run with ``python -m bench.slack_bench`` (options: ``--stores memory,sqlite,redis``,
+Run with ``python -m bench.slack_bench`` (options: ``--stores memory,sqlite,redis,postgres``,
 ``--sizes 50``, ``--rounds 5``). Everything is local: the real aiohttp server with
 the Slack adapter over a ``ChatBot``, the fake Slack Web API from the tests,
 requests signed like Slack's. Redis is the server at ``REDIS_URL``, under a
@@ -64,7 +64,7 @@ from .approval_cycle_bench import store_for
 from .versus import Row, table
 
 ACK_BUDGET_MS = 3000.0
-STORES = ("memory", "sqlite", "redis")
+STORES = ("memory", "sqlite", "redis", "postgres")
 MENTION_ACK = "ack: mention event"
 CLICK_ACK = "ack: button click"
 CLICK_CARD = "click -> card updated"
@@ -262,7 +262,7 @@ def report(rows: list[Row], rounds: int) -> str:
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
-        "--stores", "--store", default=",".join(STORES), help="memory, sqlite, redis"
+        "--stores", "--store", default=",".join(STORES), help="memory, sqlite, redis, postgres"
     )
     parser.add_argument("--sizes", default="50", help="concurrent requests per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per store and size")
