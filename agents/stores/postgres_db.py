@@ -38,6 +38,9 @@ POOL_SIZE = 10
 """Connections one process keeps at most (``?pool_size=``)."""
 STATEMENT_TIMEOUT_MS = 30_000
 """How long a statement may run before the server cancels it (``?statement_timeout=``)."""
+IDLE_IN_TRANSACTION_MS = 60_000
+"""A session left inside a transaction this long (a replica stalled mid-write) is ended
+by the server, so its row locks hold nobody else up for longer."""
 SCHEMES = ("postgresql", "postgres")
 
 # A constant key for the migrations' advisory lock (any 64-bit number the bot owns).
@@ -77,7 +80,10 @@ def split_url(url: str) -> tuple[str, int, int]:
     if own["pool_size"] < 1 or own["statement_timeout"] < 0:
         raise ValueError("pool_size must be 1 or more, statement_timeout 0 or more")
     # The server's own settings go in libpq's ``options``, beside any the URL has.
-    timeout = f"-c statement_timeout={own['statement_timeout']}"
+    timeout = (
+        f"-c statement_timeout={own['statement_timeout']}"
+        f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+    )
     given = [value for key, value in kept if key == "options"]
     kept = [(key, value) for key, value in kept if key != "options"]
     kept.append(("options", " ".join([*given, timeout])))

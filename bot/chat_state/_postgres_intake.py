@@ -57,10 +57,16 @@ _INSERT = """INSERT INTO inbox (body)
     SELECT body FROM unnest(%s::text[]) WITH ORDINALITY AS given (body, n) ORDER BY n
     RETURNING seq"""
 
-ONE_BY_ONE = (psycopg.DataError, psycopg.IntegrityError, UnicodeError)
+ONE_BY_ONE = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.errors.LockNotAvailable,
+    UnicodeError,
+)
 """Errors that may be one delivery's own (a value PostgreSQL refuses, such as text
-with a NUL): its batch is then written again one by one, so it fails alone. Others
-(a lost connection, a server away) fail every write alike, and are every caller's."""
+with a NUL; a dedupe key a stalled replica holds locked): its batch is then written
+again one by one, so it fails alone. Others (a lost connection, a server away) fail
+every write alike, and are every caller's."""
 
 
 class IntakeBatches:

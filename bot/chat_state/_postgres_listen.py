@@ -45,10 +45,14 @@ class Listener:
         self._heard = asyncio.Event()
         """Set when word comes, then replaced: each waiter waits on the one of its time."""
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._failures = 0
+        """Connections lost in a row (the backoff's)."""
 
     async def wait(self) -> None:
-        """Return at the next word (listening from the first call on). Never raises."""
-        if self._task is None or self._task.done():
+        """Return at the next word (listening from the first call on). Never raises;
+        once closed, it only waits (the intake's own look goes on)."""
+        if not self._closed and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._listen(), name="postgres-intake-listen")
         await self._heard.wait()
 
@@ -57,8 +61,9 @@ class Listener:
         self._heard = asyncio.Event()
 
     async def _listen(self) -> None:
-        """Listen until cancelled, connecting again after each failure, on a backoff."""
-        failures = 0
+        """Listen until cancelled, connecting again after each failure, on a backoff
+        that starts afresh only once a connection lived through a check."""
+        self._failures = 0
         while True:
             try:
                 async with asyncio.timeout(CHECK_TIMEOUT):
@@ -70,17 +75,16 @@ class Listener:
                         assert row is not None
                         listen = sql.SQL("LISTEN {}").format(sql.Identifier(str(row[0])))
                         await connection.execute(listen)
-                    if failures:  # a state change: one line, as when it began
+                    if self._failures:  # a state change: one line, as when it began
                         log.info("listening for intake entries again")
-                    failures = 0
                     self._wake()  # for anything written while nobody listened
                     await self._hear(connection)
             except Exception as exc:  # whatever it is, listen again: never stop waking
-                if not failures:
+                if not self._failures:
                     why = str(exc) or type(exc).__name__
                     log.warning("lost word of intake entries; looking now and then: %s", why)
-                failures += 1
-            await asyncio.sleep(min(RETRY_FIRST * 2 ** max(failures - 1, 0), RETRY_MAX))
+                self._failures += 1
+            await asyncio.sleep(min(RETRY_FIRST * 2 ** max(self._failures - 1, 0), RETRY_MAX))
 
     async def _hear(self, connection: AsyncConnection[TupleRow]) -> None:
         """Wake the waiters at each word from another process, until the connection fails."""
@@ -90,9 +94,11 @@ class Listener:
                     self._wake()
             async with asyncio.timeout(CHECK_TIMEOUT):
                 await connection.execute("SELECT 1")
+            self._failures = 0  # it lived through a check: a failure now starts afresh
 
     async def close(self) -> None:
-        """Stop listening and close the connection."""
+        """Stop listening and close the connection, for good."""
+        self._closed = True
         if self._task is not None:
             task, self._task = self._task, None
             task.cancel()

@@ -48,6 +48,8 @@ __all__ = ["CHAT_MIGRATIONS", "PostgresChatState"]
 # Lapsed dedupe claims and notes are harmless but would grow the tables forever; one
 # sweep a minute per process keeps them bounded without a statement on every call.
 SWEEP_INTERVAL = 60.0
+LOCK_TIMEOUT_MS = 1000
+"""How long a chat-state transaction waits for a row another connection holds."""
 
 CHAT_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -118,9 +120,11 @@ _FORGET_THREADS = (
 # A lock of the transaction's, for changes of several statements to one thing (a card's
 # votes, a recent list) that must not interleave; its name is hashed to the lock's key.
 _SERIALIZE = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-_TAKE_CARD_LOCK = """INSERT INTO card_locks (name, token, until) VALUES (%s, %s, %s)
+# Leases are timed by the server's clock, as Redis's are: replicas' clocks may differ.
+_NOW = "extract(epoch from clock_timestamp())"
+_TAKE_CARD_LOCK = f"""INSERT INTO card_locks (name, token, until) VALUES (%s, %s, {_NOW} + %s)
     ON CONFLICT (name) DO UPDATE SET token = excluded.token, until = excluded.until
-    WHERE card_locks.until <= %s"""
+    WHERE card_locks.until <= {_NOW}"""
 _ADD_VOTE = """INSERT INTO votes (run_id, ask, user_id, voter) VALUES (%s, %s, %s, %s)
     ON CONFLICT DO NOTHING"""
 _VOTES = "SELECT voter FROM votes WHERE run_id = %s AND ask = %s ORDER BY seq"
@@ -139,13 +143,14 @@ _TAKE_DUE = """WITH due AS (
         SELECT key FROM timers WHERE due <= %s ORDER BY due LIMIT %s FOR UPDATE SKIP LOCKED)
     DELETE FROM timers USING due WHERE timers.key = due.key
     RETURNING timers.key, timers.data, timers.due"""
-_TAKE = """UPDATE inbox SET worker = %s, lease_until = %s, attempts = attempts + 1
-    WHERE seq IN (SELECT seq FROM inbox WHERE {free} ORDER BY seq LIMIT %s
+_TAKE = f"""UPDATE inbox SET worker = %s, lease_until = {_NOW} + %s, attempts = attempts + 1
+    WHERE seq IN (SELECT seq FROM inbox WHERE {{free}} ORDER BY seq LIMIT %s
         FOR UPDATE SKIP LOCKED)
     RETURNING seq, body, attempts"""
-_TAKE_OVER = _TAKE.format(free="lease_until <= %s")
+_TAKE_OVER = _TAKE.format(free=f"lease_until <= {_NOW}")
 _TAKE_NEW = _TAKE.format(free="lease_until = 0")
-_LEASE = "UPDATE inbox SET lease_until = %s WHERE worker = %s AND seq = ANY(%s)"
+_LEASE = f"UPDATE inbox SET lease_until = {_NOW} + %s WHERE worker = %s AND seq = ANY(%s)"
+_RELEASE = "UPDATE inbox SET lease_until = %s WHERE worker = %s AND seq = ANY(%s)"
 RELEASED = 1.0
 """The lease of an entry handed back: it ended in 1970, so any take that takes over
 takes it at once (and counts the attempt: its work may have begun)."""
@@ -179,18 +184,27 @@ class PostgresChatState:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Connection]:
+        """A transaction that waits at most ``LOCK_TIMEOUT`` for a row another holds (a
+        replica stalled mid-write must not stall this one's writes: ``LockNotAvailable``)."""
         async with await self._connection() as connection, connection.transaction():
+            await connection.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
             yield connection
 
     async def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[TupleRow]:
-        async with await self._connection() as connection:
+        async def work(connection: Connection) -> list[TupleRow]:
             cursor = await connection.execute(sql, params)
             return await cursor.fetchall()
 
+        await self.db.migrate("chat", CHAT_MIGRATIONS)
+        return await self.db.run(work)
+
     async def _execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        async with await self._connection() as connection:
+        async def work(connection: Connection) -> int:
             cursor = await connection.execute(sql, params)
             return cursor.rowcount
+
+        await self.db.migrate("chat", CHAT_MIGRATIONS)
+        return await self.db.run(work)
 
     def card_lock(
         self, run_id: str, ask: str, *, wait: float = 30.0
@@ -198,10 +212,7 @@ class PostgresChatState:
         name = f"{run_id}:{ask}"
 
         async def take(token: str) -> bool:
-            now = time.time()
-            return (
-                await self._execute(_TAKE_CARD_LOCK, (name, token, now + CARD_LOCK_TTL, now)) == 1
-            )
+            return await self._execute(_TAKE_CARD_LOCK, (name, token, CARD_LOCK_TTL)) == 1
 
         async def give_back(token: str) -> None:
             sql = "DELETE FROM card_locks WHERE name = %s AND token = %s"
@@ -369,25 +380,21 @@ class PostgresChatState:
     ) -> list[IntakeEntry]:
         """One ``UPDATE`` of the oldest free rows, locked with ``SKIP LOCKED``: rows
         another worker is taking are passed over, never waited for."""
-        now = time.time()
-        sql, params = (
-            (_TAKE_OVER, (worker, now + lease, now, count))
-            if take_over
-            else (_TAKE_NEW, (worker, now + lease, count))
-        )
+        sql = _TAKE_OVER if take_over else _TAKE_NEW
+        params = (worker, lease, count)
         rows = sorted(await self._fetch(sql, params))
         return [IntakeEntry(id=str(seq), body=body, attempts=n) for seq, body, n in rows]
 
     async def renew(self, worker: str, ids: Sequence[str], *, lease: float) -> None:
         if ids:
-            await self._execute(_LEASE, (time.time() + lease, worker, [int(i) for i in ids]))
+            await self._execute(_LEASE, (lease, worker, [int(i) for i in ids]))
 
     async def release(self, worker: str, ids: Sequence[str]) -> None:
         """The lease ended, and word sent: another replica takes them at once."""
         if not ids:
             return
         async with self._transaction() as connection:
-            cursor = await connection.execute(_LEASE, (RELEASED, worker, [int(i) for i in ids]))
+            cursor = await connection.execute(_RELEASE, (RELEASED, worker, [int(i) for i in ids]))
             if cursor.rowcount:
                 await connection.execute(NOTIFY, (self._token,))
 

@@ -282,3 +282,20 @@ async def test_the_chat_schema_is_migrated_at_start_and_one_too_new_stops_the_bo
         code, out, err = await check(tmp_path, url)
         assert code == 2
         assert "the database's chat schema is version 99" in err
+
+
+async def test_a_replica_stalled_mid_write_holds_up_only_its_own_delivery(
+    tmp_path: Path,
+) -> None:
+    async with replicas(tmp_path, 1) as (chat,):
+        assert await writing(chat, "first")() is not None
+        # Another replica stalled inside its write of a copy: the key's row stays locked.
+        stalled = await psycopg.AsyncConnection.connect(chat.db.conninfo)
+        async with stalled, stalled.transaction():
+            await stalled.execute("SELECT 1 FROM seen WHERE key = 'message:first' FOR UPDATE")
+            held, unrelated = await asyncio.gather(
+                writing(chat, "first")(), writing(chat, "second")(), return_exceptions=True
+            )
+        assert isinstance(held, psycopg.errors.LockNotAvailable)  # told, not hung
+        assert isinstance(unrelated, str)  # written beside it, not held up with it
+        assert await writing(chat, "first")() is None  # once released: a copy

@@ -38,6 +38,7 @@ def test_the_urls_own_parameters_stay_with_the_bot() -> None:
     assert libpq == (
         "postgresql://bot:pw@db.example.com:5433/approvals?sslmode=verify-full"
         "&options=-csearch_path%3Dbot%20-c%20statement_timeout%3D2500"
+        "%20-c%20idle_in_transaction_session_timeout%3D60000"
     )
     with pytest.raises(ValueError, match="pool_size"):
         split_url("postgresql://h/db?pool_size=many")
