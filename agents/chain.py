@@ -96,12 +96,9 @@ def link(
     return lines, head
 
 
-def head_of(line: str | None, floor: Link | None = None) -> Link:
-    """The head a chain has after its last stored ``line`` (``floor`` when there is
-    none: a prune's anchor, or the start). A line from before the chain (no hash)
-    leaves its ``seq`` to be counted on from, after ``GENESIS``."""
-    if line is None:
-        return floor or Link()
+def head_of(line: str) -> Link:
+    """The head a chain has after a stored ``line``. A line from before the chain (no
+    hash) leaves its ``seq`` to be counted on from, after ``GENESIS``."""
     data = json.loads(line)
     if "hash" not in data:
         return Link(seq=int(data.get("seq", 0)), hash=GENESIS)
@@ -122,6 +119,15 @@ def anchor(
     signature = seal(statement("anchor", chain, at.seq, at.hash)) if seal else None
     total = removed + (before.removed if before is not None else 0)
     return AuditAnchor(seq=at.seq, hash=at.hash, removed=total, signature=signature)
+
+
+def anchor_of(row: Sequence[Any]) -> AuditAnchor | None:
+    """The anchor a store keeps as a row (seq, hash, removed, signature); ``None``
+    while its hash is (never pruned)."""
+    seq, digest, removed, signature = row
+    if digest is None:
+        return None
+    return AuditAnchor(seq=seq, hash=digest, removed=removed, signature=signature)
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from psycopg.rows import TupleRow
 from ..chain import (
     CHECKPOINT,
     GENESIS,
-    AuditAnchor,
     AuditChain,
     Link,
     Seal,
     anchor,
+    anchor_of,
     checkpoint,
     head_of,
     link,
@@ -376,14 +376,9 @@ class PostgresStore:
 
         row, lines = await self._run(work, transaction=True)
         assert row is not None  # the migration's one row
-        head_seq, head_hash, anchor_seq, anchor_hash, removed, signature = row
-        left = None
-        if anchor_hash is not None:
-            left = AuditAnchor(
-                seq=anchor_seq, hash=anchor_hash, removed=removed, signature=signature
-            )
+        head_seq, head_hash, *left = row
         head = Link(seq=head_seq, hash=head_hash) if head_seq else None
-        return [AuditChain(0, lines, left, head)]
+        return [AuditChain(0, lines, anchor_of(left), head)]
 
     async def read_audit(
         self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
@@ -486,10 +481,8 @@ class PostgresStore:
                     FOR UPDATE"""
             )
             row = await cursor.fetchone()
-            assert row is not None
-            previous = None
-            if row[1] is not None:
-                previous = AuditAnchor(seq=row[0], hash=row[1], removed=row[2], signature=row[3])
+            assert row is not None  # the migration's one row
+            previous = anchor_of(row)
             cursor = await connection.execute(
                 "SELECT seq, at, entry FROM audit ORDER BY seq LIMIT %s", (limit,)
             )

@@ -23,6 +23,7 @@ from ..chain import (
     Link,
     Seal,
     anchor,
+    anchor_of,
     checkpoint,
     head_of,
     link,
@@ -397,7 +398,7 @@ class SQLiteStore:
         so one snapshot of both, without holding writers up (WAL)."""
         rows = await self._fetch(_CHAIN, ())
         anchor_row, lines = rows[0], [str(row[5]) for row in rows[1:]]
-        return [AuditChain(0, lines, _anchor_of(anchor_row[1:5]))]
+        return [AuditChain(0, lines, anchor_of(anchor_row[1:5]))]
 
     async def read_audit(
         self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
@@ -586,15 +587,7 @@ _CHAIN = """SELECT 0 AS part, seq, hash, removed, signature, NULL FROM audit_hor
 async def _anchor(db: aiosqlite.Connection) -> AuditAnchor | None:
     """Where the last prune left the chain (``None``: never pruned, or before the chain)."""
     rows = await db.execute_fetchall("SELECT seq, hash, removed, signature FROM audit_horizon")
-    return _anchor_of(next(iter(rows)))
-
-
-def _anchor_of(row: Sequence[Any]) -> AuditAnchor | None:
-    """The anchor in the horizon's row (seq, hash, removed, signature)."""
-    seq, digest, removed, signature = row
-    if digest is None:
-        return None
-    return AuditAnchor(seq=seq, hash=digest, removed=removed, signature=signature)
+    return anchor_of(next(iter(rows)))
 
 
 def _entry_time(data: str) -> datetime:
