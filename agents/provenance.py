@@ -22,8 +22,8 @@ class Origin:
     """Where the request being handled came from."""
 
     via: str | None = None
-    """The platform (``slack``, ``teams``, ``console``) or client (``api:<name>``,
-    ``mcp:<name>``, ``web`` for a decision page) it arrived through."""
+    """What it arrived through, as the caller names it (the chat core: a platform's
+    name, ``web`` for a decision page, ``client:<name>`` for a peer agent)."""
     names: Mapping[str, str] = field(default_factory=dict)
     """Display names by person id, as the request gave them."""
 
