@@ -137,7 +137,7 @@ from .types import (
     plain_text,
     tool_label,
 )
-from .views import RESPONSE_INPUT, answer_mark, choice_text, post_mark
+from .views import RESPONSE_INPUT, answer_mark, begins, choice_text, post_mark
 
 __all__ = [
     "APPROVALS_USAGE",
@@ -242,6 +242,7 @@ __all__ = [
     "arg_changes",
     "args_line",
     "ask_of",
+    "begins",
     "build_app",
     "card_buttons",
     "card_outcome",

@@ -30,10 +30,17 @@ class Answer:
         thread: Where the answer goes.
         to: Who asked (a live message in a channel is addressed to them).
         post: How a whole reply is posted (the presenter's ``say``).
+        live: Whether it may be written live (else it is posted whole).
     """
 
     def __init__(
-        self, messenger: Messenger, thread: ThreadKey, to: Person | None, post: Post
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        to: Person | None,
+        post: Post,
+        *,
+        live: bool = True,
     ) -> None:
         self._messenger = messenger
         self._thread = thread
@@ -41,7 +48,7 @@ class Answer:
         self._post = post
         self._text = ReplyBuffer()
         self._live: Live | None = None
-        self._live_here = True
+        self._live_here = live
         """Whether the platform may still give a live message (it gave none: never again)."""
         self._steps: dict[str, Step] = {}
 

@@ -46,6 +46,7 @@ from .types import (
     PostMark,
     Prompt,
     PromptStatus,
+    Reply,
     Text,
     ThreadKey,
     Undeliverable,
@@ -599,6 +600,25 @@ class Presenter:
         else:
             log.info("found the %s of %s from before the restart: not posting it", *_what(mark))
         return found
+
+    async def finish_cut(
+        self, messenger: Messenger, thread: ThreadKey, answer: Reply, *, since: datetime
+    ) -> bool:
+        """Whether ``answer`` was shown by completing the live message a process that
+        died cut short (``Messenger.find_cut_live``): found, it is updated to read the
+        whole answer. ``False`` when none is found, or the lookup fails (logged): the
+        core posts the answer (it may show twice, never not at all)."""
+        try:
+            cut = await messenger.find_cut_live(thread, since=since, words=answer.text)
+        except Exception as exc:
+            log.warning("could not look for an answer cut short in %s: %s", thread.id, exc)
+            log.debug("the failed lookup", exc_info=True)
+            return False
+        if cut is None:
+            return False
+        log.info("found an answer cut short before the restart in %s: completing it", thread.id)
+        await self.update(messenger, cut.thread, cut.ref, answer)
+        return True
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something to one person only, in ``thread`` (a failure is logged)."""

@@ -277,9 +277,12 @@ class Replies:
                 if found is not None:
                     return
             if run.text:
-                # A finished run's answer as the run itself ends it: rated, and marked.
+                # A finished run's answer as the run itself ends it: rated, and marked;
+                # into the live message it was being written into, where one was cut.
                 answer = Reply(text=run.text, feedback=run_id if answered else None)
-                await self._presenter.say(messenger, thread, answer)
+                since = run.created_at
+                if not await self._presenter.finish_cut(messenger, thread, answer, since=since):
+                    await self._presenter.say(messenger, thread, answer)
             if failed:
                 error = failure_notice(run.error or texts.INTERNAL_ERROR)
                 await self._presenter.say(messenger, thread, error, mark=error_mark(run_id))

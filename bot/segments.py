@@ -6,6 +6,7 @@ tool call as a step), with a status while it works.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from agents import (
@@ -27,7 +28,7 @@ from .answer import Answer
 from .metrics import Metrics
 from .policy import POLICY_ACTOR, ApprovalPolicy
 from .reviewer import REVIEWER_ACTOR
-from .types import Messenger, Notice, Text, ThreadKey, naming
+from .types import Messenger, Notice, Reply, Text, ThreadKey, naming
 from .views import error_mark, failure_notice
 
 if TYPE_CHECKING:
@@ -67,18 +68,30 @@ class Segments:
         *,
         requester: str | None = None,
         about: str | None = None,
+        cut_since: datetime | None = None,
     ) -> None:
         """Drive a run segment to its end, posting cards, questions, errors and the answer
         (live, with its tool steps, where the platform can: ``Answer``).
 
         ``requester``: who asked (a live answer in a channel is addressed to them).
         ``about``: the request the answer names first (the run waited for a person while
-        its thread went on: ``CardPlace.about``).
+        its thread went on: ``CardPlace.about``). ``cut_since``: the run is taken over
+        from a process that died, perhaps while it wrote the answer live, since then; the
+        answer is posted whole, its first part into that unfinished live message where
+        it is found (``Presenter.finish_cut``), so it does not show twice.
         """
         to = self._presenter.people.who(thread, requester) if requester else None
-        answer = Answer(
-            messenger, thread, to, lambda reply: self._presenter.say(messenger, thread, reply)
-        )
+        cut = cut_since
+
+        async def post(reply: Reply) -> None:
+            nonlocal cut
+            since, cut = cut, None  # only the first part can complete a cut message
+            if since is None or not await self._presenter.finish_cut(
+                messenger, thread, reply, since=since
+            ):
+                await self._presenter.say(messenger, thread, reply)
+
+        answer = Answer(messenger, thread, to, post, live=cut_since is None)
         failure: Notice | None = None
         held: list[PendingInfo] = []
         """Calls the policy lets share one card, waiting for the rest of their turn's."""

@@ -148,6 +148,10 @@ class TracedMessenger:
         with self._span("find_post", near):
             return await self.inner.find_post(near, mark, since=since, to=to)
 
+    async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
+        with self._span("find_cut_live", near):
+            return await self.inner.find_cut_live(near, since=since, words=words)
+
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         with self._span("update", thread):
             await self.inner.update(thread, ref, view)

@@ -568,6 +568,18 @@ class Messenger(Protocol):
         """
         ...
 
+    async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
+        """A live message (``start_live``) a process that died left unfinished, to be
+        updated with the whole answer instead of posting it again: the bot's newest
+        message in ``near``'s thread since ``since``, when it has no mark and what it
+        shows begins ``words`` (``views.begins``). Ended here where the platform needs
+        that before an update.
+
+        ``None`` when there is none, or the platform cannot tell (or has no live
+        messages): the core posts the answer again.
+        """
+        ...
+
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         """Replace a posted view for everyone."""
         ...

@@ -323,6 +323,18 @@ def question_mark(info: PendingInfo, *, cause: str | None = None) -> PostMark:
     )
 
 
+def begins(shown: str, words: str) -> bool:
+    """Whether a message showing ``shown`` is the start of ``words`` (a live answer cut
+    short): its letters and digits, in order, begin those of ``words``, whatever marks
+    the platform drew around them. An empty message begins nothing."""
+    seen = _letters(shown)
+    return bool(seen) and _letters(words).startswith(seen)
+
+
+def _letters(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
 def failure_notice(error: str) -> Notice:
     """What a thread is told of its run that failed: why (``error_mark`` marks it)."""
     return Notice(text=texts.RUN_FAILED.format(error=error))

@@ -161,6 +161,10 @@ class ConsoleMessenger:
         with it: a post is never found, it is printed again."""
         return None
 
+    async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
+        """The console prints answers whole: none is ever cut short."""
+        return None
+
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         """The console's inbox is ``/approvals``, read when asked."""
 

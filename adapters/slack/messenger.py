@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any, Final
 
@@ -30,6 +30,7 @@ from bot import (
     ThreadKey,
     Undeliverable,
     View,
+    begins,
 )
 
 from . import texts
@@ -252,21 +253,62 @@ class SlackMessenger:
         clocks apart), among the first ``FIND_PAGES`` pages. ``None`` when none is
         (a refusal, such as a scope the app lacks, is logged: the core posts again).
         """
-        if to is None and not near.root:
-            return None  # no thread: nothing to read back (someone's Home tab)
         try:
             channel = near.channel if to is None else await self._channel_of(near, to)
-            client = await self._client(near.workspace)
-            own = await self._bot_id(near.workspace, client)
         except (SlackApiError, LookupError) as exc:
             log.info("cannot look for the %s of %s in Slack: %s", mark.post, mark.run_id, exc)
             return None
+        async for message in self._own_messages(near, channel, since, top_level=to is not None):
+            ts = message.get("ts")
+            if isinstance(ts, str) and mark_of(message.get("metadata")) == mark:
+                thread = near if to is None else thread_key(near.workspace, channel, ts)
+                return Posted(thread=thread, ref=message_ref(channel, ts))
+        return None
+
+    async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
+        """The bot's newest reply in ``near``'s thread since ``since`` when it carries no
+        mark and what it shows begins ``words`` (``begins``): a streamed answer whose
+        process died before ending it. Its stream is stopped here (Slack may have
+        stopped it already), so that it can be updated."""
+        last: dict[str, Any] | None = None
+        async for message in self._own_messages(near, near.channel, since, top_level=False):
+            last = message
+        ts = last.get("ts") if last is not None else None
+        if last is None or not isinstance(ts, str) or mark_of(last.get("metadata")) is not None:
+            return None
+        if not begins(str(last.get("text") or ""), words):
+            return None
+        client = await self._client(near.workspace)
+        try:
+            async with _reaching():
+                await client.chat_stopStream(channel=near.channel, ts=ts)
+        except (SlackApiError, Undeliverable) as exc:
+            log.debug("the cut answer %s in %s was stopped already: %s", ts, near.channel, exc)
+        return Posted(thread=near, ref=message_ref(near.channel, ts))
+
+    async def _own_messages(
+        self, near: ThreadKey, channel: str, since: datetime, *, top_level: bool
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The bot's own messages, oldest first, posted since ``since`` (less
+        ``FIND_MARGIN``, for clocks apart): replies in ``near``'s thread
+        (``conversations.replies``), or with ``top_level`` top-level messages in
+        ``channel`` (``conversations.history``), among the first ``FIND_PAGES`` pages
+        (only the bot's: another app may copy its metadata). None where Slack cannot
+        be read (a refusal, such as a scope the app lacks, is logged)."""
+        if not top_level and not near.root:
+            return  # no thread: nothing to read back (someone's Home tab)
+        try:
+            client = await self._client(near.workspace)
+            own = await self._bot_id(near.workspace, client)
+        except (SlackApiError, LookupError) as exc:
+            log.info("cannot read back %s in Slack: %s", channel, exc)
+            return
         oldest = f"{since.timestamp() - FIND_MARGIN:.6f}"
         cursor: str | None = None
         for _ in range(FIND_PAGES):
 
             async def read(cursor: str | None = cursor) -> AsyncSlackResponse:
-                if to is None:
+                if not top_level:
                     return await client.conversations_replies(
                         channel=channel,
                         ts=near.root,
@@ -288,20 +330,15 @@ class SlackMessenger:
             except SlackApiError as exc:
                 error = exc.response.get("error")
                 log.warning("Slack refused to read back %s (%s): posting again", channel, error)
-                return None
+                return
             for message in response.get("messages") or []:
-                if not isinstance(message, dict) or message.get("bot_id") != own:
-                    continue  # only the bot's own posts: another app may copy the metadata
-                ts = message.get("ts")
-                if isinstance(ts, str) and mark_of(message.get("metadata")) == mark:
-                    thread = near if to is None else thread_key(near.workspace, channel, ts)
-                    return Posted(thread=thread, ref=message_ref(channel, ts))
+                if isinstance(message, dict) and message.get("bot_id") == own:
+                    yield message
             metadata = response.get("response_metadata")
             cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
             if not cursor:
-                return None
-        log.warning("looked through %d pages of %s for a post: posting again", FIND_PAGES, channel)
-        return None
+                return
+        log.warning("looked through %d pages of %s: posting again", FIND_PAGES, channel)
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         """Show again the Home tabs of those of ``people`` who opened theirs, on any

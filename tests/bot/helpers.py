@@ -42,6 +42,7 @@ from bot import (
     ThreadKey,
     Undeliverable,
     View,
+    begins,
     plain_text,
 )
 from tests.agents.helpers import Counter, call_then_answer, last_results
@@ -148,6 +149,19 @@ class RecordingMessenger:
             (p for m, t, d, p in self.marked if (m, t, d) == (mark, near, to)),
             None,
         )
+
+    async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
+        """The newest live message in ``near`` when it was never finished and shows the
+        start of ``words``; finished here, as a platform's adapter ends it."""
+        self._reach()
+        lives = [(n, live) for n, live in enumerate(self.lives) if live.thread == near]
+        if not lives:
+            return None
+        n, live = lives[-1]
+        if live.finished or not begins(live.text, words):
+            return None
+        live.finished = True
+        return Posted(thread=near, ref={"channel": near.channel, "ts": f"live{n + 1}"})
 
     async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
         self._reach()

@@ -207,6 +207,51 @@ async def test_an_answer_lost_in_a_crash_is_posted_rated_and_marked() -> None:
     assert len(messenger.views(Reply)) == 2
 
 
+async def answered_live() -> tuple[ChatBot, RecordingMessenger, str]:
+    """A bot whose approved run wrote its answer live; that run's id."""
+    bot = ChatBot(refund_agent([]), policy=ApprovalPolicy())
+    messenger = RecordingMessenger(live=True)
+    bot.register("test", messenger)
+    await bot.on_message(message("A-1"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+    await bot.decisions.on_click(click(card, user="U2"))
+    await bot.drain()
+    assert messenger.lives[-1].feedback == card.run_id
+    return bot, messenger, card.run_id
+
+
+def cut(messenger: RecordingMessenger, shown: str) -> None:
+    """The live answer as a process that died while writing it left it."""
+    live = messenger.lives[-1]
+    live.text, live.finished, live.feedback = shown, False, None
+    messenger.marked.clear()
+
+
+async def test_an_answer_cut_while_written_live_is_completed_in_place_not_posted_again() -> None:
+    bot, messenger, run_id = await answered_live()
+    whole = messenger.lives[-1].text
+    cut(messenger, whole[:5])
+    await caught_up(bot, messenger, run_id)
+
+    assert messenger.views(Reply) == []
+    ((_, ref, view),) = messenger.updates[-1:]
+    assert ref["ts"] == f"live{len(messenger.lives)}"
+    assert view == Reply(text=whole, feedback=run_id)
+
+
+async def test_a_cut_live_message_that_is_not_the_answer_is_left_and_the_answer_posted() -> None:
+    bot, messenger, run_id = await answered_live()
+    whole = messenger.lives[-1].text
+    cut(messenger, "Something else")
+    updates = len(messenger.updates)
+    await caught_up(bot, messenger, run_id)
+
+    (answer,) = messenger.views(Reply)
+    assert (answer.text, answer.feedback) == (whole, run_id)
+    assert len(messenger.updates) == updates
+
+
 def failing_agent() -> Agent:
     """Every run fails: the model is down."""
 

@@ -12,7 +12,7 @@ import pytest
 from agents import PendingInfo
 from bot import Prompt
 from bot.tasks import KeyedLocks, TaskTracker
-from bot.views import ReplyBuffer, approval_card, prompt_fields, question_text
+from bot.views import ReplyBuffer, approval_card, begins, prompt_fields, question_text
 
 
 async def test_drain_waits_for_work_spawned_by_work() -> None:
@@ -157,3 +157,22 @@ def test_a_question_is_a_form_when_it_asks_several_things_or_one_not_free_text(
         run_id="r", tool_call_id="c", tool_name="t", agent_path=("a",), question="?", fields=fields
     )
     assert asked.form is form
+
+
+@pytest.mark.parametrize(
+    ("shown", "words", "expected"),
+    [
+        ("You ", "You said: hello there", True),
+        ("*Deploying* `api`", "**Deploying** `api` now", True),  # marks drawn differently
+        ("you said: HELLO", "You said: hello there", True),
+        ("You said: hello there", "You said: hello there", True),
+        ("You said: goodbye", "You said: hello there", False),
+        ("said", "You said: hello there", False),  # a middle is no start
+        ("", "You said: hello there", False),  # nothing shown begins nothing
+        ("…", "You said", False),
+    ],
+)
+def test_a_message_begins_an_answer_by_its_letters_whatever_marks_surround_them(
+    shown: str, words: str, expected: bool
+) -> None:
+    assert begins(shown, words) is expected

@@ -339,3 +339,23 @@ async def test_a_kill_between_saying_an_approval_waits_and_recording_it_says_it_
     await bot.stop()  # anything still to come has come
     assert said(slack, root, waits) == 1, bot.log_text()
     assert newest_card(slack, root) is card
+
+
+async def test_a_kill_while_an_answer_streams_answers_once(
+    bot: BotProcess, slack: FakeSlack
+) -> None:
+    root = mention_event("hello there")
+    started = ("chat.startStream", root["ts"])
+    killed = kill_at(slack, bot, lambda call: (call.method, call.args.get("thread_ts")) == started)
+    assert await bot.send_event(root) == 200
+    await slack.wait_for(killed.is_set, what="the answer started and the bot killed")
+    await bot.start()
+    await slack.wait_for(
+        lambda: looked_back_or_posted_again(slack, lambda: len(replies(slack, root["ts"]))),
+        within=RECOVERY_WITHIN,
+        what="the message taken over",
+    )
+    await bot.stop()  # anything still to come has come
+    assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text() + str(
+        slack.summary()
+    )
