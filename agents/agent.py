@@ -586,6 +586,7 @@ class Agent:
             pending=PendingInfo.of(run_id, call) if call else None,
             stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
             error=run.error if recovery.retry is None else None,
+            created_at=run.created_at,
             dropped=tuple(PendingInfo.of(run_id, p) for p in recovery.dropped),
         )
 

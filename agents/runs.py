@@ -4,6 +4,7 @@ stopped runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .chunks import PendingInfo
@@ -37,6 +38,8 @@ class RecoveredRun:
     pending: PendingInfo | None
     stream: AgentStream | None
     error: str | None
+    created_at: datetime
+    """When the run began (what it showed before the crash was shown since)."""
     dropped: tuple[PendingInfo, ...] = ()
     """Calls that were still waiting on the interrupted run (now void)."""
 

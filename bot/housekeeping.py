@@ -326,9 +326,12 @@ class Housekeeping:
         async with self._threads.hold(thread.id):
             if item.stream is not None:
                 # It may have been cut while its answer was written live, since it began.
-                began = (await self._agent.get_run(item.run_id)).created_at
                 await self._presenter.consume(
-                    thread, messenger, item.stream, requester=item.requester, cut_since=began
+                    thread,
+                    messenger,
+                    item.stream,
+                    requester=item.requester,
+                    cut_since=item.created_at,
                 )
                 return
             # Cards of the dead run must not keep live buttons.
