@@ -381,13 +381,16 @@ class ChatBot:
 
         return write
 
-    async def check_click(self, click: Click) -> Text | None:
-        """Why this click would be refused, or ``None``; changes nothing.
+    async def check_click(self, click: Click, *, made: bool = False) -> Text | None:
+        """Why this click would be refused, or ``None``.
 
-        For adapters that ask for more before deciding (a reason dialog):
-        a refusal is better said before someone types a reason.
+        For adapters that ask for more before deciding (a reason dialog): a refusal
+        is better said before someone types a reason. ``made``: a person made the
+        click (not a look at what they may do): the policy's no is on record, as for
+        a decision it refuses (who, and why); otherwise this changes nothing.
         """
-        return await self.decisions.check(click)
+        with self._clicking(click):
+            return await self.decisions.check(click, made=made)
 
     async def show_waiting(self, thread: ThreadKey) -> int:
         """Post again every card and question still waiting in ``thread``; how many."""
@@ -445,15 +448,23 @@ class ChatBot:
 
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form an ``edit`` click opens, or why editing would be refused."""
-        return await self.decisions.edit_form(click)
+        with self._clicking(click):
+            return await self.decisions.edit_form(click)
 
     async def respond_form(self, click: Click) -> Prompt | Text:
         """The form a ``respond`` click opens, or why responding would be refused."""
-        return await self.decisions.respond_form(click)
+        with self._clicking(click):
+            return await self.decisions.respond_form(click)
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question an ``answer`` click opens a form for, or why it would be refused."""
-        return await self.decisions.question_form(click)
+        with self._clicking(click):
+            return await self.decisions.question_form(click)
+
+    @staticmethod
+    def _clicking(click: Click) -> AbstractContextManager[Origin]:
+        """A click on record as coming through its platform (or page), from its person."""
+        return arriving(click.via or click.thread.platform, {click.user_id: click.user_name})
 
     # -- housekeeping -----------------------------------------------------------
 
@@ -597,7 +608,7 @@ class ChatBot:
                 await self._handle_message(message, entry, attempt)
         elif delivery.click is not None:
             click = delivery.click
-            with arriving(click.via or click.thread.platform, {click.user_id: click.user_name}):
+            with self._clicking(click):
                 await self._handle_click(click, entry, attempt)
 
     async def _delayed(self, delivery: Delivery) -> None:

@@ -169,21 +169,21 @@ class Decisions:
             return None
         return replace(click, thread=origin, where=click.thread)
 
-    async def check(self, click: Click) -> Text | None:
-        """Why this click would be refused, or ``None``; changes nothing.
-
-        For adapters that ask for more before deciding (a reason dialog):
-        a refusal is better said before someone types a reason.
+    async def check(self, click: Click, *, made: bool = False) -> Text | None:
+        """Why this click would be refused, or ``None``; ``made`` (a person made it):
+        the policy's no is on record, else this changes nothing (``ChatBot.check_click``).
         """
+        if made:
+            return (await self._checked(click))[1]
         _, _, refusal = await self._check(click)
         return refusal[0] if refusal else None
 
     async def edit_form(self, click: Click) -> Prompt | Text:
         """The form to edit a card's arguments, or why editing is refused."""
-        _, call, refusal = await self._check(click)
+        call, refusal = await self._checked(click)
         if call is None:
             assert refusal is not None
-            return refusal[0]
+            return refusal
         fields = self._edit_fields(call, self._policy.quorum(call.tool_name, call))
         if not fields:
             return (texts.EDIT_NOT_OFFERED,)
@@ -191,10 +191,10 @@ class Decisions:
 
     async def respond_form(self, click: Click) -> Prompt | Text:
         """The form to answer in a tool's place, or why responding is refused."""
-        _, call, refusal = await self._check(replace(click, action="respond"))
+        call, refusal = await self._checked(replace(click, action="respond"))
         if call is None:
             assert refusal is not None
-            return refusal[0]
+            return refusal
         if not self._policy.rule(call.tool_name, call).respond:
             return (texts.RESPOND_NOT_OFFERED,)
         return respond_prompt(call)
@@ -209,10 +209,10 @@ class Decisions:
 
     async def question_form(self, click: Click) -> Prompt | Text:
         """The question (as it reads now) a form answers, or why answering is refused."""
-        _, call, refusal = await self._check(click)
+        call, refusal = await self._checked(click)
         if call is None:
             assert refusal is not None
-            return refusal[0]
+            return refusal
         return prompt(call)
 
     async def card_now(self, click: Click) -> ApprovalCard | None:
@@ -245,6 +245,16 @@ class Decisions:
         return await self._agent.waiting_call(
             click.run_id, click.tool_call_id, thread_id=click.thread.id
         )
+
+    async def _checked(self, click: Click) -> tuple[PendingInfo | None, Text | None]:
+        """``_check`` before a form opens: the call, or why the click is refused; the
+        policy's no is on record (who, and why) as for a decision it refuses."""
+        click, call, refusal = await self._check(click)
+        if refusal is None:
+            return call, None
+        if refusal[1] == "refused":
+            await self._refused(click, await self._waiting(click), refusal[0])
+        return None, refusal[0]
 
     async def _check(
         self, click: Click

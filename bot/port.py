@@ -63,8 +63,9 @@ class ChatCore(Protocol):
         """Record a click without waiting; a refusal is told to the clicker privately."""
         ...
 
-    async def check_click(self, click: Click) -> Text | None:
-        """Why a click would be refused, before asking the person for more."""
+    async def check_click(self, click: Click, *, made: bool = False) -> Text | None:
+        """Why a click would be refused, before asking the person for more; ``made``: a
+        person made it (not a look at what they may do), so a refusal is on record."""
         ...
 
     async def question_form(self, click: Click) -> Prompt | Text:

@@ -499,7 +499,7 @@ class SlackAdapter:
 
     async def _ask_reason(self, click: Click, metadata: ModalMetadata, trigger_id: str) -> None:
         """Open the reason dialog, unless the decline would be refused anyway."""
-        refusal = await self.bot.check_click(click)
+        refusal = await self.bot.check_click(click, made=True)
         if refusal is not None:
             await self._tell(click, refusal, metadata.response_url)
             return

@@ -84,6 +84,26 @@ async def test_a_decision_names_everyone_and_says_what_ran() -> None:
     assert done.digest == "sha256:" + hashlib.sha256(b"refunded A-1").hexdigest()
 
 
+async def test_a_refusal_before_a_form_opens_is_on_record_a_look_at_what_one_may_is_not() -> None:
+    bot, messenger = wired(refund_agent([]), '[tools.refund]\napprovers = ["U2"]\n')
+    await bot.on_message(said("A-3"))
+    await bot.drain()
+    (card,) = messenger.views(ApprovalCard)
+
+    # What a console asks to know which words to offer: nothing happened.
+    assert await bot.check_click(pressed(card, "U9", "decline")) is not None
+    assert [e.event for e in await log_of(bot)] == ["requested", "shown"]
+
+    assert await bot.check_click(pressed(card, "U9", "decline"), made=True) is not None
+    assert isinstance(await bot.edit_form(pressed(card, "U3", "edit")), tuple)
+    refused = [e for e in await log_of(bot) if e.event == "refused"]
+    assert [(e.actor, e.actor_name, e.via) for e in refused] == [
+        ("U9", "Eve", "test"),
+        ("U3", "Alan Turing", "test"),
+    ]
+    assert all(e.reason == "You are not one of the approvers for `refund`." for e in refused)
+
+
 async def test_a_decline_keeps_its_reason_and_who() -> None:
     bot, messenger = wired(refund_agent([]), "[tools.refund]\n")
     await bot.on_message(said("A-2"))
