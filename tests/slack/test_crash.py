@@ -265,25 +265,34 @@ async def test_a_kill_between_posting_a_card_and_recording_it_leaves_one_card_th
     assert len(bot.recorded("deploy-end")) == 1
 
 
-def is_answer_end(slack: FakeSlack, text: str) -> Callable[[ApiCall], bool]:
-    """Picks the call that ends the streamed answer ``text`` starts."""
+def is_answer_call(slack: FakeSlack, method: str, root: str) -> Callable[[ApiCall], bool]:
+    """Picks the call ``method`` of the streamed answer in the thread ``root``."""
 
     def picked(call: ApiCall) -> bool:
-        if call.method != "chat.stopStream":
+        if call.method != method:
             return False
+        if method == "chat.startStream":
+            return call.args.get("thread_ts") == root
         message = slack.messages.get((call.args.get("channel", ""), call.args.get("ts", "")))
-        return message is not None and message.text.startswith(text)
+        return message is not None and message.thread_ts == root
 
     return picked
 
 
-async def test_a_kill_between_posting_an_answer_and_recording_it_answers_once(
-    bot: BotProcess, slack: FakeSlack
+@pytest.mark.parametrize(
+    "cut_at",
+    [
+        pytest.param("chat.startStream", id="while-it-streams"),
+        pytest.param("chat.stopStream", id="before-its-end-is-recorded"),
+    ],
+)
+async def test_a_kill_while_an_answer_streams_or_once_it_ended_answers_once(
+    bot: BotProcess, slack: FakeSlack, cut_at: str
 ) -> None:
-    killed = kill_at(slack, bot, is_answer_end(slack, "You said: hello there"))
     root = mention_event("hello there")
+    killed = kill_at(slack, bot, is_answer_call(slack, cut_at, root["ts"]))
     assert await bot.send_event(root) == 200
-    await slack.wait_for(killed.is_set, what="the answer posted and the bot killed")
+    await slack.wait_for(killed.is_set, what="the answer started and the bot killed")
     await bot.start()
     await slack.wait_for(
         lambda: looked_back_or_posted_again(slack, lambda: len(replies(slack, root["ts"]))),
@@ -291,6 +300,7 @@ async def test_a_kill_between_posting_an_answer_and_recording_it_answers_once(
         what="the message taken over",
     )
     await bot.stop()  # anything still to come has come
+    # A cut answer is completed in place: one message, the whole answer.
     assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text()
 
 
@@ -339,23 +349,3 @@ async def test_a_kill_between_saying_an_approval_waits_and_recording_it_says_it_
     await bot.stop()  # anything still to come has come
     assert said(slack, root, waits) == 1, bot.log_text()
     assert newest_card(slack, root) is card
-
-
-async def test_a_kill_while_an_answer_streams_answers_once(
-    bot: BotProcess, slack: FakeSlack
-) -> None:
-    root = mention_event("hello there")
-    started = ("chat.startStream", root["ts"])
-    killed = kill_at(slack, bot, lambda call: (call.method, call.args.get("thread_ts")) == started)
-    assert await bot.send_event(root) == 200
-    await slack.wait_for(killed.is_set, what="the answer started and the bot killed")
-    await bot.start()
-    await slack.wait_for(
-        lambda: looked_back_or_posted_again(slack, lambda: len(replies(slack, root["ts"]))),
-        within=RECOVERY_WITHIN,
-        what="the message taken over",
-    )
-    await bot.stop()  # anything still to come has come
-    assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text() + str(
-        slack.summary()
-    )
