@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import uuid
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -75,6 +76,56 @@ class Remember:
 
     messages: Sequence[Message]
     window: int
+
+
+class SavesInOne(ABC):
+    """A store whose every write of runs is one call (``_save``): a save, a save of a
+    tree, and a run's start with the read of its thread's history."""
+
+    async def save_run(
+        self,
+        snapshot: RunSnapshot,
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> RunSnapshot:
+        """Compare-and-set on ``revision`` with its audit entries and the history it
+        remembers, at once (``_save``); see ``Store.save_run``."""
+        saved, _ = await self._save([snapshot], audit, remember=remember)
+        return saved[0]
+
+    async def save_runs(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry] = (),
+        *,
+        remember: Remember | None = None,
+    ) -> list[RunSnapshot]:
+        """``save_run`` of each, all or none (``_save``); see ``Store.save_runs``."""
+        saved, _ = await self._save(snapshots, audit, remember=remember)
+        return saved
+
+    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
+        """The first save and the read of its thread's history at once (``_save``)."""
+        saved, history = await self._save([snapshot], (), read_history=True)
+        return saved[0], history
+
+    @abstractmethod
+    async def _save(
+        self,
+        snapshots: Sequence[RunSnapshot],
+        audit: Sequence[AuditEntry],
+        *,
+        remember: Remember | None = None,
+        read_history: bool = False,
+    ) -> tuple[list[RunSnapshot], list[Message]]:
+        """Save ``snapshots`` (the first with ``audit`` and ``remember``), each by
+        compare-and-set on its revision, all or none; with ``read_history`` the first
+        one's thread history after it, from the same moment.
+
+        Raises:
+            StoreConflict: A run's revision is not the one it was loaded at.
+        """
 
 
 @runtime_checkable

@@ -45,6 +45,7 @@ from .base import (
     PRUNE_BATCH,
     Pruned,
     Remember,
+    SavesInOne,
     StoreConflict,
     check_audit,
 )
@@ -100,7 +101,7 @@ return redis.call('LRANGE', KEYS[1], low, low + tonumber(ARGV[2]) - 1)
 """
 
 
-class RedisStore:
+class RedisStore(SavesInOne):
     """The store protocol over one Redis primary, shared by every replica.
 
     Attributes:
@@ -115,7 +116,7 @@ class RedisStore:
         server_url, prefix = split_prefix(url)
         self.keys = k.RedisKeys(prefix, k.SHARDS if is_cluster(url) else 0)
         self._redis = redis_client(server_url, pool_size=pool_size)
-        self._save = self._redis.register_script(SAVE_RUN)
+        self._save_script = self._redis.register_script(SAVE_RUN)
         self._release = self._redis.register_script(_RELEASE_LOCK)
         self._append_history = self._redis.register_script(_APPEND_HISTORY)
         self._append_audit = self._redis.register_script(_APPEND_AUDIT)
@@ -136,38 +137,7 @@ class RedisStore:
         data = await self._redis.hget(self.keys.run(run_id), k.RUN_SNAPSHOT_FIELD)
         return load_snapshot(data) if data is not None else None
 
-    async def save_run(
-        self,
-        snapshot: RunSnapshot,
-        audit: Sequence[AuditEntry] = (),
-        *,
-        remember: Remember | None = None,
-    ) -> RunSnapshot:
-        """Compare-and-set, index upkeep, the audit entries and the history it remembers
-        in one Lua script (on a cluster, the history right after for a run whose id is
-        not in its thread's group); see ``Store.save_run``."""
-        saved, _ = await self._save_runs([snapshot], audit, remember=remember)
-        return saved[0]
-
-    async def save_runs(
-        self,
-        snapshots: Sequence[RunSnapshot],
-        audit: Sequence[AuditEntry] = (),
-        *,
-        remember: Remember | None = None,
-    ) -> list[RunSnapshot]:
-        """``save_run`` of each in one script, which checks every revision first (one
-        slot on a cluster: a tree's runs share their root's group); see
-        ``Store.save_runs``."""
-        saved, _ = await self._save_runs(snapshots, audit, remember=remember)
-        return saved
-
-    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
-        """The save and the history's read in one script (two calls on a cluster)."""
-        saved, history = await self._save_runs([snapshot], (), read_history=True)
-        return saved[0], history
-
-    async def _save_runs(
+    async def _save(
         self,
         snapshots: Sequence[RunSnapshot],
         audit: Sequence[AuditEntry],
@@ -175,6 +145,10 @@ class RedisStore:
         remember: Remember | None = None,
         read_history: bool = False,
     ) -> tuple[list[RunSnapshot], list[Message]]:
+        """One Lua script: every revision checked first, then the compare-and-sets, index
+        upkeep, the audit entries and the history remembered (on a cluster, a tree's
+        runs share their root's group; the history goes right after for a run whose
+        id is not in its thread's group)."""
         check_audit(snapshots[0], audit)
         first = snapshots[0]
         groups = {self.keys.shard(s.run_id) for s in snapshots}
@@ -186,9 +160,9 @@ class RedisStore:
                 for s in snapshots[1:]
                 if self.keys.shard(s.run_id) != self.keys.shard(first.run_id)
             ]
-            saved_rest = {s.run_id: (await self._save_runs([s], ()))[0][0] for s in rest}
+            saved_rest = {s.run_id: (await self._save([s], ()))[0][0] for s in rest}
             near = [s for s in snapshots if s.run_id not in saved_rest]
-            saved_near, history = await self._save_runs(near, audit, remember=remember)
+            saved_near, history = await self._save(near, audit, remember=remember)
             by_id = {s.run_id: s for s in saved_near} | saved_rest
             return [by_id[s.run_id] for s in snapshots], history
         thread = first.thread_id
@@ -238,7 +212,7 @@ class RedisStore:
         remember: Remember | None,
         read_history: bool,
     ) -> tuple[list[RunSnapshot], list[Any]]:
-        """One call of the save script for runs of one group (see ``_save_runs``)."""
+        """One call of the save script for runs of one group (see ``_save``)."""
         thread = snapshots[0].thread_id
         header: list[str | int] = [len(snapshots)]
         keys: list[str] = []
@@ -262,7 +236,7 @@ class RedisStore:
             keys += own.keys
             args += own.args
             saved.append(own.saved)
-        answer = await self._save(keys=keys, args=[*header, *args])
+        answer = await self._save_script(keys=keys, args=[*header, *args])
         return saved, cast(list[Any], answer)
 
     def _chained(self, audit: Sequence[AuditEntry], shard: int) -> Chained:

@@ -44,6 +44,7 @@ from .base import (
     PRUNE_BATCH,
     Pruned,
     Remember,
+    SavesInOne,
     StoreConflict,
     check_audit,
 )
@@ -229,7 +230,7 @@ async def _append_history(
         await changes(db, "DELETE FROM history WHERE thread_id = ?", (thread_id,))
 
 
-class SQLiteStore:
+class SQLiteStore(SavesInOne):
     """The store protocol over one SQLite file, safe across processes on one host."""
 
     def __init__(self, url: str) -> None:
@@ -245,35 +246,6 @@ class SQLiteStore:
         rows = await self._fetch("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,))
         return load_snapshot(rows[0][0]) if rows else None
 
-    async def save_run(
-        self,
-        snapshot: RunSnapshot,
-        audit: Sequence[AuditEntry] = (),
-        *,
-        remember: Remember | None = None,
-    ) -> RunSnapshot:
-        """Compare-and-set on ``revision`` (one statement), with its audit entries and
-        the history it remembers in the same transaction; see ``Store.save_run``."""
-        saved, _ = await self._save([snapshot], audit, remember=remember)
-        return saved[0]
-
-    async def save_runs(
-        self,
-        snapshots: Sequence[RunSnapshot],
-        audit: Sequence[AuditEntry] = (),
-        *,
-        remember: Remember | None = None,
-    ) -> list[RunSnapshot]:
-        """Each run's compare-and-set in one transaction, rolled back at the first
-        that fails; see ``Store.save_runs``."""
-        saved, _ = await self._save(snapshots, audit, remember=remember)
-        return saved
-
-    async def start_run(self, snapshot: RunSnapshot) -> tuple[RunSnapshot, list[Message]]:
-        """The insert and the history's read in one transaction."""
-        saved, history = await self._save([snapshot], (), read_history=True)
-        return saved[0], history
-
     async def _save(
         self,
         snapshots: Sequence[RunSnapshot],
@@ -282,6 +254,8 @@ class SQLiteStore:
         remember: Remember | None = None,
         read_history: bool = False,
     ) -> tuple[list[RunSnapshot], list[Message]]:
+        """One transaction: each run's compare-and-set (one statement), its audit entries
+        and the history it remembers; rolled back at the first that fails."""
         check_audit(snapshots[0], audit)
         prepared = [(snapshot, *next_revision(snapshot)) for snapshot in snapshots]
         thread = snapshots[0].thread_id
