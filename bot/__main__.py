@@ -463,8 +463,9 @@ async def _run(
         log.info("agent %s, model %s, store %s", described, model.name, _redact(store.url))
         try:
             if command != "check":  # what this process decides by, on record
-                await record_loaded(bot.agent, POLICY_LOADED, settings.approval_policy)
-                await record_loaded(bot.agent, CONFIG_LOADED, settings.bot_config)
+                await record_loaded(bot.agent, POLICY_LOADED, policy.source, policy.digest)
+                if config is not None:
+                    await record_loaded(bot.agent, CONFIG_LOADED, config.source, config.digest)
             if command == "check":
                 described_store = _redact(store.url) + await _schema(store)
                 await check(

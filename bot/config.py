@@ -53,7 +53,7 @@ from agents.mcp import SERVER_NAME, McpServer, McpTools, McpUnavailable
 
 from .clients import QUESTION, Client, Clients
 from .settings import SettingsError
-from .tomlfile import FileProblems, Problem, parse_lenient, read_text
+from .tomlfile import FileProblems, Problem, parse_lenient, read_file
 from .types import SuggestedPrompt
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,8 @@ class BotConfig:
     agent: Agent
     servers: list[McpTools]
     source: str
+    digest: str | None = None
+    """``sha256:`` of the file's bytes, as read and parsed."""
     prompts: tuple[SuggestedPrompt, ...] = ()
     """``[[bot.prompts]]``: the requests to suggest (Slack's assistant view)."""
     clients: Clients = field(default_factory=Clients)
@@ -165,7 +167,7 @@ def read_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     Raises:
         ConfigError: Every problem found, one per line.
     """
-    config, problems = _read(path, env)
+    config, problems, _ = _read(path, env)
     if problems or config is None:
         raise ConfigError(str(path), problems)
     return config
@@ -173,18 +175,18 @@ def read_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
 
 def _read(
     path: str | Path, env: Mapping[str, str] | None
-) -> tuple[ConfigFile | None, list[Problem]]:
-    """The file and every problem found in it: a value the schema refuses is left out
-    (its default instead), so what else is wrong is found in the same run."""
+) -> tuple[ConfigFile | None, list[Problem], str]:
+    """The file, every problem found in it (a value the schema refuses is left out, its
+    default instead, so what else is wrong is found in the same run), and its digest."""
     source = str(path)
-    text = read_text(path, ConfigError)
-    config, problems = parse_lenient(ConfigFile, text, source=source, error=ConfigError)
+    read = read_file(path, ConfigError)
+    config, problems = parse_lenient(ConfigFile, read.text, source=source, error=ConfigError)
     if config is None:
-        return None, problems
+        return None, problems, read.digest
     # With values left out, who reaches whom is not what the file says: not judged.
     problems += _tree_problems(config, reach=not problems)
     config, unset = _with_environment(config, os.environ if env is None else env)
-    return config, problems + unset
+    return config, problems + unset, read.digest
 
 
 async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig:
@@ -194,7 +196,7 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
         ConfigError: Every problem found, one per line; nothing is left running.
     """
     source = str(path)
-    config, problems = _read(path, None)
+    config, problems, digest = _read(path, None)
     if config is None:
         raise ConfigError(source, problems)
     python_tools: dict[str, list[Tool]] = {}
@@ -240,6 +242,7 @@ async def load_config(path: str | Path, model: Model, store: Store) -> BotConfig
                 agent=agent,
                 servers=list(servers.values()),
                 source=source,
+                digest=digest,
                 prompts=prompts,
                 clients=clients_of(config, source),
             )

@@ -57,7 +57,7 @@ from agents.mcp import asks_for_a_server
 
 from . import texts
 from .tiers import DECIDER_NAMES, Call, TierError, When, asked_at, first_match
-from .tomlfile import FileProblems, parse, read_text
+from .tomlfile import FileProblems, parse, read_file
 
 TIERS_KEPT = 10_000
 """Waiting calls whose tier one process keeps (a lookup again costs microseconds)."""
@@ -249,6 +249,8 @@ class ApprovalPolicy:
     def __init__(self, rules: PolicyFile | None = None, *, source: str | None = None) -> None:
         self.rules = rules or PolicyFile()
         self.source = source
+        self.digest: str | None = None
+        """``sha256:`` of the file's bytes it was read from (``load``), as parsed."""
         self._merged: dict[tuple[str, int | None], EffectiveRule] = {}
         self._when: dict[str, list[When]] = {}
         """Each tool's tiers' conditions, compiled, in order."""
@@ -276,7 +278,10 @@ class ApprovalPolicy:
         Raises:
             PolicyError: The file is missing, unreadable, not TOML or invalid.
         """
-        return cls.from_toml(read_text(path, PolicyError), source=str(path))
+        read = read_file(path, PolicyError)
+        policy = cls.from_toml(read.text, source=str(path))
+        policy.digest = read.digest
+        return policy
 
     @classmethod
     def from_toml(cls, text: str, *, source: str = "<string>") -> ApprovalPolicy:

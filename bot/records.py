@@ -6,9 +6,6 @@ came from and who was in it (``agents.provenance``).
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-from pathlib import Path
 from typing import Final
 
 from agents import Agent, AuditEntry, PendingInfo
@@ -61,13 +58,12 @@ def call_entry(
     )
 
 
-async def record_loaded(agent: Agent, event: str, path: Path | None) -> None:
-    """Put a policy or config file's load on record, with a digest of what was read
-    (``None``: no file, nothing to record)."""
-    if path is None:
+async def record_loaded(agent: Agent, event: str, where: str | None, digest: str | None) -> None:
+    """Put a policy or config file's load on record: where it was, and the digest of the
+    bytes read and parsed (``None``: no file, nothing to record)."""
+    if where is None or digest is None:
         return
-    digest = "sha256:" + hashlib.sha256(await asyncio.to_thread(path.read_bytes)).hexdigest()
     entry = AuditEntry(
-        event=event, run_id="", tool_call_id="", tool_name="", where=str(path), digest=digest
+        event=event, run_id="", tool_call_id="", tool_name="", where=where, digest=digest
     )
     await agent.record(entry)

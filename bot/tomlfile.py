@@ -3,8 +3,10 @@ and say every problem in one line each."""
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -40,12 +42,33 @@ class FileProblems(Exception):
         super().__init__("; ".join(self.lines))
 
 
-def read_text(path: str | Path, error: type[FileProblems]) -> str:
-    """The file's text, or ``error`` saying why it cannot be read."""
+@dataclass(frozen=True)
+class FileText:
+    """A file as read once: its text, and the digest of its bytes (what an auditor's
+    ``sha256sum`` of it says), so what is recorded as loaded is what was parsed."""
+
+    text: str
+    digest: str
+    """``sha256:`` and the hex digest of the file's bytes."""
+
+
+def read_file(path: str | Path, error: type[FileProblems]) -> FileText:
+    """The file's UTF-8 text and digest, or ``error`` saying why it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise error(str(path), [(None, f"cannot read it ({exc.strerror})")]) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x})"
+        raise error(str(path), [(None, problem)]) from exc
+    return FileText(text=text, digest="sha256:" + hashlib.sha256(data).hexdigest())
+
+
+def read_text(path: str | Path, error: type[FileProblems]) -> str:
+    """The file's text, or ``error`` saying why it cannot be read."""
+    return read_file(path, error).text
 
 
 def parse(

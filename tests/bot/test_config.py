@@ -134,6 +134,13 @@ def test_variables_come_from_the_environment_and_an_unset_one_is_a_problem(
     assert config.mcp["wiki"].url == "http://wiki:8931/mcp"
 
 
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    latin = tmp_path / "bot.toml"
+    latin.write_bytes(b"[bot]\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 11 is 0xe9\)"):
+        read_config(latin)
+
+
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read it"):
         read_config(tmp_path / "nope.toml")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -115,6 +116,19 @@ def test_an_invalid_field_is_named_with_the_file(text: str, field: str, words: s
 def test_broken_toml_is_a_clear_error() -> None:
     with pytest.raises(PolicyError, match=r"policy.toml: not valid TOML: .*line 2, column 19\)"):
         ApprovalPolicy.from_toml('[default]\napprovers = ["U1" "U2"]', source="policy.toml")
+
+
+def test_a_file_that_is_not_utf8_is_a_clear_error_and_a_loaded_one_keeps_its_digest(
+    tmp_path: Path,
+) -> None:
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'[tools.deploy]\n# caf\xe9\napprovers = ["U1"]\n')
+    with pytest.raises(PolicyError, match=r"latin.toml: not UTF-8 text \(byte 20 is 0xe9\)"):
+        ApprovalPolicy.load(latin)
+    good = tmp_path / "good.toml"
+    good.write_bytes('[tools.deploy]\r\n# café\r\napprovers = ["U1"]\r\n'.encode())
+    loaded = ApprovalPolicy.load(good)
+    assert loaded.digest == "sha256:" + hashlib.sha256(good.read_bytes()).hexdigest()
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
