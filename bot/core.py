@@ -521,7 +521,9 @@ class ChatBot:
                 await asyncio.sleep(0.005)
 
     async def aclose(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (grace period)
-        """Stop the sweeper, let background work finish for ``timeout`` s, cancel the rest.
+        """Stop the sweeper, let background work finish for ``timeout`` s, cancel the rest;
+        then sign the audit log's head and deliver it to the sink, for ``timeout`` s more
+        at most.
 
         Closing twice is harmless (the server's shutdown and the CLI both close).
         """
@@ -543,9 +545,19 @@ class ChatBot:
         self.agent.closing()
         await self.tasks.aclose(timeout)
         await self.service.callbacks.aclose()
-        await self.housekeeping.seal_audit()  # what this process put on record, signed
-        if self.sink is not None:  # the last entries, the checkpoint just made included
-            await self.export_audit()
+        try:
+            # A store or a target that does not answer holds the end up no longer than
+            # the grace: the next replica signs and delivers what this one could not.
+            async with asyncio.timeout(timeout):
+                await self.housekeeping.seal_audit()  # what this process put on record
+                if self.sink is not None:  # the last entries, the checkpoint included
+                    await self.export_audit()
+        except TimeoutError:
+            log.warning(
+                "the audit log's last signing or delivery took over %s s: left to a replica",
+                timeout,
+            )
+        if self.sink is not None:
             await self.sink.aclose()
         if self._owns_chat:
             await self.chat.close()

@@ -449,6 +449,23 @@ async def test_a_webhook_that_hangs_never_holds_a_chat_turn_up(
         await close(bot)
 
 
+async def test_a_webhook_that_hangs_at_shutdown_holds_it_up_no_longer_than_its_grace(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    receiver.hold = asyncio.Event()
+    sink = receiver.sink(interval=60.0, timeout=600.0)
+    bot, _ = bot_on(sqlite_url(tmp_path), sink, seal=lambda text: f"signed({text})")
+    try:
+        await bot.on_message(message("restart the api"))
+        await bot.drain()
+        # The last delivery hangs: the process still ends, within its grace (and some).
+        await asyncio.wait_for(bot.aclose(timeout=0.2), 30)
+        assert receiver.posts, "the last delivery was attempted"
+    finally:
+        receiver.hold.set()
+        await bot.store.close()
+
+
 def closed_port() -> int:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
