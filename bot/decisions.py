@@ -252,8 +252,7 @@ class Decisions:
         click, call, refusal = await self._check(click)
         if refusal is None:
             return call, None
-        if refusal[1] == "refused":
-            await self._refused(click, await self._waiting(click), refusal[0])
+        await self._said_no(click, None, refusal)
         return None, refusal[0]
 
     async def _check(
@@ -346,9 +345,7 @@ class Decisions:
         click, call, refusal = await self._check(click)
         if call is None:
             assert refusal is not None
-            if refusal[1] == "refused":  # the policy's no: on record, who and why
-                return await self._refused(click, await self._waiting(click), refusal[0])
-            return self._refuse(refusal[0], outcome=refusal[1])
+            return await self._said_no(click, None, refusal)
         with click_span(click, call):
             return await self._decide_call(click, call)
 
@@ -397,7 +394,7 @@ class Decisions:
             click, now, refusal = await self._check(click)
             if now is None:
                 assert refusal is not None
-                return self._refuse(refusal[0], outcome=refusal[1])
+                return await self._said_no(click, call, refusal)
             if click.action in ("decline", "never"):
                 return await self._carry_out(click, now)
             return await self._vote(click, now, quorum)
@@ -733,6 +730,16 @@ class Decisions:
         except RuntimeError:
             # The decision stands; only this process is going away before carrying it out.
             log.error("run %s: decided during shutdown, not continued here", call.run_id)
+
+    async def _said_no(
+        self, click: Click, call: PendingInfo | None, refusal: tuple[Text, DecisionOutcome]
+    ) -> ClickResult:
+        """A refusal ``_check`` found, counted: the policy's no is on record (who, why)
+        about ``call`` (else the call the click names, while it waits)."""
+        said, outcome = refusal
+        if outcome != "refused":
+            return self._refuse(said, outcome=outcome)
+        return await self._refused(click, call or await self._waiting(click), said)
 
     async def _refused(
         self, click: Click, call: PendingInfo | None, message: Text | str

@@ -252,6 +252,26 @@ async def test_simultaneous_approvals_count_once_each_and_decide_once(store: Sto
     await bot.aclose()
 
 
+async def test_a_double_click_on_two_replicas_is_one_vote_and_one_refusal_on_record(
+    store: Store,
+) -> None:
+    ran = Counter()
+    one, _, card = await started(ran, TWO_OF_THREE, store)
+    two = ChatBot(
+        restart_agent(ran, store), policy=ApprovalPolicy.from_toml(TWO_OF_THREE), chat=one.chat
+    )
+    two.register("test", RecordingMessenger())
+    # However the two clicks meet (one after the other, or both past the first look
+    # and one found late under the card's lock): one vote, one refusal, on record.
+    await asyncio.gather(one.on_click(click(card, user="U2")), two.on_click(click(card, user="U2")))
+    await one.drain()
+    await two.drain()
+    assert sorted((await audit(one, card))[-2:]) == [("refused", "U2"), ("voted", "U2")]
+    assert ran.count == 0
+    await two.aclose()
+    await one.aclose()
+
+
 async def test_votes_on_two_replicas_count_together() -> None:
     ran = Counter()
     store = MemoryStore()
