@@ -23,7 +23,7 @@ from .metrics import DecisionOutcome
 from .people import scope_of
 from .policy import ApprovalPolicy, EffectiveRule, parse_duration
 from .presenter import Presenter
-from .records import GRANT_GIVEN, NEVER_GIVEN, REVOKED, call_entry
+from .records import GRANT_GIVEN, NEVER_GIVEN, REFUSED, REVOKED, call_entry
 from .types import Click, Messenger, Notice, Text, ThreadKey
 
 log = logging.getLogger(__name__)
@@ -137,27 +137,16 @@ class Grants:
         messenger = self._presenter.messenger_of(click.thread)
         allowed = await people.groups.expand(click.thread.platform, messenger, names)
         if allowed and click.user_id not in allowed | {granted.requester, granted.actor}:
-            return (texts.GRANT_NOT_YOURS.format(tool=tool),), "refused"
+            said = texts.GRANT_NOT_YOURS.format(tool=tool)
+            await self._on_record(_about(granted, REFUSED, click.user_id, reason=said))
+            return (said,), "refused"
         ended_any = False
         for tier in self._policy.tiers_of(tool):
             key = grant_key(granted.requester, tool, tier)
             ended_any |= await self._chat.revoke_grant(click.thread.id, key)
         if not ended_any:
             return (texts.GRANT_GONE.format(tool=tool),), "stale"
-        await self._on_record(
-            AuditEntry(
-                event=REVOKED,
-                run_id=granted.run_id,
-                thread_id=granted.thread_id,
-                tool_call_id=granted.tool_call_id,
-                tool_name=tool,
-                args=granted.args,
-                kind=granted.kind,
-                requester=granted.requester,
-                requester_name=granted.requester_name,
-                actor=click.user_id,
-            )
-        )
+        await self._on_record(_about(granted, REVOKED, click.user_id))
         ended = texts.GRANT_ENDED.format(tool=tool)
         notice = Notice(text=ended, to=people.who(click.thread, click.user_id))
         await self._presenter.say(
@@ -199,3 +188,20 @@ class Grants:
                 reason=reason,
             )
             await self._on_record(entry)
+
+
+def _about(granted: AuditEntry, event: str, actor: str, *, reason: str | None = None) -> AuditEntry:
+    """An entry about the grant ``granted`` records (its call, its requester), by ``actor``."""
+    return AuditEntry(
+        event=event,
+        run_id=granted.run_id,
+        thread_id=granted.thread_id,
+        tool_call_id=granted.tool_call_id,
+        tool_name=granted.tool_name,
+        args=granted.args,
+        kind=granted.kind,
+        requester=granted.requester,
+        requester_name=granted.requester_name,
+        actor=actor,
+        reason=reason,
+    )

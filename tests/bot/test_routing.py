@@ -370,6 +370,9 @@ async def test_grants_end_from_their_notice_or_all_at_once() -> None:
     refused = await bot.on_click(end)  # neither requester, granter nor approver
     assert not refused.accepted
     assert "Only the requester" in (refused.message or "")
+    no = [e for e in await bot.agent.audit(run_id=run_id) if e.event == "refused"]
+    assert [(e.actor, e.tool_name, e.requester) for e in no] == [("U7", "refund", "U1")]
+    assert "Only the requester" in (no[0].reason or "")
     assert (await bot.on_click(replace(end, user_id="U1"))).accepted
     assert "ended the grant for `refund`" in messenger.views(Notice)[-1].text
     again = await bot.on_click(replace(end, user_id="U1"))
