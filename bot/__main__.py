@@ -354,7 +354,14 @@ def _policy_and_model(
 
 
 async def check(
-    settings: Settings, bot: ChatBot, *, agent: str, model: Model, store: str, live: bool
+    settings: Settings,
+    bot: ChatBot,
+    *,
+    agent: str,
+    model: Model,
+    store: str,
+    live: bool,
+    sink: AuditSink | None = None,
 ) -> None:
     """Build the adapters too, reach each platform and the model once (``live``), say
     the configuration is fine, and stop them again."""
@@ -364,7 +371,7 @@ async def check(
             bot.register(adapter.platform, adapter.messenger)
         await bot.check_places()
         await bot.check_clients()
-        report = await live_report(_live_checks(bot, model)) if live else None
+        report = await live_report(_live_checks(bot, model, sink)) if live else None
     finally:
         for adapter in adapters:
             await adapter.stop()
@@ -381,9 +388,12 @@ async def check(
     )
 
 
-def _live_checks(bot: ChatBot, model: Model) -> list[LiveCheck]:
-    """What ``check --live`` reaches: each configured platform, and the model's service."""
+def _live_checks(bot: ChatBot, model: Model, sink: AuditSink | None) -> list[LiveCheck]:
+    """What ``check --live`` reaches: each configured platform, the model's service, and
+    the audit sink (which is sent nothing)."""
     checks = [check for _, platform in _platforms() for check in platform.live_checks(bot)]
+    if sink is not None:
+        checks.append(LiveCheck(name=f"audit sink {sink.name}", run=sink.check))
     if isinstance(model, Reachable):
         reachable = model
 
@@ -469,7 +479,13 @@ async def _run(
             if command == "check":
                 described_store = _redact(store.url) + await _schema(store)
                 await check(
-                    settings, bot, agent=described, model=model, store=described_store, live=live
+                    settings,
+                    bot,
+                    agent=described,
+                    model=model,
+                    store=described_store,
+                    live=live,
+                    sink=sink,
                 )
             elif command == "console":
                 await console(settings, bot, thread)

@@ -101,6 +101,15 @@ class FileTarget:
         except OSError as exc:
             raise Undelivered(exc.strerror or str(exc)) from exc
 
+    async def reach(self) -> None:
+        """Whether a batch could be appended, without writing one: the file (or, before
+        the first batch, its directory) is writable by this process."""
+        path = self.path
+        writable = path if path.exists() else path.parent
+        mode = os.W_OK if writable == path else os.W_OK | os.X_OK
+        if not await asyncio.to_thread(os.access, writable, mode):
+            raise Undelivered(f"{writable} is not writable by this process")
+
     def _append(self, body: bytes) -> None:
         with self._writing:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
@@ -148,6 +157,20 @@ class WebhookTarget:
                 self.url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 if not 200 <= response.status < 300:
+                    raise Undelivered(f"answered {response.status}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Undelivered(str(exc) or type(exc).__name__) from exc
+
+    async def reach(self) -> None:
+        """Whether the webhook answers, without delivering anything: a ``HEAD`` of its
+        URL, where any answer but "no such place" (404) or a server error will do (a
+        receiver that takes only ``POST`` says 405)."""
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as s,
+                s.head(self.url, allow_redirects=False) as response,
+            ):
+                if response.status == 404 or response.status >= 500:
                     raise Undelivered(f"answered {response.status}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise Undelivered(str(exc) or type(exc).__name__) from exc
@@ -345,6 +368,15 @@ class AuditSink:
     def name(self) -> str:
         """The target, for logs (a webhook's scheme, host and port)."""
         return self.target.name
+
+    async def check(self) -> list[str]:
+        """``check --live``: one line when the target could not take a batch now (a file
+        that is not writable, a webhook that does not answer); nothing is delivered."""
+        try:
+            await self.target.reach()
+        except Undelivered as exc:
+            return [f"audit sink {self.name}: {exc}"]
+        return []
 
     async def run_once(self, agent: Agent, chat: ChatState, policy: ApprovalPolicy) -> int:
         """One pass: what each chain has past its cursor, delivered in batches. Never

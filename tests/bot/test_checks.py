@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from bot.__main__ import known_variables, main
 from bot.checks import unknown_variables
@@ -158,3 +159,45 @@ async def test_check_live_says_when_a_service_cannot_be_reached(tmp_path: Path) 
     (line,) = err.strip().splitlines()
     assert line.startswith("approval-bot: Slack: cannot reach http://127.0.0.1:9/api/")
     assert "Traceback" not in err
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A webhook taking ``POST /audit`` (the bodies it took), and nothing else."""
+    taken: list[bytes] = []
+
+    async def take(request: web.Request) -> web.Response:
+        taken.append(await request.read())
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/audit", take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}", taken
+    await runner.cleanup()
+
+
+async def test_check_live_reaches_the_audit_sink_and_sends_it_nothing(
+    tmp_path: Path, receiver: tuple[str, list[bytes]]
+) -> None:
+    base, taken = receiver
+    sink = {"BOT_MODEL": "demo", "AUDIT_SINK_SECRET": "s3cret"}
+    code, out, err = await check_live(tmp_path, AUDIT_SINK=f"{base}/audit", **sink)
+    assert (code, err) == (0, "")
+    assert f"(live: audit sink {base})" in out
+    code, _, err = await check_live(tmp_path, AUDIT_SINK=f"{base}/nope", **sink)
+    assert code == 2
+    assert err.strip().splitlines() == [f"approval-bot: audit sink {base}: answered 404"]
+    code, _, err = await check_live(tmp_path, AUDIT_SINK="http://127.0.0.1:9/audit", **sink)
+    assert code == 2
+    assert err.startswith("approval-bot: audit sink http://127.0.0.1:9: ")
+    assert "Traceback" not in err
+    log = tmp_path / "approvals.jsonl"
+    code, out, err = await check_live(tmp_path, BOT_MODEL="demo", AUDIT_SINK=log.as_uri())
+    assert (code, err) == (0, "")
+    assert f"(live: audit sink {log.as_uri()})" in out
+    assert taken == []
+    assert not log.exists()
