@@ -32,6 +32,7 @@ from .grants import Grants
 from .metrics import Metrics
 from .policy import ApprovalPolicy
 from .presenter import Presenter
+from .traces import waited
 from .types import IncomingMessage, Messenger, Notice, Reply, ThreadKey, tool_label
 from .views import answer_mark, error_mark, failure_notice, notice_mark, prompt, run_metadata
 
@@ -167,6 +168,9 @@ class Replies:
             )
             return None
         if answered is not None:
+            # Counted and traced as an answer given in the question's form is.
+            waited(question, tier=None, outcome="answered", decided_by=message.user_id)
+            self._metrics.decided("answered")
             await self._presenter.show_settled(
                 messenger, thread, question, "answered", message.user_id
             )
@@ -225,6 +229,7 @@ class Replies:
         stream = await self._taken(leaving, messenger, thread, question, run_id=run_id, retry=retry)
         if stream is None:
             return None
+        waited(question, tier=None, outcome="cancelled", decided_by=message.user_id)
         self._metrics.decided("cancelled")
         await self._presenter.show_settled(
             messenger, thread, question, "cancelled", message.user_id

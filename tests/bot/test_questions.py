@@ -124,6 +124,18 @@ async def test_a_reply_that_answers_marks_the_question_answered() -> None:
     assert shown.status == "answered"
     assert shown.decided_by is not None
     assert shown.decided_by.id == "U3"
+    # Counted as an answer given in the question's form is.
+    assert bot.metrics.value("approval_bot_decisions_total", outcome="answered") == 1
+
+
+async def test_a_reply_that_cancels_a_question_is_counted_as_cancelled() -> None:
+    bot = ChatBot(weather_agent())
+    messenger = wired(bot)
+    await asked(bot, messenger, "what's the weather?")
+    await bot.on_message(message("cancel", user="U3"))
+    await bot.drain()
+    assert bot.metrics.value("approval_bot_decisions_total", outcome="cancelled") == 1
+    assert bot.metrics.value("approval_bot_decisions_total", outcome="answered") == 0
 
 
 def test_form_fields_come_from_the_answer_schema_and_values_are_typed() -> None:

@@ -19,6 +19,26 @@ def by_name(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == name]
 
 
+async def test_a_question_answered_by_a_reply_is_a_wait_on_the_requests_trace(
+    tmp_path: Path,
+) -> None:
+    async with OtlpReceiver() as receiver:
+        await console_demo(
+            tmp_path,
+            "deploy web to staging",
+            "9.9.9",
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+            OTEL_SERVICE_NAME="approvals",
+        )
+        spans = await receiver.wait_for(lambda got: bool(by_name(got, "approval.wait")))
+
+    asked, _ = sorted(by_name(spans, "chat.message"), key=lambda s: s.start_ns)
+    (wait,) = by_name(spans, "approval.wait")
+    assert wait.trace_id == asked.trace_id
+    assert wait.attributes["approval.tool"] == "deploy_service"
+    assert wait.attributes["approval.outcome"] == "answered"
+
+
 async def test_a_click_after_a_restart_continues_the_requests_trace(tmp_path: Path) -> None:
     async with OtlpReceiver() as receiver:
         url = receiver.url
