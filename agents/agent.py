@@ -587,6 +587,7 @@ class Agent:
             stream=self._stream(run_id, recovery.retry) if recovery.retry else None,
             error=run.error if recovery.retry is None else None,
             created_at=run.created_at,
+            trace=run.trace,
             dropped=tuple(PendingInfo.of(run_id, p) for p in recovery.dropped),
         )
 

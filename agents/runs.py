@@ -40,6 +40,8 @@ class RecoveredRun:
     error: str | None
     created_at: datetime
     """When the run began (what it showed before the crash was shown since)."""
+    trace: dict[str, str] | None = None
+    """The trace the run started in (W3C carrier), for what follows to continue it."""
     dropped: tuple[PendingInfo, ...] = ()
     """Calls that were still waiting on the interrupted run (now void)."""
 

@@ -30,7 +30,7 @@ from .presenter import Presenter
 from .records import ESCALATED, REMINDED, call_entry
 from .tasks import KeyedLocks, TaskTracker
 from .timers import DELIVER, TIMER, UNDELIVERED, Timer, Undelivered, deliver_later
-from .traces import waited
+from .traces import run_span, waited
 from .types import Messenger, Notice, ThreadKey, Undeliverable
 from .views import post_mark, thread_of
 
@@ -144,13 +144,14 @@ class Housekeeping:
                 await self._presenter.say(
                     messenger, thread, self._presenter.notice_for(thread, info.requester, text)
                 )
-                await self._presenter.consume(
-                    thread,
-                    messenger,
-                    item.stream,
-                    requester=info.requester,
-                    about=place.about if place is not None else None,
-                )
+                with run_span("chat.expire", info.run_id, info.trace):
+                    await self._presenter.consume(
+                        thread,
+                        messenger,
+                        item.stream,
+                        requester=info.requester,
+                        about=place.about if place is not None else None,
+                    )
 
     # -- reminders and escalations -----------------------------------------------
 
@@ -326,13 +327,14 @@ class Housekeeping:
         async with self._threads.hold(thread.id):
             if item.stream is not None:
                 # It may have been cut while its answer was written live, since it began.
-                await self._presenter.consume(
-                    thread,
-                    messenger,
-                    item.stream,
-                    requester=item.requester,
-                    cut_since=item.created_at,
-                )
+                with run_span("chat.recover", item.run_id, item.trace):
+                    await self._presenter.consume(
+                        thread,
+                        messenger,
+                        item.stream,
+                        requester=item.requester,
+                        cut_since=item.created_at,
+                    )
                 return
             # Cards of the dead run must not keep live buttons.
             for call in item.dropped:

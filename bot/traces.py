@@ -9,7 +9,7 @@ Spans go nowhere until the composition root installs an exporter (``bot.tracing`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Final
@@ -70,6 +70,17 @@ def click_span(click: Click, call: PendingInfo) -> Iterator[Span]:
             "gen_ai.tool.name": call.tool_name,
             "gen_ai.tool.call.id": call.tool_call_id,
         },
+    ) as span:
+        yield span
+
+
+@contextmanager
+def run_span(name: str, run_id: str, trace: Mapping[str, str] | None) -> Iterator[Span]:
+    """Work on a run that no one's message or click brings now (``chat.expire``: its
+    call ran out of time; ``chat.recover``: a process that died left it) as the
+    current span, in the trace its run started in (a new one when it kept none)."""
+    with TRACER.start_as_current_span(
+        name, context=context_of(trace), kind=SpanKind.INTERNAL, attributes={"run.id": run_id}
     ) as span:
         yield span
 

@@ -6,12 +6,15 @@ card posted, the wait for a person, the click, the tool and the answer."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from bot.metrics import Metrics
-from tests.bot.test_console import console_demo
+from tests.bot.test_console import ROOT, console_demo
 from tests.otlp import OtlpReceiver, ReceivedSpan
 
 
@@ -83,6 +86,72 @@ async def test_a_click_after_a_restart_continues_the_requests_trace(tmp_path: Pa
     posts = [s for s in spans if s.name == "console.post" and s.trace_id == trace]
     assert any(s in asked for s in posts)
     assert any(s not in asked for s in posts)
+
+
+async def console_until(tmp_path: Path, seen: str, **env: str) -> str:
+    """``python -m bot console`` on the demo, given no line until its output shows
+    ``seen`` (its sweeper's work, say); then its input ends. Its output."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    environment |= {
+        "BOT_MODEL": "demo",
+        "STORE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+        "OPS_DB_PATH": str(tmp_path / "ops.db"),
+        "USER": "grace",
+        "PYTHONPATH": str(ROOT),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "console",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=environment | env,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    out = ""
+    try:
+        async with asyncio.timeout(30):
+            while seen not in out:
+                line = await process.stdout.readline()
+                assert line, f"the console ended before showing {seen!r}: {out}"
+                out += line.decode()
+    finally:
+        process.stdin.close()
+        rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    return out + rest.decode()
+
+
+async def test_an_expiry_in_the_next_process_goes_on_in_the_requests_trace(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.refund]\nexpires_in = "1s"\n')
+    async with OtlpReceiver() as receiver:
+        env = {
+            "APPROVAL_POLICY": str(policy),
+            "OTEL_SERVICE_NAME": "approvals",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        }
+        await console_demo(tmp_path, "refund order A-1001 150", **env)  # type: ignore[arg-type]
+        asked = list(receiver.spans)
+        # The next process's sweeper (every second) finds the card's second ran out.
+        await console_until(tmp_path, "I could not refund", BOT_LEASE="2s", **env)
+        spans = await receiver.wait_for(lambda got: bool(by_name(got, "chat.expire")))
+
+    (message,) = by_name(asked, "chat.message")
+    (expire,) = by_name(spans, "chat.expire")
+    (wait,) = by_name(spans, "approval.wait")
+    assert expire.trace_id == wait.trace_id == message.trace_id
+    assert wait.attributes["approval.outcome"] == "expired"
+    # The model, told of the expiry, answers in that trace, under the expiry.
+    ids = {s.span_id: s for s in spans}
+    told = [s for s in by_name(spans, "chat demo") if s.trace_id == message.trace_id]
+    assert any(ids.get(s.parent_span_id) == expire for s in told)
 
 
 async def test_no_endpoint_exports_nothing_and_changes_nothing(tmp_path: Path) -> None:
