@@ -103,10 +103,10 @@ async def test_end_of_input_with_a_card_open_leaves_it_pending() -> None:
     assert pending.tool_name == "restart_service"
 
 
-async def console_demo(
-    tmp_path: Path, *typed: str, argv: tuple[str, ...] = (), **extra: str
-) -> str:
-    """``python -m bot console [argv]`` on the demo, fed ``typed`` line by line; its output."""
+def demo_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of ``python -m bot`` on the demo as grace, with its SQLite store
+    and the example's database in ``tmp_path``; no platform and no other agent or
+    policy than ``extra`` names."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -121,7 +121,14 @@ async def console_demo(
     }
     env.pop("BOT_AGENT", None)
     env.pop("APPROVAL_POLICY", None)
-    env |= extra
+    return env | extra
+
+
+async def console_demo(
+    tmp_path: Path, *typed: str, argv: tuple[str, ...] = (), **extra: str
+) -> str:
+    """``python -m bot console [argv]`` on the demo, fed ``typed`` line by line; its output."""
+    env = demo_env(tmp_path, **extra)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -7,14 +7,13 @@ card posted, the wait for a person, the click, the tool and the answer."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from bot.metrics import Metrics
-from tests.bot.test_console import ROOT, console_demo
+from tests.bot.test_console import console_demo, demo_env
 from tests.otlp import OtlpReceiver, ReceivedSpan
 
 
@@ -91,14 +90,6 @@ async def test_a_click_after_a_restart_continues_the_requests_trace(tmp_path: Pa
 async def console_until(tmp_path: Path, seen: str, **env: str) -> str:
     """``python -m bot console`` on the demo, given no line until its output shows
     ``seen`` (its sweeper's work, say); then its input ends. Its output."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    environment |= {
-        "BOT_MODEL": "demo",
-        "STORE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
-        "OPS_DB_PATH": str(tmp_path / "ops.db"),
-        "USER": "grace",
-        "PYTHONPATH": str(ROOT),
-    }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -108,7 +99,7 @@ async def console_until(tmp_path: Path, seen: str, **env: str) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=tmp_path,
-        env=environment | env,
+        env=demo_env(tmp_path, **env),
     )
     assert process.stdin is not None
     assert process.stdout is not None
