@@ -52,13 +52,15 @@ from .sqlite_file import SQLiteFile, changes, database_path
 
 __all__ = ["SQLiteStore", "database_path"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """2: ``runs.paused`` and the other index columns written from ``run_index`` alone.
 3: ``runs.alive_until``, the heartbeat of the process driving a run.
 4: ``runs_live_by_thread``, a thread's root runs that wait or work (``thread_runs``).
 5: ``runs.updated_at`` and ``runs.root_run_id``, so finished runs are pruned (``prune``).
 6: ``audit_horizon``, so the start of the audit log is pruned (``prune_audit``).
-7: the horizon keeps the chain's anchor (``agents.chain``): the last entry removed."""
+7: the horizon keeps the chain's anchor (``agents.chain``): the last entry removed.
+8: ``audit_head``, the chain's head kept apart (moved by a trigger as each entry goes
+in), so entries cut from the end are found as on the other stores."""
 _CURRENT = f"PRAGMA user_version = {SCHEMA_VERSION}"
 
 # Partial indexes: only the runs a person or the recovery sweep cares about.
@@ -111,6 +113,32 @@ _AUDIT_HORIZON = (
         WHEN NEW.seq <= (SELECT seq FROM audit_horizon)
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
 )
+# The chain's head, kept apart from the entries: a trigger moves it with each insert,
+# in the same statement, and it never goes back. Entries cut from the end (the
+# triggers dropped) leave it ahead of the last entry: ``audit verify`` says so.
+_AUDIT_HEAD = (
+    """CREATE TABLE audit_head (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        seq INTEGER NOT NULL,
+        hash TEXT
+    )""",
+    """INSERT INTO audit_head (id, seq, hash)
+        SELECT 1, seq, json_extract(entry, '$.hash') FROM audit
+            WHERE seq = (SELECT max(seq) FROM audit)
+        UNION ALL SELECT 1, seq, hash FROM audit_horizon
+        ORDER BY 2 DESC LIMIT 1""",
+    """CREATE TRIGGER audit_head_one_row BEFORE INSERT ON audit_head
+        BEGIN SELECT RAISE(ABORT, 'the audit head is one row'); END""",
+    """CREATE TRIGGER audit_head_only_grows BEFORE UPDATE ON audit_head
+        WHEN NEW.seq < OLD.seq OR NEW.id IS NOT OLD.id
+        BEGIN SELECT RAISE(ABORT, 'the audit head only moves forward'); END""",
+    """CREATE TRIGGER audit_head_kept BEFORE DELETE ON audit_head
+        BEGIN SELECT RAISE(ABORT, 'the audit head is kept'); END""",
+    """CREATE TRIGGER audit_moves_head AFTER INSERT ON audit
+        BEGIN
+            UPDATE audit_head SET seq = NEW.seq, hash = json_extract(NEW.entry, '$.hash');
+        END""",
+)
 _SCHEMA = (
     """CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
@@ -149,6 +177,7 @@ _SCHEMA = (
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
     *_AUDIT_HORIZON,
     *_ANCHOR,
+    *_AUDIT_HEAD,
     "CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)",
     _CURRENT,
 )
@@ -181,6 +210,8 @@ _FROM_VERSION_4 = (
 _FROM_VERSION_5 = ("DROP TRIGGER audit_no_delete", *_AUDIT_HORIZON)
 # Version 7 chains the audit log: a prune keeps the anchor of what it removed.
 _FROM_VERSION_6 = (*_ANCHOR, f"UPDATE audit_horizon SET hash = '{GENESIS}' WHERE seq > 0")
+# Version 8 keeps the chain's head apart, as the other stores do.
+_FROM_VERSION_7 = _AUDIT_HEAD
 _MIGRATIONS = (
     _FROM_VERSION_1,
     _FROM_VERSION_2,
@@ -188,6 +219,7 @@ _MIGRATIONS = (
     _FROM_VERSION_4,
     _FROM_VERSION_5,
     _FROM_VERSION_6,
+    _FROM_VERSION_7,
 )
 """From version ``i``, the steps of ``_MIGRATIONS[i - 1:]`` in order."""
 
@@ -368,11 +400,13 @@ class SQLiteStore(SavesInOne):
         await self._run(lambda db: _append_audit(db, [entry]), transaction=True)
 
     async def audit_chains(self) -> list[AuditChain]:
-        """The one chain, as stored, with the anchor of the last prune: one statement,
-        so one snapshot of both, without holding writers up (WAL)."""
+        """The one chain, as stored, with the anchor of the last prune and its head: one
+        statement, so one snapshot of all, without holding writers up (WAL)."""
         rows = await self._fetch(_CHAIN, ())
-        anchor_row, lines = rows[0], [str(row[5]) for row in rows[1:]]
-        return [AuditChain(0, lines, anchor_of(anchor_row[1:5]))]
+        first, lines = rows[0], [str(row[5]) for row in rows[1:]]
+        head_seq, head_hash = first[6:8]
+        head = Link(seq=int(head_seq), hash=str(head_hash)) if head_seq and head_hash else None
+        return [AuditChain(0, lines, anchor_of(first[1:5]), head)]
 
     async def read_audit(
         self, chain: int, after: int, *, limit: int = AUDIT_READ_BATCH
@@ -552,9 +586,10 @@ async def _append_audit(
     await db.executemany(_INSERT_AUDIT, rows)
 
 
-# The horizon's row first, then every entry in order.
-_CHAIN = """SELECT 0 AS part, seq, hash, removed, signature, NULL FROM audit_horizon
-    UNION ALL SELECT 1, seq, NULL, NULL, NULL, entry FROM audit
+# The horizon's row (with the head) first, then every entry in order.
+_CHAIN = """SELECT 0 AS part, h.seq, h.hash, h.removed, h.signature, NULL, head.seq, head.hash
+        FROM audit_horizon AS h, audit_head AS head
+    UNION ALL SELECT 1, seq, NULL, NULL, NULL, entry, NULL, NULL FROM audit
     ORDER BY part, seq"""
 
 

@@ -192,6 +192,13 @@ async def test_an_emptied_log_does_not_verify_with_the_key(tmp_path: Path) -> No
         conn.commit()
     code, _, err = await verify(tmp_path, "--public-key", str(public))
     assert code == 1
+    # The head kept apart says the log was emptied, before any signature is looked at.
+    assert "chain 0: entry 1 removed: the chain's head is entry" in err
+    with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
+        conn.execute("UPDATE audit_head SET seq = 0, hash = NULL")  # and it emptied too
+        conn.commit()
+    code, _, err = await verify(tmp_path, "--public-key", str(public))
+    assert code == 1
     assert "chain 0: no signed checkpoint" in err
 
 
@@ -203,6 +210,18 @@ async def test_a_store_that_is_not_there_is_one_clear_line(tmp_path: Path) -> No
     code, _, err = await verify(tmp_path, STORE_URL="memory://")
     assert code == 2
     assert "Traceback" not in err
+
+
+async def test_sqlite_entries_cut_from_the_end_are_named(tmp_path: Path) -> None:
+    await console_demo(tmp_path, *CYCLE)
+    with closing(sqlite3.connect(tmp_path / "bot.db")) as conn:
+        (last,) = conn.execute("SELECT max(seq) FROM audit").fetchone()
+        unguarded(conn)
+        conn.execute("DELETE FROM audit WHERE seq = ?", (last,))
+        conn.commit()
+    code, _, err = await verify(tmp_path)
+    assert code == 1
+    assert f"chain 0: entry {last} removed: the chain's head is entry {last}" in err
 
 
 @pytest.mark.redis

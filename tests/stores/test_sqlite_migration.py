@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.chain import walk
 from agents.snapshot import AuditEntry, dump_snapshot, utcnow
 from agents.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from bot import open_chat_state
@@ -110,7 +111,7 @@ async def test_a_version_1_file_is_migrated_and_its_waiting_runs_are_found(
     finally:
         await store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
 
 
 async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path: Path) -> None:
@@ -139,8 +140,56 @@ async def test_a_version_3_file_gains_the_index_of_a_threads_live_runs(tmp_path:
         assert "runs_live_by_thread" in " ".join(str(row) for row in plan)
 
 
+def back_to_version_7(conn: sqlite3.Connection) -> None:
+    """Undo version 8 in a file this code wrote: the chain's head is kept nowhere apart."""
+    for trigger in (
+        "audit_head_one_row",
+        "audit_head_only_grows",
+        "audit_head_kept",
+        "audit_moves_head",
+    ):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE audit_head")
+    conn.execute("PRAGMA user_version = 7")
+
+
+async def test_a_version_7_file_keeps_its_chain_and_its_head_from_then_on(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v7.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    entry = AuditEntry(event="approved", run_id="run-a", tool_call_id="c", tool_name="refund")
+    for _ in range(3):
+        await store.append_audit(entry)
+    await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        back_to_version_7(conn)
+        conn.commit()
+
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        ((chain),) = await store.audit_chains()
+        report = walk(chain.lines, chain.anchor)
+        assert report.finding is None
+        assert chain.head == report.head
+        assert chain.head is not None
+        assert chain.head.seq == 3
+        await store.append_audit(entry)
+        ((chain),) = await store.audit_chains()
+        assert chain.head == walk(chain.lines).head
+        assert chain.head is not None
+        assert chain.head.seq == 4
+    finally:
+        await store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE audit_head SET seq = 1")
+
+
 def back_to_version_5(conn: sqlite3.Connection) -> None:
-    """Undo version 6 in a file this code wrote: the audit log is append-only again."""
+    """Undo versions 8 to 6 in a file this code wrote: the audit log is append-only again."""
+    back_to_version_7(conn)
     for trigger in (
         "audit_horizon_one_row",
         "audit_horizon_only_grows",
