@@ -252,7 +252,10 @@ class Decisions:
         click, call, refusal = await self._check(click)
         if refusal is None:
             return call, None
-        await self._said_no(click, None, refusal)
+        try:
+            await self._said_no(click, None, refusal)
+        except Exception:  # the person still hears why; only the record is missing
+            log.exception("could not put the refusal of %s's click on record", click.user_id)
         return None, refusal[0]
 
     async def _check(
@@ -409,9 +412,9 @@ class Decisions:
         place = await self._chat.card_of(click.run_id, click.ask) if click.ask else None
         batch = await self._presenter.batches.of(place) if place is not None else None
         if place is None or batch is None:
-            _, _, refusal = await self._check(replace(click, action=action))
+            one, _, refusal = await self._check(replace(click, action=action))
             if refusal is not None:
-                return self._refuse(refusal[0], outcome=refusal[1])
+                return await self._said_no(one, None, refusal)
             return self._refuse(texts.CLICK_UNKNOWN, outcome="stale")
         decided: list[ClickResult] = []
         refused: list[ClickResult] = []

@@ -617,8 +617,8 @@ class Presenter:
         if cut is None:
             return False
         log.info("found an answer cut short before the restart in %s: completing it", thread.id)
-        await self.update(messenger, cut.thread, cut.ref, answer)
-        return True
+        # Marked as a posted answer is, so a later retake finds it by its mark.
+        return await self.update(messenger, cut.thread, cut.ref, answer, mark=post_mark(answer))
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something to one person only, in ``thread`` (a failure is logged)."""
@@ -630,25 +630,34 @@ class Presenter:
             log.exception("telling %s in %s failed", user_id, thread.id)
 
     async def update(
-        self, messenger: Messenger, thread: ThreadKey, ref: MessageRef, view: View
-    ) -> None:
-        """Replace a posted view (a failure is logged; one the platform could not take is
-        kept and made later, the latest view of the message winning: a later update
-        made here replaces the kept one, so an older view never comes back)."""
+        self,
+        messenger: Messenger,
+        thread: ThreadKey,
+        ref: MessageRef,
+        view: View,
+        *,
+        mark: PostMark | None = None,
+    ) -> bool:
+        """Replace a posted view (``mark``: as ``Messenger.update``); whether it is shown
+        or will be. A failure is logged; one the platform could not take is kept and
+        made later, the latest view of the message winning: a later update made here
+        replaces the kept one, so an older view never comes back. ``False``: the
+        platform refused it for good (the message is gone, say)."""
         key = update_key(thread, ref)
         try:
-            await messenger.update(thread, ref, view)
+            await messenger.update(thread, ref, view, mark=mark)
         except Undeliverable as exc:
             log.warning("updating a %s in %s failed: %s", type(view).__name__, thread.id, exc)
             self._kept_updates.add(key)
             await deliver_later(self._chat, thread, view, ref=ref)
-            return
+            return True
         except Exception:
             log.exception("updating a %s in %s failed", type(view).__name__, thread.id)
-            return
+            return False
         if key in self._kept_updates:
             self._kept_updates.discard(key)
             await deliver_later(self._chat, thread, view, ref=ref, due=0.0)
+        return True
 
     async def status(self, messenger: Messenger, thread: ThreadKey, status: str | None) -> None:
         """Show or clear "is thinking…" (a failure is logged)."""

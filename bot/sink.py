@@ -163,15 +163,17 @@ class WebhookTarget:
 
     async def reach(self) -> None:
         """Whether the webhook answers, without delivering anything: a ``HEAD`` of its
-        URL, where any answer but "no such place" (404) or a server error will do (a
-        receiver that takes only ``POST`` says 405)."""
+        URL, where any answer but a redirect (a delivery does not follow one), "no
+        such place" (404) or a server error will do (a receiver that takes only
+        ``POST`` says 405, or 501)."""
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as s,
                 s.head(self.url, allow_redirects=False) as response,
             ):
-                if response.status == 404 or response.status >= 500:
-                    raise Undelivered(f"answered {response.status}")
+                status = response.status
+                if 300 <= status < 400 or status == 404 or (status >= 500 and status != 501):
+                    raise Undelivered(f"answered {status}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise Undelivered(str(exc) or type(exc).__name__) from exc
 

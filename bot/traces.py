@@ -163,9 +163,11 @@ class TracedMessenger:
         with self._span("find_cut_live", near):
             return await self.inner.find_cut_live(near, since=since, words=words)
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
         with self._span("update", thread):
-            await self.inner.update(thread, ref, view)
+            await self.inner.update(thread, ref, view, mark=mark)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         with self._span("tell", thread):

@@ -580,8 +580,11 @@ class Messenger(Protocol):
         """
         ...
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
-        """Replace a posted view for everyone."""
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
+        """Replace a posted view for everyone; ``mark``: which post it now is (as
+        ``post``'s), kept with it where the platform can, for ``find_post``."""
         ...
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:

@@ -9,7 +9,7 @@ import json
 from contextlib import suppress
 from dataclasses import asdict, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from agents import PendingInfo
 
@@ -323,12 +323,18 @@ def question_mark(info: PendingInfo, *, cause: str | None = None) -> PostMark:
     )
 
 
+BEGUN: Final = 3
+"""The fewest letters a message must show to be taken for the start of an answer
+(``begins``), unless the answer is that short: fewer tell too little."""
+
+
 def begins(shown: str, words: str) -> bool:
     """Whether a message showing ``shown`` is the start of ``words`` (a live answer cut
     short): its letters and digits, in order, begin those of ``words``, whatever marks
-    the platform drew around them. An empty message begins nothing."""
-    seen = _letters(shown)
-    return bool(seen) and _letters(words).startswith(seen)
+    the platform drew around them; at least ``BEGUN`` of them (an empty message
+    begins nothing)."""
+    seen, whole = _letters(shown), _letters(words)
+    return len(seen) >= min(BEGUN, len(whole)) > 0 and whole.startswith(seen)
 
 
 def _letters(text: str) -> str:

@@ -112,8 +112,11 @@ class ConsoleMessenger:
             self.questions.append((ref, view))
         return ref
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
-        """Print the new state of a posted view; a decided card (or question) is done."""
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
+        """Print the new state of a posted view; a decided card (or question) is done.
+        (A terminal keeps no ``mark``.)"""
         self.write(render(view))
         self._printed()
         settled = (isinstance(view, ApprovalCard) and view.status != "pending") or (

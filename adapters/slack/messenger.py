@@ -74,6 +74,10 @@ FIND_MARGIN = 600.0
 """Seconds looked back before a post could have been made: Slack's clock and ours differ."""
 
 
+class _TooLong(LookupError):
+    """More of a conversation was left than ``FIND_PAGES`` pages read (``_own_messages``)."""
+
+
 class SlackMessenger:
     """Posts views in Slack threads through the Web API.
 
@@ -145,20 +149,25 @@ class SlackMessenger:
         assert first is not None  # render() always returns at least one message
         return first
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
-        """Replace a posted view for everyone (``chat.update``)."""
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
+        """Replace a posted view for everyone (``chat.update``); ``mark`` goes into the
+        ``metadata`` of its last message, as ``post`` puts it."""
         first, *rest = render(view, link=await self._link(view))
         channel = ref["channel"]
         client = await self._client(thread.workspace)
+        metadata = post_metadata(mark) if mark is not None else None
 
         async def change() -> object:
-            return await client.chat_update(
-                channel=channel, ts=ref["ts"], **first.fields(replacing=True)
-            )
+            fields = first.fields(replacing=True)
+            if metadata is not None and not rest:
+                fields["metadata"] = metadata
+            return await client.chat_update(channel=channel, ts=ref["ts"], **fields)
 
         await self.pacer.call(channel, f"update:{thread.workspace}", change)
-        for message in rest:
-            await self._post(thread, message)
+        for i, message in enumerate(rest, start=1):
+            await self._post(thread, message, metadata=metadata if i == len(rest) else None)
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something only ``user_id`` sees, in the thread (``chat.postEphemeral``);
@@ -258,21 +267,29 @@ class SlackMessenger:
         except (SlackApiError, LookupError) as exc:
             log.info("cannot look for the %s of %s in Slack: %s", mark.post, mark.run_id, exc)
             return None
-        async for message in self._own_messages(near, channel, since, top_level=to is not None):
-            ts = message.get("ts")
-            if isinstance(ts, str) and mark_of(message.get("metadata")) == mark:
-                thread = near if to is None else thread_key(near.workspace, channel, ts)
-                return Posted(thread=thread, ref=message_ref(channel, ts))
+        try:
+            async for message in self._own_messages(near, channel, since, top_level=to is not None):
+                ts = message.get("ts")
+                if isinstance(ts, str) and mark_of(message.get("metadata")) == mark:
+                    thread = near if to is None else thread_key(near.workspace, channel, ts)
+                    return Posted(thread=thread, ref=message_ref(channel, ts))
+        except _TooLong:
+            pass
         return None
 
     async def find_cut_live(self, near: ThreadKey, *, since: datetime, words: str) -> Posted | None:
-        """The bot's newest reply in ``near``'s thread since ``since`` when it carries no
-        mark and what it shows begins ``words`` (``begins``): a streamed answer whose
-        process died before ending it. Its stream is stopped here (Slack may have
-        stopped it already), so that it can be updated."""
+        """The bot's newest reply in ``near``'s thread, read from ``since`` (less
+        ``FIND_MARGIN``), when it carries no mark and what it shows begins ``words``
+        (``begins``): a streamed answer whose process died before ending it. Its stream
+        is stopped here (Slack may have stopped it already), so that it can be updated.
+        ``None`` too when the thread is longer than ``FIND_PAGES`` pages from there:
+        the newest message was not read."""
         last: dict[str, Any] | None = None
-        async for message in self._own_messages(near, near.channel, since, top_level=False):
-            last = message
+        try:
+            async for message in self._own_messages(near, near.channel, since, top_level=False):
+                last = message
+        except _TooLong:
+            return None
         ts = last.get("ts") if last is not None else None
         if last is None or not isinstance(ts, str) or mark_of(last.get("metadata")) is not None:
             return None
@@ -294,7 +311,11 @@ class SlackMessenger:
         (``conversations.replies``), or with ``top_level`` top-level messages in
         ``channel`` (``conversations.history``), among the first ``FIND_PAGES`` pages
         (only the bot's: another app may copy its metadata). None where Slack cannot
-        be read (a refusal, such as a scope the app lacks, is logged)."""
+        be read (a refusal, such as a scope the app lacks, is logged).
+
+        Raises:
+            _TooLong: More pages were left after ``FIND_PAGES``.
+        """
         if not top_level and not near.root:
             return  # no thread: nothing to read back (someone's Home tab)
         try:
@@ -339,6 +360,7 @@ class SlackMessenger:
             if not cursor:
                 return
         log.warning("looked through %d pages of %s: posting again", FIND_PAGES, channel)
+        raise _TooLong(channel)
 
     async def inboxes_changed(self, thread: ThreadKey, people: frozenset[str]) -> None:
         """Show again the Home tabs of those of ``people`` who opened theirs, on any

@@ -177,8 +177,11 @@ class TeamsMessenger:
             )
         return ref
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
-        """Replace a posted message (a card once decided) for everyone."""
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
+        """Replace a posted message (a card once decided) for everyone; ``mark`` is noted
+        once Teams took it, as a post's is."""
         activity_id = ref.get("activity_id")
         if not activity_id:
             raise ValueError(f"cannot update a message without its activity id: {ref!r}")
@@ -193,6 +196,8 @@ class TeamsMessenger:
             await connector.conversations.update_activity(conversation_id, activity_id, updated)
 
         await self._send(reference, send, conversation=conversation_id)
+        if mark is not None:
+            await self._note_mark(thread, mark, Posted(thread=thread, ref=ref))
 
     async def tell(self, thread: ThreadKey, user_id: str, text: Text) -> None:
         """Say something meant for one person.

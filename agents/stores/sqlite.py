@@ -130,7 +130,7 @@ _AUDIT_HEAD = (
     """CREATE TRIGGER audit_head_one_row BEFORE INSERT ON audit_head
         BEGIN SELECT RAISE(ABORT, 'the audit head is one row'); END""",
     """CREATE TRIGGER audit_head_only_grows BEFORE UPDATE ON audit_head
-        WHEN NEW.seq < OLD.seq OR NEW.id IS NOT OLD.id
+        WHEN NEW.seq <= OLD.seq OR NEW.id IS NOT OLD.id
         BEGIN SELECT RAISE(ABORT, 'the audit head only moves forward'); END""",
     """CREATE TRIGGER audit_head_kept BEFORE DELETE ON audit_head
         BEGIN SELECT RAISE(ABORT, 'the audit head is kept'); END""",
@@ -555,13 +555,12 @@ class SQLiteStore(SavesInOne):
             )
 
 
-# The chain's head: its last row, or the horizon when a prune removed every row (the
-# horizon is below any row left). SQLite would reuse the seq of a removed last row,
-# which the horizon's trigger refuses. A row from before the chain has no hash.
-_HEAD = """SELECT seq, json_extract(entry, '$.hash'), json_extract(entry, '$.event')
-        FROM audit WHERE seq = (SELECT max(seq) FROM audit)
-    UNION ALL SELECT seq, hash, NULL FROM audit_horizon
-    ORDER BY 1 DESC LIMIT 1"""
+# The chain's head as kept apart (``audit_head``), with the event of its entry when
+# that is still there: what comes next is linked after it, so entries cut from the end
+# leave a gap ``audit verify`` names, never a chain that reads whole. A row from before
+# the chain has no hash.
+_HEAD = """SELECT h.seq, h.hash, json_extract(a.entry, '$.event')
+    FROM audit_head AS h LEFT JOIN audit AS a ON a.seq = h.seq"""
 _INSERT_AUDIT = "INSERT INTO audit (seq, run_id, thread_id, entry) VALUES (?, ?, ?, ?)"
 
 

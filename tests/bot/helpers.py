@@ -98,6 +98,8 @@ class RecordingMessenger:
     tells: list[tuple[ThreadKey, str, str]] = field(default_factory=list)
     statuses: list[tuple[ThreadKey, str | None]] = field(default_factory=list)
     failing_posts: int = 0
+    refused_updates: int = 0
+    """Updates the platform refuses for good next (the message is gone)."""
     unreachable: int = 0
     """Posts and updates the platform cannot take next (``Undeliverable``)."""
     elsewhere: list[tuple[Destination, View, Posted]] = field(default_factory=list)
@@ -163,9 +165,16 @@ class RecordingMessenger:
         live.finished = True
         return Posted(thread=near, ref={"channel": near.channel, "ts": f"live{n + 1}"})
 
-    async def update(self, thread: ThreadKey, ref: MessageRef, view: View) -> None:
+    async def update(
+        self, thread: ThreadKey, ref: MessageRef, view: View, *, mark: PostMark | None = None
+    ) -> None:
         self._reach()
+        if self.refused_updates:
+            self.refused_updates -= 1
+            raise LookupError("message_not_found")
         self.updates.append((thread, ref, view))
+        if mark is not None:
+            self.marked.append((mark, thread, None, Posted(thread=thread, ref=ref)))
 
     def _reach(self) -> None:
         if self.unreachable:

@@ -238,6 +238,21 @@ async def test_an_answer_cut_while_written_live_is_completed_in_place_not_posted
     ((_, ref, view),) = messenger.updates[-1:]
     assert ref["ts"] == f"live{len(messenger.lives)}"
     assert view == Reply(text=whole, feedback=run_id)
+    # Marked as a posted answer is: the next retake finds it, and says nothing again.
+    updates = len(messenger.updates)
+    await caught_up(bot, messenger, run_id)
+    assert (len(messenger.updates), messenger.views(Reply)) == (updates, [])
+
+
+async def test_a_cut_live_message_that_cannot_be_completed_leaves_the_answer_posted() -> None:
+    bot, messenger, run_id = await answered_live()
+    whole = messenger.lives[-1].text
+    cut(messenger, whole[:5])
+    messenger.refused_updates = 1  # deleted between the lookup and the update, say
+    await caught_up(bot, messenger, run_id)
+
+    (answer,) = messenger.views(Reply)
+    assert (answer.text, answer.feedback) == (whole, run_id)
 
 
 async def test_a_cut_live_message_that_is_not_the_answer_is_left_and_the_answer_posted() -> None:

@@ -170,6 +170,8 @@ def test_a_question_is_a_form_when_it_asks_several_things_or_one_not_free_text(
         ("said", "You said: hello there", False),  # a middle is no start
         ("", "You said: hello there", False),  # nothing shown begins nothing
         ("…", "You said", False),
+        ("Yo", "You said", False),  # too few letters to tell
+        ("ok", "OK", True),  # unless the answer is that short
     ],
 )
 def test_a_message_begins_an_answer_by_its_letters_whatever_marks_surround_them(

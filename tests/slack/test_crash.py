@@ -300,8 +300,12 @@ async def test_a_kill_while_an_answer_streams_or_once_it_ended_answers_once(
         what="the message taken over",
     )
     await bot.stop()  # anything still to come has come
-    # A cut answer is completed in place: one message, the whole answer.
+    # A cut answer is completed in place: one message, the whole answer, marked as the
+    # run's answer (a later retake finds it).
     assert replies(slack, root["ts"]) == ["You said: hello there"], bot.log_text()
+    (answer,) = slack.in_thread(CHANNEL, root["ts"])
+    assert answer.metadata is not None
+    assert answer.metadata["event_payload"]["post"] == "answer"
 
 
 def is_post_saying(words: str) -> Callable[[ApiCall], bool]:

@@ -272,3 +272,31 @@ async def test_retention_removes_checkpoints_like_any_entry(store: Store) -> Non
     await fill(store, 3)
     reports = await walked(store)
     assert all(r.holds for r in reports), [r.finding for r in reports]
+
+
+async def test_sqlite_entries_cut_from_the_end_leave_a_gap_the_next_entry_cannot_close(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'cut.db'}"
+    entry = AuditEntry(event="approved", run_id="r", tool_call_id="c", tool_name="refund")
+    store = open_store(url)
+    for _ in range(4):
+        await store.append_audit(entry)
+    await store.close()
+    with closing(sqlite3.connect(tmp_path / "cut.db")) as conn:
+        # Only what stops a delete is dropped: the head's own triggers stay.
+        conn.execute("DROP TRIGGER audit_no_delete")
+        conn.execute("DELETE FROM audit WHERE seq >= 3")
+        conn.commit()
+
+    store = open_store(url)
+    try:
+        await store.append_audit(entry)  # the bot goes on: after the head, not the cut
+        ((chain),) = await store.audit_chains()
+        report = walk(chain.lines, chain.anchor)
+    finally:
+        await store.close()
+    assert chain.head is not None
+    assert chain.head.seq == 5
+    assert report.finding is not None
+    assert (report.finding.fault, report.finding.seq) == ("removed", 3)
