@@ -124,12 +124,11 @@ def demo_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env | extra
 
 
-async def console_demo(
-    tmp_path: Path, *typed: str, argv: tuple[str, ...] = (), **extra: str
-) -> str:
-    """``python -m bot console [argv]`` on the demo, fed ``typed`` line by line; its output."""
-    env = demo_env(tmp_path, **extra)
-    process = await asyncio.create_subprocess_exec(
+async def start_console(
+    tmp_path: Path, argv: tuple[str, ...], env: dict[str, str]
+) -> asyncio.subprocess.Process:
+    """``python -m bot console [argv]`` in ``tmp_path``, its standard streams piped."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot",
@@ -141,6 +140,13 @@ async def console_demo(
         cwd=tmp_path,
         env=env,
     )
+
+
+async def console_demo(
+    tmp_path: Path, *typed: str, argv: tuple[str, ...] = (), **extra: str
+) -> str:
+    """``python -m bot console [argv]`` on the demo, fed ``typed`` line by line; its output."""
+    process = await start_console(tmp_path, argv, demo_env(tmp_path, **extra))
     script = "\n".join([*typed, ""])
     stdout, stderr = await asyncio.wait_for(process.communicate(script.encode()), 60)
     out, err = stdout.decode(), stderr.decode()

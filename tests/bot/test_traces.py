@@ -7,13 +7,12 @@ card posted, the wait for a person, the click, the tool and the answer."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from bot.metrics import Metrics
-from tests.bot.test_console import console_demo, demo_env
+from tests.bot.test_console import console_demo, demo_env, start_console
 from tests.otlp import OtlpReceiver, ReceivedSpan
 
 
@@ -90,17 +89,7 @@ async def test_a_click_after_a_restart_continues_the_requests_trace(tmp_path: Pa
 async def console_until(tmp_path: Path, seen: str, **env: str) -> str:
     """``python -m bot console`` on the demo, given no line until its output shows
     ``seen`` (its sweeper's work, say); then its input ends. Its output."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "console",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path,
-        env=demo_env(tmp_path, **env),
-    )
+    process = await start_console(tmp_path, (), demo_env(tmp_path, **env))
     assert process.stdin is not None
     assert process.stdout is not None
     out = ""
