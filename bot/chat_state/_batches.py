@@ -18,6 +18,28 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+async def each_alone_on(
+    errors: tuple[type[Exception], ...],
+    many: Callable[[list[T]], Awaitable[list[R]]],
+    one: Callable[[T], Awaitable[R]],
+    items: list[T],
+) -> list[R | Exception]:
+    """``many(items)``; when it fails with one of ``errors`` (which may be one item's
+    own: a value the store refuses), each item again with ``one``, so that a bad item
+    fails alone and the rest go in. Any other failure is every item's (raised)."""
+    try:
+        return list(await many(items))
+    except errors:
+        pass
+    outcomes: list[R | Exception] = []
+    for item in items:
+        try:
+            outcomes.append(await one(item))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
 class Batches(Generic[T, R]):
     """Runs ``one(item)`` for a lone call, ``many(items)`` for those that arrived together.
 

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
-from ._batches import Batches
+from ._batches import Batches, each_alone_on
 from ._deliveries import Delivery, accept
 
 Connection = AsyncConnection[TupleRow]
@@ -98,17 +98,7 @@ class IntakeBatches:
             return await write(connection, deliveries, token=self._token)
 
     async def _together(self, deliveries: list[Delivery]) -> list[str | Exception | None]:
-        try:
-            return list(await self._write(deliveries))
-        except ONE_BY_ONE:
-            pass
-        outcomes: list[str | Exception | None] = []
-        for delivery in deliveries:
-            try:
-                outcomes.append(await self._alone(delivery))
-            except Exception as exc:
-                outcomes.append(exc)
-        return outcomes
+        return await each_alone_on(ONE_BY_ONE, self._write, self._alone, deliveries)
 
 
 async def write(

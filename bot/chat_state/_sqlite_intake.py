@@ -22,7 +22,7 @@ import aiosqlite
 
 from agents.stores import SQLiteFile
 
-from ._batches import Batches
+from ._batches import Batches, each_alone_on
 from ._deliveries import Delivery, accept
 
 FOLLOW = "INSERT OR IGNORE INTO followed_threads (thread_id) VALUES (?)"
@@ -63,17 +63,10 @@ class IntakeBatches:
         return entry_id
 
     async def _together(self, deliveries: list[Delivery]) -> list[str | Exception | None]:
-        try:
-            return list(await self._file.grouped(partial(write, deliveries=deliveries)))
-        except ONE_BY_ONE:
-            pass
-        outcomes: list[str | Exception | None] = []
-        for delivery in deliveries:
-            try:
-                outcomes.append(await self._alone(delivery))
-            except Exception as exc:
-                outcomes.append(exc)
-        return outcomes
+        return await each_alone_on(ONE_BY_ONE, self._all, self._alone, deliveries)
+
+    async def _all(self, deliveries: list[Delivery]) -> list[str | None]:
+        return list(await self._file.grouped(partial(write, deliveries=deliveries)))
 
 
 async def write(db: aiosqlite.Connection, deliveries: Sequence[Delivery]) -> list[str | None]:
