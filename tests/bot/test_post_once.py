@@ -173,16 +173,21 @@ async def test_a_question_asked_again_before_a_crash_is_not_asked_a_third_time()
     assert len(messenger.views(Prompt)) == 3
 
 
-async def test_an_answer_posted_before_a_crash_is_not_posted_again() -> None:
-    ran: list[str] = []
-    bot = ChatBot(refund_agent(ran), policy=ApprovalPolicy())
-    messenger = RecordingMessenger()
+async def approved(messenger: RecordingMessenger) -> tuple[ChatBot, ApprovalCard]:
+    """A bot on ``messenger`` whose refund was approved and answered; its card."""
+    bot = ChatBot(refund_agent([]), policy=ApprovalPolicy())
     bot.register("test", messenger)
     await bot.on_message(message("A-1"))
     await bot.drain()
     (card,) = messenger.views(ApprovalCard)
     await bot.decisions.on_click(click(card, user="U2"))
     await bot.drain()
+    return bot, card
+
+
+async def test_an_answer_posted_before_a_crash_is_not_posted_again() -> None:
+    messenger = RecordingMessenger()
+    bot, card = await approved(messenger)
     (answer,) = messenger.views(Reply)
     assert answer.feedback == card.run_id
     await caught_up(bot, messenger, card.run_id)
@@ -190,14 +195,8 @@ async def test_an_answer_posted_before_a_crash_is_not_posted_again() -> None:
 
 
 async def test_an_answer_lost_in_a_crash_is_posted_rated_and_marked() -> None:
-    bot = ChatBot(refund_agent([]), policy=ApprovalPolicy())
     messenger = RecordingMessenger()
-    bot.register("test", messenger)
-    await bot.on_message(message("A-1"))
-    await bot.drain()
-    (card,) = messenger.views(ApprovalCard)
-    await bot.decisions.on_click(click(card, user="U2"))
-    await bot.drain()
+    bot, card = await approved(messenger)
     messenger.marked.clear()  # died before the platform took it
     await caught_up(bot, messenger, card.run_id)
 
@@ -209,14 +208,8 @@ async def test_an_answer_lost_in_a_crash_is_posted_rated_and_marked() -> None:
 
 async def answered_live() -> tuple[ChatBot, RecordingMessenger, str]:
     """A bot whose approved run wrote its answer live; that run's id."""
-    bot = ChatBot(refund_agent([]), policy=ApprovalPolicy())
     messenger = RecordingMessenger(live=True)
-    bot.register("test", messenger)
-    await bot.on_message(message("A-1"))
-    await bot.drain()
-    (card,) = messenger.views(ApprovalCard)
-    await bot.decisions.on_click(click(card, user="U2"))
-    await bot.drain()
+    bot, card = await approved(messenger)
     assert messenger.lives[-1].feedback == card.run_id
     return bot, messenger, card.run_id
 
