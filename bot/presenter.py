@@ -534,11 +534,6 @@ class Presenter:
             log.exception("could not find the card of %s/%s", call.run_id, call.tool_call_id)
             return None
 
-    async def card_ref(self, call: PendingInfo) -> MessageRef | None:
-        """The message of a call's card, if it was posted."""
-        place = await self.card_place(call)
-        return place.ref if place is not None else None
-
     # -- speaking ---------------------------------------------------------------
 
     async def say(
